@@ -1,0 +1,310 @@
+//! `rubyrace load`: turns command-line options into a `LoadSpec`, runs it, and writes the
+//! summary, JSON, raw log and HDR log.
+
+use std::fs;
+use std::io::{self, Write};
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use load::{
+    parse_header, parse_url_mix, ConnectionMode, LoadReport, LoadSpec, RawLog, RequestPlan,
+    RequestTemplate, StopCondition, UrlLine,
+};
+
+/// Exit status when `--max-error-rate` is exceeded.
+const EXIT_ERROR_RATE: u8 = 3;
+/// Exit status after Ctrl-C (the summary of what ran is still printed).
+const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Args, Debug)]
+#[command(after_help = "Durations take units: 500ms, 10s, 2m. See docs/load.md for every option, \
+the JSON schema and the raw log format.")]
+pub struct LoadArgs {
+    /// Target, e.g. http://127.0.0.1:8080/ (HTTP/1.1 over plain TCP).
+    pub url: String,
+
+    /// Connections to keep open, all of them used whatever the thread count.
+    #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub connections: u32,
+
+    /// Threads, each with its own event loop and share of the connections.
+    #[arg(short = 't', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: u32,
+
+    /// How long to measure after the warmup [default: 10s].
+    #[arg(short = 'd', long, value_parser = humantime::parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+
+    /// Measure this many request attempts (responses plus errors) instead of a duration.
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+
+    /// Send load for this long first, recording nothing.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+
+    /// Reuse connections (HTTP/1.1 keepalive). The default.
+    #[arg(long, group = "mode")]
+    pub keepalive: bool,
+
+    /// Send `Connection: close`; the server should close after each response.
+    #[arg(long, group = "mode")]
+    pub close_header: bool,
+
+    /// The client closes the connection after each response.
+    #[arg(long, group = "mode")]
+    pub client_close: bool,
+
+    /// With --close-header: how long to wait for the server to close before closing from
+    /// the client and counting the server as ignoring the header.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub close_grace: Duration,
+
+    /// Open loop: send this many requests per second in total, on a fixed schedule.
+    /// Latency is then measured from the intended send time.
+    #[arg(long)]
+    pub rate: Option<f64>,
+
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+
+    /// Extra request header, "Name: value"; repeatable.
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+
+    /// Request body.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Request body read from a file.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+
+    /// Weighted mix of "[WEIGHT] [METHOD] PATH" lines; replaces the URL's path and -m.
+    #[arg(long)]
+    pub urls: Option<PathBuf>,
+
+    /// Seed of the URL mix sequence (each connection draws its own reproducible sequence).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Requests kept in flight per connection (keepalive only).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+
+    /// A request without a complete response after this long is aborted and counted.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    /// Pause between connection attempts at start [default: 250µs, at most 100ms in all].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub connect_stagger: Option<Duration>,
+
+    /// Exit with status 3 when the error rate (in percent, non-2xx included) exceeds this.
+    #[arg(long, value_name = "PERCENT")]
+    pub max_error_rate: Option<f64>,
+
+    /// Write the result as JSON (schema rubyrace.load/1) to FILE, or to stdout with "-".
+    #[arg(long, value_name = "FILE|-")]
+    pub json: Option<String>,
+
+    /// Stream one line per request to FILE (see docs/load.md for the format).
+    #[arg(long, value_name = "FILE")]
+    pub raw: Option<PathBuf>,
+
+    /// Write the merged latency histogram as an HdrHistogram interval log.
+    #[arg(long, value_name = "FILE")]
+    pub hdr: Option<PathBuf>,
+}
+
+impl LoadArgs {
+    fn mode(&self) -> ConnectionMode {
+        if self.close_header {
+            ConnectionMode::CloseHeader
+        } else if self.client_close {
+            ConnectionMode::ClientClose
+        } else {
+            ConnectionMode::Keepalive
+        }
+    }
+}
+
+/// Builds the spec from the arguments, checking everything before any load is sent.
+fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
+    let url = url::Url::parse(&args.url).with_context(|| format!("invalid URL {:?}", args.url))?;
+    if url.scheme() != "http" {
+        bail!("only http:// URLs are supported (got {}://)", url.scheme());
+    }
+    let host = url.host_str().context("the URL has no host")?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addr = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}:{port}"))?
+        .next()
+        .with_context(|| format!("{host}:{port} resolves to no address"))?;
+    let mode = args.mode();
+    if args.pipeline > 1 && mode != ConnectionMode::Keepalive {
+        bail!("--pipeline needs keepalive connections; it cannot be combined with --{}", mode.as_str());
+    }
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("--rate must be a positive number of requests per second (got {rate})");
+        }
+    }
+    if let Some(limit) = args.max_error_rate {
+        if !(0.0..=100.0).contains(&limit) {
+            bail!("--max-error-rate is a percentage between 0 and 100 (got {limit})");
+        }
+    }
+    if args.timeout.is_zero() {
+        bail!("--timeout must be longer than zero");
+    }
+
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let body = match (&args.body, &args.body_file) {
+        (Some(b), _) => Some(b.clone().into_bytes()),
+        (None, Some(path)) => {
+            Some(fs::read(path).with_context(|| format!("cannot read --body-file {}", path.display()))?)
+        }
+        (None, None) => None,
+    };
+    let lines = match &args.urls {
+        Some(path) => {
+            let text = fs::read_to_string(path)
+                .with_context(|| format!("cannot read --urls {}", path.display()))?;
+            parse_url_mix(&text, &path.display().to_string())?
+        }
+        None => {
+            let mut path = url.path().to_string();
+            if let Some(q) = url.query() {
+                path.push('?');
+                path.push_str(q);
+            }
+            let method = args.method.clone();
+            // Reuse the mix-line checks for -m.
+            parse_url_mix(&format!("{method} {path}"), "-m")
+                .map_err(|_| anyhow::anyhow!("-m {method:?} is not an upper-case HTTP method"))?;
+            vec![UrlLine { weight: 1, method, path }]
+        }
+    };
+    let default_port = url.port().is_none();
+    let host_header = match (url.host(), default_port) {
+        (Some(url::Host::Ipv6(ip)), true) => format!("[{ip}]"),
+        (Some(url::Host::Ipv6(ip)), false) => format!("[{ip}]:{port}"),
+        (_, true) => host.to_string(),
+        (_, false) => format!("{host}:{port}"),
+    };
+    let template = RequestTemplate { host: host_header, headers, body };
+    let plan = RequestPlan::build(lines, &template, mode)?;
+    let connections = args.connections as usize;
+    Ok(LoadSpec {
+        addr,
+        plan,
+        threads: args.threads as usize,
+        connections,
+        mode,
+        rate: args.rate,
+        pipeline: args.pipeline as usize,
+        timeout: args.timeout,
+        warmup: args.warmup,
+        stop: match args.requests {
+            Some(n) => StopCondition::Requests(n),
+            None => StopCondition::Duration(args.duration.unwrap_or(Duration::from_secs(10))),
+        },
+        close_grace: args.close_grace,
+        seed: args.seed,
+        connect_stagger: args
+            .connect_stagger
+            .unwrap_or_else(|| LoadSpec::default_connect_stagger(connections)),
+    })
+}
+
+pub fn run(args: LoadArgs) -> Result<ExitCode> {
+    let spec = build_spec(&args)?;
+    // Open every output before the load, so a bad path fails in a second, not after it.
+    let raw = args
+        .raw
+        .as_ref()
+        .map(|p| RawLog::create(p).with_context(|| format!("cannot create --raw {}", p.display())))
+        .transpose()?;
+    let mut hdr_file = args
+        .hdr
+        .as_ref()
+        .map(|p| fs::File::create(p).with_context(|| format!("cannot create --hdr {}", p.display())))
+        .transpose()?;
+    let json_path = args.json.as_ref().filter(|p| p.as_str() != "-").map(PathBuf::from);
+    if let Some(p) = &json_path {
+        fs::File::create(p).with_context(|| format!("cannot create --json {}", p.display()))?;
+    }
+
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = interrupt.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            // A second Ctrl-C: the user wants out now.
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+
+    let outcome = load::run(&spec, raw.as_ref(), interrupt).context("the load run failed")?;
+    let report = LoadReport::new(&spec, &args.url, &outcome);
+
+    // The summary goes out first: whatever fails below, the numbers are not lost.
+    let json_to_stdout = args.json.as_deref() == Some("-");
+    let summary = report.human_summary();
+    if json_to_stdout {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
+    }
+    let mut failures = Vec::new();
+    if let Some(e) = &outcome.raw_error {
+        failures.push(format!("writing --raw failed: {e}"));
+    }
+    let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+    if json_to_stdout {
+        let mut stdout = io::stdout().lock();
+        if let Err(e) = writeln!(stdout, "{json}").and_then(|_| stdout.flush()) {
+            failures.push(format!("writing JSON to stdout failed: {e}"));
+        }
+    } else if let Some(path) = &json_path {
+        if let Err(e) = fs::write(path, format!("{json}\n")) {
+            failures.push(format!("writing --json {} failed: {e}", path.display()));
+        }
+    }
+    if let (Some(file), Some(path)) = (&mut hdr_file, &args.hdr) {
+        let written = load::report::write_hdr_log(file, &outcome.stats.latency, report.elapsed_s)
+            .and_then(|_| file.flush());
+        if let Err(e) = written {
+            failures.push(format!("writing --hdr {} failed: {e}", path.display()));
+        }
+    }
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    if outcome.interrupted {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if let Some(limit) = args.max_error_rate {
+        let percent = 100.0 * report.error_rate;
+        if percent > limit {
+            eprintln!(
+                "rubyrace: error rate {percent:.3}% exceeds --max-error-rate {limit}%"
+            );
+            return Ok(ExitCode::from(EXIT_ERROR_RATE));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,813 @@
+//! The load engine: one thread per `--threads`, each with its own `mio` event loop and its
+//! own share of the connections. A connection is an explicit state machine (connect, write,
+//! read, drain, closed). Nothing is shared between threads while the load runs: each
+//! thread knows the run's deadlines up front and keeps its own counters and histograms,
+//! which are merged once at the end.
+//!
+//! Hot-path rules: request bytes come pre-serialized from the plan; buffers are allocated
+//! once per connection; no channel, lock or atomic is touched per request.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::plan::UrlPicker;
+use crate::raw::{RawLog, RawRecord, RawWriter};
+use crate::response::{Completed, ParseError, ResponseParser};
+use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
+use crate::stats::{ErrorKind, ThreadStats, STATUS_SLOTS};
+use crate::timer::PreciseTimer;
+
+/// Size of each connection's read buffer, and so the largest response head accepted.
+pub const READ_BUFFER: usize = 16 * 1024;
+
+/// Timers are checked at least this often even when nothing is due.
+const MAX_TICK: Duration = Duration::from_millis(10);
+
+/// A send that leaves later than this after its intended time counts as late.
+const LATE_SEND: Duration = Duration::from_millis(1);
+
+const TIMER_TOKEN: Token = Token(usize::MAX);
+
+/// The merged outcome of a run.
+pub struct RunOutcome {
+    pub stats: ThreadStats,
+    /// Connections each thread owned (threads without a connection are not started).
+    pub connections_per_thread: Vec<usize>,
+    /// Length of the recorded phase.
+    pub recorded: Duration,
+    /// The run was cut short by the interrupt flag (Ctrl-C).
+    pub interrupted: bool,
+    /// The first error writing the raw log, if any.
+    pub raw_error: Option<io::Error>,
+}
+
+/// Runs the load described by `spec`. `interrupt` ends the run early, as if its time were up.
+pub fn run(spec: &LoadSpec, raw: Option<&RawLog>, interrupt: Arc<AtomicBool>) -> io::Result<RunOutcome> {
+    let per_thread: Vec<usize> = spec
+        .connections_per_thread()
+        .into_iter()
+        .filter(|&n| n > 0)
+        .collect();
+    // -n counts attempts; each connection gets an even share, summed per thread.
+    let per_connection_quota = match spec.stop {
+        StopCondition::Requests(n) => Some(split_evenly(n, spec.connections)),
+        StopCondition::Duration(_) => None,
+    };
+    let origin = Instant::now();
+    let record_start = origin + spec.warmup;
+    let end = match spec.stop {
+        StopCondition::Duration(d) => Some(record_start + d),
+        StopCondition::Requests(_) => None,
+    };
+
+    let mut handles = Vec::with_capacity(per_thread.len());
+    let mut first_connection = 0usize;
+    for (thread_index, &connections) in per_thread.iter().enumerate() {
+        let quota = per_connection_quota
+            .as_ref()
+            .map(|q| q[first_connection..first_connection + connections].iter().sum());
+        let raw_writer = raw.map(RawLog::writer).transpose()?;
+        let worker = Worker::new(
+            spec.clone(),
+            Timeline { origin, record_start, end, quota },
+            first_connection,
+            connections,
+            raw_writer,
+            interrupt.clone(),
+        )?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("load-{thread_index}"))
+                .spawn(move || worker.run())?,
+        );
+        first_connection += connections;
+    }
+
+    let mut merged: Option<ThreadStats> = None;
+    let mut raw_error = None;
+    let mut interrupted = false;
+    for handle in handles {
+        let (stats, raw_result, was_interrupted) = handle
+            .join()
+            .map_err(|_| io::Error::other("a load thread panicked"))??;
+        interrupted |= was_interrupted;
+        if let Err(e) = raw_result {
+            raw_error.get_or_insert(e);
+        }
+        match &mut merged {
+            None => merged = Some(stats),
+            Some(m) => m.merge(&stats),
+        }
+    }
+    let stats = merged.unwrap_or_else(|| ThreadStats::new(spec.rate.is_some()));
+    let recorded = Duration::from_nanos(
+        stats.recording_ended_ns.saturating_sub(stats.recording_started_ns),
+    );
+    Ok(RunOutcome {
+        stats,
+        connections_per_thread: per_thread,
+        recorded,
+        interrupted,
+        raw_error,
+    })
+}
+
+/// The run's fixed points in time, shared by value with every thread.
+#[derive(Clone, Copy)]
+struct Timeline {
+    origin: Instant,
+    record_start: Instant,
+    /// End of a duration-bound run.
+    end: Option<Instant>,
+    /// This thread's share of `-n` attempts.
+    quota: Option<u64>,
+}
+
+/// A request written (or being written) and not yet answered.
+#[derive(Clone, Copy)]
+struct InFlight {
+    /// When the schedule wanted it sent (open loop), or when it was sent (closed loop).
+    intended: Instant,
+    sent: Instant,
+    url: u32,
+    /// Sent at or after the start of the recorded phase.
+    recorded: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ConnState {
+    /// No socket; connect at the given time.
+    Closed { reconnect_at: Instant },
+    /// Non-blocking connect in progress.
+    Connecting,
+    /// Ready to write and read requests.
+    Open,
+    /// Close-header mode: the response is in, waiting for the server to close.
+    Draining { until: Instant },
+}
+
+struct Conn {
+    /// Global connection slot, stable across reconnects; appears in the raw log.
+    id: u64,
+    state: ConnState,
+    socket: Option<TcpStream>,
+    out: Vec<u8>,
+    out_pos: usize,
+    input: Box<[u8]>,
+    in_start: usize,
+    in_end: usize,
+    parser: ResponseParser,
+    in_flight: VecDeque<InFlight>,
+    picker: UrlPicker,
+    /// Open loop: the intended time of this connection's next request.
+    next_send: Instant,
+    /// Consecutive failed connects, for backoff.
+    connect_failures: u32,
+    /// This connection's share of `-n` attempts still to issue.
+    quota_left: Option<u64>,
+}
+
+struct Worker {
+    spec: LoadSpec,
+    time: Timeline,
+    poll: Poll,
+    timer: PreciseTimer,
+    conns: Vec<Conn>,
+    stats: ThreadStats,
+    raw: Option<RawWriter>,
+    interrupt: Arc<AtomicBool>,
+    /// Per-connection interval of the open-loop schedule.
+    send_interval: Option<Duration>,
+    /// Earliest time at which a timer may be due.
+    next_scan: Instant,
+    recording: bool,
+}
+
+/// What the event handlers decide about a connection.
+enum Fate {
+    Keep,
+    /// Close and replace, counting `ErrorKind` for every recorded in-flight request.
+    Reset(Option<ErrorKind>),
+}
+
+impl Worker {
+    fn new(
+        spec: LoadSpec,
+        time: Timeline,
+        first_connection: usize,
+        connections: usize,
+        raw: Option<RawWriter>,
+        interrupt: Arc<AtomicBool>,
+    ) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let timer = PreciseTimer::new()?;
+        poll.registry()
+            .register(&mut mio::unix::SourceFd(&timer.fd()), TIMER_TOKEN, Interest::READABLE)?;
+        let send_interval = spec
+            .rate
+            .map(|rate| Duration::from_secs_f64(spec.connections as f64 / rate));
+        let per_connection_quota = match spec.stop {
+            StopCondition::Requests(n) => Some(split_evenly(n, spec.connections)),
+            StopCondition::Duration(_) => None,
+        };
+        let write_capacity = spec.plan.max_request_len() * spec.pipeline;
+        let conns = (0..connections)
+            .map(|i| {
+                let global = first_connection + i;
+                let reconnect_at = time.origin + spec.connect_stagger * global as u32;
+                // Spread the connections' schedules evenly over one interval.
+                let offset = send_interval
+                    .map(|iv| iv.mul_f64(global as f64 / spec.connections as f64))
+                    .unwrap_or_default();
+                Conn {
+                    id: global as u64,
+                    state: ConnState::Closed { reconnect_at },
+                    socket: None,
+                    out: Vec::with_capacity(write_capacity),
+                    out_pos: 0,
+                    input: vec![0u8; READ_BUFFER].into_boxed_slice(),
+                    in_start: 0,
+                    in_end: 0,
+                    parser: ResponseParser::new(),
+                    in_flight: VecDeque::with_capacity(spec.pipeline),
+                    picker: UrlPicker::new(&spec.plan, spec.seed, global as u64),
+                    next_send: time.origin + offset,
+                    connect_failures: 0,
+                    quota_left: per_connection_quota.as_ref().map(|q| q[global]),
+                }
+            })
+            .collect();
+        let stats = ThreadStats::new(spec.rate.is_some());
+        Ok(Worker {
+            time,
+            poll,
+            timer,
+            conns,
+            stats,
+            raw,
+            interrupt,
+            send_interval,
+            next_scan: time.origin,
+            recording: false,
+            spec,
+        })
+    }
+
+    fn run(mut self) -> io::Result<(ThreadStats, io::Result<()>, bool)> {
+        let mut events = Events::with_capacity(1024);
+        let mut interrupted = false;
+        self.stats.recording_started_ns = self.ns_since_origin(self.time.record_start);
+        loop {
+            let now = Instant::now();
+            self.recording = now >= self.time.record_start;
+            if now >= self.next_scan {
+                if self.interrupt.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    self.finish(now);
+                    break;
+                }
+                if self.time.end.is_some_and(|end| now >= end) || self.quota_done() {
+                    self.finish(now);
+                    break;
+                }
+                self.scan_timers(now);
+            }
+            let wait = self.next_scan.saturating_duration_since(Instant::now());
+            let timeout = if wait < Duration::from_millis(1) && !wait.is_zero() {
+                // epoll only sleeps in whole milliseconds; a timerfd wakes us on time.
+                self.timer.arm_at(self.next_scan)?;
+                None
+            } else {
+                Some(wait)
+            };
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                let token = event.token();
+                if token == TIMER_TOKEN {
+                    continue;
+                }
+                let index = token.0;
+                let fate = if self.conns[index].state == ConnState::Connecting {
+                    if event.is_writable() || event.is_error() || event.is_write_closed() {
+                        self.on_connected(index)
+                    } else {
+                        Fate::Keep
+                    }
+                } else {
+                    let mut fate = Fate::Keep;
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        fate = self.on_readable(index, event.is_read_closed());
+                    }
+                    if matches!(fate, Fate::Keep) && event.is_writable() {
+                        fate = self.flush_writes(index);
+                    }
+                    fate
+                };
+                if let Fate::Reset(kind) = fate {
+                    self.reset(index, kind, Instant::now());
+                }
+            }
+        }
+        let raw_result = self.raw.take().map(RawWriter::finish).unwrap_or(Ok(()));
+        Ok((self.stats, raw_result, interrupted))
+    }
+
+    fn ns_since_origin(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.time.origin).as_nanos() as u64
+    }
+
+    fn quota_done(&self) -> bool {
+        self.time.quota.is_some()
+            && self
+                .conns
+                .iter()
+                .all(conn_quota_spent)
+    }
+
+    /// Wants a timer check no later than `at`.
+    #[inline]
+    fn wake_at(&mut self, at: Instant) {
+        if at < self.next_scan {
+            self.next_scan = at;
+        }
+    }
+
+    /// Connects what is due, sends what the schedule wants, aborts what timed out and
+    /// closes connections whose server ignored `Connection: close`.
+    fn scan_timers(&mut self, now: Instant) {
+        let mut next = now + MAX_TICK;
+        if !self.recording {
+            next = next.min(self.time.record_start);
+        }
+        if let Some(end) = self.time.end {
+            next = next.min(end);
+        }
+        for index in 0..self.conns.len() {
+            let conn = &self.conns[index];
+            match conn.state {
+                ConnState::Closed { reconnect_at } => {
+                    if reconnect_at <= now {
+                        self.connect(index, now);
+                    } else {
+                        next = next.min(reconnect_at);
+                    }
+                }
+                ConnState::Draining { until } => {
+                    if until <= now {
+                        if self.recording {
+                            self.stats.close_ignored += 1;
+                        }
+                        self.reset(index, None, now);
+                    } else {
+                        next = next.min(until);
+                    }
+                }
+                ConnState::Connecting => {}
+                ConnState::Open => {
+                    if let Some(oldest) = conn.in_flight.front() {
+                        let deadline = oldest.sent + self.spec.timeout;
+                        if deadline <= now {
+                            self.time_out(index, now);
+                            continue;
+                        }
+                        next = next.min(deadline);
+                    }
+                    if self.send_interval.is_some() {
+                        let conn = &self.conns[index];
+                        if conn.next_send <= now && conn.in_flight.len() < self.spec.pipeline {
+                            if let Fate::Reset(kind) = self.send_due(index, now) {
+                                self.reset(index, kind, now);
+                            }
+                        }
+                        let conn = &self.conns[index];
+                        if conn.in_flight.len() < self.spec.pipeline && conn.quota_left != Some(0) {
+                            next = next.min(conn.next_send);
+                        }
+                    }
+                }
+            }
+            // A connect may have failed synchronously and scheduled a retry.
+            if let ConnState::Closed { reconnect_at } = self.conns[index].state {
+                next = next.min(reconnect_at.max(now));
+            }
+        }
+        self.next_scan = next;
+    }
+
+    /// Aborts every request in flight on a connection whose oldest request timed out.
+    fn time_out(&mut self, index: usize, now: Instant) {
+        let in_flight: Vec<InFlight> = self.conns[index].in_flight.drain(..).collect();
+        for f in in_flight.iter().filter(|f| f.recorded) {
+            // The wait so far is a lower bound of the latency; it is recorded, not dropped.
+            self.record(index, f, now, 0, 0, Some(ErrorKind::Timeout));
+            self.stats.count_error(ErrorKind::Timeout, 1);
+        }
+        self.reset(index, None, now);
+    }
+
+    fn connect(&mut self, index: usize, now: Instant) {
+        let addr = self.spec.addr;
+        match TcpStream::connect(addr) {
+            Ok(mut socket) => {
+                let registered = self.poll.registry().register(
+                    &mut socket,
+                    Token(index),
+                    Interest::READABLE | Interest::WRITABLE,
+                );
+                if registered.is_err() {
+                    self.connect_failed(index, now);
+                    return;
+                }
+                self.stats.connections_opened += 1;
+                let conn = &mut self.conns[index];
+                conn.socket = Some(socket);
+                conn.state = ConnState::Connecting;
+            }
+            Err(_) => self.connect_failed(index, now),
+        }
+    }
+
+    fn connect_failed(&mut self, index: usize, now: Instant) {
+        let recording = self.recording;
+        let conn = &mut self.conns[index];
+        conn.socket = None;
+        conn.connect_failures += 1;
+        // Back off up to 100 ms so a dead server does not turn into a busy loop.
+        let backoff = Duration::from_millis(u64::from(conn.connect_failures.min(100)));
+        conn.state = ConnState::Closed { reconnect_at: now + backoff };
+        if recording {
+            // A failed connect uses up one attempt of -n, so a dead server ends the run.
+            if let Some(left) = &mut conn.quota_left {
+                *left = left.saturating_sub(1);
+            }
+            self.stats.count_error(ErrorKind::Connect, 1);
+        }
+        self.wake_at(now + backoff);
+    }
+
+    fn on_connected(&mut self, index: usize) -> Fate {
+        let now = Instant::now();
+        let conn = &mut self.conns[index];
+        let socket = conn.socket.as_ref().expect("connecting connection has a socket");
+        let ok = matches!(socket.take_error(), Ok(None)) && socket.peer_addr().is_ok();
+        if !ok {
+            self.connect_failed(index, now);
+            return Fate::Keep;
+        }
+        let _ = socket.set_nodelay(true);
+        conn.connect_failures = 0;
+        conn.state = ConnState::Open;
+        conn.in_start = 0;
+        conn.in_end = 0;
+        self.send_due(index, now)
+    }
+
+    /// Queues every request the load model allows now, then writes.
+    fn send_due(&mut self, index: usize, now: Instant) -> Fate {
+        let recording_now = self.recording;
+        let record_start = self.time.record_start;
+        let pipeline = self.spec.pipeline;
+        let interval = self.send_interval;
+        let ended = self.time.end.is_some_and(|end| now >= end);
+        let conn = &mut self.conns[index];
+        if conn.state != ConnState::Open || ended {
+            return Fate::Keep;
+        }
+        let mut queued = false;
+        while conn.in_flight.len() < pipeline {
+            let intended = match interval {
+                Some(iv) => {
+                    if conn.next_send > now {
+                        break;
+                    }
+                    let intended = conn.next_send;
+                    conn.next_send += iv;
+                    intended
+                }
+                None => now,
+            };
+            let recorded = intended >= record_start && recording_now;
+            if recorded {
+                match &mut conn.quota_left {
+                    Some(0) => {
+                        if let Some(iv) = interval {
+                            conn.next_send -= iv;
+                        }
+                        break;
+                    }
+                    Some(left) => *left -= 1,
+                    None => {}
+                }
+                if now.duration_since(intended) > LATE_SEND {
+                    self.stats.late_sends += 1;
+                }
+            }
+            let url = conn.picker.next(&self.spec.plan);
+            let request = &self.spec.plan.requests[url];
+            if conn.in_flight.is_empty() {
+                conn.parser.expect(!request.response_has_body);
+            }
+            conn.out.extend_from_slice(&request.bytes);
+            conn.in_flight.push_back(InFlight { intended, sent: now, url: url as u32, recorded });
+            queued = true;
+        }
+        if interval.is_some() && conn.in_flight.len() < pipeline {
+            let next = conn.next_send;
+            self.wake_at(next);
+        }
+        if queued {
+            self.flush_writes(index)
+        } else {
+            Fate::Keep
+        }
+    }
+
+    /// Writes as much of the pending output as the socket takes.
+    fn flush_writes(&mut self, index: usize) -> Fate {
+        let conn = &mut self.conns[index];
+        let Some(socket) = conn.socket.as_mut() else { return Fate::Keep };
+        while conn.out_pos < conn.out.len() {
+            match socket.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => return Fate::Reset(Some(ErrorKind::Write)),
+                Ok(n) => {
+                    conn.out_pos += n;
+                    if self.recording {
+                        self.stats.bytes_written += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Fate::Keep,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Fate::Reset(Some(ErrorKind::Write)),
+            }
+        }
+        conn.out.clear();
+        conn.out_pos = 0;
+        Fate::Keep
+    }
+
+    /// Reads what the socket holds and completes every response found in it.
+    fn on_readable(&mut self, index: usize, peer_closed: bool) -> Fate {
+        loop {
+            let conn = &mut self.conns[index];
+            if conn.in_end == conn.input.len() {
+                if conn.in_start == 0 {
+                    return self.parse_failed(ParseError::HeadTooLarge);
+                }
+                conn.input.copy_within(conn.in_start..conn.in_end, 0);
+                conn.in_end -= conn.in_start;
+                conn.in_start = 0;
+            }
+            let Some(socket) = conn.socket.as_mut() else { return Fate::Keep };
+            let space = conn.input.len() - conn.in_end;
+            match socket.read(&mut conn.input[conn.in_end..]) {
+                Ok(0) => return self.on_eof(index),
+                Ok(n) => {
+                    conn.in_end += n;
+                    if self.recording {
+                        self.stats.bytes_read += n as u64;
+                    }
+                    let fate = self.process_input(index);
+                    if !matches!(fate, Fate::Keep) {
+                        return fate;
+                    }
+                    // A short read drained the socket; the next edge will say when more
+                    // arrives. Unless the peer closed: then read on to see the EOF.
+                    let draining = matches!(self.conns[index].state, ConnState::Draining { .. });
+                    if n < space && !peer_closed && !draining {
+                        return Fate::Keep;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Fate::Keep,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Fate::Reset(Some(ErrorKind::Read)),
+            }
+        }
+    }
+
+    fn parse_failed(&mut self, _why: ParseError) -> Fate {
+        Fate::Reset(Some(ErrorKind::Parse))
+    }
+
+    fn process_input(&mut self, index: usize) -> Fate {
+        loop {
+            let conn = &mut self.conns[index];
+            if conn.in_start == conn.in_end {
+                conn.in_start = 0;
+                conn.in_end = 0;
+                return Fate::Keep;
+            }
+            if conn.in_flight.is_empty() || conn.state != ConnState::Open {
+                // Bytes nobody asked for: the server is not speaking HTTP/1.1 properly.
+                return self.parse_failed(ParseError::MalformedHead);
+            }
+            match conn.parser.feed(&conn.input[conn.in_start..conn.in_end]) {
+                Err(why) => return self.parse_failed(why),
+                Ok((used, done)) => {
+                    conn.in_start += used;
+                    if let Some(completed) = done {
+                        let fate = self.complete(index, completed);
+                        if !matches!(fate, Fate::Keep) {
+                            return fate;
+                        }
+                        if self.conns[index].state != ConnState::Open {
+                            return Fate::Keep;
+                        }
+                    } else if used == 0 {
+                        return Fate::Keep;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_eof(&mut self, index: usize) -> Fate {
+        let conn = &mut self.conns[index];
+        if let ConnState::Draining { .. } = conn.state {
+            // The server honoured Connection: close.
+            return Fate::Reset(None);
+        }
+        if let Some(completed) = conn.parser.finish_at_eof() {
+            let fate = self.complete(index, completed);
+            if !matches!(fate, Fate::Keep) {
+                return fate;
+            }
+        }
+        let conn = &self.conns[index];
+        if conn.in_flight.is_empty() && conn.parser.is_idle() {
+            Fate::Reset(None)
+        } else {
+            // Closed mid-response, or with requests unanswered.
+            Fate::Reset(Some(ErrorKind::Read))
+        }
+    }
+
+    /// A response is complete: record it, then keep, drain or close the connection.
+    fn complete(&mut self, index: usize, completed: Completed) -> Fate {
+        let now = Instant::now();
+        let conn = &mut self.conns[index];
+        let request = conn.in_flight.pop_front().expect("a response answers a request");
+        if let Some(next) = conn.in_flight.front() {
+            let next_has_body = self.spec.plan.requests[next.url as usize].response_has_body;
+            conn.parser.expect(!next_has_body);
+        }
+        if request.recorded {
+            let status = usize::from(completed.status).min(STATUS_SLOTS - 1);
+            self.stats.status[status] += 1;
+            self.stats.responses += 1;
+            self.record(index, &request, now, completed.status, completed.bytes, None);
+            if conn_quota_spent(&self.conns[index]) {
+                // The run may be over: check now rather than at the next tick.
+                self.wake_at(now);
+            }
+        }
+        match self.spec.mode {
+            ConnectionMode::ClientClose => Fate::Reset(None),
+            ConnectionMode::CloseHeader => {
+                let until = now + self.spec.close_grace;
+                self.conns[index].state = ConnState::Draining { until };
+                self.wake_at(until);
+                Fate::Keep
+            }
+            ConnectionMode::Keepalive if completed.server_closes => {
+                // Requests pipelined behind this response will not be answered.
+                Fate::Reset(Some(ErrorKind::Read))
+            }
+            ConnectionMode::Keepalive => self.send_due(index, now),
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, index: usize, f: &InFlight, now: Instant, status: u16, bytes: u64, error: Option<ErrorKind>) {
+        let latency = now.duration_since(f.intended).as_nanos() as u64;
+        self.stats.latency.saturating_record(latency.max(1));
+        if let Some(h) = &mut self.stats.latency_uncorrected {
+            h.saturating_record((now.duration_since(f.sent).as_nanos() as u64).max(1));
+        }
+        if let Some(raw) = &mut self.raw {
+            raw.record(&RawRecord {
+                start_ns: f.intended.saturating_duration_since(self.time.record_start).as_nanos() as u64,
+                latency_ns: latency,
+                status,
+                bytes,
+                conn: self.conns[index].id,
+                url: f.url,
+                error: error.map(ErrorKind::as_str),
+            });
+        }
+    }
+
+    /// Closes the connection and schedules its replacement. Recorded requests still in
+    /// flight are counted as `error` (when one is given) and logged.
+    fn reset(&mut self, index: usize, error: Option<ErrorKind>, now: Instant) {
+        let lost: Vec<InFlight> = self.conns[index].in_flight.drain(..).collect();
+        if let Some(kind) = error {
+            for f in lost.iter().filter(|f| f.recorded) {
+                self.stats.count_error(kind, 1);
+                if let Some(raw) = &mut self.raw {
+                    raw.record(&RawRecord {
+                        start_ns: f.intended.saturating_duration_since(self.time.record_start).as_nanos() as u64,
+                        latency_ns: now.saturating_duration_since(f.intended).as_nanos() as u64,
+                        status: 0,
+                        bytes: 0,
+                        conn: self.conns[index].id,
+                        url: f.url,
+                        error: Some(kind.as_str()),
+                    });
+                }
+            }
+            if self.recording && lost.iter().all(|f| !f.recorded) && kind == ErrorKind::Parse {
+                // Garbage with nothing recorded in flight is still a parse error.
+                self.stats.count_error(kind, 1);
+            }
+        }
+        let recording = self.recording;
+        let conn = &mut self.conns[index];
+        if error.is_some() && recording {
+            self.stats.reconnects += 1;
+        }
+        // Give back the -n attempts of requests that never completed nor errored.
+        if error.is_none() {
+            if let Some(left) = &mut conn.quota_left {
+                *left += lost.iter().filter(|f| f.recorded).count() as u64;
+            }
+        }
+        conn.socket = None; // closing the fd also removes it from the epoll set
+        conn.out.clear();
+        conn.out_pos = 0;
+        conn.in_start = 0;
+        conn.in_end = 0;
+        conn.parser = ResponseParser::new();
+        conn.state = ConnState::Closed { reconnect_at: now };
+        if self.time.end.is_some_and(|end| now >= end) || self.interrupt.load(Ordering::Relaxed) {
+            return;
+        }
+        self.connect(index, now);
+    }
+
+    /// Ends the run: counts what is still in flight or still due, and stops recording.
+    fn finish(&mut self, now: Instant) {
+        let end = self.time.end.map_or(now, |end| end.min(now));
+        self.stats.recording_ended_ns = self.ns_since_origin(end.max(self.time.record_start));
+        for conn in &mut self.conns {
+            self.stats.in_flight_at_end +=
+                conn.in_flight.iter().filter(|f| f.recorded).count() as u64;
+            if let (Some(iv), None) = (self.send_interval, conn.quota_left) {
+                self.stats.unsent_at_end +=
+                    sends_due_between(conn.next_send, iv, self.time.record_start, end);
+            }
+            conn.socket = None;
+        }
+        if let Some(raw) = &mut self.raw {
+            raw.flush();
+        }
+    }
+}
+
+fn conn_quota_spent(conn: &Conn) -> bool {
+    conn.quota_left == Some(0) && !conn.in_flight.iter().any(|f| f.recorded)
+}
+
+/// Open loop: how many sends of a schedule (`next`, `next + iv`, ...) fall in `[from, to)`.
+/// They were due but never written.
+fn sends_due_between(next: Instant, iv: Duration, from: Instant, to: Instant) -> u64 {
+    let first = if next >= from {
+        next
+    } else {
+        // Align to the schedule inside [from, to).
+        let behind = (from - next).as_nanos();
+        let steps = behind.div_ceil(iv.as_nanos().max(1));
+        next + Duration::from_nanos((steps * iv.as_nanos()) as u64)
+    };
+    if first >= to {
+        return 0;
+    }
+    ((to - first).as_nanos().div_ceil(iv.as_nanos().max(1))) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsent_sends_follow_the_schedule() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        // Schedule at 0,1,2,...; window [0, 10): ten sends due.
+        assert_eq!(sends_due_between(t0, ms, t0, t0 + ms * 10), 10);
+        // Next send at 5 ms: 5..9 are due.
+        assert_eq!(sends_due_between(t0 + ms * 5, ms, t0, t0 + ms * 10), 5);
+        // A schedule behind the window start only counts sends inside it.
+        assert_eq!(sends_due_between(t0, ms * 2, t0 + ms * 3, t0 + ms * 9), 3);
+        assert_eq!(sends_due_between(t0 + ms * 20, ms, t0, t0 + ms * 10), 0);
+    }
+}

@@ -1,0 +1,25 @@
+//! rubyrace's HTTP/1.1 load engine.
+//!
+//! It sends closed-loop load (each connection sends its next request when the previous
+//! response is in) or open-loop load (a constant-rate schedule, latency measured from the
+//! intended send time, so free of coordinated omission), over keepalive, `Connection:
+//! close` or client-closed connections. One event loop per thread; per-thread HDR
+//! histograms merged at the end; errors counted by kind and never dropped.
+//!
+//! It knows nothing about experiments, Rubies or servers: `lab` drives it, and the CLI
+//! exposes it as `rubyrace load`.
+
+pub mod engine;
+pub mod plan;
+pub mod raw;
+pub mod report;
+pub mod response;
+pub mod spec;
+pub mod stats;
+mod timer;
+
+pub use engine::{run, RunOutcome};
+pub use plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
+pub use raw::RawLog;
+pub use report::LoadReport;
+pub use spec::{ConnectionMode, LoadSpec, StopCondition};

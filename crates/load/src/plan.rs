@@ -1,0 +1,357 @@
+//! Request plans: every distinct request is serialized to bytes once, before the load
+//! starts, and the hot path only copies those bytes. A plan holds one request, or a
+//! weighted mix read from a `--urls` file; `UrlPicker` draws from the mix with a seeded,
+//! reproducible generator.
+
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::spec::ConnectionMode;
+
+/// One line of a URL mix: how often, which method, which path.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UrlLine {
+    pub weight: u32,
+    pub method: String,
+    pub path: String,
+}
+
+/// A request ready to be written.
+#[derive(Clone, Debug)]
+pub struct PlannedRequest {
+    pub line: UrlLine,
+    pub bytes: Vec<u8>,
+    /// False for HEAD, whose responses never carry a body.
+    pub response_has_body: bool,
+}
+
+/// All requests of a run, and the cumulative weights to draw them.
+#[derive(Clone, Debug)]
+pub struct RequestPlan {
+    pub requests: Vec<PlannedRequest>,
+    cumulative_weights: Vec<u64>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("{source_name}:{line}: {message}")]
+    UrlFile {
+        source_name: String,
+        line: usize,
+        message: String,
+    },
+    #[error("header {0:?}: expected \"Name: value\"")]
+    Header(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What is common to every request of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RequestTemplate {
+    /// Value of the Host header (`host:port`).
+    pub host: String,
+    /// Extra headers, in order, as given with `-H`.
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+}
+
+fn is_token(s: &str) -> bool {
+    // RFC 9110 token characters.
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+        })
+}
+
+/// Parses `Name: value` as given to `-H`.
+pub fn parse_header(raw: &str) -> Result<(String, String), PlanError> {
+    let (name, value) = raw
+        .split_once(':')
+        .ok_or_else(|| PlanError::Header(raw.to_string()))?;
+    let name = name.trim();
+    if !is_token(name) || value.contains(['\r', '\n']) {
+        return Err(PlanError::Header(raw.to_string()));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// Parses a URL mix. Each non-blank line not starting with `#` is
+/// `[WEIGHT] [METHOD] PATH`: the weight defaults to 1 and the method to GET.
+pub fn parse_url_mix(text: &str, source_name: &str) -> Result<Vec<UrlLine>, PlanError> {
+    let mut lines = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let err = |message: String| PlanError::UrlFile {
+            source_name: source_name.to_string(),
+            line: index + 1,
+            message,
+        };
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields: Vec<&str> = line.split_whitespace().collect();
+        let mut weight = 1u32;
+        if fields[0].bytes().all(|b| b.is_ascii_digit()) {
+            weight = fields[0]
+                .parse()
+                .map_err(|_| err(format!("weight {:?} is too large", fields[0])))?;
+            if weight == 0 {
+                return Err(err("weight must be at least 1".into()));
+            }
+            fields.remove(0);
+        }
+        let (method, path) = match fields.as_slice() {
+            [path] => ("GET", *path),
+            [method, path] => (*method, *path),
+            [] => return Err(err("expected a path after the weight".into())),
+            _ => {
+                return Err(err(format!(
+                    "expected \"[WEIGHT] [METHOD] PATH\", found {} fields",
+                    fields.len() + usize::from(weight != 1)
+                )))
+            }
+        };
+        if !is_token(method) || method.bytes().any(|b| b.is_ascii_lowercase()) {
+            return Err(err(format!(
+                "method {method:?} is not an upper-case HTTP method"
+            )));
+        }
+        if !path.starts_with('/') && path != "*" {
+            return Err(err(format!("path {path:?} must start with '/'")));
+        }
+        lines.push(UrlLine {
+            weight,
+            method: method.to_string(),
+            path: path.to_string(),
+        });
+    }
+    if lines.is_empty() {
+        return Err(PlanError::UrlFile {
+            source_name: source_name.to_string(),
+            line: text.lines().count().max(1),
+            message: "no request lines found".into(),
+        });
+    }
+    Ok(lines)
+}
+
+impl RequestPlan {
+    /// Serializes every line of the mix once.
+    pub fn build(
+        lines: Vec<UrlLine>,
+        template: &RequestTemplate,
+        mode: ConnectionMode,
+    ) -> Result<Self, PlanError> {
+        if lines.is_empty() {
+            return Err(PlanError::Invalid("a plan needs at least one request".into()));
+        }
+        let has = |name: &str| {
+            template
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        let mut requests = Vec::with_capacity(lines.len());
+        let mut cumulative_weights = Vec::with_capacity(lines.len());
+        let mut total = 0u64;
+        for line in lines {
+            let mut bytes = Vec::with_capacity(128);
+            bytes.extend_from_slice(line.method.as_bytes());
+            bytes.push(b' ');
+            bytes.extend_from_slice(line.path.as_bytes());
+            bytes.extend_from_slice(b" HTTP/1.1\r\n");
+            if !has("host") {
+                push_header(&mut bytes, "Host", &template.host);
+            }
+            for (name, value) in &template.headers {
+                push_header(&mut bytes, name, value);
+            }
+            if let Some(body) = &template.body {
+                if !has("content-length") {
+                    push_header(&mut bytes, "Content-Length", &body.len().to_string());
+                }
+            }
+            if mode == ConnectionMode::CloseHeader && !has("connection") {
+                push_header(&mut bytes, "Connection", "close");
+            }
+            bytes.extend_from_slice(b"\r\n");
+            if let Some(body) = &template.body {
+                bytes.extend_from_slice(body);
+            }
+            total += u64::from(line.weight);
+            cumulative_weights.push(total);
+            requests.push(PlannedRequest {
+                response_has_body: line.method != "HEAD",
+                line,
+                bytes,
+            });
+        }
+        Ok(RequestPlan {
+            requests,
+            cumulative_weights,
+        })
+    }
+
+    pub fn total_weight(&self) -> u64 {
+        *self.cumulative_weights.last().unwrap_or(&0)
+    }
+
+    /// Index of the request whose weight interval holds `ticket` (0 ≤ ticket < total).
+    pub fn index_for_ticket(&self, ticket: u64) -> usize {
+        self.cumulative_weights.partition_point(|&c| c <= ticket)
+    }
+
+    /// The longest serialized request, to size write buffers once.
+    pub fn max_request_len(&self) -> usize {
+        self.requests.iter().map(|r| r.bytes.len()).max().unwrap_or(0)
+    }
+}
+
+fn push_header(bytes: &mut Vec<u8>, name: &str, value: &str) {
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.extend_from_slice(b": ");
+    bytes.extend_from_slice(value.as_bytes());
+    bytes.extend_from_slice(b"\r\n");
+}
+
+/// Draws request indices for one connection. The sequence depends only on the seed and the
+/// connection's global index, so a run is reproducible whatever the thread layout.
+pub struct UrlPicker {
+    rng: Option<Pcg64Mcg>,
+}
+
+impl UrlPicker {
+    pub fn new(plan: &RequestPlan, seed: u64, connection_index: u64) -> Self {
+        let rng = (plan.requests.len() > 1).then(|| {
+            // SplitMix64 of (seed, connection) so neighbouring connections are unrelated.
+            let mut z = seed ^ connection_index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            Pcg64Mcg::seed_from_u64(z ^ (z >> 31))
+        });
+        UrlPicker { rng }
+    }
+
+    #[inline]
+    pub fn next(&mut self, plan: &RequestPlan) -> usize {
+        match &mut self.rng {
+            None => 0,
+            Some(rng) => {
+                // Lemire's multiply-shift: unbiased enough for weights far below 2^32.
+                let ticket = ((rng.next_u64() as u128 * plan.total_weight() as u128) >> 64) as u64;
+                plan.index_for_ticket(ticket)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> RequestTemplate {
+        RequestTemplate {
+            host: "127.0.0.1:8080".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn builds_a_minimal_get() {
+        let plan = RequestPlan::build(
+            vec![UrlLine { weight: 1, method: "GET".into(), path: "/".into() }],
+            &template(),
+            ConnectionMode::Keepalive,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.requests[0].bytes,
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn close_header_mode_adds_connection_close_and_body_gets_length() {
+        let mut t = template();
+        t.headers.push(parse_header("X-Test:  yes ").unwrap());
+        t.body = Some(b"abc".to_vec());
+        let plan = RequestPlan::build(
+            vec![UrlLine { weight: 1, method: "POST".into(), path: "/p?q=1".into() }],
+            &t,
+            ConnectionMode::CloseHeader,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(plan.requests[0].bytes.clone()).unwrap(),
+            "POST /p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-Test: yes\r\n\
+             Content-Length: 3\r\nConnection: close\r\n\r\nabc"
+        );
+    }
+
+    #[test]
+    fn user_host_header_replaces_the_default() {
+        let mut t = template();
+        t.headers.push(parse_header("host: example.test").unwrap());
+        let plan = RequestPlan::build(
+            vec![UrlLine { weight: 1, method: "HEAD".into(), path: "/".into() }],
+            &t,
+            ConnectionMode::Keepalive,
+        )
+        .unwrap();
+        let text = String::from_utf8(plan.requests[0].bytes.clone()).unwrap();
+        assert_eq!(text, "HEAD / HTTP/1.1\r\nhost: example.test\r\n\r\n");
+        assert!(!plan.requests[0].response_has_body);
+    }
+
+    #[test]
+    fn bad_headers_are_rejected() {
+        assert!(parse_header("NoColon").is_err());
+        assert!(parse_header("Bad Name: x").is_err());
+        assert!(parse_header("X: a\r\nInjected: b").is_err());
+    }
+
+    #[test]
+    fn url_mix_parses_weights_methods_and_comments() {
+        let mix = parse_url_mix("# comment\n\n5 GET /a\n/b\n2 /c\nPOST /d\n", "mix.txt").unwrap();
+        let got: Vec<(u32, &str, &str)> =
+            mix.iter().map(|l| (l.weight, l.method.as_str(), l.path.as_str())).collect();
+        assert_eq!(got, vec![(5, "GET", "/a"), (1, "GET", "/b"), (2, "GET", "/c"), (1, "POST", "/d")]);
+    }
+
+    #[test]
+    fn url_mix_errors_name_the_line() {
+        let err = parse_url_mix("/ok\n0 /zero\n", "mix.txt").unwrap_err();
+        assert_eq!(err.to_string(), "mix.txt:2: weight must be at least 1");
+        let err = parse_url_mix("/ok\nget /lower\n", "mix.txt").unwrap_err();
+        assert!(err.to_string().starts_with("mix.txt:2: method \"get\""), "{err}");
+        let err = parse_url_mix("GET nopath\n", "m").unwrap_err();
+        assert!(err.to_string().contains("must start with '/'"), "{err}");
+        assert!(parse_url_mix("# only comments\n", "m").is_err());
+    }
+
+    #[test]
+    fn picker_follows_weights_and_is_reproducible() {
+        let lines = parse_url_mix("3 /a\n1 /b\n", "m").unwrap();
+        let plan = RequestPlan::build(lines, &template(), ConnectionMode::Keepalive).unwrap();
+        let draw = |seed, conn| {
+            let mut p = UrlPicker::new(&plan, seed, conn);
+            (0..40_000).map(|_| p.next(&plan)).collect::<Vec<_>>()
+        };
+        let a = draw(7, 0);
+        assert_eq!(a, draw(7, 0), "same seed and connection give the same sequence");
+        assert_ne!(a, draw(8, 0));
+        assert_ne!(a, draw(7, 1));
+        let share_a = a.iter().filter(|&&i| i == 0).count() as f64 / a.len() as f64;
+        assert!((share_a - 0.75).abs() < 0.01, "share of /a was {share_a}");
+    }
+
+    #[test]
+    fn ticket_lookup_respects_interval_edges() {
+        let lines = parse_url_mix("2 /a\n1 /b\n", "m").unwrap();
+        let plan = RequestPlan::build(lines, &template(), ConnectionMode::Keepalive).unwrap();
+        assert_eq!(plan.index_for_ticket(0), 0);
+        assert_eq!(plan.index_for_ticket(1), 0);
+        assert_eq!(plan.index_for_ticket(2), 1);
+    }
+}

@@ -1,0 +1,471 @@
+//! The result of a load run as data (`LoadReport`, serialized as the documented
+//! `rubyrace.load/1` JSON schema), its human summary, and the HdrHistogram log export.
+
+use std::fmt::Write as _;
+use std::io;
+
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::engine::RunOutcome;
+use crate::plan::UrlLine;
+use crate::spec::{LoadSpec, StopCondition};
+use crate::stats::ErrorKind;
+
+pub const SCHEMA: &str = "rubyrace.load/1";
+
+/// Below this share of the target rate, an open-loop run is reported as not reaching it.
+pub const RATE_REACHED_SHARE: f64 = 0.99;
+
+#[derive(Serialize, Debug, Clone)]
+pub struct LoadReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub target: Target,
+    pub settings: Settings,
+    pub actual: Actual,
+    /// Length of the recorded phase in seconds.
+    pub elapsed_s: f64,
+    /// Complete responses, whatever the status.
+    pub requests: u64,
+    pub requests_per_s: f64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// From the intended send time in open loop, from the actual send in closed loop.
+    pub latency_us: LatencySummary,
+    /// Open loop only: from the actual send time (what coordinated omission would show).
+    pub latency_uncorrected_us: Option<LatencySummary>,
+    /// Responses per status code (as strings, e.g. "200").
+    pub status: std::collections::BTreeMap<String, u64>,
+    pub errors: Errors,
+    /// Share of attempts that ended in an error of any kind, non-2xx included (0..1).
+    pub error_rate: f64,
+    /// Requests written during the recorded phase and unanswered when it ended.
+    pub in_flight_at_end: u64,
+    /// Close-header mode: responses after which the server kept the connection open.
+    pub close_ignored: u64,
+    pub rate: Option<RateOutcome>,
+    pub interrupted: bool,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Target {
+    pub url: String,
+    pub addr: String,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Settings {
+    pub threads: usize,
+    pub connections: usize,
+    pub duration_s: Option<f64>,
+    pub requests: Option<u64>,
+    pub warmup_s: f64,
+    pub mode: &'static str,
+    pub rate: Option<f64>,
+    pub pipeline: usize,
+    pub timeout_s: f64,
+    pub close_grace_s: f64,
+    pub seed: u64,
+    pub urls: Vec<UrlLine>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Actual {
+    /// Threads that ran (never more than connections).
+    pub threads: usize,
+    pub connections_per_thread: Vec<usize>,
+    pub connections: usize,
+    /// TCP connections opened over the whole run, warmup included.
+    pub connections_opened: u64,
+    /// Connections replaced after an error during the recorded phase.
+    pub reconnects: u64,
+}
+
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+}
+
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct Errors {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub parse: u64,
+    /// Responses whose status is not 2xx.
+    pub status: u64,
+    pub total: u64,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct RateOutcome {
+    pub target: f64,
+    /// Requests intended by the schedule per second of the recorded phase that got a
+    /// response; equals the throughput.
+    pub achieved: f64,
+    pub reached: bool,
+    /// Sends that left more than 1 ms after their intended time.
+    pub late_sends: u64,
+    /// Sends whose time had come but that were never written.
+    pub unsent_at_end: u64,
+}
+
+fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    LatencySummary {
+        count: h.len(),
+        mean: h.mean() / 1000.0,
+        stdev: h.stdev() / 1000.0,
+        min: us(h.min()),
+        p50: us(h.value_at_quantile(0.50)),
+        p90: us(h.value_at_quantile(0.90)),
+        p99: us(h.value_at_quantile(0.99)),
+        p99_9: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+    }
+}
+
+impl LoadReport {
+    pub fn new(spec: &LoadSpec, url: &str, outcome: &RunOutcome) -> Self {
+        let s = &outcome.stats;
+        let elapsed_s = outcome.recorded.as_secs_f64();
+        let per_s = |n: u64| if elapsed_s > 0.0 { n as f64 / elapsed_s } else { 0.0 };
+        let status_errors = s.status_errors();
+        let errors = Errors {
+            connect: s.error_count(ErrorKind::Connect),
+            read: s.error_count(ErrorKind::Read),
+            write: s.error_count(ErrorKind::Write),
+            timeout: s.error_count(ErrorKind::Timeout),
+            parse: s.error_count(ErrorKind::Parse),
+            status: status_errors,
+            total: s.errors.iter().sum::<u64>() + status_errors,
+        };
+        let failed_attempts: u64 = s.errors.iter().sum();
+        let attempts = s.responses + failed_attempts;
+        let error_rate = if attempts == 0 { 0.0 } else { errors.total as f64 / attempts as f64 };
+        let status = s
+            .status
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(code, &n)| (code.to_string(), n))
+            .collect();
+        let requests_per_s = per_s(s.responses);
+        let rate = spec.rate.map(|target| RateOutcome {
+            target,
+            achieved: requests_per_s,
+            reached: requests_per_s >= target * RATE_REACHED_SHARE && s.unsent_at_end == 0,
+            late_sends: s.late_sends,
+            unsent_at_end: s.unsent_at_end,
+        });
+        let mut report = LoadReport {
+            schema: SCHEMA,
+            tool: Tool { name: "rubyrace", version: env!("CARGO_PKG_VERSION") },
+            target: Target { url: url.to_string(), addr: spec.addr.to_string() },
+            settings: Settings {
+                threads: spec.threads,
+                connections: spec.connections,
+                duration_s: match spec.stop {
+                    StopCondition::Duration(d) => Some(d.as_secs_f64()),
+                    StopCondition::Requests(_) => None,
+                },
+                requests: match spec.stop {
+                    StopCondition::Requests(n) => Some(n),
+                    StopCondition::Duration(_) => None,
+                },
+                warmup_s: spec.warmup.as_secs_f64(),
+                mode: spec.mode.as_str(),
+                rate: spec.rate,
+                pipeline: spec.pipeline,
+                timeout_s: spec.timeout.as_secs_f64(),
+                close_grace_s: spec.close_grace.as_secs_f64(),
+                seed: spec.seed,
+                urls: spec.plan.requests.iter().map(|r| r.line.clone()).collect(),
+            },
+            actual: Actual {
+                threads: outcome.connections_per_thread.len(),
+                connections: outcome.connections_per_thread.iter().sum(),
+                connections_per_thread: outcome.connections_per_thread.clone(),
+                connections_opened: s.connections_opened,
+                reconnects: s.reconnects,
+            },
+            elapsed_s,
+            requests: s.responses,
+            requests_per_s,
+            bytes_read: s.bytes_read,
+            bytes_written: s.bytes_written,
+            latency_us: summarize(&s.latency),
+            latency_uncorrected_us: s.latency_uncorrected.as_ref().map(summarize),
+            status,
+            errors,
+            error_rate,
+            in_flight_at_end: s.in_flight_at_end,
+            close_ignored: s.close_ignored,
+            rate,
+            interrupted: outcome.interrupted,
+            warnings: Vec::new(),
+        };
+        report.warnings = report.find_warnings();
+        report
+    }
+
+    fn find_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.interrupted {
+            w.push("interrupted: the figures cover only the time before Ctrl-C".into());
+        }
+        if self.actual.threads < self.settings.threads {
+            w.push(format!(
+                "only {} threads ran: a thread needs at least one connection",
+                self.actual.threads
+            ));
+        }
+        if self.close_ignored > 0 {
+            w.push(format!(
+                "the server ignored `Connection: close` {} times; rubyrace closed those \
+                 connections itself after {} ms",
+                self.close_ignored,
+                (self.settings.close_grace_s * 1000.0).round()
+            ));
+        }
+        if let Some(rate) = &self.rate {
+            if !rate.reached {
+                w.push(format!(
+                    "target rate not reached: {:.1} req/s achieved of {:.1} ({:.1}%), \
+                     {} sends never left; latency includes the queueing",
+                    rate.achieved,
+                    rate.target,
+                    100.0 * rate.achieved / rate.target,
+                    rate.unsent_at_end
+                ));
+            }
+        }
+        if self.requests == 0 {
+            w.push("no response was received during the recorded phase".into());
+        }
+        if self.errors.connect > 0 && self.requests == 0 {
+            w.push("every connect failed: is the server running?".into());
+        }
+        w
+    }
+
+    /// The summary a person reads in the terminal.
+    pub fn human_summary(&self) -> String {
+        let mut out = String::new();
+        let s = &self.settings;
+        let model = match s.rate {
+            Some(r) => format!("open loop at {r} req/s"),
+            None => "closed loop".to_string(),
+        };
+        let span = match (s.duration_s, s.requests) {
+            (Some(d), _) => format!("{d}s"),
+            (None, Some(n)) => format!("{n} requests"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "rubyrace load {} ({})", self.target.url, self.target.addr);
+        let _ = writeln!(
+            out,
+            "  {span} after {}s warmup, {model}, {}, pipeline {}",
+            s.warmup_s, s.mode, s.pipeline
+        );
+        let per_thread = self
+            .actual
+            .connections_per_thread
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        let _ = writeln!(
+            out,
+            "  threads {}, connections {} ({per_thread}), {} connections opened, {} reconnects",
+            self.actual.threads, self.actual.connections, self.actual.connections_opened, self.actual.reconnects
+        );
+        if s.urls.len() > 1 {
+            let _ = writeln!(out, "  url mix of {} lines, seed {}", s.urls.len(), s.seed);
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  requests      {} in {:.2}s: {:.1} req/s",
+            self.requests, self.elapsed_s, self.requests_per_s
+        );
+        let _ = writeln!(
+            out,
+            "  transfer      {} read ({}/s), {} written",
+            bytes(self.bytes_read),
+            bytes((self.bytes_read as f64 / self.elapsed_s.max(1e-9)) as u64),
+            bytes(self.bytes_written)
+        );
+        let label = if self.latency_uncorrected_us.is_some() { "latency (from intended send)" } else { "latency" };
+        write_latency(&mut out, label, &self.latency_us);
+        if let Some(u) = &self.latency_uncorrected_us {
+            write_latency(&mut out, "latency (uncorrected, from actual send)", u);
+        }
+        let status = self
+            .status
+            .iter()
+            .map(|(code, n)| format!("{code}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(out, "  status        {}", if status.is_empty() { "none".into() } else { status });
+        let e = &self.errors;
+        let _ = writeln!(
+            out,
+            "  errors        {} ({:.3}%): connect {}, read {}, write {}, timeout {}, parse {}, status {}",
+            e.total,
+            100.0 * self.error_rate,
+            e.connect,
+            e.read,
+            e.write,
+            e.timeout,
+            e.parse,
+            e.status
+        );
+        let _ = writeln!(out, "  in flight     {} at the end (not counted above)", self.in_flight_at_end);
+        if s.mode == "close-header" {
+            let _ = writeln!(out, "  close ignored {}", self.close_ignored);
+        }
+        if let Some(r) = &self.rate {
+            let _ = writeln!(
+                out,
+                "  rate          target {:.1}, achieved {:.1} req/s: {}; {} late sends, {} never sent",
+                r.target,
+                r.achieved,
+                if r.reached { "reached" } else { "NOT reached" },
+                r.late_sends,
+                r.unsent_at_end
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        out
+    }
+}
+
+fn write_latency(out: &mut String, label: &str, l: &LatencySummary) {
+    let _ = writeln!(out, "  {label}");
+    let _ = writeln!(
+        out,
+        "    mean {} ± {}   p50 {}   p90 {}   p99 {}   p99.9 {}   max {}",
+        micros(l.mean),
+        micros(l.stdev),
+        micros(l.p50),
+        micros(l.p90),
+        micros(l.p99),
+        micros(l.p99_9),
+        micros(l.max)
+    );
+}
+
+/// Formats a duration given in microseconds with a unit a person reads at a glance.
+pub fn micros(us: f64) -> String {
+    if us >= 1_000_000.0 {
+        format!("{:.2}s", us / 1_000_000.0)
+    } else if us >= 1000.0 {
+        format!("{:.2}ms", us / 1000.0)
+    } else {
+        format!("{us:.1}µs")
+    }
+}
+
+/// Formats a byte count in binary units.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Writes the merged latency histogram (nanoseconds) as one interval of an HdrHistogram
+/// interval log, readable by HistogramLogProcessor and HdrHistogram's plotting tools.
+pub fn write_hdr_log<W: io::Write>(
+    out: &mut W,
+    histogram: &Histogram<u64>,
+    elapsed_s: f64,
+) -> io::Result<()> {
+    let mut serializer = V2Serializer::new();
+    let mut writer = IntervalLogWriterBuilder::new()
+        .with_base_time(std::time::SystemTime::now())
+        .with_max_value_divisor(1_000_000.0)
+        .add_comment("rubyrace load: latency in nanoseconds; max column in milliseconds")
+        .begin_log_with(out, &mut serializer)
+        .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    writer
+        .write_histogram(
+            histogram,
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs_f64(elapsed_s.max(0.0)),
+            hdrhistogram::serialization::interval_log::Tag::new("latency"),
+        )
+        .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_well() {
+        assert_eq!(micros(12.34), "12.3µs");
+        assert_eq!(micros(1234.0), "1.23ms");
+        assert_eq!(micros(2_500_000.0), "2.50s");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+    }
+
+    #[test]
+    fn hdr_log_round_trips() {
+        let mut h = crate::stats::new_latency_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let mut buf = Vec::new();
+        write_hdr_log(&mut buf, &h, 1.0).unwrap();
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert!(text.contains("#[StartTime:"), "{text}");
+        let mut read = 0;
+        let mut deserializer = hdrhistogram::serialization::Deserializer::new();
+        for item in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&buf) {
+            if let Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(ih)) = item {
+                let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, ih.encoded_histogram()).unwrap();
+                let back: Histogram<u64> = deserializer.deserialize(&mut &bytes[..]).unwrap();
+                assert_eq!(back.len(), 1000);
+                assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+                read += 1;
+            }
+        }
+        assert_eq!(read, 1);
+    }
+}

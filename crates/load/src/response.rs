@@ -1,0 +1,407 @@
+//! Incremental HTTP/1.1 response parsing. The head is parsed by `httparse`; the body is
+//! skipped without being copied, framed by Content-Length, chunked encoding (trailers
+//! included) or the close of the connection. Bodies are absent for HEAD, 1xx, 204 and 304.
+//!
+//! The parser never owns a buffer: the connection feeds it whatever bytes it holds and
+//! learns how many were used. That keeps it allocation-free and easy to fuzz.
+
+use std::fmt;
+
+/// How many header fields a response head may have.
+pub const MAX_HEADERS: usize = 100;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Head,
+    FixedBody { remaining: u64 },
+    ChunkSize,
+    ChunkData { remaining: u64 },
+    ChunkDataEnd { seen_cr: bool },
+    Trailers,
+    UntilClose,
+}
+
+/// A complete response, as far as the load engine cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub status: u16,
+    /// The server will close (or has closed) the connection after this response.
+    pub server_closes: bool,
+    /// Every byte of this response, head and body, interim 1xx heads included.
+    pub bytes: u64,
+}
+
+/// Why a response could not be parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// The head is not valid HTTP/1.x.
+    MalformedHead,
+    /// Content-Length is not a number or appears with different values.
+    BadContentLength,
+    /// A chunk-size line or chunk terminator is malformed.
+    BadChunk,
+    /// The server switched protocols, which a load test cannot follow.
+    UnexpectedUpgrade,
+    /// The head (or a trailer) does not fit in the connection's read buffer.
+    HeadTooLarge,
+}
+
+impl ParseError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParseError::MalformedHead => "malformed head",
+            ParseError::BadContentLength => "bad content-length",
+            ParseError::BadChunk => "bad chunk",
+            ParseError::UnexpectedUpgrade => "unexpected upgrade",
+            ParseError::HeadTooLarge => "head too large",
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses one response at a time; call [`ResponseParser::expect`] before each.
+#[derive(Clone, Debug)]
+pub struct ResponseParser {
+    state: State,
+    expects_body: bool,
+    status: u16,
+    server_closes: bool,
+    bytes: u64,
+}
+
+impl Default for ResponseParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ResponseParser {
+    pub fn new() -> Self {
+        ResponseParser {
+            state: State::Head,
+            expects_body: true,
+            status: 0,
+            server_closes: false,
+            bytes: 0,
+        }
+    }
+
+    /// Resets for the next response; `request_was_head` means no body will follow.
+    pub fn expect(&mut self, request_was_head: bool) {
+        *self = ResponseParser::new();
+        self.expects_body = !request_was_head;
+    }
+
+    /// True while nothing of the current response has been consumed.
+    pub fn is_idle(&self) -> bool {
+        self.state == State::Head && self.bytes == 0
+    }
+
+    /// Consumes a prefix of `buf`. Returns how many bytes were used and, when the response
+    /// ended inside `buf`, the completed response. Zero bytes used without completion means
+    /// more input is needed before progress is possible.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<(usize, Option<Completed>), ParseError> {
+        let mut used = 0;
+        while used < buf.len() {
+            let rest = &buf[used..];
+            let step = match self.state {
+                State::Head => self.parse_head(rest)?,
+                State::FixedBody { remaining } => {
+                    let n = remaining.min(rest.len() as u64);
+                    self.state = State::FixedBody { remaining: remaining - n };
+                    if remaining == n {
+                        self.state = State::Head;
+                        self.bytes += n;
+                        return Ok((used + n as usize, Some(self.completed())));
+                    }
+                    n as usize
+                }
+                State::ChunkSize => match httparse::parse_chunk_size(rest) {
+                    Ok(httparse::Status::Complete((n, 0))) => {
+                        self.state = State::Trailers;
+                        n
+                    }
+                    Ok(httparse::Status::Complete((n, size))) => {
+                        self.state = State::ChunkData { remaining: size };
+                        n
+                    }
+                    Ok(httparse::Status::Partial) => 0,
+                    Err(_) => return Err(ParseError::BadChunk),
+                },
+                State::ChunkData { remaining } => {
+                    let n = remaining.min(rest.len() as u64);
+                    self.state = if remaining == n {
+                        State::ChunkDataEnd { seen_cr: false }
+                    } else {
+                        State::ChunkData { remaining: remaining - n }
+                    };
+                    n as usize
+                }
+                State::ChunkDataEnd { seen_cr } => match (seen_cr, rest[0]) {
+                    (false, b'\r') => {
+                        self.state = State::ChunkDataEnd { seen_cr: true };
+                        1
+                    }
+                    (_, b'\n') => {
+                        self.state = State::ChunkSize;
+                        1
+                    }
+                    _ => return Err(ParseError::BadChunk),
+                },
+                State::Trailers => match memchr_newline(rest) {
+                    // An empty line ends the trailer section and the response.
+                    Some(0) => {
+                        self.bytes += 1;
+                        self.state = State::Head;
+                        return Ok((used + 1, Some(self.completed())));
+                    }
+                    Some(1) if rest[0] == b'\r' => {
+                        self.bytes += 2;
+                        self.state = State::Head;
+                        return Ok((used + 2, Some(self.completed())));
+                    }
+                    Some(end) => end + 1,
+                    None => 0,
+                },
+                State::UntilClose => rest.len(),
+            };
+            if step == 0 {
+                // A completed head with no body returns from parse_head directly.
+                break;
+            }
+            self.bytes += step as u64;
+            used += step;
+            if self.state == State::Head && self.status != 0 && !self.in_interim() {
+                return Ok((used, Some(self.completed())));
+            }
+        }
+        Ok((used, None))
+    }
+
+    /// The connection reached end of file. A body delimited by the close is complete now;
+    /// anything else in progress was cut short (`None`).
+    pub fn finish_at_eof(&mut self) -> Option<Completed> {
+        if self.state == State::UntilClose {
+            self.state = State::Head;
+            self.server_closes = true;
+            Some(self.completed())
+        } else {
+            None
+        }
+    }
+
+    fn in_interim(&self) -> bool {
+        (100..200).contains(&self.status)
+    }
+
+    fn completed(&mut self) -> Completed {
+        let done = Completed {
+            status: self.status,
+            server_closes: self.server_closes,
+            bytes: self.bytes,
+        };
+        self.status = 0;
+        self.bytes = 0;
+        done
+    }
+
+    fn parse_head(&mut self, buf: &[u8]) -> Result<usize, ParseError> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut headers);
+        let head_len = match response.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return Ok(0),
+            Err(_) => return Err(ParseError::MalformedHead),
+        };
+        let status = response.code.ok_or(ParseError::MalformedHead)?;
+        let http10 = response.version == Some(0);
+        let mut content_length: Option<u64> = None;
+        let mut chunked = false;
+        let mut other_coding = false;
+        let mut close = http10;
+        for h in response.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let value = std::str::from_utf8(h.value)
+                    .ok()
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or(ParseError::BadContentLength)?;
+                if content_length.is_some_and(|old| old != value) {
+                    return Err(ParseError::BadContentLength);
+                }
+                content_length = Some(value);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // Only the last coding frames the body (RFC 9112 §6.3).
+                let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+                chunked = trim_ascii(last).eq_ignore_ascii_case(b"chunked");
+                other_coding = !chunked;
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                for token in h.value.split(|&b| b == b',') {
+                    let token = trim_ascii(token);
+                    if token.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") && http10 {
+                        close = false;
+                    }
+                }
+            }
+        }
+        self.status = status;
+        if status == 101 {
+            return Err(ParseError::UnexpectedUpgrade);
+        }
+        if self.in_interim() {
+            // 100 Continue and friends: the real response follows.
+            return Ok(head_len);
+        }
+        self.server_closes = close;
+        let no_body = !self.expects_body || status == 204 || status == 304;
+        self.state = if no_body {
+            State::Head
+        } else if chunked {
+            State::ChunkSize
+        } else if other_coding {
+            self.server_closes = true;
+            State::UntilClose
+        } else {
+            match content_length {
+                Some(0) => State::Head,
+                Some(n) => State::FixedBody { remaining: n },
+                None => {
+                    self.server_closes = true;
+                    State::UntilClose
+                }
+            }
+        };
+        Ok(head_len)
+    }
+}
+
+fn memchr_newline(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|&b| b == b'\n')
+}
+
+fn trim_ascii(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `input` in pieces of `step` bytes, the way a connection with a small buffer
+    /// would, and returns every completed response.
+    fn parse_all(input: &[u8], step: usize, head: bool) -> Result<Vec<Completed>, ParseError> {
+        let mut parser = ResponseParser::new();
+        parser.expect(head);
+        let mut pending: Vec<u8> = Vec::new();
+        let mut done = Vec::new();
+        for piece in input.chunks(step) {
+            pending.extend_from_slice(piece);
+            loop {
+                let (used, completed) = parser.feed(&pending)?;
+                pending.drain(..used);
+                match completed {
+                    Some(c) => {
+                        done.push(c);
+                        parser.expect(head);
+                    }
+                    None if used == 0 || pending.is_empty() => break,
+                    None => {}
+                }
+            }
+        }
+        if let Some(c) = parser.finish_at_eof() {
+            done.push(c);
+        }
+        Ok(done)
+    }
+
+    fn every_split(input: &[u8], head: bool) -> Vec<Completed> {
+        let whole = parse_all(input, input.len(), head).unwrap();
+        for step in 1..input.len() {
+            assert_eq!(parse_all(input, step, head).unwrap(), whole, "split every {step} bytes");
+        }
+        whole
+    }
+
+    #[test]
+    fn content_length_bodies_back_to_back() {
+        let one = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        let input = [&one[..], &one[..]].concat();
+        let got = every_split(&input, false);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], Completed { status: 200, server_closes: false, bytes: one.len() as u64 });
+    }
+
+    #[test]
+    fn chunked_with_extensions_and_trailers() {
+        let input = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+                      5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: yes\r\nX-Two: 2\r\n\r\n\
+                      HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        let got = every_split(input, false);
+        assert_eq!(got.iter().map(|c| c.status).collect::<Vec<_>>(), vec![200, 404]);
+        assert_eq!(got.iter().map(|c| c.bytes).sum::<u64>(), input.len() as u64);
+    }
+
+    #[test]
+    fn no_body_for_head_204_304_and_interim_1xx_is_skipped() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+        assert_eq!(every_split(head, true).len(), 1);
+        let input = b"HTTP/1.1 204 No Content\r\nContent-Length: 7\r\n\r\n\
+                      HTTP/1.1 304 Not Modified\r\n\r\n\
+                      HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+        let got = every_split(input, false);
+        assert_eq!(got.iter().map(|c| c.status).collect::<Vec<_>>(), vec![204, 304, 201]);
+    }
+
+    #[test]
+    fn body_until_close_and_http10() {
+        let got = every_split(b"HTTP/1.0 200 OK\r\n\r\nsome body", false);
+        assert_eq!(got, vec![Completed { status: 200, server_closes: true, bytes: 28 }]);
+        let got = every_split(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", false);
+        assert!(!got[0].server_closes);
+        let got = every_split(b"HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", false);
+        assert!(got[0].server_closes);
+    }
+
+    #[test]
+    fn cut_short_bodies_are_not_complete() {
+        let mut p = ResponseParser::new();
+        p.expect(false);
+        let (used, done) = p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").unwrap();
+        assert_eq!((used, done), (41, None));
+        assert_eq!(p.finish_at_eof(), None);
+    }
+
+    #[test]
+    fn malformed_input_is_an_error() {
+        let cases: &[(&[u8], ParseError)] = &[
+            (b"garbage garbage\r\n\r\n", ParseError::MalformedHead),
+            (b"HTTP/1.1 2000 OK\r\n\r\n", ParseError::MalformedHead),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", ParseError::BadContentLength),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", ParseError::BadContentLength),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ParseError::BadChunk),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc", ParseError::BadChunk),
+            (b"HTTP/1.1 101 Switching\r\n\r\n", ParseError::UnexpectedUpgrade),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_all(input, input.len(), false).unwrap_err(), *want, "{:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    #[test]
+    fn partial_head_asks_for_more() {
+        let mut p = ResponseParser::new();
+        assert_eq!(p.feed(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap(), (0, None));
+        assert!(p.is_idle());
+    }
+}

@@ -1,0 +1,181 @@
+//! Counters and histograms. Each thread owns one `ThreadStats` and touches nothing shared;
+//! the threads' stats are merged once, after the run.
+
+use hdrhistogram::Histogram;
+
+/// Status codes are counted in a flat array indexed by code; httparse only accepts three
+/// digits, so 1000 slots cover every code without a map on the hot path.
+pub const STATUS_SLOTS: usize = 1000;
+
+/// The kinds of error, each counted separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The TCP connect failed or was refused.
+    Connect,
+    /// Reading failed: reset, or the server closed mid-response.
+    Read,
+    /// Writing the request failed.
+    Write,
+    /// No complete response within `--timeout`.
+    Timeout,
+    /// The response was not valid HTTP/1.1.
+    Parse,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 5] = [
+        ErrorKind::Connect,
+        ErrorKind::Read,
+        ErrorKind::Write,
+        ErrorKind::Timeout,
+        ErrorKind::Parse,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Read => "read",
+            ErrorKind::Write => "write",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Parse => "parse",
+        }
+    }
+}
+
+/// A latency histogram in nanoseconds, 3 significant digits, growing as needed so that no
+/// value is ever too large to record.
+pub fn new_latency_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+/// What one thread measured during the recorded phase.
+pub struct ThreadStats {
+    /// Latency of every recorded response and timeout. In open loop it runs from the
+    /// intended send time (coordinated-omission free); in closed loop from the actual send.
+    pub latency: Histogram<u64>,
+    /// Open loop only: latency from the moment the request was actually written.
+    pub latency_uncorrected: Option<Histogram<u64>>,
+    /// Complete responses, whatever their status.
+    pub responses: u64,
+    pub status: Box<[u64; STATUS_SLOTS]>,
+    pub errors: [u64; 5],
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// TCP connections opened during the whole run, warmup included.
+    pub connections_opened: u64,
+    /// Connections that had to be replaced (error, timeout or close).
+    pub reconnects: u64,
+    /// Close-header mode: responses after which the server did not close in time.
+    pub close_ignored: u64,
+    /// Requests written but not answered when the run ended.
+    pub in_flight_at_end: u64,
+    /// Open loop: sends that left later than their intended time by more than 1 ms.
+    pub late_sends: u64,
+    /// Open loop: intended sends whose time had come but that were never written.
+    pub unsent_at_end: u64,
+    /// Recorded phase, in nanoseconds since the run's start.
+    pub recording_started_ns: u64,
+    pub recording_ended_ns: u64,
+}
+
+impl ThreadStats {
+    pub fn new(open_loop: bool) -> Self {
+        ThreadStats {
+            latency: new_latency_histogram(),
+            latency_uncorrected: open_loop.then(new_latency_histogram),
+            responses: 0,
+            status: Box::new([0; STATUS_SLOTS]),
+            errors: [0; 5],
+            bytes_read: 0,
+            bytes_written: 0,
+            connections_opened: 0,
+            reconnects: 0,
+            close_ignored: 0,
+            in_flight_at_end: 0,
+            late_sends: 0,
+            unsent_at_end: 0,
+            recording_started_ns: 0,
+            recording_ended_ns: 0,
+        }
+    }
+
+    #[inline]
+    pub fn count_error(&mut self, kind: ErrorKind, requests: u64) {
+        self.errors[kind as usize] += requests;
+    }
+
+    pub fn error_count(&self, kind: ErrorKind) -> u64 {
+        self.errors[kind as usize]
+    }
+
+    /// Responses whose status is not 2xx.
+    pub fn status_errors(&self) -> u64 {
+        self.status
+            .iter()
+            .enumerate()
+            .filter(|(code, _)| !(200..300).contains(code))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Adds another thread's numbers into this one.
+    pub fn merge(&mut self, other: &ThreadStats) {
+        self.latency.add(&other.latency).expect("auto-resizing histograms always merge");
+        if let (Some(mine), Some(theirs)) =
+            (&mut self.latency_uncorrected, &other.latency_uncorrected)
+        {
+            mine.add(theirs).expect("auto-resizing histograms always merge");
+        }
+        self.responses += other.responses;
+        for (mine, theirs) in self.status.iter_mut().zip(other.status.iter()) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *mine += theirs;
+        }
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.connections_opened += other.connections_opened;
+        self.reconnects += other.reconnects;
+        self.close_ignored += other.close_ignored;
+        self.in_flight_at_end += other.in_flight_at_end;
+        self.late_sends += other.late_sends;
+        self.unsent_at_end += other.unsent_at_end;
+        self.recording_started_ns = self.recording_started_ns.min(other.recording_started_ns);
+        self.recording_ended_ns = self.recording_ended_ns.max(other.recording_ended_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_keeps_every_value_and_count() {
+        let mut a = ThreadStats::new(true);
+        let mut b = ThreadStats::new(true);
+        for v in [1_000u64, 2_000, 3_000] {
+            a.latency.record(v).unwrap();
+        }
+        // Larger than the initial bound: the histogram must grow, not drop it.
+        b.latency.record(120_000_000_000).unwrap();
+        b.latency_uncorrected.as_mut().unwrap().record(5).unwrap();
+        a.status[200] = 3;
+        b.status[503] = 1;
+        b.count_error(ErrorKind::Timeout, 2);
+        a.recording_started_ns = 10;
+        b.recording_started_ns = 5;
+        a.recording_ended_ns = 100;
+        b.recording_ended_ns = 90;
+        a.merge(&b);
+        assert_eq!(a.latency.len(), 4);
+        assert!(a.latency.max() >= 119_000_000_000);
+        assert_eq!(a.latency_uncorrected.as_ref().unwrap().len(), 1);
+        assert_eq!(a.status[200], 3);
+        assert_eq!(a.status_errors(), 1);
+        assert_eq!(a.error_count(ErrorKind::Timeout), 2);
+        assert_eq!((a.recording_started_ns, a.recording_ended_ns), (5, 100));
+    }
+}
