@@ -644,6 +644,9 @@ impl Worker {
         }
         let conn = &self.conns[index];
         if conn.in_flight.is_empty() && conn.parser.is_idle() {
+            if self.recording && self.spec.mode == ConnectionMode::Keepalive {
+                self.stats.server_closed += 1;
+            }
             Fate::Reset(None)
         } else {
             // Closed mid-response, or with requests unanswered.
@@ -679,8 +682,12 @@ impl Worker {
                 Fate::Keep
             }
             ConnectionMode::Keepalive if completed.server_closes => {
+                if self.recording {
+                    self.stats.server_closed += 1;
+                }
                 // Requests pipelined behind this response will not be answered.
-                Fate::Reset(Some(ErrorKind::Read))
+                let lost = !self.conns[index].in_flight.is_empty();
+                Fate::Reset(lost.then_some(ErrorKind::Read))
             }
             ConnectionMode::Keepalive => self.send_due(index, now),
         }

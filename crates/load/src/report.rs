@@ -89,6 +89,9 @@ pub struct Actual {
     pub connections_opened: u64,
     /// Connections replaced after an error during the recorded phase.
     pub reconnects: u64,
+    /// Keepalive mode: connections the server closed during the recorded phase
+    /// (`Connection: close` or an idle close); each was replaced.
+    pub server_closed: u64,
 }
 
 #[derive(Serialize, Debug, Clone, Default)]
@@ -210,6 +213,7 @@ impl LoadReport {
                 connections_per_thread: outcome.connections_per_thread.clone(),
                 connections_opened: s.connections_opened,
                 reconnects: s.reconnects,
+                server_closed: s.server_closed,
             },
             elapsed_s,
             requests: s.responses,
@@ -248,6 +252,14 @@ impl LoadReport {
                  connections itself after {} ms",
                 self.close_ignored,
                 (self.settings.close_grace_s * 1000.0).round()
+            ));
+        }
+        if self.settings.mode == "keepalive" && self.actual.server_closed > 0 {
+            w.push(format!(
+                "the server closed {} keepalive connections ({:.1}% of responses); \
+                 those requests paid for a new connection",
+                self.actual.server_closed,
+                100.0 * self.actual.server_closed as f64 / self.requests.max(1) as f64
             ));
         }
         if let Some(rate) = &self.rate {
@@ -299,8 +311,12 @@ impl LoadReport {
             .join("+");
         let _ = writeln!(
             out,
-            "  threads {}, connections {} ({per_thread}), {} connections opened, {} reconnects",
-            self.actual.threads, self.actual.connections, self.actual.connections_opened, self.actual.reconnects
+            "  threads {}, connections {} ({per_thread}); {} opened, {} closed by the server, {} replaced after errors",
+            self.actual.threads,
+            self.actual.connections,
+            self.actual.connections_opened,
+            self.actual.server_closed,
+            self.actual.reconnects
         );
         if s.urls.len() > 1 {
             let _ = writeln!(out, "  url mix of {} lines, seed {}", s.urls.len(), s.seed);
@@ -415,8 +431,10 @@ pub fn write_hdr_log<W: io::Write>(
     elapsed_s: f64,
 ) -> io::Result<()> {
     let mut serializer = V2Serializer::new();
+    let now = std::time::SystemTime::now();
     let mut writer = IntervalLogWriterBuilder::new()
-        .with_base_time(std::time::SystemTime::now())
+        .with_start_time(now)
+        .with_base_time(now)
         .with_max_value_divisor(1_000_000.0)
         .add_comment("rubyrace load: latency in nanoseconds; max column in milliseconds")
         .begin_log_with(out, &mut serializer)

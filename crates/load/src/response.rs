@@ -378,7 +378,7 @@ mod tests {
         let mut p = ResponseParser::new();
         p.expect(false);
         let (used, done) = p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").unwrap();
-        assert_eq!((used, done), (41, None));
+        assert_eq!((used, done), (42, None));
         assert_eq!(p.finish_at_eof(), None);
     }
 

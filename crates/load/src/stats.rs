@@ -67,6 +67,9 @@ pub struct ThreadStats {
     pub connections_opened: u64,
     /// Connections that had to be replaced (error, timeout or close).
     pub reconnects: u64,
+    /// Keepalive mode: connections the server closed (announced with `Connection: close`
+    /// or closed while idle), each replaced by a new connection.
+    pub server_closed: u64,
     /// Close-header mode: responses after which the server did not close in time.
     pub close_ignored: u64,
     /// Requests written but not answered when the run ended.
@@ -92,6 +95,7 @@ impl ThreadStats {
             bytes_written: 0,
             connections_opened: 0,
             reconnects: 0,
+            server_closed: 0,
             close_ignored: 0,
             in_flight_at_end: 0,
             late_sends: 0,
@@ -139,6 +143,7 @@ impl ThreadStats {
         self.bytes_written += other.bytes_written;
         self.connections_opened += other.connections_opened;
         self.reconnects += other.reconnects;
+        self.server_closed += other.server_closed;
         self.close_ignored += other.close_ignored;
         self.in_flight_at_end += other.in_flight_at_end;
         self.late_sends += other.late_sends;
