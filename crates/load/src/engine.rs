@@ -34,6 +34,9 @@ const LATE_SEND: Duration = Duration::from_millis(1);
 
 const TIMER_TOKEN: Token = Token(usize::MAX);
 
+/// A reconnect time that never comes.
+const FOREVER: Duration = Duration::from_secs(86_400 * 365);
+
 /// The merged outcome of a run.
 pub struct RunOutcome {
     pub stats: ThreadStats,
@@ -416,6 +419,11 @@ impl Worker {
     }
 
     fn connect(&mut self, index: usize, now: Instant) {
+        if self.recording && self.conns[index].quota_left == Some(0) {
+            // This connection has issued its share of -n; it is not needed any more.
+            self.conns[index].state = ConnState::Closed { reconnect_at: now + FOREVER };
+            return;
+        }
         let addr = self.spec.addr;
         match TcpStream::connect(addr) {
             Ok(mut socket) => {
@@ -428,7 +436,6 @@ impl Worker {
                     self.connect_failed(index, now);
                     return;
                 }
-                self.stats.connections_opened += 1;
                 let conn = &mut self.conns[index];
                 conn.socket = Some(socket);
                 conn.state = ConnState::Connecting;
@@ -465,6 +472,7 @@ impl Worker {
             return Fate::Keep;
         }
         let _ = socket.set_nodelay(true);
+        self.stats.connections_opened += 1;
         conn.connect_failures = 0;
         conn.state = ConnState::Open;
         conn.in_start = 0;
@@ -755,8 +763,8 @@ impl Worker {
         conn.in_end = 0;
         conn.parser = ResponseParser::new();
         conn.state = ConnState::Closed { reconnect_at: now };
-        if self.time.end.is_some_and(|end| now >= end) || self.interrupt.load(Ordering::Relaxed) {
-            return;
+        if self.time.end.is_some_and(|end| now >= end) {
+            return; // the run is over; finish() closes everything
         }
         self.connect(index, now);
     }
