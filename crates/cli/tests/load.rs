@@ -5,10 +5,7 @@
 //! Every binary run has a hard deadline (support::HARD_DEADLINE); every server and
 //! child process is cleaned up by a Drop guard, also when a test fails.
 //!
-//! The `bug_*` tests at the end reproduce engine bugs and fail today; they are
-//! `#[ignore]`d so the suite stays green. Run them with
-//! `cargo test -p rubyrace-cli --test load -- --ignored` and drop the `#[ignore]` of each
-//! once its bug is fixed.
+//! The `regression_*` tests at the end are named after engine bugs they caught.
 
 mod support;
 
@@ -1292,8 +1289,7 @@ fn ctrl_c_prints_what_ran_and_exits_130() {
 // -----------------------------------------------------------------------------------------
 
 #[test]
-#[ignore = "engine bug: time_out() replaces the connection without counting it in actual.reconnects"]
-fn bug_timeouts_count_as_reconnects() {
+fn regression_timeouts_count_as_reconnects() {
     let server = ServerBuilder::new(|_| Reply::Hang).start();
     let (_run, r) = load(
         &server.url("/"),
@@ -1311,8 +1307,7 @@ fn bug_timeouts_count_as_reconnects() {
 }
 
 #[test]
-#[ignore = "engine bug: a connect that never completes is not bounded by --timeout, so -n hangs"]
-fn bug_connect_that_never_completes_is_bounded_by_timeout_with_dash_n() {
+fn regression_connect_that_never_completes_is_bounded_by_timeout_with_dash_n() {
     let backlog = FullBacklog::start();
     assert!(
         backlog.connect_hangs(Duration::from_millis(300)),
@@ -1339,8 +1334,7 @@ fn bug_connect_that_never_completes_is_bounded_by_timeout_with_dash_n() {
 }
 
 #[test]
-#[ignore = "engine bug: a connect that never completes is neither an error nor in flight with -d"]
-fn bug_connect_that_never_completes_is_counted_with_a_duration() {
+fn regression_connect_that_never_completes_is_counted_with_a_duration() {
     let backlog = FullBacklog::start();
     assert!(
         backlog.connect_hangs(Duration::from_millis(300)),
@@ -1359,8 +1353,7 @@ fn bug_connect_that_never_completes_is_counted_with_a_duration() {
 }
 
 #[test]
-#[ignore = "engine bug: bytes received before a request was written are taken as its response"]
-fn bug_unsolicited_bytes_are_a_parse_error_not_a_response() {
+fn regression_unsolicited_bytes_are_a_parse_error_not_a_response() {
     let server = ServerBuilder::new(|req| {
         if req.index == 0 {
             // Two responses to the first request: the second answers nothing.
@@ -1383,8 +1376,7 @@ fn bug_unsolicited_bytes_are_a_parse_error_not_a_response() {
 }
 
 #[test]
-#[ignore = "engine bug: a request is written on a connection whose FIN came with the last response"]
-fn bug_close_that_arrives_with_the_response_is_not_an_error() {
+fn regression_close_that_arrives_with_the_response_is_not_an_error() {
     // The response and the FIN arrive in one segment: when rubyrace reads the response it
     // already knows the server closed, while nothing was in flight. That is the clean,
     // unannounced close the docs call "closed while idle": not an error.

@@ -172,6 +172,10 @@ struct Conn {
     next_send: Instant,
     /// Consecutive failed connects, for backoff.
     connect_failures: u32,
+    /// When the pending connect started; it fails after `--timeout`.
+    connect_started: Instant,
+    /// The peer's close (FIN) has been seen: write nothing more on this socket.
+    peer_closed: bool,
     /// This connection's share of `-n` attempts still to issue.
     quota_left: Option<u64>,
 }
@@ -242,6 +246,8 @@ impl Worker {
                     picker: UrlPicker::new(&spec.plan, spec.seed, global as u64),
                     next_send: time.origin + offset,
                     connect_failures: 0,
+                    connect_started: time.origin,
+                    peer_closed: false,
                     quota_left: per_connection_quota.as_ref().map(|q| q[global]),
                 }
             })
@@ -375,7 +381,15 @@ impl Worker {
                         next = next.min(until);
                     }
                 }
-                ConnState::Connecting => {}
+                ConnState::Connecting => {
+                    let deadline = conn.connect_started + self.spec.timeout;
+                    if deadline <= now {
+                        // A full accept queue or a silent host: count it, as with a refusal.
+                        self.connect_failed(index, now);
+                    } else {
+                        next = next.min(deadline);
+                    }
+                }
                 ConnState::Open => {
                     if let Some(oldest) = conn.in_flight.front() {
                         let deadline = oldest.sent + self.spec.timeout;
@@ -415,6 +429,9 @@ impl Worker {
             self.record(index, f, now, 0, 0, Some(ErrorKind::Timeout));
             self.stats.count_error(ErrorKind::Timeout, 1);
         }
+        if self.recording {
+            self.stats.reconnects += 1;
+        }
         self.reset(index, None, now);
     }
 
@@ -439,6 +456,10 @@ impl Worker {
                 let conn = &mut self.conns[index];
                 conn.socket = Some(socket);
                 conn.state = ConnState::Connecting;
+                conn.connect_started = now;
+                conn.peer_closed = false;
+                let deadline = now + self.spec.timeout;
+                self.wake_at(deadline);
             }
             Err(_) => self.connect_failed(index, now),
         }
@@ -488,7 +509,9 @@ impl Worker {
         let interval = self.send_interval;
         let ended = self.time.end.is_some_and(|end| now >= end);
         let conn = &mut self.conns[index];
-        if conn.state != ConnState::Open || ended {
+        if conn.state != ConnState::Open || ended || conn.peer_closed {
+            // After the server's close (FIN) a new request would only be lost; on_eof
+            // replaces the connection first.
             return Fate::Keep;
         }
         let mut queued = false;
@@ -565,6 +588,7 @@ impl Worker {
 
     /// Reads what the socket holds and completes every response found in it.
     fn on_readable(&mut self, index: usize, peer_closed: bool) -> Fate {
+        self.conns[index].peer_closed |= peer_closed;
         loop {
             let conn = &mut self.conns[index];
             if conn.in_end == conn.input.len() {
@@ -697,7 +721,14 @@ impl Worker {
                 let lost = !self.conns[index].in_flight.is_empty();
                 Fate::Reset(lost.then_some(ErrorKind::Read))
             }
-            ConnectionMode::Keepalive => self.send_due(index, now),
+            ConnectionMode::Keepalive => {
+                let conn = &self.conns[index];
+                if conn.in_flight.is_empty() && conn.in_start < conn.in_end {
+                    // More bytes than the requests asked for.
+                    return self.parse_failed(ParseError::MalformedHead);
+                }
+                self.send_due(index, now)
+            }
         }
     }
 
