@@ -23,8 +23,10 @@ const EXIT_ERROR_RATE: u8 = 3;
 const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Args, Debug)]
-#[command(after_help = "Durations take units: 500ms, 10s, 2m. See docs/load.md for every option, \
-the JSON schema and the raw log format.")]
+#[command(
+    after_help = "Durations take units: 500ms, 10s, 2m. See docs/load.md for every option, \
+the JSON schema and the raw log format."
+)]
 pub struct LoadArgs {
     /// Target, e.g. http://127.0.0.1:8080/ (HTTP/1.1 over plain TCP).
     pub url: String,
@@ -151,7 +153,10 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
         .with_context(|| format!("{host}:{port} resolves to no address"))?;
     let mode = args.mode();
     if args.pipeline > 1 && mode != ConnectionMode::Keepalive {
-        bail!("--pipeline needs keepalive connections; it cannot be combined with --{}", mode.as_str());
+        bail!(
+            "--pipeline needs keepalive connections; it cannot be combined with --{}",
+            mode.as_str()
+        );
     }
     if let Some(rate) = args.rate {
         if !(rate.is_finite() && rate > 0.0) {
@@ -174,9 +179,10 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
         .collect::<Result<Vec<_>, _>>()?;
     let body = match (&args.body, &args.body_file) {
         (Some(b), _) => Some(b.clone().into_bytes()),
-        (None, Some(path)) => {
-            Some(fs::read(path).with_context(|| format!("cannot read --body-file {}", path.display()))?)
-        }
+        (None, Some(path)) => Some(
+            fs::read(path)
+                .with_context(|| format!("cannot read --body-file {}", path.display()))?,
+        ),
         (None, None) => None,
     };
     let lines = match &args.urls {
@@ -195,7 +201,11 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
             // Reuse the mix-line checks for -m.
             parse_url_mix(&format!("{method} {path}"), "-m")
                 .map_err(|_| anyhow::anyhow!("-m {method:?} is not an upper-case HTTP method"))?;
-            vec![UrlLine { weight: 1, method, path }]
+            vec![UrlLine {
+                weight: 1,
+                method,
+                path,
+            }]
         }
     };
     let default_port = url.port().is_none();
@@ -205,7 +215,11 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
         (_, true) => host.to_string(),
         (_, false) => format!("{host}:{port}"),
     };
-    let template = RequestTemplate { host: host_header, headers, body };
+    let template = RequestTemplate {
+        host: host_header,
+        headers,
+        body,
+    };
     let plan = RequestPlan::build(lines, &template, mode)?;
     let connections = args.connections as usize;
     Ok(LoadSpec {
@@ -241,9 +255,15 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
     let mut hdr_file = args
         .hdr
         .as_ref()
-        .map(|p| fs::File::create(p).with_context(|| format!("cannot create --hdr {}", p.display())))
+        .map(|p| {
+            fs::File::create(p).with_context(|| format!("cannot create --hdr {}", p.display()))
+        })
         .transpose()?;
-    let json_path = args.json.as_ref().filter(|p| p.as_str() != "-").map(PathBuf::from);
+    let json_path = args
+        .json
+        .as_ref()
+        .filter(|p| p.as_str() != "-")
+        .map(PathBuf::from);
     if let Some(p) = &json_path {
         fs::File::create(p).with_context(|| format!("cannot create --json {}", p.display()))?;
     }
@@ -300,9 +320,7 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
     if let Some(limit) = args.max_error_rate {
         let percent = 100.0 * report.error_rate;
         if percent > limit {
-            eprintln!(
-                "rubyrace: error rate {percent:.3}% exceeds --max-error-rate {limit}%"
-            );
+            eprintln!("rubyrace: error rate {percent:.3}% exceeds --max-error-rate {limit}%");
             return Ok(ExitCode::from(EXIT_ERROR_RATE));
         }
     }

@@ -51,7 +51,11 @@ pub struct RunOutcome {
 }
 
 /// Runs the load described by `spec`. `interrupt` ends the run early, as if its time were up.
-pub fn run(spec: &LoadSpec, raw: Option<&RawLog>, interrupt: Arc<AtomicBool>) -> io::Result<RunOutcome> {
+pub fn run(
+    spec: &LoadSpec,
+    raw: Option<&RawLog>,
+    interrupt: Arc<AtomicBool>,
+) -> io::Result<RunOutcome> {
     let per_thread: Vec<usize> = spec
         .connections_per_thread()
         .into_iter()
@@ -72,13 +76,20 @@ pub fn run(spec: &LoadSpec, raw: Option<&RawLog>, interrupt: Arc<AtomicBool>) ->
     let mut handles = Vec::with_capacity(per_thread.len());
     let mut first_connection = 0usize;
     for (thread_index, &connections) in per_thread.iter().enumerate() {
-        let quota = per_connection_quota
-            .as_ref()
-            .map(|q| q[first_connection..first_connection + connections].iter().sum());
+        let quota = per_connection_quota.as_ref().map(|q| {
+            q[first_connection..first_connection + connections]
+                .iter()
+                .sum()
+        });
         let raw_writer = raw.map(RawLog::writer).transpose()?;
         let worker = Worker::new(
             spec.clone(),
-            Timeline { origin, record_start, end, quota },
+            Timeline {
+                origin,
+                record_start,
+                end,
+                quota,
+            },
             first_connection,
             connections,
             raw_writer,
@@ -110,7 +121,9 @@ pub fn run(spec: &LoadSpec, raw: Option<&RawLog>, interrupt: Arc<AtomicBool>) ->
     }
     let stats = merged.unwrap_or_else(|| ThreadStats::new(spec.rate.is_some()));
     let recorded = Duration::from_nanos(
-        stats.recording_ended_ns.saturating_sub(stats.recording_started_ns),
+        stats
+            .recording_ended_ns
+            .saturating_sub(stats.recording_started_ns),
     );
     Ok(RunOutcome {
         stats,
@@ -214,8 +227,11 @@ impl Worker {
     ) -> io::Result<Self> {
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
-        poll.registry()
-            .register(&mut mio::unix::SourceFd(&timer.fd()), TIMER_TOKEN, Interest::READABLE)?;
+        poll.registry().register(
+            &mut mio::unix::SourceFd(&timer.fd()),
+            TIMER_TOKEN,
+            Interest::READABLE,
+        )?;
         let send_interval = spec
             .rate
             .map(|rate| Duration::from_secs_f64(spec.connections as f64 / rate));
@@ -336,11 +352,7 @@ impl Worker {
     }
 
     fn quota_done(&self) -> bool {
-        self.time.quota.is_some()
-            && self
-                .conns
-                .iter()
-                .all(conn_quota_spent)
+        self.time.quota.is_some() && self.conns.iter().all(conn_quota_spent)
     }
 
     /// Wants a timer check no later than `at`.
@@ -438,7 +450,9 @@ impl Worker {
     fn connect(&mut self, index: usize, now: Instant) {
         if self.recording && self.conns[index].quota_left == Some(0) {
             // This connection has issued its share of -n; it is not needed any more.
-            self.conns[index].state = ConnState::Closed { reconnect_at: now + FOREVER };
+            self.conns[index].state = ConnState::Closed {
+                reconnect_at: now + FOREVER,
+            };
             return;
         }
         let addr = self.spec.addr;
@@ -472,7 +486,9 @@ impl Worker {
         conn.connect_failures += 1;
         // Back off up to 100 ms so a dead server does not turn into a busy loop.
         let backoff = Duration::from_millis(u64::from(conn.connect_failures.min(100)));
-        conn.state = ConnState::Closed { reconnect_at: now + backoff };
+        conn.state = ConnState::Closed {
+            reconnect_at: now + backoff,
+        };
         if recording {
             // A failed connect uses up one attempt of -n, so a dead server ends the run.
             if let Some(left) = &mut conn.quota_left {
@@ -486,7 +502,10 @@ impl Worker {
     fn on_connected(&mut self, index: usize) -> Fate {
         let now = Instant::now();
         let conn = &mut self.conns[index];
-        let socket = conn.socket.as_ref().expect("connecting connection has a socket");
+        let socket = conn
+            .socket
+            .as_ref()
+            .expect("connecting connection has a socket");
         let ok = matches!(socket.take_error(), Ok(None)) && socket.peer_addr().is_ok();
         if !ok {
             self.connect_failed(index, now);
@@ -549,7 +568,12 @@ impl Worker {
                 conn.parser.expect(!request.response_has_body);
             }
             conn.out.extend_from_slice(&request.bytes);
-            conn.in_flight.push_back(InFlight { intended, sent: now, url: url as u32, recorded });
+            conn.in_flight.push_back(InFlight {
+                intended,
+                sent: now,
+                url: url as u32,
+                recorded,
+            });
             queued = true;
         }
         if interval.is_some() && conn.in_flight.len() < pipeline {
@@ -566,7 +590,9 @@ impl Worker {
     /// Writes as much of the pending output as the socket takes.
     fn flush_writes(&mut self, index: usize) -> Fate {
         let conn = &mut self.conns[index];
-        let Some(socket) = conn.socket.as_mut() else { return Fate::Keep };
+        let Some(socket) = conn.socket.as_mut() else {
+            return Fate::Keep;
+        };
         while conn.out_pos < conn.out.len() {
             match socket.write(&conn.out[conn.out_pos..]) {
                 Ok(0) => return Fate::Reset(Some(ErrorKind::Write)),
@@ -599,7 +625,9 @@ impl Worker {
                 conn.in_end -= conn.in_start;
                 conn.in_start = 0;
             }
-            let Some(socket) = conn.socket.as_mut() else { return Fate::Keep };
+            let Some(socket) = conn.socket.as_mut() else {
+                return Fate::Keep;
+            };
             let space = conn.input.len() - conn.in_end;
             match socket.read(&mut conn.input[conn.in_end..]) {
                 Ok(0) => return self.on_eof(index),
@@ -690,7 +718,10 @@ impl Worker {
     fn complete(&mut self, index: usize, completed: Completed) -> Fate {
         let now = Instant::now();
         let conn = &mut self.conns[index];
-        let request = conn.in_flight.pop_front().expect("a response answers a request");
+        let request = conn
+            .in_flight
+            .pop_front()
+            .expect("a response answers a request");
         if let Some(next) = conn.in_flight.front() {
             let next_has_body = self.spec.plan.requests[next.url as usize].response_has_body;
             conn.parser.expect(!next_has_body);
@@ -699,7 +730,14 @@ impl Worker {
             let status = usize::from(completed.status).min(STATUS_SLOTS - 1);
             self.stats.status[status] += 1;
             self.stats.responses += 1;
-            self.record(index, &request, now, completed.status, completed.bytes, None);
+            self.record(
+                index,
+                &request,
+                now,
+                completed.status,
+                completed.bytes,
+                None,
+            );
             if conn_quota_spent(&self.conns[index]) {
                 // The run may be over: check now rather than at the next tick.
                 self.wake_at(now);
@@ -733,16 +771,41 @@ impl Worker {
     }
 
     #[inline]
-    fn record(&mut self, index: usize, f: &InFlight, now: Instant, status: u16, bytes: u64, error: Option<ErrorKind>) {
+    fn record(
+        &mut self,
+        index: usize,
+        f: &InFlight,
+        now: Instant,
+        status: u16,
+        bytes: u64,
+        error: Option<ErrorKind>,
+    ) {
         let latency = now.duration_since(f.intended).as_nanos() as u64;
         self.stats.latency.saturating_record(latency.max(1));
         if let Some(h) = &mut self.stats.latency_uncorrected {
             h.saturating_record((now.duration_since(f.sent).as_nanos() as u64).max(1));
         }
+        self.log_raw(index, f, latency, status, bytes, error);
+    }
+
+    /// One line of the raw log, when there is one.
+    #[inline]
+    fn log_raw(
+        &mut self,
+        index: usize,
+        f: &InFlight,
+        latency_ns: u64,
+        status: u16,
+        bytes: u64,
+        error: Option<ErrorKind>,
+    ) {
         if let Some(raw) = &mut self.raw {
             raw.record(&RawRecord {
-                start_ns: f.intended.saturating_duration_since(self.time.record_start).as_nanos() as u64,
-                latency_ns: latency,
+                start_ns: f
+                    .intended
+                    .saturating_duration_since(self.time.record_start)
+                    .as_nanos() as u64,
+                latency_ns,
                 status,
                 bytes,
                 conn: self.conns[index].id,
@@ -759,17 +822,8 @@ impl Worker {
         if let Some(kind) = error {
             for f in lost.iter().filter(|f| f.recorded) {
                 self.stats.count_error(kind, 1);
-                if let Some(raw) = &mut self.raw {
-                    raw.record(&RawRecord {
-                        start_ns: f.intended.saturating_duration_since(self.time.record_start).as_nanos() as u64,
-                        latency_ns: now.saturating_duration_since(f.intended).as_nanos() as u64,
-                        status: 0,
-                        bytes: 0,
-                        conn: self.conns[index].id,
-                        url: f.url,
-                        error: Some(kind.as_str()),
-                    });
-                }
+                let waited = now.saturating_duration_since(f.intended).as_nanos() as u64;
+                self.log_raw(index, f, waited, 0, 0, Some(kind));
             }
             if self.recording && lost.iter().all(|f| !f.recorded) && kind == ErrorKind::Parse {
                 // Garbage with nothing recorded in flight is still a parse error.

@@ -59,9 +59,8 @@ pub struct RequestTemplate {
 fn is_token(s: &str) -> bool {
     // RFC 9110 token characters.
     !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Parses `Name: value` as given to `-H`.
@@ -144,7 +143,9 @@ impl RequestPlan {
         mode: ConnectionMode,
     ) -> Result<Self, PlanError> {
         if lines.is_empty() {
-            return Err(PlanError::Invalid("a plan needs at least one request".into()));
+            return Err(PlanError::Invalid(
+                "a plan needs at least one request".into(),
+            ));
         }
         let has = |name: &str| {
             template
@@ -204,7 +205,11 @@ impl RequestPlan {
 
     /// The longest serialized request, to size write buffers once.
     pub fn max_request_len(&self) -> usize {
-        self.requests.iter().map(|r| r.bytes.len()).max().unwrap_or(0)
+        self.requests
+            .iter()
+            .map(|r| r.bytes.len())
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -260,7 +265,11 @@ mod tests {
     #[test]
     fn builds_a_minimal_get() {
         let plan = RequestPlan::build(
-            vec![UrlLine { weight: 1, method: "GET".into(), path: "/".into() }],
+            vec![UrlLine {
+                weight: 1,
+                method: "GET".into(),
+                path: "/".into(),
+            }],
             &template(),
             ConnectionMode::Keepalive,
         )
@@ -277,7 +286,11 @@ mod tests {
         t.headers.push(parse_header("X-Test:  yes ").unwrap());
         t.body = Some(b"abc".to_vec());
         let plan = RequestPlan::build(
-            vec![UrlLine { weight: 1, method: "POST".into(), path: "/p?q=1".into() }],
+            vec![UrlLine {
+                weight: 1,
+                method: "POST".into(),
+                path: "/p?q=1".into(),
+            }],
             &t,
             ConnectionMode::CloseHeader,
         )
@@ -294,7 +307,11 @@ mod tests {
         let mut t = template();
         t.headers.push(parse_header("host: example.test").unwrap());
         let plan = RequestPlan::build(
-            vec![UrlLine { weight: 1, method: "HEAD".into(), path: "/".into() }],
+            vec![UrlLine {
+                weight: 1,
+                method: "HEAD".into(),
+                path: "/".into(),
+            }],
             &t,
             ConnectionMode::Keepalive,
         )
@@ -314,9 +331,19 @@ mod tests {
     #[test]
     fn url_mix_parses_weights_methods_and_comments() {
         let mix = parse_url_mix("# comment\n\n5 GET /a\n/b\n2 /c\nPOST /d\n", "mix.txt").unwrap();
-        let got: Vec<(u32, &str, &str)> =
-            mix.iter().map(|l| (l.weight, l.method.as_str(), l.path.as_str())).collect();
-        assert_eq!(got, vec![(5, "GET", "/a"), (1, "GET", "/b"), (2, "GET", "/c"), (1, "POST", "/d")]);
+        let got: Vec<(u32, &str, &str)> = mix
+            .iter()
+            .map(|l| (l.weight, l.method.as_str(), l.path.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (5, "GET", "/a"),
+                (1, "GET", "/b"),
+                (2, "GET", "/c"),
+                (1, "POST", "/d")
+            ]
+        );
     }
 
     #[test]
@@ -324,7 +351,10 @@ mod tests {
         let err = parse_url_mix("/ok\n0 /zero\n", "mix.txt").unwrap_err();
         assert_eq!(err.to_string(), "mix.txt:2: weight must be at least 1");
         let err = parse_url_mix("/ok\nget /lower\n", "mix.txt").unwrap_err();
-        assert!(err.to_string().starts_with("mix.txt:2: method \"get\""), "{err}");
+        assert!(
+            err.to_string().starts_with("mix.txt:2: method \"get\""),
+            "{err}"
+        );
         let err = parse_url_mix("GET nopath\n", "m").unwrap_err();
         assert!(err.to_string().contains("must start with '/'"), "{err}");
         assert!(parse_url_mix("# only comments\n", "m").is_err());
@@ -339,7 +369,11 @@ mod tests {
             (0..40_000).map(|_| p.next(&plan)).collect::<Vec<_>>()
         };
         let a = draw(7, 0);
-        assert_eq!(a, draw(7, 0), "same seed and connection give the same sequence");
+        assert_eq!(
+            a,
+            draw(7, 0),
+            "same seed and connection give the same sequence"
+        );
         assert_ne!(a, draw(8, 0));
         assert_ne!(a, draw(7, 1));
         let share_a = a.iter().filter(|&&i| i == 0).count() as f64 / a.len() as f64;

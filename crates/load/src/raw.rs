@@ -62,18 +62,18 @@ impl RawWriter {
     pub fn record(&mut self, r: &RawRecord) {
         let mut num = itoa::Buffer::new();
         let b = &mut self.buffer;
-        b.extend_from_slice(num.format(r.start_ns).as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(num.format(r.latency_ns).as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(num.format(r.status).as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(num.format(r.bytes).as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(num.format(r.conn).as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(num.format(r.url).as_bytes());
-        b.push(b'\t');
+        let numbers = [
+            r.start_ns,
+            r.latency_ns,
+            u64::from(r.status),
+            r.bytes,
+            r.conn,
+            u64::from(r.url),
+        ];
+        for n in numbers {
+            b.extend_from_slice(num.format(n).as_bytes());
+            b.push(b'\t');
+        }
         b.extend_from_slice(r.error.unwrap_or("-").as_bytes());
         b.push(b'\n');
         if b.len() >= FLUSH_AT {

@@ -154,7 +154,13 @@ impl LoadReport {
     pub fn new(spec: &LoadSpec, url: &str, outcome: &RunOutcome) -> Self {
         let s = &outcome.stats;
         let elapsed_s = outcome.recorded.as_secs_f64();
-        let per_s = |n: u64| if elapsed_s > 0.0 { n as f64 / elapsed_s } else { 0.0 };
+        let per_s = |n: u64| {
+            if elapsed_s > 0.0 {
+                n as f64 / elapsed_s
+            } else {
+                0.0
+            }
+        };
         let status_errors = s.status_errors();
         let errors = Errors {
             connect: s.error_count(ErrorKind::Connect),
@@ -167,7 +173,11 @@ impl LoadReport {
         };
         let failed_attempts: u64 = s.errors.iter().sum();
         let attempts = s.responses + failed_attempts;
-        let error_rate = if attempts == 0 { 0.0 } else { errors.total as f64 / attempts as f64 };
+        let error_rate = if attempts == 0 {
+            0.0
+        } else {
+            errors.total as f64 / attempts as f64
+        };
         let status = s
             .status
             .iter()
@@ -185,8 +195,14 @@ impl LoadReport {
         });
         let mut report = LoadReport {
             schema: SCHEMA,
-            tool: Tool { name: "rubyrace", version: env!("CARGO_PKG_VERSION") },
-            target: Target { url: url.to_string(), addr: spec.addr.to_string() },
+            tool: Tool {
+                name: "rubyrace",
+                version: env!("CARGO_PKG_VERSION"),
+            },
+            target: Target {
+                url: url.to_string(),
+                addr: spec.addr.to_string(),
+            },
             settings: Settings {
                 threads: spec.threads,
                 connections: spec.connections,
@@ -296,7 +312,11 @@ impl LoadReport {
             (None, Some(n)) => format!("{n} requests"),
             _ => String::new(),
         };
-        let _ = writeln!(out, "rubyrace load {} ({})", self.target.url, self.target.addr);
+        let _ = writeln!(
+            out,
+            "rubyrace load {} ({})",
+            self.target.url, self.target.addr
+        );
         let _ = writeln!(
             out,
             "  {span} after {}s warmup, {model}, {}, pipeline {}",
@@ -334,7 +354,11 @@ impl LoadReport {
             bytes((self.bytes_read as f64 / self.elapsed_s.max(1e-9)) as u64),
             bytes(self.bytes_written)
         );
-        let label = if self.latency_uncorrected_us.is_some() { "latency (from intended send)" } else { "latency" };
+        let label = if self.latency_uncorrected_us.is_some() {
+            "latency (from intended send)"
+        } else {
+            "latency"
+        };
         write_latency(&mut out, label, &self.latency_us);
         if let Some(u) = &self.latency_uncorrected_us {
             write_latency(&mut out, "latency (uncorrected, from actual send)", u);
@@ -345,7 +369,15 @@ impl LoadReport {
             .map(|(code, n)| format!("{code}: {n}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let _ = writeln!(out, "  status        {}", if status.is_empty() { "none".into() } else { status });
+        let _ = writeln!(
+            out,
+            "  status        {}",
+            if status.is_empty() {
+                "none".into()
+            } else {
+                status
+            }
+        );
         let e = &self.errors;
         let _ = writeln!(
             out,
@@ -359,7 +391,11 @@ impl LoadReport {
             e.parse,
             e.status
         );
-        let _ = writeln!(out, "  in flight     {} at the end (not counted above)", self.in_flight_at_end);
+        let _ = writeln!(
+            out,
+            "  in flight     {} at the end (not counted above)",
+            self.in_flight_at_end
+        );
         if s.mode == "close-header" {
             let _ = writeln!(out, "  close ignored {}", self.close_ignored);
         }
@@ -477,7 +513,11 @@ mod tests {
         let mut deserializer = hdrhistogram::serialization::Deserializer::new();
         for item in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&buf) {
             if let Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(ih)) = item {
-                let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, ih.encoded_histogram()).unwrap();
+                let bytes = base64::Engine::decode(
+                    &base64::engine::general_purpose::STANDARD,
+                    ih.encoded_histogram(),
+                )
+                .unwrap();
                 let back: Histogram<u64> = deserializer.deserialize(&mut &bytes[..]).unwrap();
                 assert_eq!(back.len(), 1000);
                 assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));

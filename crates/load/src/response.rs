@@ -113,7 +113,9 @@ impl ResponseParser {
                 State::Head => self.parse_head(rest)?,
                 State::FixedBody { remaining } => {
                     let n = remaining.min(rest.len() as u64);
-                    self.state = State::FixedBody { remaining: remaining - n };
+                    self.state = State::FixedBody {
+                        remaining: remaining - n,
+                    };
                     if remaining == n {
                         self.state = State::Head;
                         self.bytes += n;
@@ -138,7 +140,9 @@ impl ResponseParser {
                     self.state = if remaining == n {
                         State::ChunkDataEnd { seen_cr: false }
                     } else {
-                        State::ChunkData { remaining: remaining - n }
+                        State::ChunkData {
+                            remaining: remaining - n,
+                        }
                     };
                     n as usize
                 }
@@ -288,8 +292,14 @@ fn memchr_newline(buf: &[u8]) -> Option<usize> {
 }
 
 fn trim_ascii(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = s
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &s[start..end]
 }
 
@@ -328,7 +338,11 @@ mod tests {
     fn every_split(input: &[u8], head: bool) -> Vec<Completed> {
         let whole = parse_all(input, input.len(), head).unwrap();
         for step in 1..input.len() {
-            assert_eq!(parse_all(input, step, head).unwrap(), whole, "split every {step} bytes");
+            assert_eq!(
+                parse_all(input, step, head).unwrap(),
+                whole,
+                "split every {step} bytes"
+            );
         }
         whole
     }
@@ -339,7 +353,14 @@ mod tests {
         let input = [&one[..], &one[..]].concat();
         let got = every_split(&input, false);
         assert_eq!(got.len(), 2);
-        assert_eq!(got[0], Completed { status: 200, server_closes: false, bytes: one.len() as u64 });
+        assert_eq!(
+            got[0],
+            Completed {
+                status: 200,
+                server_closes: false,
+                bytes: one.len() as u64
+            }
+        );
     }
 
     #[test]
@@ -348,7 +369,10 @@ mod tests {
                       5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: yes\r\nX-Two: 2\r\n\r\n\
                       HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
         let got = every_split(input, false);
-        assert_eq!(got.iter().map(|c| c.status).collect::<Vec<_>>(), vec![200, 404]);
+        assert_eq!(
+            got.iter().map(|c| c.status).collect::<Vec<_>>(),
+            vec![200, 404]
+        );
         assert_eq!(got.iter().map(|c| c.bytes).sum::<u64>(), input.len() as u64);
     }
 
@@ -360,16 +384,32 @@ mod tests {
                       HTTP/1.1 304 Not Modified\r\n\r\n\
                       HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
         let got = every_split(input, false);
-        assert_eq!(got.iter().map(|c| c.status).collect::<Vec<_>>(), vec![204, 304, 201]);
+        assert_eq!(
+            got.iter().map(|c| c.status).collect::<Vec<_>>(),
+            vec![204, 304, 201]
+        );
     }
 
     #[test]
     fn body_until_close_and_http10() {
         let got = every_split(b"HTTP/1.0 200 OK\r\n\r\nsome body", false);
-        assert_eq!(got, vec![Completed { status: 200, server_closes: true, bytes: 28 }]);
-        let got = every_split(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", false);
+        assert_eq!(
+            got,
+            vec![Completed {
+                status: 200,
+                server_closes: true,
+                bytes: 28
+            }]
+        );
+        let got = every_split(
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n",
+            false,
+        );
         assert!(!got[0].server_closes);
-        let got = every_split(b"HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", false);
+        let got = every_split(
+            b"HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n",
+            false,
+        );
         assert!(got[0].server_closes);
     }
 
@@ -377,7 +417,9 @@ mod tests {
     fn cut_short_bodies_are_not_complete() {
         let mut p = ResponseParser::new();
         p.expect(false);
-        let (used, done) = p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").unwrap();
+        let (used, done) = p
+            .feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            .unwrap();
         assert_eq!((used, done), (42, None));
         assert_eq!(p.finish_at_eof(), None);
     }
@@ -387,14 +429,34 @@ mod tests {
         let cases: &[(&[u8], ParseError)] = &[
             (b"garbage garbage\r\n\r\n", ParseError::MalformedHead),
             (b"HTTP/1.1 2000 OK\r\n\r\n", ParseError::MalformedHead),
-            (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", ParseError::BadContentLength),
-            (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", ParseError::BadContentLength),
-            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ParseError::BadChunk),
-            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc", ParseError::BadChunk),
-            (b"HTTP/1.1 101 Switching\r\n\r\n", ParseError::UnexpectedUpgrade),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+                ParseError::BadContentLength,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                ParseError::BadContentLength,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                ParseError::BadChunk,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc",
+                ParseError::BadChunk,
+            ),
+            (
+                b"HTTP/1.1 101 Switching\r\n\r\n",
+                ParseError::UnexpectedUpgrade,
+            ),
         ];
         for (input, want) in cases {
-            assert_eq!(parse_all(input, input.len(), false).unwrap_err(), *want, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(
+                parse_all(input, input.len(), false).unwrap_err(),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 

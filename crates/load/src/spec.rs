@@ -105,7 +105,13 @@ mod tests {
 
     #[test]
     fn stagger_is_bounded() {
-        assert_eq!(LoadSpec::default_connect_stagger(10), Duration::from_micros(250));
-        assert_eq!(LoadSpec::default_connect_stagger(1000), Duration::from_micros(100));
+        assert_eq!(
+            LoadSpec::default_connect_stagger(10),
+            Duration::from_micros(250)
+        );
+        assert_eq!(
+            LoadSpec::default_connect_stagger(1000),
+            Duration::from_micros(100)
+        );
     }
 }

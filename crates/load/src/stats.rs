@@ -126,11 +126,14 @@ impl ThreadStats {
 
     /// Adds another thread's numbers into this one.
     pub fn merge(&mut self, other: &ThreadStats) {
-        self.latency.add(&other.latency).expect("auto-resizing histograms always merge");
+        self.latency
+            .add(&other.latency)
+            .expect("auto-resizing histograms always merge");
         if let (Some(mine), Some(theirs)) =
             (&mut self.latency_uncorrected, &other.latency_uncorrected)
         {
-            mine.add(theirs).expect("auto-resizing histograms always merge");
+            mine.add(theirs)
+                .expect("auto-resizing histograms always merge");
         }
         self.responses += other.responses;
         for (mine, theirs) in self.status.iter_mut().zip(other.status.iter()) {

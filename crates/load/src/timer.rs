@@ -13,7 +13,10 @@ pub struct PreciseTimer {
 }
 
 fn monotonic_now_ns() -> u128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
@@ -23,7 +26,10 @@ impl PreciseTimer {
     pub fn new() -> io::Result<Self> {
         // SAFETY: plain syscall; the returned fd is owned below.
         let fd = unsafe {
-            libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
         };
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -45,7 +51,10 @@ impl PreciseTimer {
     pub fn arm_at(&self, at: Instant) -> io::Result<()> {
         let target = self.created_mono_ns + at.saturating_duration_since(self.created).as_nanos();
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
             it_value: libc::timespec {
                 tv_sec: (target / 1_000_000_000) as libc::time_t,
                 tv_nsec: (target % 1_000_000_000).max(1) as libc::c_long,
@@ -53,7 +62,12 @@ impl PreciseTimer {
         };
         // SAFETY: valid fd and itimerspec; the old value is not requested.
         let rc = unsafe {
-            libc::timerfd_settime(self.fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+            libc::timerfd_settime(
+                self.fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
         };
         if rc < 0 {
             return Err(io::Error::last_os_error());
