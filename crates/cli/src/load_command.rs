@@ -244,8 +244,35 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
     })
 }
 
+/// Raises the soft open-file limit to the hard one when the connections need it, and
+/// refuses a run that cannot have its connections, before any load is sent.
+fn ensure_file_limit(connections: usize, threads: usize) -> Result<()> {
+    // Each connection is one fd; each thread has an epoll fd and a timerfd; plus stdio,
+    // output files and some slack.
+    let needed = (connections + 2 * threads + 64) as libc::rlim_t;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the valid struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed {
+        return Ok(());
+    }
+    if limit.rlim_max < needed {
+        bail!(
+            "-c {connections} needs about {needed} open files but the hard limit is {}; \
+             raise it (ulimit -Hn, /etc/security/limits.conf) or use fewer connections",
+            limit.rlim_max
+        );
+    }
+    let raised = libc::rlimit { rlim_cur: needed.max(limit.rlim_cur), rlim_max: limit.rlim_max };
+    // SAFETY: setrlimit reads the valid struct passed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        bail!("cannot raise the open-file limit to {needed}: {}", io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn run(args: LoadArgs) -> Result<ExitCode> {
     let spec = build_spec(&args)?;
+    ensure_file_limit(spec.connections, spec.threads)?;
     // Open every output before the load, so a bad path fails in a second, not after it.
     let raw = args
         .raw
