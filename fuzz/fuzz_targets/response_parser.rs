@@ -23,8 +23,7 @@
 //! * the bytes of all completed responses equal the bytes consumed when each completes
 //!   (every consumed byte belongs to exactly one response), so their sum never
 //!   exceeds the total consumed;
-//! * completed responses carry a final status (not 0, not 1xx; the status-0 check is
-//!   off with the `allow-status-0` feature, see README.md);
+//! * completed responses carry a final status (not 0, not 1xx);
 //! * after `expect` the parser is idle.
 //!
 //! And across runs of the same server bytes:
@@ -180,12 +179,10 @@ fn run(data: &[u8], sizes: &[usize], cap: usize, head_mask: u8) -> Outcome {
 
 fn check_completed(c: &Completed) {
     assert!(c.bytes > 0, "empty response: {c:?}");
-    if !cfg!(feature = "allow-status-0") {
-        assert!(
-            c.status != 0,
-            "status 0 is the parser's \"no status yet\": {c:?}"
-        );
-    }
+    assert!(
+        c.status != 0,
+        "status 0 is the parser's \"no status yet\": {c:?}"
+    );
     assert!(
         !(100..200).contains(&c.status),
         "interim status completed a response: {c:?}"

@@ -223,6 +223,11 @@ impl ResponseParser {
             Err(_) => return Err(ParseError::MalformedHead),
         };
         let status = response.code.ok_or(ParseError::MalformedHead)?;
+        // httparse takes any three digits; below 100 is not a status (RFC 9110 §15), and
+        // 0 would read as "no head yet" below.
+        if status < 100 {
+            return Err(ParseError::MalformedHead);
+        }
         let http10 = response.version == Some(0);
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
@@ -465,5 +470,30 @@ mod tests {
         let mut p = ResponseParser::new();
         assert_eq!(p.feed(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap(), (0, None));
         assert!(p.is_idle());
+    }
+    /// Found by `fuzz/fuzz_targets/response_parser.rs`: httparse accepts any three digits,
+    /// and status 0 doubled as "no head parsed yet", so a `000` response was either
+    /// reported with status 0 (body until close) or not reported at all, its bytes merged
+    /// into the next response (no body).
+    #[test]
+    fn status_code_below_100_is_malformed() {
+        let cases: &[&[u8]] = &[
+            // The minimized fuzzer input, without its 4-byte harness prefix.
+            b"HTTP/1.0 000 \n\r\nb",
+            b"HTTP/1.1 000 X\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 000 X\r\nContent-Length: 2\r\n\r\nok",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 000 X\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 042 X\r\nContent-Length: 0\r\n\r\n",
+        ];
+        for input in cases {
+            for step in 1..=input.len() {
+                assert_eq!(
+                    parse_all(input, step, false),
+                    Err(ParseError::MalformedHead),
+                    "{:?} split every {step} bytes",
+                    String::from_utf8_lossy(input)
+                );
+            }
+        }
     }
 }
