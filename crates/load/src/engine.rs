@@ -745,7 +745,13 @@ impl Worker {
         }
         match self.spec.mode {
             ConnectionMode::ClientClose => Fate::Reset(None),
+            ConnectionMode::CloseHeader if completed.server_closes => {
+                // The server answered `Connection: close`: it closes, and RFC 9112 §9.6
+                // has the client close after reading the response too, without waiting.
+                Fate::Reset(None)
+            }
             ConnectionMode::CloseHeader => {
+                // No `Connection: close` in the answer: does the server close anyway?
                 let until = now + self.spec.close_grace;
                 self.conns[index].state = ConnState::Draining { until };
                 self.wake_at(until);
