@@ -63,8 +63,9 @@ pub struct LoadArgs {
     #[arg(long, group = "mode")]
     pub client_close: bool,
 
-    /// With --close-header: how long to wait for the server to close before closing from
-    /// the client and counting the server as ignoring the header.
+    /// With --close-header, after a response that does not say `Connection: close`: how
+    /// long to wait for the server to close before closing from the client and counting
+    /// the server as ignoring the header.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub close_grace: Duration,
 
