@@ -287,6 +287,8 @@ impl Worker {
     fn run(mut self) -> io::Result<(ThreadStats, io::Result<()>, bool)> {
         let mut events = Events::with_capacity(1024);
         let mut interrupted = false;
+        // The deadline the timerfd is armed for, so it is not re-armed for the same one.
+        let mut armed_for: Option<Instant> = None;
         self.stats.recording_started_ns = self.ns_since_origin(self.time.record_start);
         loop {
             let now = Instant::now();
@@ -304,9 +306,14 @@ impl Worker {
                 self.scan_timers(now);
             }
             let wait = self.next_scan.saturating_duration_since(Instant::now());
-            let timeout = if wait < Duration::from_millis(1) && !wait.is_zero() {
-                // epoll only sleeps in whole milliseconds; a timerfd wakes us on time.
-                self.timer.arm_at(self.next_scan)?;
+            let precise = self.send_interval.is_some();
+            let timeout = if precise && wait < Duration::from_millis(1) && !wait.is_zero() {
+                // epoll only sleeps in whole milliseconds; a timerfd wakes the open-loop
+                // schedule on time. Closed loop needs no sub-millisecond timer.
+                if armed_for != Some(self.next_scan) {
+                    self.timer.arm_at(self.next_scan)?;
+                    armed_for = Some(self.next_scan);
+                }
                 None
             } else {
                 Some(wait)
