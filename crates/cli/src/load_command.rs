@@ -251,9 +251,13 @@ fn ensure_file_limit(connections: usize, threads: usize) -> Result<()> {
     // Each connection is one fd; each thread has an epoll fd and a timerfd; plus stdio,
     // output files and some slack.
     let needed = (connections + 2 * threads + 64) as libc::rlim_t;
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into the valid struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed {
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed
+    {
         return Ok(());
     }
     if limit.rlim_max < needed {
@@ -263,10 +267,16 @@ fn ensure_file_limit(connections: usize, threads: usize) -> Result<()> {
             limit.rlim_max
         );
     }
-    let raised = libc::rlimit { rlim_cur: needed.max(limit.rlim_cur), rlim_max: limit.rlim_max };
+    let raised = libc::rlimit {
+        rlim_cur: needed.max(limit.rlim_cur),
+        rlim_max: limit.rlim_max,
+    };
     // SAFETY: setrlimit reads the valid struct passed.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        bail!("cannot raise the open-file limit to {needed}: {}", io::Error::last_os_error());
+        bail!(
+            "cannot raise the open-file limit to {needed}: {}",
+            io::Error::last_os_error()
+        );
     }
     Ok(())
 }

@@ -1400,7 +1400,8 @@ fn regression_close_that_arrives_with_the_response_is_not_an_error() {
 /// closes late cost the whole grace period and counted it as ignoring the header.
 #[test]
 fn regression_announced_close_is_honoured_without_waiting_for_the_fin() {
-    let announced = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_vec();
+    let announced =
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_vec();
     let server = ServerBuilder::new(move |_| {
         Reply::SendThenCloseAfter(announced.clone(), Duration::from_millis(500))
     })
@@ -1409,12 +1410,24 @@ fn regression_announced_close_is_honoured_without_waiting_for_the_fin() {
     let started = std::time::Instant::now();
     let (_run, r) = load(
         &server.url("/"),
-        &["--close-header", "--close-grace", "2s", "-n", "20", "-c", "1"],
+        &[
+            "--close-header",
+            "--close-grace",
+            "2s",
+            "-n",
+            "20",
+            "-c",
+            "1",
+        ],
     );
     r.assert_attempts(20);
     assert_eq!(r.status(200), 20, "{r}");
     assert_eq!(r.u("/close_ignored"), 0, "{r}");
     assert_eq!(r.u("/actual/connections_opened"), 20, "{r}");
     // Waiting for each FIN would take 20 × 500 ms.
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
 }

@@ -257,48 +257,51 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Sets one socket option, failing the test if the kernel refuses it.
+fn set_socket_option<T>(
+    stream: &TcpStream,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+    what: &str,
+) {
+    // SAFETY: valid fd, valid pointer and length for the option value.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            level,
+            name,
+            value as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt({what}): {}", io::Error::last_os_error());
+}
+
 /// Sets SO_LINGER to 0 so that closing the socket sends a reset.
 pub fn set_linger_zero(stream: &TcpStream) {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: valid fd, valid pointer and length for the option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &linger as *const libc::linger as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "setsockopt(SO_LINGER): {}",
-        io::Error::last_os_error()
+    set_socket_option(
+        stream,
+        libc::SOL_SOCKET,
+        libc::SO_LINGER,
+        &linger,
+        "SO_LINGER",
     );
 }
 
 /// Sets TCP_CORK: partial segments wait until the option is cleared or a FIN is sent.
 pub fn set_cork(stream: &TcpStream, on: bool) {
     let value: libc::c_int = on.into();
-    // SAFETY: valid fd, valid pointer and length for the option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CORK,
-            &value as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "setsockopt(TCP_CORK): {}",
-        io::Error::last_os_error()
+    set_socket_option(
+        stream,
+        libc::IPPROTO_TCP,
+        libc::TCP_CORK,
+        &value,
+        "TCP_CORK",
     );
 }
 
