@@ -3,7 +3,6 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,8 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use load::{
-    parse_header, parse_url_mix, ConnectionMode, LoadReport, LoadSpec, RawLog, RequestPlan,
-    RequestTemplate, StopCondition, UrlLine,
+    parse_url_mix, ConnectionMode, LoadReport, LoadSettings, LoadSpec, RawLog, SettingsError,
 };
 
 /// Exit status when `--max-error-rate` is exceeded.
@@ -139,45 +137,8 @@ impl LoadArgs {
     }
 }
 
-/// Builds the spec from the arguments, checking everything before any load is sent.
-fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
-    let url = url::Url::parse(&args.url).with_context(|| format!("invalid URL {:?}", args.url))?;
-    if url.scheme() != "http" {
-        bail!("only http:// URLs are supported (got {}://)", url.scheme());
-    }
-    let host = url.host_str().context("the URL has no host")?;
-    let port = url.port_or_known_default().unwrap_or(80);
-    let addr = (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}:{port}"))?
-        .next()
-        .with_context(|| format!("{host}:{port} resolves to no address"))?;
-    let mode = args.mode();
-    if args.pipeline > 1 && mode != ConnectionMode::Keepalive {
-        bail!(
-            "--pipeline needs keepalive connections; it cannot be combined with --{}",
-            mode.as_str()
-        );
-    }
-    if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("--rate must be a positive number of requests per second (got {rate})");
-        }
-    }
-    if let Some(limit) = args.max_error_rate {
-        if !(0.0..=100.0).contains(&limit) {
-            bail!("--max-error-rate is a percentage between 0 and 100 (got {limit})");
-        }
-    }
-    if args.timeout.is_zero() {
-        bail!("--timeout must be longer than zero");
-    }
-
-    let headers = args
-        .headers
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<Vec<_>, _>>()?;
+/// Turns the arguments into load settings, reading the body and URL-mix files.
+fn settings(args: &LoadArgs) -> Result<LoadSettings> {
     let body = match (&args.body, &args.body_file) {
         (Some(b), _) => Some(b.clone().into_bytes()),
         (None, Some(path)) => Some(
@@ -186,62 +147,53 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
         ),
         (None, None) => None,
     };
-    let lines = match &args.urls {
+    let urls = match &args.urls {
         Some(path) => {
             let text = fs::read_to_string(path)
                 .with_context(|| format!("cannot read --urls {}", path.display()))?;
-            parse_url_mix(&text, &path.display().to_string())?
+            Some(parse_url_mix(&text, &path.display().to_string())?)
         }
-        None => {
-            let mut path = url.path().to_string();
-            if let Some(q) = url.query() {
-                path.push('?');
-                path.push_str(q);
-            }
-            let method = args.method.clone();
-            // Reuse the mix-line checks for -m.
-            parse_url_mix(&format!("{method} {path}"), "-m")
-                .map_err(|_| anyhow::anyhow!("-m {method:?} is not an upper-case HTTP method"))?;
-            vec![UrlLine {
-                weight: 1,
-                method,
-                path,
-            }]
-        }
+        None => None,
     };
-    let default_port = url.port().is_none();
-    let host_header = match (url.host(), default_port) {
-        (Some(url::Host::Ipv6(ip)), true) => format!("[{ip}]"),
-        (Some(url::Host::Ipv6(ip)), false) => format!("[{ip}]:{port}"),
-        (_, true) => host.to_string(),
-        (_, false) => format!("{host}:{port}"),
-    };
-    let template = RequestTemplate {
-        host: host_header,
-        headers,
-        body,
-    };
-    let plan = RequestPlan::build(lines, &template, mode)?;
-    let connections = args.connections as usize;
-    Ok(LoadSpec {
-        addr,
-        plan,
+    Ok(LoadSettings {
+        connections: args.connections as usize,
         threads: args.threads as usize,
-        connections,
-        mode,
+        duration: args.duration.unwrap_or(Duration::from_secs(10)),
+        requests: args.requests,
+        warmup: args.warmup,
+        mode: args.mode(),
+        close_grace: args.close_grace,
         rate: args.rate,
+        method: args.method.clone(),
+        path: None,
+        headers: args.headers.clone(),
+        body,
+        urls,
+        seed: args.seed,
         pipeline: args.pipeline as usize,
         timeout: args.timeout,
-        warmup: args.warmup,
-        stop: match args.requests {
-            Some(n) => StopCondition::Requests(n),
-            None => StopCondition::Duration(args.duration.unwrap_or(Duration::from_secs(10))),
-        },
-        close_grace: args.close_grace,
-        seed: args.seed,
-        connect_stagger: args
-            .connect_stagger
-            .unwrap_or_else(|| LoadSpec::default_connect_stagger(connections)),
+        connect_stagger: args.connect_stagger,
+    })
+}
+
+/// Builds the spec from the arguments, checking everything before any load is sent.
+/// The messages name the command-line options.
+fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
+    if let Some(limit) = args.max_error_rate {
+        if !(0.0..=100.0).contains(&limit) {
+            bail!("--max-error-rate is a percentage between 0 and 100 (got {limit})");
+        }
+    }
+    settings(args)?.build_spec(&args.url).map_err(|e| match e {
+        SettingsError::Invalid(m) => {
+            let option = m.split_whitespace().next().unwrap_or("");
+            let flag = match option {
+                "method" => "-m".to_string(),
+                o => format!("--{o}"),
+            };
+            anyhow::anyhow!("{}", m.replacen(option, &flag, 1))
+        }
+        other => anyhow::anyhow!(other),
     })
 }
 

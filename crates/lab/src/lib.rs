@@ -1,9 +1,9 @@
 //! rubyrace's experiment lab: everything between an experiment file and stored results.
 //!
 //! ```text
-//! experiment.toml ─parse─► Experiment ─expand─► [Config] ─schedule(seed)─► [TrialSpec]
+//! experiment.toml ─parse─► Experiment ─expand─► [Config] ─schedule(seed)─► [ScheduledTrial]
 //!                                                                              │
-//!              Store (SQLite + files) ◄── TrialResult ◄── run_trial(TrialSpec) ◄┘
+//!      Store (SQLite + files) ◄── TrialResult ◄── run_trial(TrialSpec) ◄── runner
 //! ```
 //!
 //! The trial is the unit of work: one server configuration started, checked for
@@ -11,6 +11,45 @@
 //! HTTP load; this crate knows about Rubies, servers, processes and storage.
 
 pub mod environment;
+pub mod experiment;
+pub mod process;
+pub mod readiness;
 pub mod resources;
 pub mod rubies;
+pub mod runner;
+pub mod schedule;
 pub mod servers;
+pub mod store;
+pub mod trial;
+
+use std::path::PathBuf;
+
+/// rubyrace's Ruby support directory (`ruby/`: bundled apps, probe, scripts).
+///
+/// Looked up in order: `$RUBYRACE_RUBY_DIR`; `ruby/` next to the executable, or in
+/// `../share/rubyrace/` of an installed one; the source tree of a development build
+/// (`target/release/rubyrace` → `ruby/`); the source tree this crate was built from.
+pub fn ruby_support_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RUBYRACE_RUBY_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(bin) = exe.parent() {
+            for candidate in [
+                bin.join("ruby"),
+                bin.join("../share/rubyrace/ruby"),
+                bin.join("../../ruby"),
+            ] {
+                if candidate.join("apps").is_dir() {
+                    return candidate.canonicalize().unwrap_or(candidate);
+                }
+            }
+        }
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../ruby"))
+}
+
+/// The bundled apps (`ruby/apps/`).
+pub fn bundled_apps_dir() -> PathBuf {
+    ruby_support_dir().join("apps")
+}

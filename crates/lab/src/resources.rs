@@ -1,1 +1,763 @@
-//! (being written)
+//! Whole-process-tree resource sampling from `/proc`.
+//!
+//! A server under test (Puma with forked workers, Unicorn, ...) is a *tree* of processes: a
+//! master plus workers that may come and go. Measuring only the master would miss almost all of
+//! the memory and CPU, so this module sums the figures of every process in the tree:
+//!
+//! * the root (the master) and all its descendants, found by walking `ppid` links over `/proc`;
+//! * plus every process whose process group equals the server's pgid (and their descendants),
+//!   so a worker that was reparented (double fork, dead intermediate parent) is still counted.
+//!
+//! [`sample_tree`] takes one snapshot; [`Sampler`] takes snapshots on a background thread during
+//! the measured phase of a trial and reduces them to a [`ResourceSummary`] (start/end snapshots,
+//! peaks, CPU time and context switches consumed during the phase).
+//!
+//! Sources per process: `stat` (tree links, CPU ticks, thread count), `smaps_rollup`
+//! (Rss/Pss/USS), `status` (VmHWM) and `task/TID/status` (context switches, which the kernel only
+//! reports per thread). Processes vanishing mid-read (workers exiting) are skipped, not errors.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use procfs::process::{Process, Stat};
+use procfs::ProcError;
+
+/// Resource figures of a whole process tree at one instant. Every field is a sum over the
+/// processes of the tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct TreeSample {
+    /// Live (non-zombie) processes in the tree.
+    pub processes: u32,
+    /// Sum of `num_threads` of the live processes.
+    pub threads: u32,
+    /// Sum of `Rss` from `/proc/PID/smaps_rollup`. Pages shared between workers (copy-on-write
+    /// from the master) are counted once per process, so this over-states the real footprint.
+    pub rss_bytes: u64,
+    /// Sum of `Pss` (shared pages divided among their sharers): the best "footprint" figure.
+    pub pss_bytes: u64,
+    /// Sum of `Private_Clean + Private_Dirty (+ Private_Hugetlb)`: memory that would be freed if
+    /// the processes exited.
+    pub uss_bytes: u64,
+    /// Sum of `VmHWM` (each process's kernel-recorded peak RSS) from `/proc/PID/status`.
+    pub hwm_bytes: u64,
+    /// Sum of `utime + cutime` (cutime: CPU of dead children the process waited for), in µs.
+    /// Zombies still waiting to be reaped are included, so CPU does not drop when a worker exits.
+    pub cpu_user_us: u64,
+    /// Sum of `stime + cstime`, in µs.
+    pub cpu_system_us: u64,
+    /// Sum over all live threads of `voluntary_ctxt_switches`.
+    pub ctx_voluntary: u64,
+    /// Sum over all live threads of `nonvoluntary_ctxt_switches`.
+    pub ctx_involuntary: u64,
+}
+
+/// Converts a procfs error to an `io::Error`, keeping "not found" recognisable.
+fn to_io(e: ProcError) -> io::Error {
+    match e {
+        ProcError::NotFound(_) => io::Error::new(io::ErrorKind::NotFound, e.to_string()),
+        ProcError::PermissionDenied(_) => {
+            io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+        }
+        ProcError::Io(inner, _) => inner,
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+/// Outcome of reading one file of a process that may exit at any moment.
+enum Read<T> {
+    Ok(T),
+    /// The process (or thread) exited: skip it.
+    Gone,
+}
+
+/// Classifies a procfs result: `NotFound` (ENOENT/ESRCH) means the process is gone. Other errors
+/// (a read cut short, ...) also count as "gone" if the process is no longer alive; otherwise they
+/// are real errors.
+fn read_or_gone<T>(r: procfs::ProcResult<T>, proc: &Process) -> io::Result<Read<T>> {
+    match r {
+        Ok(v) => Ok(Read::Ok(v)),
+        Err(ProcError::NotFound(_)) => Ok(Read::Gone),
+        Err(_) if !proc.is_alive() => Ok(Read::Gone),
+        Err(e) => Err(to_io(e)),
+    }
+}
+
+/// Converts clock ticks to microseconds.
+fn ticks_to_us(ticks: u64, ticks_per_second: u64) -> u64 {
+    // u128: no overflow even for absurd tick counts.
+    (u128::from(ticks) * 1_000_000 / u128::from(ticks_per_second.max(1))) as u64
+}
+
+/// Lists the processes of the tree: `root` and every process whose process group is `pgid`, plus
+/// all their descendants. Returns the `stat` of each member, sorted by pid.
+fn tree_members(root: i32, pgid: i32) -> io::Result<Vec<Stat>> {
+    // Only the parsed `stat`s are kept: each `Process` holds an open fd on its /proc directory,
+    // and keeping one per process of the system could exhaust RLIMIT_NOFILE.
+    let mut all: HashMap<i32, Stat> = HashMap::new();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for p in procfs::process::all_processes().map_err(to_io)? {
+        // Processes listed but gone (or unreadable) before we read `stat` are skipped.
+        let Ok(stat) = p.and_then(|p| p.stat()) else {
+            continue;
+        };
+        children.entry(stat.ppid).or_default().push(stat.pid);
+        all.insert(stat.pid, stat);
+    }
+
+    // Seeds: the root, and the process-group members (pgid 0 would match kernel threads).
+    let mut stack: Vec<i32> = Vec::new();
+    if all.contains_key(&root) {
+        stack.push(root);
+    }
+    if pgid > 0 {
+        stack.extend(all.values().filter(|s| s.pgrp == pgid).map(|s| s.pid));
+    }
+    // Depth-first walk down the ppid links.
+    let mut seen: HashSet<i32> = HashSet::new();
+    while let Some(pid) = stack.pop() {
+        if seen.insert(pid) {
+            if let Some(kids) = children.get(&pid) {
+                stack.extend(kids.iter().copied());
+            }
+        }
+    }
+    let mut members: Vec<Stat> = seen
+        .into_iter()
+        .filter_map(|pid| all.remove(&pid))
+        .collect();
+    members.sort_by_key(|s| s.pid);
+    Ok(members)
+}
+
+/// Pids of the tree rooted at `root` (plus members of process group `pgid` and their
+/// descendants), sorted, including zombies not yet reaped.
+pub fn tree_pids(root: i32, pgid: i32) -> io::Result<Vec<i32>> {
+    Ok(tree_members(root, pgid)?
+        .into_iter()
+        .map(|s| s.pid)
+        .collect())
+}
+
+/// Memory and context-switch figures of one live process.
+#[derive(Default)]
+struct ProcMem {
+    rss: u64,
+    pss: u64,
+    uss: u64,
+    hwm: u64,
+    ctx_voluntary: u64,
+    ctx_involuntary: u64,
+}
+
+/// Reads smaps_rollup, status and the per-thread statuses of one live process.
+fn read_process(proc: &Process) -> io::Result<Read<ProcMem>> {
+    let mut m = ProcMem::default();
+
+    // smaps_rollup: procfs parses the `Key: N kB` lines into bytes.
+    let rollup = match read_or_gone(proc.smaps_rollup(), proc)? {
+        Read::Ok(r) => r,
+        Read::Gone => return Ok(Read::Gone),
+    };
+    // A process whose address space is already torn down yields no entry at all.
+    let Some(map) = rollup.memory_map_rollup.0.first() else {
+        return Ok(Read::Gone);
+    };
+    let field = |k: &str| map.extension.map.get(k).copied().unwrap_or(0);
+    m.rss = field("Rss");
+    m.pss = field("Pss");
+    m.uss = field("Private_Clean") + field("Private_Dirty") + field("Private_Hugetlb");
+
+    let status = match read_or_gone(proc.status(), proc)? {
+        Read::Ok(s) => s,
+        Read::Gone => return Ok(Read::Gone),
+    };
+    m.hwm = status.vmhwm.unwrap_or(0) * 1024;
+
+    // Context switches are per thread: /proc/PID/status only shows the main thread's.
+    let tasks = match read_or_gone(proc.tasks(), proc)? {
+        Read::Ok(t) => t,
+        Read::Gone => return Ok(Read::Gone),
+    };
+    for task in tasks {
+        // A thread that exits between listing and reading is simply skipped.
+        let Ok(task) = task else { continue };
+        let s = if task.tid == proc.pid() {
+            // The main thread's status is the process status we already have.
+            (
+                status.voluntary_ctxt_switches,
+                status.nonvoluntary_ctxt_switches,
+            )
+        } else {
+            match task.status() {
+                Ok(ts) => (ts.voluntary_ctxt_switches, ts.nonvoluntary_ctxt_switches),
+                Err(ProcError::NotFound(_)) => continue,
+                Err(_) if !proc.is_alive() => return Ok(Read::Gone),
+                // Other thread-level errors (a read cut short as the thread exits) are skipped
+                // rather than failing the whole sample.
+                Err(_) => continue,
+            }
+        };
+        m.ctx_voluntary += s.0.unwrap_or(0);
+        m.ctx_involuntary += s.1.unwrap_or(0);
+    }
+    Ok(Read::Ok(m))
+}
+
+/// One snapshot of the tree rooted at `root` (also including members of process group `pgid`
+/// and their descendants).
+///
+/// Fails with `ErrorKind::NotFound` if the tree has no live process left, and with other errors
+/// if `/proc` cannot be read (e.g. permission denied on another user's process).
+pub fn sample_tree(root: i32, pgid: i32) -> io::Result<TreeSample> {
+    let tps = procfs::ticks_per_second();
+    let mut sample = TreeSample::default();
+    let mut cpu_user_ticks = 0u64;
+    let mut cpu_system_ticks = 0u64;
+
+    for stat in tree_members(root, pgid)? {
+        // CPU comes from `stat`, already read while listing. It is counted even for a zombie or
+        // a process that exits during this sample: its times are final and would otherwise
+        // dip out of the sum until the parent reaps it into its own cutime.
+        cpu_user_ticks += stat.utime + stat.cutime.max(0) as u64;
+        cpu_system_ticks += stat.stime + stat.cstime.max(0) as u64;
+        if matches!(stat.state, 'Z' | 'X') {
+            continue; // dead: no memory, no threads
+        }
+        let proc = match Process::new(stat.pid) {
+            Ok(p) => p,
+            Err(ProcError::NotFound(_)) => continue, // exited since the listing
+            Err(e) => return Err(to_io(e)),
+        };
+        let Read::Ok(m) = read_process(&proc)? else {
+            continue;
+        };
+        sample.processes += 1;
+        sample.threads += u32::try_from(stat.num_threads.max(0)).unwrap_or(u32::MAX);
+        sample.rss_bytes += m.rss;
+        sample.pss_bytes += m.pss;
+        sample.uss_bytes += m.uss;
+        sample.hwm_bytes += m.hwm;
+        sample.ctx_voluntary += m.ctx_voluntary;
+        sample.ctx_involuntary += m.ctx_involuntary;
+    }
+    if sample.processes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no live process in the tree of pid {root} / process group {pgid}"),
+        ));
+    }
+    sample.cpu_user_us = ticks_to_us(cpu_user_ticks, tps);
+    sample.cpu_system_us = ticks_to_us(cpu_system_ticks, tps);
+    Ok(sample)
+}
+
+/// Resources of the tree over the measured phase of a trial.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ResourceSummary {
+    /// First good sample: at the start of the measured phase.
+    pub start: TreeSample,
+    /// Last good sample: at the end of the measured phase (or before the tree vanished).
+    pub end: TreeSample,
+    /// Max over samples of the tree-summed Rss.
+    pub peak_rss_bytes: u64,
+    pub peak_pss_bytes: u64,
+    pub peak_uss_bytes: u64,
+    pub peak_threads: u32,
+    pub peak_processes: u32,
+    /// Number of good samples, `start` and `end` included.
+    pub samples: u32,
+    /// `end - start` (saturating) of the tree's user CPU time, in µs.
+    pub cpu_user_us: u64,
+    pub cpu_system_us: u64,
+    /// `end - start` (saturating) of the context switches.
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    /// Wall time between the `start` and `end` samples, in µs (CPU utilisation is
+    /// `(cpu_user_us + cpu_system_us) / elapsed_us`).
+    pub elapsed_us: u64,
+}
+
+impl ResourceSummary {
+    /// Total CPU time (user + system) consumed during the phase, in µs.
+    pub fn cpu_total_us(&self) -> u64 {
+        self.cpu_user_us + self.cpu_system_us
+    }
+}
+
+/// Accumulates good samples into a summary.
+#[derive(Default)]
+struct Acc {
+    first: Option<(Instant, TreeSample)>,
+    last: Option<(Instant, TreeSample)>,
+    summary: ResourceSummary,
+    last_error: Option<String>,
+}
+
+impl Acc {
+    fn take(&mut self, root: i32, pgid: i32) {
+        match sample_tree(root, pgid) {
+            Ok(s) => {
+                let now = Instant::now();
+                let sum = &mut self.summary;
+                sum.samples += 1;
+                sum.peak_rss_bytes = sum.peak_rss_bytes.max(s.rss_bytes);
+                sum.peak_pss_bytes = sum.peak_pss_bytes.max(s.pss_bytes);
+                sum.peak_uss_bytes = sum.peak_uss_bytes.max(s.uss_bytes);
+                sum.peak_threads = sum.peak_threads.max(s.threads);
+                sum.peak_processes = sum.peak_processes.max(s.processes);
+                if self.first.is_none() {
+                    self.first = Some((now, s.clone()));
+                }
+                self.last = Some((now, s));
+            }
+            Err(e) => self.last_error = Some(e.to_string()),
+        }
+    }
+
+    fn finish(self, root: i32) -> Result<ResourceSummary, String> {
+        let (Some((t0, start)), Some((t1, end))) = (self.first, self.last) else {
+            return Err(format!(
+                "no resource sample of the process tree of pid {root} succeeded: {}",
+                self.last_error.as_deref().unwrap_or("no sample taken")
+            ));
+        };
+        let mut sum = self.summary;
+        sum.cpu_user_us = end.cpu_user_us.saturating_sub(start.cpu_user_us);
+        sum.cpu_system_us = end.cpu_system_us.saturating_sub(start.cpu_system_us);
+        sum.ctx_voluntary = end.ctx_voluntary.saturating_sub(start.ctx_voluntary);
+        sum.ctx_involuntary = end.ctx_involuntary.saturating_sub(start.ctx_involuntary);
+        sum.elapsed_us = u64::try_from(t1.duration_since(t0).as_micros()).unwrap_or(u64::MAX);
+        sum.start = start;
+        sum.end = end;
+        Ok(sum)
+    }
+}
+
+/// Samples the tree on a background thread every `interval` from `start_at` (the moment the
+/// warmup ends and measurement begins) until [`Sampler::finish`] is called.
+///
+/// Dropping a `Sampler` without calling `finish` stops the thread too (it notices the closed
+/// channel, takes one last sample and exits).
+pub struct Sampler {
+    /// Dropping it wakes the thread up and tells it to stop.
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<Result<ResourceSummary, String>>,
+}
+
+impl Sampler {
+    pub fn start(root: i32, pgid: i32, start_at: Instant, interval: Duration) -> Sampler {
+        let (stop, stopped) = mpsc::channel::<()>();
+        // A zero interval would spin: sample at most every millisecond.
+        let interval = interval.max(Duration::from_millis(1));
+        let thread = std::thread::Builder::new()
+            .name(format!("rubyrace-sampler-{root}"))
+            .spawn(move || {
+                let mut acc = Acc::default();
+                // Sleeps until `deadline`; returns true if asked to stop (message or the
+                // `Sampler` dropped) before that.
+                let wait_until = |deadline: Instant| {
+                    let timeout = deadline.saturating_duration_since(Instant::now());
+                    !matches!(
+                        stopped.recv_timeout(timeout),
+                        Err(RecvTimeoutError::Timeout)
+                    )
+                };
+                if wait_until(start_at) {
+                    // Finished before the measured phase began (a very short trial): a start
+                    // sample now and an end sample right after.
+                    acc.take(root, pgid);
+                    acc.take(root, pgid);
+                    return acc.finish(root);
+                }
+                acc.take(root, pgid);
+                // Samples are scheduled on a fixed grid from `start_at`, so slow samples do not
+                // make the schedule drift; a tick missed entirely is skipped.
+                let mut next = start_at + interval;
+                loop {
+                    let now = Instant::now();
+                    while next <= now {
+                        next += interval;
+                    }
+                    if wait_until(next) {
+                        break;
+                    }
+                    acc.take(root, pgid);
+                }
+                acc.take(root, pgid); // the end of the measured phase
+                acc.finish(root)
+            })
+            .expect("spawning the resource sampler thread");
+        Sampler { stop, thread }
+    }
+
+    /// Stops sampling, takes a final sample and returns the summary. If the tree is gone by
+    /// then, the last good sample is kept as `end`. Fails only if not a single sample succeeded.
+    pub fn finish(self) -> Result<ResourceSummary, String> {
+        // Either wakes the thread through the message or, if it already returned, is ignored.
+        let _ = self.stop.send(());
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err("the resource sampler thread panicked".to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Child, ChildStdout, Command, Stdio};
+
+    const MB: u64 = 1_000_000;
+
+    /// A Ruby program in its own process group. Dropping it kills the whole group and reaps the
+    /// leader, whether the test passed or panicked.
+    struct Group {
+        child: Child,
+        lines: mpsc::Receiver<String>,
+        killed: bool,
+    }
+
+    impl Group {
+        fn ruby(script: &str) -> Group {
+            let mut child = Command::new("/usr/bin/ruby")
+                .args(["--disable-gems", "-e", script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("spawning ruby");
+            // Lines are read on a thread so a hung script fails the test instead of hanging it.
+            let out: ChildStdout = child.stdout.take().unwrap();
+            let (tx, lines) = mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            Group {
+                child,
+                lines,
+                killed: false,
+            }
+        }
+
+        fn pid(&self) -> i32 {
+            self.child.id() as i32
+        }
+
+        /// Next line printed by the script (within 20 s).
+        fn line(&self) -> String {
+            self.lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the ruby script did not print the expected line in time")
+        }
+
+        /// Kills the whole group (once: the pgid may be reused after the leader is reaped).
+        fn kill(&mut self) {
+            if !std::mem::replace(&mut self.killed, true) {
+                // SAFETY: plain syscall; the group is the one this test created.
+                unsafe { libc::kill(-self.pid(), libc::SIGKILL) };
+                let _ = self.child.wait();
+            }
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            self.kill();
+        }
+    }
+
+    /// Master forking 2 workers that each hold a 50 MB string; prints the worker pids then
+    /// "ready" once both have allocated.
+    const TWO_FAT_WORKERS: &str = r#"
+        $stdout.sync = true
+        r, w = IO.pipe
+        pids = 2.times.map do
+          fork do
+            r.close
+            s = "x" * 50_000_000
+            w.puts "allocated"
+            sleep
+          end
+        end
+        w.close
+        2.times { r.gets }
+        puts pids.join(" ")
+        puts "ready"
+        sleep
+    "#;
+
+    #[test]
+    fn snapshot_of_master_and_two_fat_workers() {
+        let g = Group::ruby(TWO_FAT_WORKERS);
+        let workers: Vec<i32> = g.line().split(' ').map(|p| p.parse().unwrap()).collect();
+        assert_eq!(g.line(), "ready");
+
+        let mut expected = vec![g.pid(), workers[0], workers[1]];
+        expected.sort();
+        assert_eq!(tree_pids(g.pid(), g.pid()).unwrap(), expected);
+
+        let s = sample_tree(g.pid(), g.pid()).unwrap();
+        eprintln!("tree sample: {s:?}");
+        assert_eq!(s.processes, 3);
+        assert!(s.threads >= 3, "{s:?}");
+        assert!(s.rss_bytes >= 100 * MB, "rss {} < 100 MB", s.rss_bytes);
+        assert!(
+            s.rss_bytes < 1000 * MB,
+            "rss {} implausibly large",
+            s.rss_bytes
+        );
+        assert!(s.pss_bytes <= s.rss_bytes, "{s:?}");
+        // The two strings are private to their workers.
+        assert!(s.uss_bytes >= 100 * MB, "{s:?}");
+        // USS <= PSS, give or take the kernel's per-process rounding of Pss.
+        assert!(s.uss_bytes <= s.pss_bytes + 3 * 4096, "{s:?}");
+        // Each process's peak is at least its current RSS (VmRSS and smaps Rss may differ by a
+        // few pages, since the mm counters are approximate).
+        assert!(s.hwm_bytes + MB >= s.rss_bytes, "{s:?}");
+        assert!(s.ctx_voluntary > 0, "{s:?}");
+
+        // The tree of a worker alone is that worker (pgid 0: no group lookup).
+        let w = sample_tree(workers[0], 0).unwrap();
+        assert_eq!(w.processes, 1);
+        assert!(w.uss_bytes >= 50 * MB && w.uss_bytes < s.uss_bytes, "{w:?}");
+    }
+
+    #[test]
+    fn reparented_group_member_is_found_through_the_pgid() {
+        // The middle process exits after forking, so the grandchild is reparented away from
+        // the tree (to init or a subreaper) but stays in the process group.
+        let g = Group::ruby(
+            r#"
+            $stdout.sync = true
+            mid = fork do
+              fork { s = "y" * 30_000_000; puts Process.pid; sleep }
+              exit!(0)
+            end
+            Process.wait(mid)
+            sleep
+            "#,
+        );
+        let orphan: i32 = g.line().parse().unwrap();
+        assert_ne!(
+            procfs::process::Process::new(orphan)
+                .unwrap()
+                .stat()
+                .unwrap()
+                .ppid,
+            g.pid()
+        );
+
+        // By ppid links only (no pgid), the orphan is not part of the tree...
+        assert_eq!(tree_pids(g.pid(), 0).unwrap(), vec![g.pid()]);
+        // ... but it is through the process group.
+        assert_eq!(tree_pids(g.pid(), g.pid()).unwrap(), vec![g.pid(), orphan]);
+        let s = sample_tree(g.pid(), g.pid()).unwrap();
+        assert_eq!(s.processes, 2);
+        assert!(s.uss_bytes >= 30 * MB, "{s:?}");
+    }
+
+    #[test]
+    fn cpu_of_waited_for_children_is_kept() {
+        // A child burns 0.4 s of CPU (its own CPU clock, so a loaded machine does not change
+        // the amount) and is reaped: its CPU moves into the master's cutime.
+        let g = Group::ruby(
+            r#"
+            $stdout.sync = true
+            pid = fork do
+              x = 0
+              x += 1 while Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) < 0.4
+            end
+            Process.wait(pid)
+            puts "reaped"
+            sleep
+            "#,
+        );
+        assert_eq!(g.line(), "reaped");
+        let s = sample_tree(g.pid(), g.pid()).unwrap();
+        assert_eq!(s.processes, 1);
+        let cpu = s.cpu_user_us + s.cpu_system_us;
+        assert!(cpu >= 350_000, "cpu {cpu} µs: dead child's CPU lost");
+    }
+
+    #[test]
+    fn sampler_measures_cpu_and_context_switches_over_the_phase() {
+        // One busy worker, one worker waking up every millisecond.
+        let g = Group::ruby(
+            r#"
+            $stdout.sync = true
+            fork { x = 0; loop { x += 1 } }
+            fork { loop { sleep 0.001 } }
+            puts "ready"
+            sleep
+            "#,
+        );
+        assert_eq!(g.line(), "ready");
+        let t0 = Instant::now();
+        let sampler = Sampler::start(
+            g.pid(),
+            g.pid(),
+            t0 + Duration::from_millis(300),
+            Duration::from_millis(100),
+        );
+        std::thread::sleep(Duration::from_millis(1300));
+        let asked = Instant::now();
+        let sum = sampler.finish().unwrap();
+        let finish_took = asked.elapsed();
+        eprintln!("summary: {sum:?}, finish took {finish_took:?}");
+
+        assert!(
+            finish_took < Duration::from_millis(250),
+            "finish took {finish_took:?}"
+        );
+        // ~1 s of phase at 100 ms: start + ~10 ticks + end.
+        assert!((8..=14).contains(&sum.samples), "samples {}", sum.samples);
+        assert_eq!(sum.start.processes, 3);
+        assert_eq!(sum.end.processes, 3);
+        assert_eq!(sum.peak_processes, 3);
+        assert!(sum.peak_threads >= sum.end.threads && sum.end.threads >= 3);
+        assert!(sum.peak_rss_bytes >= sum.end.rss_bytes && sum.peak_rss_bytes > 0);
+        assert!(sum.peak_pss_bytes <= sum.peak_rss_bytes);
+        assert!(sum.peak_uss_bytes <= sum.peak_pss_bytes + 3 * 4096);
+        // The phase lasted ~1 s; the busy worker used up to one CPU of it (~1 s on an idle
+        // machine; the lower bound is lenient because tests share the CPUs), and no more than
+        // every CPU.
+        let elapsed = sum.elapsed_us;
+        assert!(
+            (800_000..1_400_000).contains(&elapsed),
+            "elapsed {elapsed} µs"
+        );
+        let cpu = sum.cpu_total_us();
+        assert!(cpu >= elapsed / 10, "cpu {cpu} µs over {elapsed} µs");
+        let ncpu = std::thread::available_parallelism().map_or(64, |n| n.get()) as u64;
+        // Ticks are coarse (10 ms): allow a few of them on top.
+        assert!(
+            cpu <= elapsed * ncpu + 50_000,
+            "cpu {cpu} µs over {elapsed} µs"
+        );
+        assert_eq!(
+            cpu,
+            (sum.end.cpu_user_us + sum.end.cpu_system_us)
+                - (sum.start.cpu_user_us + sum.start.cpu_system_us)
+        );
+        // ~1000 wake-ups per second from the sleeping worker.
+        assert!(
+            sum.ctx_voluntary >= 200,
+            "voluntary ctx switches {}",
+            sum.ctx_voluntary
+        );
+        assert!(sum.end.ctx_voluntary > sum.start.ctx_voluntary);
+    }
+
+    #[test]
+    fn context_switches_are_summed_over_all_threads() {
+        // Only non-main threads wake up: the main thread's own counters barely move.
+        let g = Group::ruby(
+            r#"
+            $stdout.sync = true
+            2.times { Thread.new { loop { sleep 0.001 } } }
+            puts "ready"
+            sleep
+            "#,
+        );
+        assert_eq!(g.line(), "ready");
+        let a = sample_tree(g.pid(), g.pid()).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let b = sample_tree(g.pid(), g.pid()).unwrap();
+        assert_eq!(b.processes, 1);
+        assert!(b.threads >= 3, "{b:?}");
+        let delta = b.ctx_voluntary - a.ctx_voluntary;
+        assert!(delta >= 200, "voluntary ctx switches grew by {delta} only");
+    }
+
+    #[test]
+    fn finish_is_prompt_between_long_intervals() {
+        let g = Group::ruby(r#"$stdout.sync = true; puts "ready"; sleep"#);
+        assert_eq!(g.line(), "ready");
+        let sampler = Sampler::start(g.pid(), g.pid(), Instant::now(), Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(200));
+        let asked = Instant::now();
+        let sum = sampler.finish().unwrap();
+        let took = asked.elapsed();
+        assert!(took < Duration::from_millis(100), "finish took {took:?}");
+        assert_eq!(sum.samples, 2); // start and end, no tick in between
+        assert_eq!(sum.end.processes, 1);
+    }
+
+    #[test]
+    fn finish_before_the_measured_phase_takes_start_and_end_at_once() {
+        let g = Group::ruby(r#"$stdout.sync = true; puts "ready"; sleep"#);
+        assert_eq!(g.line(), "ready");
+        let sampler = Sampler::start(
+            g.pid(),
+            g.pid(),
+            Instant::now() + Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        let asked = Instant::now();
+        let sum = sampler.finish().unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            asked.elapsed()
+        );
+        assert_eq!(sum.samples, 2);
+        assert_eq!(sum.start.processes, 1);
+        assert_eq!(sum.end.processes, 1);
+        assert!(sum.end.rss_bytes > 0);
+    }
+
+    #[test]
+    fn vanished_tree_keeps_the_last_good_sample() {
+        let mut g = Group::ruby(TWO_FAT_WORKERS);
+        g.line();
+        assert_eq!(g.line(), "ready");
+        let pid = g.pid();
+        let sampler = Sampler::start(pid, pid, Instant::now(), Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(300));
+        g.kill();
+        std::thread::sleep(Duration::from_millis(200));
+        let sum = sampler.finish().unwrap();
+        assert!(sum.samples >= 3, "{sum:?}");
+        assert_eq!(sum.start.processes, 3);
+        assert_eq!(sum.peak_processes, 3);
+        assert!(sum.peak_rss_bytes >= 100 * MB, "{sum:?}");
+        // A sample may have caught the group half-killed (workers gone, master not yet), so
+        // the last good one has 1 to 3 processes.
+        assert!((1..=3).contains(&sum.end.processes), "{sum:?}");
+        assert!(sum.end.rss_bytes > 0);
+
+        // Nothing left to sample now.
+        let err = sample_tree(pid, pid).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn sampler_without_any_good_sample_is_an_error() {
+        // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
+        let bogus = (1 << 22) + 12345;
+        let sampler = Sampler::start(bogus, bogus, Instant::now(), Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(50));
+        let err = sampler.finish().unwrap_err();
+        assert!(err.contains("no resource sample"), "{err}");
+    }
+
+    #[test]
+    fn ticks_convert_to_microseconds() {
+        assert_eq!(ticks_to_us(250, 100), 2_500_000);
+        assert_eq!(ticks_to_us(1, 100), 10_000);
+        assert_eq!(ticks_to_us(3, 1000), 3_000);
+        // No intermediate overflow for large counts (ticks * 10^6 exceeds u64 here).
+        assert_eq!(ticks_to_us(1 << 50, 100), (1u64 << 50) * 10_000);
+    }
+}

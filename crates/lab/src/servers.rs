@@ -1,1 +1,1041 @@
-//! (being written)
+//! How each app server is started: the argv, environment and working directory of one
+//! server process, built from the Ruby, the app, the port and the concurrency of a trial.
+//!
+//! Every server is started *through the chosen Ruby*, as `<ruby prefix...> -S <server> ...`,
+//! so that the interpreter and its flags (`--yjit`, ...) are the ones under test and the
+//! server's gems are that Ruby's gems. `-S` makes Ruby look the script up in `RUBYPATH`, then
+//! in `PATH`; [`server_command`] sets `RUBYPATH` to the directory of the Ruby executable, which
+//! is where that Ruby's RubyGems stubs live (Debian: `/usr/bin`; rbenv, rvm, ruby-install:
+//! `<prefix>/bin`), so another Ruby's stub earlier in `PATH` is not picked. `-S` is used instead
+//! of `-e 'load Gem.bin_path("puma", "puma")'` because Debian's unicorn package installs its
+//! script only as `/usr/bin/unicorn`, not inside the gem directory, where `Gem.bin_path`
+//! looks; `-S` finds every server of the Debian packages (puma, unicorn, thin, rackup).
+//!
+//! | kind    | processes | threads | argv after `<ruby> -S` (app = `<app_dir>/config.ru`)                 |
+//! |---------|-----------|---------|------------------------------------------------------------------------|
+//! | puma    | n         | n       | `puma --no-config -b tcp://127.0.0.1:P -e ENV -t T:T [-w N] -q app`    |
+//! | unicorn | n         | 1       | `unicorn -c <scratch>/unicorn.conf.rb -E ENV app`                      |
+//! | thin    | 1         | n       | `thin start -a 127.0.0.1 -p P -e ENV -R app [--threaded --threadpool-size T]` |
+//! | webrick | 1         | 1       | `rackup -s webrick -E ENV -o 127.0.0.1 -p P -q app`                    |
+//! | custom  | {processes} | {threads} | the user's argv with placeholders expanded                       |
+//!
+//! * Puma runs in single mode for one process (no `-w`) and in cluster mode (`-w N`) without
+//!   `--preload` otherwise; `--no-config` keeps an app's `config/puma.rb` from overriding the
+//!   trial's settings; no control app; `-q`: no request log.
+//! * Unicorn takes its settings from a config file generated in the trial's scratch directory
+//!   (`worker_processes`, `listen`, `timeout`); each worker is single-threaded.
+//! * Thin is one EventMachine process. With `threads` = 1 it calls the app on the reactor
+//!   thread; with more, `--threaded --threadpool-size T` calls it from a pool of T threads
+//!   (marked "experimental" by thin). Its `--servers` cluster mode would listen on one port
+//!   per process, which is not one server on one port, so processes must be 1.
+//! * WEBrick (through rackup) serves each connection on its own thread, up to its
+//!   `MaxClients` (100): there is no thread count to set, so processes and threads must be
+//!   1. Rackup's defaults turn WEBrick's access log off.
+//! * Every server binds 127.0.0.1 only and gets `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra)
+//!   set to the environment, besides its own environment flag.
+//!
+//! Stopping: the caller starts the command in its own process group and sends SIGTERM to the
+//! group (then SIGKILL after a grace period). Measured on Debian 12 (2 cores, Ruby 3.1) with
+//! the bundled apps, idle or holding idle keep-alive connections, from SIGTERM to the whole
+//! group gone: puma single mode 2-30 ms, puma cluster ~0.2 s, unicorn ~0.1 s, WEBrick 15-200 ms,
+//! thin 0.5-1 s (thin handles signals on a 1 s timer, then stops gracefully).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context};
+
+/// The app servers rubyrace knows how to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    Puma,
+    Unicorn,
+    Thin,
+    Webrick,
+    /// A command of the user's own, with placeholders (see [`server_command`]).
+    Custom,
+}
+
+impl ServerKind {
+    /// The names, as written in experiment files, in the order of [`ServerKind::KINDS`].
+    pub const ALL: [&'static str; 5] = ["puma", "unicorn", "thin", "webrick", "custom"];
+    /// Every kind.
+    pub const KINDS: [ServerKind; 5] = [
+        ServerKind::Puma,
+        ServerKind::Unicorn,
+        ServerKind::Thin,
+        ServerKind::Webrick,
+        ServerKind::Custom,
+    ];
+
+    /// The kind named `s` (exact, lowercase), if any.
+    pub fn parse(s: &str) -> Option<ServerKind> {
+        ServerKind::KINDS.into_iter().find(|k| k.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::Puma => "puma",
+            ServerKind::Unicorn => "unicorn",
+            ServerKind::Thin => "thin",
+            ServerKind::Webrick => "webrick",
+            ServerKind::Custom => "custom",
+        }
+    }
+
+    /// Whether `processes` > 1 is supported: puma (cluster mode), unicorn (workers) and
+    /// custom (through `{processes}`). Thin and WEBrick run one process.
+    pub fn supports_processes(self) -> bool {
+        matches!(self, ServerKind::Puma | ServerKind::Unicorn | ServerKind::Custom)
+    }
+
+    /// Whether `threads` > 1 is supported: puma (thread pool per process), thin
+    /// (`--threaded --threadpool-size`) and custom (through `{threads}`). Unicorn workers are
+    /// single-threaded; WEBrick uses a thread per connection, which cannot be set.
+    pub fn supports_threads(self) -> bool {
+        matches!(self, ServerKind::Puma | ServerKind::Thin | ServerKind::Custom)
+    }
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything needed to build one server's command.
+#[derive(Clone, Debug)]
+pub struct ServerLaunch<'a> {
+    pub kind: ServerKind,
+    /// The Ruby's argv prefix, e.g. `["/usr/bin/ruby", "--yjit"]`.
+    pub ruby: &'a [String],
+    /// The directory holding the app's `config.ru`; the server's working directory.
+    pub app_dir: &'a Path,
+    /// The port to listen on (on 127.0.0.1). Never 0: pick the port before.
+    pub port: u16,
+    pub processes: u32,
+    pub threads: u32,
+    /// A per-trial directory rubyrace owns, for generated files (unicorn's config). Created
+    /// if missing.
+    pub scratch_dir: &'a Path,
+    /// For [`ServerKind::Custom`]: the user's argv with placeholders (see [`server_command`]).
+    pub custom_argv: &'a [String],
+    /// The Rack environment, normally "production".
+    pub environment: &'a str,
+}
+
+/// A server command, ready for `std::process::Command` (no shell involved).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerCommand {
+    /// Program first, then its arguments.
+    pub argv: Vec<String>,
+    /// Variables to set on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// The working directory: the app directory.
+    pub cwd: PathBuf,
+}
+
+/// The name of the unicorn config file written into the scratch directory.
+pub const UNICORN_CONFIG: &str = "unicorn.conf.rb";
+
+/// Unicorn's `timeout`: a worker busy with one request for longer is killed and replaced.
+/// Unicorn's own default; far above any request of the bundled apps.
+pub const UNICORN_TIMEOUT_SECS: u32 = 60;
+
+/// The placeholders of a custom server argv.
+pub const PLACEHOLDERS: [&str; 5] = ["{ruby}", "{port}", "{app}", "{processes}", "{threads}"];
+
+/// Builds the command that starts `launch.kind` serving the app on 127.0.0.1:`port` (see the
+/// module documentation for each server's argv). For unicorn it also writes
+/// `<scratch_dir>/unicorn.conf.rb`.
+///
+/// Custom argvs take these placeholders:
+/// * `{ruby}`: the Ruby's argv prefix, as separate arguments; only as a whole argument.
+/// * `{port}`, `{app}` (the app directory), `{processes}`, `{threads}`: replaced anywhere
+///   inside an argument, e.g. `http://127.0.0.1:{port}` or `{app}/config.ru`.
+///
+/// A custom argv must mention `{port}` (rubyrace picks the port), and `{processes}` or
+/// `{threads}` when that count is above 1 (or the setting would be silently ignored). Any
+/// other `{name}` is an error, to catch typos; other braces (`{ |x| x }`) are left alone.
+///
+/// Errors: an empty Ruby prefix, port 0, a zero count, an empty environment, a count the
+/// server does not support (e.g. unicorn with threads > 1), a bad custom argv, or a scratch
+/// directory that cannot be written.
+pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
+    let kind = launch.kind;
+    if launch.port == 0 {
+        bail!("{kind}: port 0 is not a port to listen on; pick a free port first");
+    }
+    if launch.processes == 0 || launch.threads == 0 {
+        bail!(
+            "{kind}: processes and threads must be at least 1 (got processes = {}, threads = {})",
+            launch.processes,
+            launch.threads
+        );
+    }
+    if launch.environment.is_empty() {
+        bail!("{kind}: the environment (RACK_ENV) is empty");
+    }
+    if launch.processes > 1 && !kind.supports_processes() {
+        bail!(
+            "{kind} runs a single process, so processes must be 1 (got {}){}",
+            launch.processes,
+            match kind {
+                ServerKind::Thin => "; thin's --servers starts one process per port, not one server",
+                _ => "",
+            }
+        );
+    }
+    if launch.threads > 1 && !kind.supports_threads() {
+        bail!(
+            "{kind} does not take a thread count, so threads must be 1 (got {}): {}",
+            launch.threads,
+            match kind {
+                ServerKind::Unicorn => "unicorn workers are single-threaded; use processes for concurrency",
+                _ => "WEBrick starts a thread per connection (up to 100) on its own",
+            }
+        );
+    }
+    if kind != ServerKind::Custom && launch.ruby.is_empty() {
+        bail!("{kind}: no Ruby given (the Ruby argv prefix is empty)");
+    }
+
+    let port = launch.port.to_string();
+    let config_ru = launch.app_dir.join("config.ru");
+    let config_ru = path_string(&config_ru)?;
+    let env = launch.environment.to_string();
+    let mut argv: Vec<String> = Vec::new();
+    let via_ruby = |server: &str| {
+        let mut v = launch.ruby.to_vec();
+        v.push("-S".to_string());
+        v.push(server.to_string());
+        v
+    };
+
+    match kind {
+        ServerKind::Puma => {
+            argv.extend(via_ruby("puma"));
+            argv.extend(strings(&["--no-config", "-b"]));
+            argv.push(format!("tcp://127.0.0.1:{port}"));
+            argv.extend(strings(&["-e", &env, "-t"]));
+            argv.push(format!("{0}:{0}", launch.threads));
+            if launch.processes > 1 {
+                argv.push("-w".to_string());
+                argv.push(launch.processes.to_string());
+            }
+            argv.push("-q".to_string());
+            argv.push(config_ru);
+        }
+        ServerKind::Unicorn => {
+            let config = write_unicorn_config(launch)?;
+            argv.extend(via_ruby("unicorn"));
+            argv.push("-c".to_string());
+            argv.push(path_string(&config)?);
+            argv.extend(strings(&["-E", &env]));
+            argv.push(config_ru);
+        }
+        ServerKind::Thin => {
+            argv.extend(via_ruby("thin"));
+            argv.extend(strings(&["start", "-a", "127.0.0.1", "-p", &port, "-e", &env, "-R"]));
+            argv.push(config_ru);
+            if launch.threads > 1 {
+                argv.extend(strings(&["--threaded", "--threadpool-size"]));
+                argv.push(launch.threads.to_string());
+            }
+        }
+        ServerKind::Webrick => {
+            argv.extend(via_ruby("rackup"));
+            argv.extend(strings(&["-s", "webrick", "-E", &env, "-o", "127.0.0.1", "-p", &port, "-q"]));
+            argv.push(config_ru);
+        }
+        ServerKind::Custom => argv = expand_custom(launch)?,
+    }
+
+    let mut vars = vec![
+        ("RACK_ENV".to_string(), env.clone()),
+        ("RAILS_ENV".to_string(), env.clone()),
+        ("APP_ENV".to_string(), env),
+    ];
+    if let Some(dir) = launch.ruby.first().and_then(|r| ruby_bin_dir(r)) {
+        vars.push(("RUBYPATH".to_string(), path_string(&dir)?));
+    }
+    Ok(ServerCommand {
+        argv,
+        env: vars,
+        cwd: launch.app_dir.to_path_buf(),
+    })
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Paths go into argv as UTF-8 strings; a path that is not UTF-8 is refused rather than
+/// mangled.
+fn path_string(path: &Path) -> anyhow::Result<String> {
+    path.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("path {} is not valid UTF-8", path.display()))
+}
+
+/// The directory whose scripts `ruby -S` should prefer: the directory of the Ruby
+/// executable, symlinks resolved (`/usr/bin/ruby` -> `/usr/bin/ruby3.1`; a link to
+/// `/opt/rubies/3.3.0/bin/ruby` -> `/opt/rubies/3.3.0/bin`), as given if it cannot be
+/// resolved. None for a bare name found through PATH ("ruby").
+fn ruby_bin_dir(ruby: &str) -> Option<PathBuf> {
+    let path = Path::new(ruby);
+    if !path.is_absolute() {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    resolved.parent().map(Path::to_path_buf)
+}
+
+/// Unicorn's config: the only place unicorn takes its worker count. The values are numbers
+/// and a fixed address, so nothing needs quoting.
+fn unicorn_config(launch: &ServerLaunch) -> String {
+    format!(
+        "# Generated by rubyrace for one trial (unicorn -c).\n\
+         worker_processes {}\n\
+         listen \"127.0.0.1:{}\"\n\
+         timeout {}\n\
+         preload_app false\n",
+        launch.processes, launch.port, UNICORN_TIMEOUT_SECS
+    )
+}
+
+fn write_unicorn_config(launch: &ServerLaunch) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(launch.scratch_dir)
+        .with_context(|| format!("cannot create the scratch directory {}", launch.scratch_dir.display()))?;
+    let path = launch.scratch_dir.join(UNICORN_CONFIG);
+    std::fs::write(&path, unicorn_config(launch))
+        .with_context(|| format!("cannot write the unicorn config {}", path.display()))?;
+    Ok(path)
+}
+
+/// Expands the placeholders of a custom argv (see [`server_command`]).
+fn expand_custom(launch: &ServerLaunch) -> anyhow::Result<Vec<String>> {
+    let user = launch.custom_argv;
+    if user.is_empty() {
+        bail!(
+            "custom: the server argv is empty; give the command, e.g. \
+             [\"{{ruby}}\", \"-S\", \"falcon\", \"serve\", \"--bind\", \"http://127.0.0.1:{{port}}\"]"
+        );
+    }
+    let mentions = |p: &str| user.iter().any(|a| a.contains(p));
+    if !mentions("{port}") {
+        bail!("custom: the server argv does not mention {{port}}; the server must listen on the port rubyrace picks");
+    }
+    if launch.processes > 1 && !mentions("{processes}") {
+        bail!(
+            "custom: processes = {} but the server argv does not mention {{processes}}, so the setting would be ignored",
+            launch.processes
+        );
+    }
+    if launch.threads > 1 && !mentions("{threads}") {
+        bail!(
+            "custom: threads = {} but the server argv does not mention {{threads}}, so the setting would be ignored",
+            launch.threads
+        );
+    }
+    let app = path_string(launch.app_dir)?;
+    let values = [
+        ("{port}", launch.port.to_string()),
+        ("{app}", app),
+        ("{processes}", launch.processes.to_string()),
+        ("{threads}", launch.threads.to_string()),
+    ];
+    let mut argv = Vec::with_capacity(user.len() + launch.ruby.len());
+    for arg in user {
+        if arg == "{ruby}" {
+            if launch.ruby.is_empty() {
+                bail!("custom: the server argv uses {{ruby}} but no Ruby was given");
+            }
+            argv.extend(launch.ruby.iter().cloned());
+            continue;
+        }
+        if arg.contains("{ruby}") {
+            bail!(
+                "custom: {{ruby}} must be an argument on its own (it expands to several arguments), not part of {arg:?}"
+            );
+        }
+        if let Some(unknown) = unknown_placeholder(arg) {
+            bail!(
+                "custom: unknown placeholder {unknown} in {arg:?}; the placeholders are {}",
+                PLACEHOLDERS.join(", ")
+            );
+        }
+        let mut out = arg.clone();
+        for (name, value) in &values {
+            out = out.replace(name, value);
+        }
+        argv.push(out);
+    }
+    Ok(argv)
+}
+
+/// The first `{name}` in `arg` (name: a letter or `_`, then letters, digits, `_`) that is not
+/// a placeholder.
+fn unknown_placeholder(arg: &str) -> Option<&str> {
+    let mut rest = arg;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let name_len = after
+            .char_indices()
+            .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())))
+            .map_or(after.len(), |(i, _)| i);
+        if name_len > 0 && after[name_len..].starts_with('}') {
+            let candidate = &rest[open..open + name_len + 2];
+            if !PLACEHOLDERS.contains(&candidate) {
+                return Some(candidate);
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "rubyrace-servers-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn s(items: &[&str]) -> Vec<String> {
+        strings(items)
+    }
+
+    // The Ruby prefix of the unit tests: a path that does not exist, so RUBYPATH is its
+    // directory as written.
+    const RUBY: [&str; 2] = ["/opt/rubies/3.3.0/bin/ruby", "--yjit"];
+
+    fn launch<'a>(
+        kind: ServerKind,
+        ruby: &'a [String],
+        scratch: &'a Path,
+        custom: &'a [String],
+        processes: u32,
+        threads: u32,
+    ) -> ServerLaunch<'a> {
+        ServerLaunch {
+            kind,
+            ruby,
+            app_dir: Path::new("/srv/app"),
+            port: 8080,
+            processes,
+            threads,
+            scratch_dir: scratch,
+            custom_argv: custom,
+            environment: "production",
+        }
+    }
+
+    fn expected_env() -> Vec<(String, String)> {
+        [
+            ("RACK_ENV", "production"),
+            ("RAILS_ENV", "production"),
+            ("APP_ENV", "production"),
+            ("RUBYPATH", "/opt/rubies/3.3.0/bin"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn build(kind: ServerKind, processes: u32, threads: u32) -> anyhow::Result<ServerCommand> {
+        let ruby = s(&RUBY);
+        let scratch = TempDir::new("unit");
+        server_command(&launch(kind, &ruby, &scratch.0, &[], processes, threads))
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for (kind, name) in ServerKind::KINDS.into_iter().zip(ServerKind::ALL) {
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(ServerKind::parse(name), Some(kind));
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<ServerKind>(&format!("\"{name}\"")).unwrap(), kind);
+            assert_eq!(kind.to_string(), name);
+        }
+        assert_eq!(ServerKind::parse("Puma"), None);
+        assert_eq!(ServerKind::parse("falcon"), None);
+    }
+
+    #[test]
+    fn support_matrix() {
+        use ServerKind::*;
+        let table: Vec<_> = ServerKind::KINDS
+            .into_iter()
+            .map(|k| (k, k.supports_processes(), k.supports_threads()))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                (Puma, true, true),
+                (Unicorn, true, false),
+                (Thin, false, true),
+                (Webrick, false, false),
+                (Custom, true, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn puma_single_mode() {
+        let cmd = build(ServerKind::Puma, 1, 4).unwrap();
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "puma", "--no-config", "-b",
+                "tcp://127.0.0.1:8080", "-e", "production", "-t", "4:4", "-q",
+                "/srv/app/config.ru",
+            ])
+        );
+        assert_eq!(cmd.env, expected_env());
+        assert_eq!(cmd.cwd, PathBuf::from("/srv/app"));
+    }
+
+    #[test]
+    fn puma_cluster_mode() {
+        let cmd = build(ServerKind::Puma, 3, 5).unwrap();
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "puma", "--no-config", "-b",
+                "tcp://127.0.0.1:8080", "-e", "production", "-t", "5:5", "-w", "3", "-q",
+                "/srv/app/config.ru",
+            ])
+        );
+    }
+
+    #[test]
+    fn unicorn_argv_and_config_file() {
+        let ruby = s(&RUBY);
+        let scratch = TempDir::new("unicorn");
+        // A scratch directory that does not exist yet is created.
+        let dir = scratch.0.join("trial-7");
+        let cmd = server_command(&launch(ServerKind::Unicorn, &ruby, &dir, &[], 4, 1)).unwrap();
+        let config = dir.join("unicorn.conf.rb");
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "unicorn", "-c",
+                config.to_str().unwrap(), "-E", "production", "/srv/app/config.ru",
+            ])
+        );
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            "# Generated by rubyrace for one trial (unicorn -c).\n\
+             worker_processes 4\n\
+             listen \"127.0.0.1:8080\"\n\
+             timeout 60\n\
+             preload_app false\n"
+        );
+        assert_eq!(cmd.env, expected_env());
+    }
+
+    #[test]
+    fn thin_plain_and_threaded() {
+        let base = s(&[
+            "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "thin", "start", "-a", "127.0.0.1", "-p",
+            "8080", "-e", "production", "-R", "/srv/app/config.ru",
+        ]);
+        assert_eq!(build(ServerKind::Thin, 1, 1).unwrap().argv, base);
+        let mut threaded = base.clone();
+        threaded.extend(s(&["--threaded", "--threadpool-size", "8"]));
+        assert_eq!(build(ServerKind::Thin, 1, 8).unwrap().argv, threaded);
+    }
+
+    #[test]
+    fn webrick_through_rackup() {
+        let cmd = build(ServerKind::Webrick, 1, 1).unwrap();
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "rackup", "-s", "webrick", "-E",
+                "production", "-o", "127.0.0.1", "-p", "8080", "-q", "/srv/app/config.ru",
+            ])
+        );
+        assert_eq!(cmd.env, expected_env());
+    }
+
+    #[test]
+    fn rubypath_follows_the_ruby() {
+        let scratch = TempDir::new("rubypath");
+        // A bare name is looked up through PATH: no RUBYPATH.
+        let ruby = s(&["ruby"]);
+        let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
+        assert_eq!(cmd.argv[..3], s(&["ruby", "-S", "puma"]));
+        assert!(cmd.env.iter().all(|(k, _)| k != "RUBYPATH"), "{:?}", cmd.env);
+        // A symlink is resolved to the directory of the real executable.
+        let real = scratch.0.join("real/bin");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::write(real.join("ruby"), "").unwrap();
+        std::os::unix::fs::symlink(real.join("ruby"), scratch.0.join("ruby-link")).unwrap();
+        let ruby = vec![scratch.0.join("ruby-link").to_str().unwrap().to_string()];
+        let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
+        let rubypath = cmd.env.iter().find(|(k, _)| k == "RUBYPATH").unwrap();
+        assert_eq!(Path::new(&rubypath.1), std::fs::canonicalize(&real).unwrap());
+        // The argv keeps the Ruby as given.
+        assert_eq!(cmd.argv[0], ruby[0]);
+    }
+
+    #[test]
+    fn environment_is_passed_through() {
+        let ruby = s(&RUBY);
+        let scratch = TempDir::new("env");
+        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        l.environment = "staging";
+        let cmd = server_command(&l).unwrap();
+        assert!(cmd.argv.windows(2).any(|w| w == ["-e", "staging"]), "{:?}", cmd.argv);
+        assert_eq!(cmd.env[..3], [
+            ("RACK_ENV".to_string(), "staging".to_string()),
+            ("RAILS_ENV".to_string(), "staging".to_string()),
+            ("APP_ENV".to_string(), "staging".to_string()),
+        ]);
+    }
+
+    fn error(kind: ServerKind, processes: u32, threads: u32) -> String {
+        format!("{:#}", build(kind, processes, threads).unwrap_err())
+    }
+
+    #[test]
+    fn unsupported_counts_are_errors() {
+        let e = error(ServerKind::Unicorn, 2, 4);
+        assert!(e.contains("unicorn does not take a thread count, so threads must be 1 (got 4)"), "{e}");
+        assert!(e.contains("single-threaded"), "{e}");
+        let e = error(ServerKind::Thin, 2, 1);
+        assert!(e.contains("thin runs a single process, so processes must be 1 (got 2)"), "{e}");
+        let e = error(ServerKind::Webrick, 1, 2);
+        assert!(e.contains("webrick does not take a thread count, so threads must be 1 (got 2)"), "{e}");
+        let e = error(ServerKind::Webrick, 3, 1);
+        assert!(e.contains("webrick runs a single process"), "{e}");
+        // The supported ones build.
+        for kind in [ServerKind::Puma, ServerKind::Unicorn, ServerKind::Thin, ServerKind::Webrick] {
+            build(kind, 1, 1).unwrap();
+        }
+        build(ServerKind::Unicorn, 8, 1).unwrap();
+        build(ServerKind::Thin, 1, 8).unwrap();
+    }
+
+    #[test]
+    fn bad_launches_are_errors() {
+        let e = error(ServerKind::Puma, 0, 1);
+        assert!(e.contains("processes and threads must be at least 1"), "{e}");
+        let e = error(ServerKind::Thin, 1, 0);
+        assert!(e.contains("processes and threads must be at least 1"), "{e}");
+
+        let ruby = s(&RUBY);
+        let scratch = TempDir::new("bad");
+        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        l.port = 0;
+        let e = format!("{:#}", server_command(&l).unwrap_err());
+        assert!(e.contains("port 0"), "{e}");
+
+        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        l.environment = "";
+        let e = format!("{:#}", server_command(&l).unwrap_err());
+        assert!(e.contains("environment"), "{e}");
+
+        let no_ruby: Vec<String> = Vec::new();
+        let e = format!("{:#}", server_command(&launch(ServerKind::Webrick, &no_ruby, &scratch.0, &[], 1, 1)).unwrap_err());
+        assert!(e.contains("no Ruby given"), "{e}");
+
+        // A scratch "directory" that is a file cannot hold the unicorn config.
+        let file = scratch.0.join("not-a-dir");
+        std::fs::write(&file, "").unwrap();
+        let e = format!("{:#}", server_command(&launch(ServerKind::Unicorn, &ruby, &file, &[], 2, 1)).unwrap_err());
+        assert!(e.contains("cannot create the scratch directory"), "{e}");
+    }
+
+    fn custom(argv: &[&str], processes: u32, threads: u32) -> anyhow::Result<ServerCommand> {
+        let ruby = s(&RUBY);
+        let user = s(argv);
+        let scratch = TempDir::new("custom");
+        server_command(&launch(ServerKind::Custom, &ruby, &scratch.0, &user, processes, threads))
+    }
+
+    #[test]
+    fn custom_placeholders_expand() {
+        let cmd = custom(
+            &[
+                "{ruby}", "-S", "falcon", "serve", "--bind", "http://127.0.0.1:{port}", "--config",
+                "{app}/config.ru", "--count", "{processes}", "--threads={threads}",
+            ],
+            2,
+            3,
+        )
+        .unwrap();
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "falcon", "serve", "--bind",
+                "http://127.0.0.1:8080", "--config", "/srv/app/config.ru", "--count", "2",
+                "--threads=3",
+            ])
+        );
+        assert_eq!(cmd.env, expected_env());
+        assert_eq!(cmd.cwd, PathBuf::from("/srv/app"));
+
+        // No {ruby}: the argv is used as written; other braces are not placeholders.
+        let cmd = custom(&["/usr/local/bin/iodine", "-p", "{port}", "-e", "x.each { |y| p(y) } {}"], 1, 1).unwrap();
+        assert_eq!(cmd.argv, s(&["/usr/local/bin/iodine", "-p", "8080", "-e", "x.each { |y| p(y) } {}"]));
+        // A placeholder may appear several times.
+        let cmd = custom(&["srv", "{port}:{port}"], 1, 1).unwrap();
+        assert_eq!(cmd.argv, s(&["srv", "8080:8080"]));
+    }
+
+    #[test]
+    fn custom_errors() {
+        let msg = |argv: &[&str], p: u32, t: u32| format!("{:#}", custom(argv, p, t).unwrap_err());
+        assert!(msg(&[], 1, 1).contains("the server argv is empty"));
+        assert!(msg(&["{ruby}", "-S", "falcon"], 1, 1).contains("does not mention {port}"));
+        let e = msg(&["{ruby}", "-S", "falcon", "-p", "{port}"], 2, 1);
+        assert!(e.contains("processes = 2 but the server argv does not mention {processes}"), "{e}");
+        let e = msg(&["{ruby}", "-S", "falcon", "-p", "{port}"], 1, 2);
+        assert!(e.contains("threads = 2 but the server argv does not mention {threads}"), "{e}");
+        let e = msg(&["{ruby}", "-p", "{prot}", "{port}"], 1, 1);
+        assert!(e.contains("unknown placeholder {prot} in \"{prot}\""), "{e}");
+        assert!(e.contains("{ruby}, {port}, {app}, {processes}, {threads}"), "{e}");
+        let e = msg(&["{ruby}", "--bind=http://{host}:{port}"], 1, 1);
+        assert!(e.contains("unknown placeholder {host}"), "{e}");
+        let e = msg(&["env", "R={ruby}", "{port}"], 1, 1);
+        assert!(e.contains("{ruby} must be an argument on its own"), "{e}");
+
+        let no_ruby: Vec<String> = Vec::new();
+        let user = s(&["{ruby}", "{port}"]);
+        let scratch = TempDir::new("custom-noruby");
+        let e = format!(
+            "{:#}",
+            server_command(&launch(ServerKind::Custom, &no_ruby, &scratch.0, &user, 1, 1)).unwrap_err()
+        );
+        assert!(e.contains("uses {ruby} but no Ruby was given"), "{e}");
+    }
+
+    #[test]
+    fn unknown_placeholder_scan() {
+        assert_eq!(unknown_placeholder("{port}{threads}"), None);
+        assert_eq!(unknown_placeholder("a{b}c"), Some("{b}"));
+        assert_eq!(unknown_placeholder("{port}{x_1}"), Some("{x_1}"));
+        assert_eq!(unknown_placeholder("{1}{ a }{}{{port}}"), None);
+        assert_eq!(unknown_placeholder("{"), None);
+        assert_eq!(unknown_placeholder("{é}"), None);
+    }
+
+    // ---- Integration: real servers, real apps ----
+
+    /// The repository's bundled apps.
+    fn apps_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ruby/apps")
+    }
+
+    /// The Ruby of the integration tests: Debian's, where scripts/setup installs the servers.
+    const SYSTEM_RUBY: &str = "/usr/bin/ruby";
+
+    /// A running server in its own process group; stopped (SIGTERM to the group, SIGKILL
+    /// after 5 s) and reaped on drop, so a failing assertion does not leave it running.
+    struct Running {
+        child: Option<Child>,
+        pgid: i32,
+        port: u16,
+        log: PathBuf,
+    }
+
+    impl Running {
+        fn log(&self) -> String {
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let Some(mut child) = self.child.take() else {
+                return;
+            };
+            // Only our own child's group (pgid == its pid, from process_group(0)) is signalled.
+            // The leader is not reaped before the last kill, so the group id cannot have been
+            // reused by then.
+            // SAFETY: kill(2) on our child's process group.
+            unsafe { libc::kill(-self.pgid, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) && !exited_unreaped(self.pgid) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // SAFETY: as above; whatever survived the grace period is killed.
+            unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+
+    /// Has our child `pid` exited? Leaves it a zombie (WNOWAIT), so its pid stays taken.
+    fn exited_unreaped(pid: i32) -> bool {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child with a valid siginfo_t pointer.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is valid to read after a successful waitid.
+        rc == 0 && unsafe { info.si_pid() } != 0
+    }
+
+    /// The pids of the live (non-zombie) processes in process group `pgid`, from /proc.
+    fn live_group_members(pgid: i32) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // After the command name in parentheses: state, ppid, pgrp, ...
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            if fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string() {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// A port that was free a moment ago.
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    /// One `GET /` with the given Host header; the whole response, if any.
+    fn get(port: u16, host: &str) -> Option<String> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn status_line(response: &str) -> &str {
+        response.lines().next().unwrap_or("")
+    }
+
+    /// The Host header the apps accept (rails-hello allows only loopback names).
+    fn host(port: u16) -> String {
+        format!("127.0.0.1:{port}")
+    }
+
+    /// Starts `kind` serving the bundled `app` from the argv of [`server_command`], and waits
+    /// until GET / answers 200. Retries on a fresh port if the server exits early (the port
+    /// may have been taken between picking and binding).
+    fn start(kind: ServerKind, app: &str, processes: u32, threads: u32, custom_argv: &[&str], scratch: &TempDir) -> Running {
+        let app_dir = apps_dir().join(app);
+        assert!(app_dir.join("config.ru").is_file(), "{} has no config.ru", app_dir.display());
+        assert!(
+            Path::new(SYSTEM_RUBY).exists(),
+            "{SYSTEM_RUBY} is required by this test; run scripts/setup"
+        );
+        let ruby = s(&[SYSTEM_RUBY]);
+        let custom_argv = s(custom_argv);
+        let mut last_log = String::new();
+        for attempt in 0..3 {
+            let port = free_port();
+            let cmd = server_command(&ServerLaunch {
+                kind,
+                ruby: &ruby,
+                app_dir: &app_dir,
+                port,
+                processes,
+                threads,
+                scratch_dir: &scratch.0,
+                custom_argv: &custom_argv,
+                environment: "production",
+            })
+            .unwrap();
+            let log = scratch.0.join(format!("server-{attempt}.log"));
+            let log_file = std::fs::File::create(&log).unwrap();
+            let child = Command::new(&cmd.argv[0])
+                .args(&cmd.argv[1..])
+                .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+                .current_dir(&cmd.cwd)
+                .stdin(Stdio::null())
+                .stdout(log_file.try_clone().unwrap())
+                .stderr(log_file)
+                .process_group(0)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.argv));
+            let pgid = child.id() as i32;
+            let running = Running { child: Some(child), pgid, port, log };
+            let started = Instant::now();
+            let mut exited = false;
+            while started.elapsed() < Duration::from_secs(60) {
+                if exited_unreaped(pgid) {
+                    exited = true;
+                    break;
+                }
+                if let Some(response) = get(port, &host(port)) {
+                    if status_line(&response).starts_with("HTTP/1.1 200") {
+                        return running;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            last_log = running.log();
+            let argv = cmd.argv.join(" ");
+            drop(running);
+            if !exited {
+                panic!("{argv}\ndid not answer 200 within 60 s; its log:\n{last_log}");
+            }
+        }
+        panic!("{kind} with {app} exited before answering, 3 times; last log:\n{last_log}");
+    }
+
+    /// Starts the server, checks GET / (status and body), stops it and checks that the whole
+    /// group is gone within the 5 s grace period.
+    fn serve(kind: ServerKind, app: &str, processes: u32, threads: u32) {
+        serve_custom(kind, app, processes, threads, &[]);
+    }
+
+    fn serve_custom(kind: ServerKind, app: &str, processes: u32, threads: u32, custom_argv: &[&str]) {
+        let scratch = TempDir::new(&format!("{kind}-{app}"));
+        let mut running = start(kind, app, processes, threads, custom_argv, &scratch);
+        let response = get(running.port, &host(running.port)).expect("no response");
+        assert!(status_line(&response).starts_with("HTTP/1.1 200"), "{response}\nlog:\n{}", running.log());
+        assert!(response.contains("Hello, world!"), "{response}");
+        if app == "rails-hello" {
+            // Host authorization is on: a name other than the loopback ones is refused.
+            let refused = get(running.port, "example.com").expect("no response");
+            assert!(status_line(&refused).starts_with("HTTP/1.1 403"), "{refused}");
+        }
+
+        // SIGTERM must stop the whole group well within the grace period of the guard.
+        let mut child = running.child.take().unwrap();
+        let stopping = Instant::now();
+        // SAFETY: kill(2) on our child's process group.
+        unsafe { libc::kill(-running.pgid, libc::SIGTERM) };
+        while stopping.elapsed() < Duration::from_secs(5) && !exited_unreaped(running.pgid) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stopped_in = stopping.elapsed();
+        let leader_exited = exited_unreaped(running.pgid);
+        // Workers must be gone with the master. The leader is still an unreaped zombie here,
+        // so the group id cannot have been reused.
+        let survivors = live_group_members(running.pgid);
+        // SAFETY: as above; cleans up after a failure.
+        unsafe { libc::kill(-running.pgid, libc::SIGKILL) };
+        let _ = child.wait();
+        assert!(leader_exited, "{kind} did not exit within 5 s of SIGTERM; log:\n{}", running.log());
+        assert!(survivors.is_empty(), "{kind}: {survivors:?} of the group survived the master");
+        eprintln!("{kind} + {app}: stopped {stopped_in:?} after SIGTERM");
+    }
+
+    #[test]
+    fn puma_serves_rack_hello() {
+        serve(ServerKind::Puma, "rack-hello", 2, 2);
+    }
+
+    #[test]
+    fn puma_serves_sinatra_hello() {
+        serve(ServerKind::Puma, "sinatra-hello", 1, 2);
+    }
+
+    #[test]
+    fn puma_serves_rails_hello() {
+        serve(ServerKind::Puma, "rails-hello", 2, 2);
+    }
+
+    #[test]
+    fn unicorn_serves_rack_hello() {
+        serve(ServerKind::Unicorn, "rack-hello", 2, 1);
+    }
+
+    #[test]
+    fn unicorn_serves_sinatra_hello() {
+        serve(ServerKind::Unicorn, "sinatra-hello", 2, 1);
+    }
+
+    #[test]
+    fn unicorn_serves_rails_hello() {
+        serve(ServerKind::Unicorn, "rails-hello", 1, 1);
+    }
+
+    #[test]
+    fn thin_serves_rack_hello() {
+        serve(ServerKind::Thin, "rack-hello", 1, 1);
+    }
+
+    #[test]
+    fn thin_serves_sinatra_hello() {
+        serve(ServerKind::Thin, "sinatra-hello", 1, 4);
+    }
+
+    #[test]
+    fn thin_serves_rails_hello() {
+        serve(ServerKind::Thin, "rails-hello", 1, 2);
+    }
+
+    #[test]
+    fn webrick_serves_rack_hello() {
+        serve(ServerKind::Webrick, "rack-hello", 1, 1);
+    }
+
+    #[test]
+    fn webrick_serves_sinatra_hello() {
+        serve(ServerKind::Webrick, "sinatra-hello", 1, 1);
+    }
+
+    #[test]
+    fn webrick_serves_rails_hello() {
+        serve(ServerKind::Webrick, "rails-hello", 1, 1);
+    }
+
+    #[test]
+    fn custom_serves_rack_hello() {
+        serve_custom(
+            ServerKind::Custom,
+            "rack-hello",
+            2,
+            2,
+            &[
+                "{ruby}", "-S", "puma", "--no-config", "-b", "tcp://127.0.0.1:{port}", "-w",
+                "{processes}", "-t", "{threads}:{threads}", "{app}/config.ru",
+            ],
+        );
+    }
+}

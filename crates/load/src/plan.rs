@@ -9,7 +9,7 @@ use rand_pcg::Pcg64Mcg;
 use crate::spec::ConnectionMode;
 
 /// One line of a URL mix: how often, which method, which path.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UrlLine {
     pub weight: u32,
     pub method: String,

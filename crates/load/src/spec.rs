@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::plan::RequestPlan;
 
 /// How connections are reused between requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ConnectionMode {
     /// HTTP/1.1 persistent connections; a connection is replaced only after an error or

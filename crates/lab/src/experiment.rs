@@ -1,0 +1,1217 @@
+//! The experiment file: parsing, validation and matrix expansion.
+//!
+//! An experiment file (TOML, documented in docs/experiment.md) names the Rubies, the base
+//! settings of every configuration, the matrix axes, explicit configurations and exclusions.
+//! Parsing walks the file with its source spans, so every mistake is reported with the file,
+//! line and column, the key, what was expected and a "did you mean" suggestion; all mistakes
+//! are collected and reported together, and no key is ever ignored. The result is an
+//! `Experiment`: run-level settings plus the expanded, labelled list of `Config`s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use load::{ConnectionMode, LoadSettings};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as J};
+use toml_edit::{ImDocument, Item, TableLike, Value};
+
+use crate::servers::ServerKind;
+
+/// Apps shipped in `ruby/apps/`.
+pub const BUNDLED_APPS: [&str; 3] = ["rack-hello", "rails-hello", "sinatra-hello"];
+
+/// Keys at the top level of the file.
+const ROOT_KEYS: [&str; 11] = [
+    "name",
+    "description",
+    "seed",
+    "batches",
+    "order",
+    "record_env",
+    "rubies",
+    "settings",
+    "matrix",
+    "configs",
+    "exclude",
+];
+
+/// How the trials of a block are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// A seeded random permutation per block (randomized complete blocks).
+    Random,
+    /// The configurations in file order in every block (for debugging an experiment).
+    Sequential,
+}
+
+/// What a configuration measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// An app server under HTTP load.
+    Http,
+    /// A Ruby script run several times per trial, timed from outside.
+    Script,
+}
+
+/// One problem found in an experiment file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExperimentError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    /// Dotted key, e.g. `settings.threads`; empty for file-level problems.
+    pub key: String,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl fmt::Display for ExperimentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n    help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found in one file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExperimentErrors(pub Vec<ExperimentError>);
+
+impl fmt::Display for ExperimentErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        let n = self.0.len();
+        write!(
+            f,
+            "\n{n} error{} in the experiment file; nothing was run",
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl std::error::Error for ExperimentErrors {}
+
+/// A Ruby named in `[rubies]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RubyDef {
+    /// The executable (resolved to a path) and any fixed options, e.g. `["/usr/bin/ruby"]`.
+    pub argv: Vec<String>,
+    /// Environment set whenever this Ruby runs.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A script workload: a Ruby file run `runs` times per trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScriptSettings {
+    pub path: PathBuf,
+    pub args: Vec<String>,
+    pub runs: u32,
+}
+
+/// Everything one configuration runs with, fully resolved (absolute paths, URL mix read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigSettings {
+    /// Name of the Ruby in `[rubies]`.
+    pub ruby: String,
+    /// The Ruby's argv prefix followed by `ruby_opts`.
+    pub ruby_argv: Vec<String>,
+    pub ruby_opts: Vec<String>,
+    /// The Ruby's own environment, overlaid with the configuration's `env`.
+    pub env: BTreeMap<String, String>,
+    pub workload: Workload,
+    /// Bundled app name or the user's directory, as written.
+    pub app: String,
+    /// Directory holding the app's `config.ru`.
+    pub app_dir: PathBuf,
+    pub server: ServerKind,
+    pub server_argv: Vec<String>,
+    pub processes: u32,
+    pub threads: u32,
+    /// 0 picks a free port per trial.
+    pub port: u16,
+    pub readiness_path: String,
+    #[serde(with = "humantime_serde")]
+    pub readiness_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub stop_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub sample_interval: Duration,
+    /// Percent of failed requests (errors and non-2xx) above which a trial is invalid.
+    pub max_error_rate: f64,
+    /// Warmup, duration and everything `rubyrace load` accepts.
+    pub load: LoadSettings,
+    pub script: Option<ScriptSettings>,
+}
+
+/// One point of the matrix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// 0-based position in the expanded list.
+    pub id: usize,
+    pub label: String,
+    /// The matrix axes and their value labels for this configuration, e.g. `ruby=3.3`.
+    pub axes: BTreeMap<String, String>,
+    pub settings: ConfigSettings,
+}
+
+/// A parsed, validated and expanded experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub file: PathBuf,
+    /// The file's text, stored with the results so a resume never depends on the file.
+    pub text: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    pub batches: u32,
+    pub order: Order,
+    /// Extra environment variable names to record with every trial.
+    pub record_env: Vec<String>,
+    pub rubies: BTreeMap<String, RubyDef>,
+    pub configs: Vec<Config>,
+}
+
+/// The type and range of one setting.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Str,
+    Int { min: i64, max: i64 },
+    Float { min: f64, max: f64 },
+    Duration,
+    StrList,
+    StrMap,
+    OneOf(&'static [&'static str]),
+}
+
+impl Kind {
+    fn expected(self) -> String {
+        match self {
+            Kind::Str => "a string".into(),
+            Kind::Int { min, max } => format!("an integer from {min} to {max}"),
+            Kind::Float { min, max } => format!("a number from {min} to {max}"),
+            Kind::Duration => "a duration string such as \"500ms\", \"10s\" or \"2m\"".into(),
+            Kind::StrList => "an array of strings".into(),
+            Kind::StrMap => "a table of string values".into(),
+            Kind::OneOf(options) => format!("one of {}", quoted_list(options)),
+        }
+    }
+}
+
+const SERVERS: &[&str] = &["puma", "unicorn", "thin", "webrick", "custom"];
+const MODES: &[&str] = &["keepalive", "close-header", "client-close"];
+const WORKLOADS: &[&str] = &["http", "script"];
+
+/// Every setting a configuration has. Order is the order of the reference in
+/// docs/experiment.md.
+const SETTINGS: &[(&str, Kind)] = &[
+    ("ruby", Kind::Str),
+    ("ruby_opts", Kind::StrList),
+    ("env", Kind::StrMap),
+    ("workload", Kind::OneOf(WORKLOADS)),
+    ("app", Kind::Str),
+    ("server", Kind::OneOf(SERVERS)),
+    ("server_argv", Kind::StrList),
+    ("processes", Kind::Int { min: 1, max: 256 }),
+    ("threads", Kind::Int { min: 1, max: 1024 }),
+    ("port", Kind::Int { min: 0, max: 65535 }),
+    ("readiness_path", Kind::Str),
+    ("readiness_timeout", Kind::Duration),
+    ("stop_timeout", Kind::Duration),
+    ("sample_interval", Kind::Duration),
+    ("warmup", Kind::Duration),
+    ("duration", Kind::Duration),
+    ("requests", Kind::Int { min: 1, max: i64::MAX }),
+    ("max_error_rate", Kind::Float { min: 0.0, max: 100.0 }),
+    ("connections", Kind::Int { min: 1, max: 1_000_000 }),
+    ("load_threads", Kind::Int { min: 1, max: 1024 }),
+    ("mode", Kind::OneOf(MODES)),
+    ("close_grace", Kind::Duration),
+    ("rate", Kind::Float { min: f64::MIN_POSITIVE, max: f64::MAX }),
+    ("method", Kind::Str),
+    ("path", Kind::Str),
+    ("headers", Kind::StrList),
+    ("body", Kind::Str),
+    ("urls", Kind::Str),
+    ("url_seed", Kind::Int { min: 0, max: i64::MAX }),
+    ("pipeline", Kind::Int { min: 1, max: 1024 }),
+    ("timeout", Kind::Duration),
+    ("connect_stagger", Kind::Duration),
+    ("script", Kind::Str),
+    ("script_args", Kind::StrList),
+    ("runs", Kind::Int { min: 1, max: 1_000_000 }),
+];
+
+fn setting_kind(key: &str) -> Option<Kind> {
+    SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, kind)| *kind)
+}
+
+fn setting_names() -> Vec<&'static str> {
+    SETTINGS.iter().map(|(k, _)| *k).collect()
+}
+
+fn quoted_list(options: &[&str]) -> String {
+    let quoted: Vec<String> = options.iter().map(|o| format!("\"{o}\"")).collect();
+    match quoted.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The closest known name, when it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(unknown, k), *k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// A checked setting value and where it was written.
+#[derive(Clone, Debug)]
+struct Placed {
+    value: J,
+    span: Option<Range<usize>>,
+    /// The dotted key where it was written, for messages.
+    key: String,
+}
+
+/// A layer of settings: `[settings]`, one `[[configs]]` entry or one matrix point.
+type Layer = BTreeMap<String, Placed>;
+
+/// One value of a matrix axis.
+#[derive(Clone, Debug)]
+struct AxisValue {
+    placed: Placed,
+    label: String,
+}
+
+struct Parser<'a> {
+    file: &'a Path,
+    text: &'a str,
+    base_dir: PathBuf,
+    errors: Vec<ExperimentError>,
+}
+
+impl<'a> Parser<'a> {
+    fn position(&self, span: &Option<Range<usize>>) -> (usize, usize) {
+        let Some(span) = span else { return (1, 1) };
+        let before = &self.text[..span.start.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, column)
+    }
+
+    fn error(
+        &mut self,
+        span: &Option<Range<usize>>,
+        key: &str,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) {
+        let (line, column) = self.position(span);
+        self.errors.push(ExperimentError {
+            file: self.file.to_path_buf(),
+            line,
+            column,
+            key: key.to_string(),
+            message: message.into(),
+            help,
+        });
+    }
+
+    fn unknown_key(&mut self, span: &Option<Range<usize>>, key: &str, name: &str, known: &[&str]) {
+        let help = did_you_mean(name, known)
+            .map(|k| format!("did you mean `{k}`?"))
+            .or_else(|| Some(format!("known keys here: {}", known.join(", "))));
+        self.error(span, key, format!("unknown key `{name}`"), help);
+    }
+
+    /// Checks a value against a kind; returns its normalized JSON form.
+    fn check_value(&mut self, key: &str, kind: Kind, item: &Item) -> Option<J> {
+        let span = item.span();
+        let found = describe(item);
+        let wrong = |p: &mut Self, detail: Option<String>| {
+            let message = match detail {
+                Some(d) => format!("expected {}, {d}", kind.expected()),
+                None => format!("expected {}, found {found}", kind.expected()),
+            };
+            p.error(&span, key, message, None);
+            None
+        };
+        let value = match item.as_value() {
+            Some(v) => v,
+            None => return wrong(self, None),
+        };
+        match kind {
+            Kind::Str => value.as_str().map(|s| json!(s)).or_else(|| wrong(self, None)),
+            Kind::Int { min, max } => match value.as_integer() {
+                Some(i) if (min..=max).contains(&i) => Some(json!(i)),
+                Some(i) => wrong(self, Some(format!("found {i}"))),
+                None => wrong(self, None),
+            },
+            Kind::Float { min, max } => {
+                let f = value
+                    .as_float()
+                    .or_else(|| value.as_integer().map(|i| i as f64));
+                match f {
+                    Some(f) if f >= min && f <= max => Some(json!(f)),
+                    Some(f) => wrong(self, Some(format!("found {f}"))),
+                    None => wrong(self, None),
+                }
+            }
+            Kind::Duration => match value.as_str() {
+                Some(s) => match humantime::parse_duration(s) {
+                    Ok(_) => Some(json!(s)),
+                    Err(e) => wrong(self, Some(format!("found {s:?} ({e})"))),
+                },
+                None => wrong(self, None),
+            },
+            Kind::StrList => match value.as_array() {
+                Some(a) if a.iter().all(|v| v.as_str().is_some()) => Some(J::Array(
+                    a.iter().map(|v| json!(v.as_str().unwrap())).collect(),
+                )),
+                _ => wrong(self, None),
+            },
+            Kind::StrMap => {
+                let Some(t) = value.as_inline_table() else {
+                    return wrong(self, None);
+                };
+                let mut map = serde_json::Map::new();
+                for (k, v) in t.iter() {
+                    match v.as_str() {
+                        Some(s) => {
+                            map.insert(k.to_string(), json!(s));
+                        }
+                        None => {
+                            let key = format!("{key}.{k}");
+                            self.error(
+                                &v.span(),
+                                &key,
+                                format!("expected a string, found {}", describe_value(v)),
+                                Some("environment values are strings: write \"1\", not 1".into()),
+                            );
+                        }
+                    }
+                }
+                Some(J::Object(map))
+            }
+            Kind::OneOf(options) => match value.as_str() {
+                Some(s) if options.contains(&s) => Some(json!(s)),
+                Some(s) => {
+                    let help = did_you_mean(s, options).map(|k| format!("did you mean \"{k}\"?"));
+                    self.error(
+                        &span,
+                        key,
+                        format!("expected {}, found {s:?}", kind.expected()),
+                        help,
+                    );
+                    None
+                }
+                None => wrong(self, None),
+            },
+        }
+    }
+
+    /// Reads a table of settings (`[settings]`, a `[[configs]]` entry, an `[[exclude]]`
+    /// entry). `extra` names keys allowed besides the settings (e.g. `label`).
+    fn settings_layer(
+        &mut self,
+        table: &dyn TableLike,
+        prefix: &str,
+        extra: &[&str],
+    ) -> (Layer, BTreeMap<String, Placed>) {
+        let mut layer = Layer::new();
+        let mut others = BTreeMap::new();
+        for (name, item) in table.iter() {
+            let key_span = table.get_key_value(name).and_then(|(k, _)| k.span());
+            let dotted = format!("{prefix}.{name}");
+            if extra.contains(&name) {
+                if let Some(s) = item.as_str() {
+                    others.insert(
+                        name.to_string(),
+                        Placed {
+                            value: json!(s),
+                            span: item.span(),
+                            key: dotted,
+                        },
+                    );
+                } else {
+                    let found = describe(item);
+                    self.error(&item.span(), &dotted, format!("expected a string, found {found}"), None);
+                }
+                continue;
+            }
+            let Some(kind) = setting_kind(name) else {
+                let mut known = setting_names();
+                known.extend_from_slice(extra);
+                self.unknown_key(&key_span, &dotted, name, &known);
+                continue;
+            };
+            if let Some(value) = self.check_value(&dotted, kind, item) {
+                layer.insert(
+                    name.to_string(),
+                    Placed {
+                        value,
+                        span: item.span(),
+                        key: dotted,
+                    },
+                );
+            }
+        }
+        (layer, others)
+    }
+
+    /// Reads `[matrix]`: each key is a setting and its value an array of alternatives.
+    fn matrix(&mut self, table: &dyn TableLike) -> Vec<(String, Vec<AxisValue>)> {
+        let mut axes = Vec::new();
+        for (name, item) in table.iter() {
+            let key_span = table.get_key_value(name).and_then(|(k, _)| k.span());
+            let dotted = format!("matrix.{name}");
+            let Some(kind) = setting_kind(name) else {
+                self.unknown_key(&key_span, &dotted, name, &setting_names());
+                continue;
+            };
+            let Some(array) = item.as_array() else {
+                self.error(
+                    &item.span(),
+                    &dotted,
+                    format!(
+                        "expected an array of alternatives, found {}",
+                        describe(item)
+                    ),
+                    Some(format!(
+                        "a matrix axis lists the values to compare, e.g. {name} = [a, b]; a \
+                         single value belongs in [settings]"
+                    )),
+                );
+                continue;
+            };
+            if array.is_empty() {
+                self.error(&item.span(), &dotted, "a matrix axis needs at least one value", None);
+                continue;
+            }
+            let mut values = Vec::new();
+            for (i, v) in array.iter().enumerate() {
+                let element_key = format!("{dotted}[{i}]");
+                // `{ label = "...", value = ... }` names a value.
+                let (inner, label) = match labelled(v) {
+                    Some((inner, label)) => (inner, Some(label)),
+                    None => (v.clone(), None),
+                };
+                let inner_item = Item::Value(inner);
+                if let Some(checked) = self.check_value(&element_key, kind, &inner_item) {
+                    let label = label.unwrap_or_else(|| value_label(name, &checked));
+                    values.push(AxisValue {
+                        placed: Placed {
+                            value: checked,
+                            span: v.span(),
+                            key: element_key,
+                        },
+                        label,
+                    });
+                }
+            }
+            let mut seen: Vec<&str> = Vec::new();
+            for v in &values {
+                if seen.contains(&v.label.as_str()) {
+                    let (span, key) = (v.placed.span.clone(), dotted.clone());
+                    self.error(
+                        &span,
+                        &key,
+                        format!("two values of this axis have the label {:?}", v.label),
+                        Some("give each value its own label: { label = \"...\", value = ... }".into()),
+                    );
+                    break;
+                }
+                seen.push(&v.label);
+            }
+            axes.push((name.to_string(), values));
+        }
+        axes
+    }
+
+    /// Reads `[rubies]`.
+    fn rubies(&mut self, table: &dyn TableLike) -> BTreeMap<String, (RubyDef, Option<Range<usize>>)> {
+        let mut rubies = BTreeMap::new();
+        for (name, item) in table.iter() {
+            let dotted = format!("rubies.{name}");
+            let span = item.span();
+            let (argv, env) = if let Some(program) = item.as_str() {
+                (vec![program.to_string()], BTreeMap::new())
+            } else if let Some(t) = item.as_table_like() {
+                let mut argv = None;
+                let mut env = BTreeMap::new();
+                for (k, v) in t.iter() {
+                    let key = format!("{dotted}.{k}");
+                    let key_span = t.get_key_value(k).and_then(|(kk, _)| kk.span());
+                    match k {
+                        "path" => match v.as_str() {
+                            Some(p) => argv = Some(vec![p.to_string()]),
+                            None => {
+                                let found = describe(v);
+                                self.error(&v.span(), &key, format!("expected a string, found {found}"), None)
+                            }
+                        },
+                        "argv" => {
+                            if let Some(J::Array(a)) = self.check_value(&key, Kind::StrList, v) {
+                                if a.is_empty() {
+                                    self.error(&v.span(), &key, "expected at least the Ruby executable", None);
+                                } else {
+                                    argv = Some(a.iter().map(|s| s.as_str().unwrap().to_string()).collect());
+                                }
+                            }
+                        }
+                        "env" => {
+                            if let Some(J::Object(m)) = self.check_value(&key, Kind::StrMap, v) {
+                                env = m.into_iter().map(|(k, v)| (k, v.as_str().unwrap().to_string())).collect();
+                            }
+                        }
+                        other => self.unknown_key(&key_span, &key, other, &["path", "argv", "env"]),
+                    }
+                }
+                match argv {
+                    Some(a) => (a, env),
+                    None => {
+                        self.error(
+                            &span,
+                            &dotted,
+                            "expected `path` (the Ruby executable) or `argv` (executable and options)",
+                            Some(format!("e.g. {name} = {{ path = \"/usr/bin/ruby\" }}")),
+                        );
+                        continue;
+                    }
+                }
+            } else {
+                let found = describe(item);
+                self.error(
+                    &span,
+                    &dotted,
+                    format!("expected a path string or a table with `path` or `argv`, found {found}"),
+                    None,
+                );
+                continue;
+            };
+            // Resolve the executable now: a missing Ruby is an error before anything runs.
+            let mut argv = argv;
+            match crate::rubies::resolve_executable(&argv[0]) {
+                Ok(path) => argv[0] = path.display().to_string(),
+                Err(e) => {
+                    self.error(&span, &dotted, format!("{e:#}"), Some("`rubyrace rubies` lists the Rubies found on this machine".into()));
+                    continue;
+                }
+            }
+            rubies.insert(name.to_string(), (RubyDef { argv, env }, span));
+        }
+        rubies
+    }
+
+    fn resolve_path(&self, p: &str) -> PathBuf {
+        let expanded = match p.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(rest))
+                .unwrap_or_else(|| PathBuf::from(p)),
+            None => PathBuf::from(p),
+        };
+        if expanded.is_absolute() {
+            expanded
+        } else {
+            self.base_dir.join(expanded)
+        }
+    }
+}
+
+/// `{ label = "...", value = ... }`: a matrix value with a chosen label.
+fn labelled(v: &Value) -> Option<(Value, String)> {
+    let t = v.as_inline_table()?;
+    if t.len() != 2 {
+        return None;
+    }
+    let label = t.get("label")?.as_str()?.to_string();
+    let value = t.get("value")?.clone();
+    Some((value, label))
+}
+
+/// The default label of a matrix value, e.g. `--yjit` or `RUBY_YJIT_ENABLE=1`.
+fn value_label(key: &str, value: &J) -> String {
+    match value {
+        J::String(s) => s.clone(),
+        J::Array(a) if a.is_empty() => "none".into(),
+        J::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" "),
+        J::Object(m) if m.is_empty() => "none".into(),
+        J::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(","),
+        other if key.is_empty() => other.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn describe(item: &Item) -> String {
+    match item {
+        Item::None => "nothing".into(),
+        Item::Value(v) => describe_value(v),
+        Item::Table(_) => "a table".into(),
+        Item::ArrayOfTables(_) => "an array of tables".into(),
+    }
+}
+
+fn describe_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("the string {:?}", s.value()),
+        Value::Integer(i) => format!("the integer {}", i.value()),
+        Value::Float(f) => format!("the number {}", f.value()),
+        Value::Boolean(b) => format!("the boolean {}", b.value()),
+        Value::Datetime(_) => "a date-time".into(),
+        Value::Array(_) => "an array".into(),
+        Value::InlineTable(_) => "a table".into(),
+    }
+}
+
+/// The tables of an array of tables, written either as `[[name]]` or as an inline array.
+fn table_list(item: &Item) -> Option<Vec<(&dyn TableLike, Option<Range<usize>>)>> {
+    match item {
+        Item::ArrayOfTables(a) => Some(a.iter().map(|t| (t as &dyn TableLike, t.span())).collect()),
+        Item::Value(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_inline_table().map(|t| (t as &dyn TableLike, v.span())))
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Merges layers: later layers replace a key, except `env`, whose variables are merged.
+fn merge(layers: &[&Layer]) -> Layer {
+    let mut merged = Layer::new();
+    for layer in layers {
+        for (k, v) in layer.iter() {
+            if k == "env" {
+                if let Some(existing) = merged.get_mut("env") {
+                    if let (J::Object(into), J::Object(from)) = (&mut existing.value, &v.value) {
+                        for (name, value) in from {
+                            into.insert(name.clone(), value.clone());
+                        }
+                        continue;
+                    }
+                }
+            }
+            merged.insert(k.clone(), v.clone());
+        }
+    }
+    merged
+}
+
+/// Whether every key of an exclusion matches the configuration (`env` as a subset).
+fn excluded_by(layer: &Layer, exclusion: &Layer) -> bool {
+    exclusion.iter().all(|(k, want)| {
+        let have = layer.get(k).map(|p| &p.value);
+        match (k.as_str(), have, &want.value) {
+            ("env", Some(J::Object(have)), J::Object(want)) => {
+                want.iter().all(|(name, v)| have.get(name) == Some(v))
+            }
+            (_, Some(have), want) => have == want,
+            (_, None, _) => false,
+        }
+    })
+}
+
+impl Experiment {
+    /// Reads and checks an experiment file.
+    pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            ExperimentErrors(vec![ExperimentError {
+                file: file.to_path_buf(),
+                line: 1,
+                column: 1,
+                key: String::new(),
+                message: format!("cannot read the experiment file: {e}"),
+                help: None,
+            }])
+        })?;
+        Experiment::parse(file, &text)
+    }
+
+    /// Checks an experiment given as text; `file` names it in messages and anchors
+    /// relative paths (apps, URL mixes, scripts).
+    pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
+        let base_dir = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base_dir = std::fs::canonicalize(&base_dir).unwrap_or(base_dir);
+        let mut p = Parser {
+            file,
+            text,
+            base_dir,
+            errors: Vec::new(),
+        };
+        let doc = match ImDocument::parse(text.to_string()) {
+            Ok(doc) => doc,
+            Err(e) => {
+                let span = e.span();
+                let message = e.message().trim().to_string();
+                p.error(&span, "", format!("invalid TOML: {message}"), None);
+                return Err(ExperimentErrors(p.errors));
+            }
+        };
+        let root = doc.as_table();
+
+        let mut name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "experiment".into());
+        let mut description = None;
+        let mut seed = 1u64;
+        let mut batches = 5u32;
+        let mut order = Order::Random;
+        let mut record_env = Vec::new();
+        let mut rubies = BTreeMap::new();
+        let mut base = Layer::new();
+        let mut axes = Vec::new();
+        let mut configs: Vec<(Layer, Option<String>, Option<Range<usize>>)> = Vec::new();
+        let mut exclusions: Vec<(Layer, Option<Range<usize>>)> = Vec::new();
+
+        for (key, item) in root.iter() {
+            let key_span = root.key(key).and_then(|k| k.span());
+            let span = item.span();
+            match key {
+                "name" | "description" => match item.as_str() {
+                    Some(s) if key == "name" => name = s.to_string(),
+                    Some(s) => description = Some(s.to_string()),
+                    None => {
+                        let found = describe(item);
+                        p.error(&span, key, format!("expected a string, found {found}"), None)
+                    }
+                },
+                "seed" => match p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
+                    Some(J::Number(n)) => seed = n.as_u64().unwrap_or(1),
+                    _ => {}
+                },
+                "batches" => match p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                    Some(J::Number(n)) => batches = n.as_u64().unwrap_or(1) as u32,
+                    _ => {}
+                },
+                "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
+                    Some(J::String(s)) if s == "sequential" => order = Order::Sequential,
+                    _ => {}
+                },
+                "record_env" => {
+                    if let Some(J::Array(a)) = p.check_value(key, Kind::StrList, item) {
+                        record_env = a.iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                    }
+                }
+                "rubies" => match item.as_table_like() {
+                    Some(t) => rubies = p.rubies(t),
+                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
+                },
+                "settings" => match item.as_table_like() {
+                    Some(t) => base = p.settings_layer(t, "settings", &[]).0,
+                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
+                },
+                "matrix" => match item.as_table_like() {
+                    Some(t) => axes = p.matrix(t),
+                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
+                },
+                "configs" => match table_list(item) {
+                    Some(list) => {
+                        for (i, (t, tspan)) in list.into_iter().enumerate() {
+                            let (layer, others) = p.settings_layer(t, &format!("configs[{i}]"), &["label"]);
+                            let label = others.get("label").and_then(|l| l.value.as_str()).map(str::to_string);
+                            configs.push((layer, label, tspan));
+                        }
+                    }
+                    None => p.error(&span, key, format!("expected an array of tables ([[configs]]), found {}", describe(item)), None),
+                },
+                "exclude" => match table_list(item) {
+                    Some(list) => {
+                        for (i, (t, tspan)) in list.into_iter().enumerate() {
+                            let (layer, _) = p.settings_layer(t, &format!("exclude[{i}]"), &[]);
+                            if layer.is_empty() {
+                                p.error(&tspan, &format!("exclude[{i}]"), "an exclusion needs at least one setting to match", None);
+                            }
+                            exclusions.push((layer, tspan));
+                        }
+                    }
+                    None => p.error(&span, key, format!("expected an array of tables ([[exclude]]), found {}", describe(item)), None),
+                },
+                other if setting_kind(other).is_some() => p.error(
+                    &key_span,
+                    other,
+                    format!("`{other}` is a setting of each configuration, not of the experiment"),
+                    Some(format!("move it into [settings] (or list alternatives in [matrix])")),
+                ),
+                other => p.unknown_key(&key_span, other, other, &ROOT_KEYS),
+            }
+        }
+
+        // Without [rubies], the `ruby` on PATH is the only Ruby, named "system".
+        if rubies.is_empty() && root.get("rubies").is_none() {
+            match crate::rubies::resolve_executable("ruby") {
+                Ok(path) => {
+                    rubies.insert(
+                        "system".into(),
+                        (
+                            RubyDef {
+                                argv: vec![path.display().to_string()],
+                                env: BTreeMap::new(),
+                            },
+                            None,
+                        ),
+                    );
+                }
+                Err(e) => p.error(&None, "rubies", format!("no [rubies] given and {e:#}"), None),
+            }
+        }
+
+        // Expand: explicit configurations (or one empty one) × the matrix product.
+        if configs.is_empty() {
+            configs.push((Layer::new(), None, None));
+        }
+        let explicit_labels = labels_for_configs(&configs);
+        let mut points: Vec<(Layer, String, BTreeMap<String, String>, Option<Range<usize>>)> = Vec::new();
+        for ((layer, _, span), config_label) in configs.iter().zip(explicit_labels) {
+            let mut combos: Vec<(Layer, Vec<String>, BTreeMap<String, String>)> =
+                vec![(Layer::new(), Vec::new(), BTreeMap::new())];
+            for (axis, values) in &axes {
+                let mut next = Vec::new();
+                for (combo, labels, axis_labels) in &combos {
+                    for v in values {
+                        let mut c = combo.clone();
+                        c.insert(axis.clone(), v.placed.clone());
+                        let mut l = labels.clone();
+                        if values.len() > 1 {
+                            l.push(if axis == "env" {
+                                v.label.clone()
+                            } else {
+                                format!("{axis}={}", v.label)
+                            });
+                        }
+                        let mut al = axis_labels.clone();
+                        al.insert(axis.clone(), v.label.clone());
+                        next.push((c, l, al));
+                    }
+                }
+                combos = next;
+            }
+            for (combo, labels, axis_labels) in combos {
+                let merged = merge(&[&base, layer, &combo]);
+                let mut parts = Vec::new();
+                parts.extend(config_label.clone());
+                parts.extend(labels);
+                let label = if parts.is_empty() { "default".to_string() } else { parts.join(" ") };
+                points.push((merged, label, axis_labels, span.clone()));
+            }
+        }
+        for (i, (exclusion, span)) in exclusions.iter().enumerate() {
+            let before = points.len();
+            points.retain(|(layer, ..)| !excluded_by(layer, exclusion));
+            if points.len() == before && !exclusion.is_empty() {
+                p.error(span, &format!("exclude[{i}]"), "this exclusion matches no configuration", Some("check its values against [matrix]; values must match exactly".into()));
+            }
+        }
+        if points.is_empty() && p.errors.is_empty() {
+            p.error(&None, "exclude", "every configuration is excluded; nothing would run", None);
+        }
+        let mut seen_labels: HashMap<String, usize> = HashMap::new();
+        let mut expanded = Vec::new();
+        for (id, (layer, label, axes, span)) in points.into_iter().enumerate() {
+            if let Some(first) = seen_labels.insert(label.clone(), id) {
+                p.error(&span, "configs", format!("configurations {first} and {id} have the same label {label:?}"), Some("give each [[configs]] entry its own `label`".into()));
+            }
+            if let Some(settings) = resolve(&mut p, &layer, &rubies, &span) {
+                expanded.push(Config { id, label, axes, settings });
+            }
+        }
+        if !p.errors.is_empty() {
+            // Report in file order.
+            p.errors.sort_by_key(|e| (e.line, e.column));
+            p.errors.dedup();
+            return Err(ExperimentErrors(p.errors));
+        }
+        Ok(Experiment {
+            file: file.to_path_buf(),
+            text: text.to_string(),
+            name,
+            description,
+            seed,
+            batches,
+            order,
+            record_env,
+            rubies: rubies.into_iter().map(|(k, (def, _))| (k, def)).collect(),
+            configs: expanded,
+        })
+    }
+
+    /// The same experiment cut down to a quick check: two short blocks.
+    pub fn smoke(mut self) -> Experiment {
+        self.batches = 2;
+        for c in &mut self.configs {
+            let load = &mut c.settings.load;
+            load.warmup = load.warmup.min(Duration::from_secs(1));
+            load.duration = load.duration.min(Duration::from_secs(2));
+            load.requests = load.requests.map(|n| n.min(1000));
+            if let Some(script) = &mut c.settings.script {
+                script.runs = 1;
+            }
+        }
+        self
+    }
+}
+
+/// Labels of explicit `[[configs]]` entries: their `label`, or the keys in which they differ.
+fn labels_for_configs(configs: &[(Layer, Option<String>, Option<Range<usize>>)]) -> Vec<Option<String>> {
+    if configs.len() < 2 {
+        return configs.iter().map(|(_, l, _)| l.clone()).collect();
+    }
+    configs
+        .iter()
+        .map(|(layer, label, _)| {
+            label.clone().or_else(|| {
+                let parts: Vec<String> = layer
+                    .iter()
+                    .map(|(k, v)| {
+                        let l = value_label(k, &v.value);
+                        if k == "env" { l } else { format!("{k}={l}") }
+                    })
+                    .collect();
+                Some(if parts.is_empty() { "base".into() } else { parts.join(" ") })
+            })
+        })
+        .collect()
+}
+
+/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
+/// file system: the Ruby, the app, the URL mix, the script, server combinations.
+fn resolve(
+    p: &mut Parser,
+    layer: &Layer,
+    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+    config_span: &Option<Range<usize>>,
+) -> Option<ConfigSettings> {
+    let errors_before = p.errors.len();
+    let get = |k: &str| layer.get(k);
+    let span_of = |k: &str| get(k).and_then(|v| v.span.clone()).or_else(|| config_span.clone());
+    let key_of = |k: &str| get(k).map(|v| v.key.clone()).unwrap_or_else(|| format!("settings.{k}"));
+    let string = |k: &str, default: &str| {
+        get(k)
+            .and_then(|v| v.value.as_str().map(str::to_string))
+            .unwrap_or_else(|| default.to_string())
+    };
+    let int = |k: &str| get(k).and_then(|v| v.value.as_i64());
+    let float = |k: &str| get(k).and_then(|v| v.value.as_f64());
+    let duration = |k: &str, default: Duration| {
+        get(k)
+            .and_then(|v| v.value.as_str())
+            .and_then(|s| humantime::parse_duration(s).ok())
+            .unwrap_or(default)
+    };
+    let list = |k: &str| -> Vec<String> {
+        get(k)
+            .and_then(|v| v.value.as_array())
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+
+    // The Ruby.
+    let ruby_names: Vec<&str> = rubies.keys().map(String::as_str).collect();
+    let ruby = match get("ruby").and_then(|v| v.value.as_str()) {
+        Some(r) => r.to_string(),
+        None if rubies.len() == 1 => rubies.keys().next().unwrap().clone(),
+        None => {
+            if !rubies.is_empty() {
+                p.error(config_span, "settings.ruby", format!("several Rubies are defined ({}); say which one each configuration uses", ruby_names.join(", ")), Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()));
+            }
+            return None;
+        }
+    };
+    let Some((def, _)) = rubies.get(&ruby) else {
+        let help = did_you_mean(&ruby, &ruby_names)
+            .map(|k| format!("did you mean `{k}`?"))
+            .or_else(|| Some(format!("define it in [rubies]; defined: {}", ruby_names.join(", "))));
+        p.error(&span_of("ruby"), &key_of("ruby"), format!("no Ruby named {ruby:?} in [rubies]"), help);
+        return None;
+    };
+    let ruby_opts = list("ruby_opts");
+    let mut ruby_argv = def.argv.clone();
+    ruby_argv.extend(ruby_opts.iter().cloned());
+    let mut env = def.env.clone();
+    if let Some(J::Object(m)) = get("env").map(|v| &v.value) {
+        for (k, v) in m {
+            env.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+    }
+
+    let workload = match string("workload", "http").as_str() {
+        "script" => Workload::Script,
+        _ => Workload::Http,
+    };
+    let server = ServerKind::parse(&string("server", "puma")).unwrap_or(ServerKind::Puma);
+    let processes = int("processes").unwrap_or(1) as u32;
+    let threads = int("threads").unwrap_or(1) as u32;
+
+    // The app: a bundled name or a directory with a config.ru.
+    let app = string("app", "rack-hello");
+    let app_dir = if BUNDLED_APPS.contains(&app.as_str()) {
+        crate::bundled_apps_dir().join(&app)
+    } else {
+        p.resolve_path(&app)
+    };
+    if workload == Workload::Http {
+        if !app_dir.join("config.ru").is_file() {
+            let help = if app.contains('/') {
+                None
+            } else {
+                did_you_mean(&app, &BUNDLED_APPS)
+                    .map(|k| format!("did you mean the bundled app `{k}`?"))
+                    .or_else(|| Some(format!("bundled apps: {}; or a directory with a config.ru", BUNDLED_APPS.join(", "))))
+            };
+            p.error(&span_of("app"), &key_of("app"), format!("no config.ru in {}", app_dir.display()), help);
+        }
+        let server_argv = list("server_argv");
+        if server == ServerKind::Custom && server_argv.is_empty() {
+            p.error(&span_of("server"), &key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
+        }
+        if server != ServerKind::Custom && !server_argv.is_empty() {
+            p.error(&span_of("server_argv"), &key_of("server_argv"), format!("`server_argv` is only used with server = \"custom\", but the server is {:?}", server.as_str()), None);
+        }
+        if processes > 1 && !server.supports_processes() {
+            p.error(&span_of("processes"), &key_of("processes"), format!("{} runs a single process; processes must be 1", server.as_str()), None);
+        }
+        if threads > 1 && !server.supports_threads() {
+            p.error(&span_of("threads"), &key_of("threads"), format!("{} does not take a thread count; threads must be 1", server.as_str()), None);
+        }
+    }
+
+    // The load.
+    let urls = match get("urls").and_then(|v| v.value.as_str()) {
+        Some(f) => {
+            let path = p.resolve_path(f);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => match load::parse_url_mix(&text, &path.display().to_string()) {
+                    Ok(lines) => Some(lines),
+                    Err(e) => {
+                        p.error(&span_of("urls"), &key_of("urls"), e.to_string(), None);
+                        None
+                    }
+                },
+                Err(e) => {
+                    p.error(&span_of("urls"), &key_of("urls"), format!("cannot read {}: {e}", path.display()), None);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let mode = match string("mode", "keepalive").as_str() {
+        "close-header" => ConnectionMode::CloseHeader,
+        "client-close" => ConnectionMode::ClientClose,
+        _ => ConnectionMode::Keepalive,
+    };
+    let load = LoadSettings {
+        connections: int("connections").map(|c| c as usize).unwrap_or((processes * threads) as usize),
+        threads: int("load_threads").unwrap_or(1) as usize,
+        duration: duration("duration", Duration::from_secs(10)),
+        requests: int("requests").map(|n| n as u64),
+        warmup: duration("warmup", Duration::from_secs(5)),
+        mode,
+        close_grace: duration("close_grace", Duration::from_millis(100)),
+        rate: float("rate"),
+        method: string("method", "GET"),
+        path: Some(string("path", "/")),
+        headers: list("headers"),
+        body: get("body").and_then(|v| v.value.as_str()).map(|b| b.as_bytes().to_vec()),
+        urls: urls.clone(),
+        seed: int("url_seed").unwrap_or(1) as u64,
+        pipeline: int("pipeline").unwrap_or(1) as usize,
+        timeout: duration("timeout", Duration::from_secs(10)),
+        connect_stagger: get("connect_stagger").and_then(|v| v.value.as_str()).and_then(|s| humantime::parse_duration(s).ok()),
+    };
+    if workload == Workload::Http {
+        if let Err(e) = load.check() {
+            let message = e.to_string();
+            let first = message.split_whitespace().next().unwrap_or("");
+            let key = match first {
+                "threads" => "load_threads",
+                "seed" => "url_seed",
+                k => k,
+            };
+            p.error(&span_of(key), &key_of(key), message, None);
+        }
+        let readiness = string("readiness_path", "/");
+        if !readiness.starts_with('/') {
+            p.error(&span_of("readiness_path"), &key_of("readiness_path"), format!("expected a path starting with '/', found {readiness:?}"), None);
+        }
+    }
+
+    // A script workload.
+    let script = match (workload, get("script").and_then(|v| v.value.as_str())) {
+        (Workload::Script, Some(s)) => {
+            let path = p.resolve_path(s);
+            if !path.is_file() {
+                p.error(&span_of("script"), &key_of("script"), format!("no such script: {}", path.display()), None);
+            }
+            Some(ScriptSettings {
+                path,
+                args: list("script_args"),
+                runs: int("runs").unwrap_or(3) as u32,
+            })
+        }
+        (Workload::Script, None) => {
+            p.error(&span_of("workload"), &key_of("workload"), "workload = \"script\" needs `script`, the Ruby file to run", None);
+            None
+        }
+        (Workload::Http, Some(_)) => {
+            p.error(&span_of("script"), &key_of("script"), "`script` is only used with workload = \"script\"", Some("add workload = \"script\" to the same table".into()));
+            None
+        }
+        (Workload::Http, None) => None,
+    };
+    if p.errors.len() > errors_before {
+        return None;
+    }
+    Some(ConfigSettings {
+        ruby,
+        ruby_argv,
+        ruby_opts,
+        env,
+        workload,
+        app,
+        app_dir,
+        server,
+        server_argv: list("server_argv"),
+        processes,
+        threads,
+        port: int("port").unwrap_or(0) as u16,
+        readiness_path: string("readiness_path", "/"),
+        readiness_timeout: duration("readiness_timeout", Duration::from_secs(60)),
+        stop_timeout: duration("stop_timeout", Duration::from_secs(10)),
+        sample_interval: duration("sample_interval", Duration::from_secs(1)),
+        max_error_rate: float("max_error_rate").unwrap_or(0.0),
+        load,
+        script,
+    })
+}

@@ -1,0 +1,167 @@
+//! Readiness: a server is ready when a real GET on the readiness path returns 2xx. A
+//! refused connection means "not yet"; a 503 means "still booting"; any other status,
+//! an answer that is not HTTP, or a server that exits fails the trial at once.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use load::response::ResponseParser;
+
+use crate::process::{describe_status, Supervised};
+
+/// Time between attempts while the server is booting.
+const POLL: Duration = Duration::from_millis(50);
+/// Longest wait for one answer.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, PartialEq)]
+pub enum Readiness {
+    Ready { after: Duration },
+    Failed(String),
+    Interrupted,
+}
+
+/// What one GET produced.
+#[derive(Debug, PartialEq)]
+pub enum Probe {
+    /// Nothing is listening yet.
+    Refused,
+    Status(u16),
+    /// The server answered with something that is not an HTTP response, or closed early.
+    Garbage(String),
+}
+
+/// One GET `path` with `Connection: close`.
+pub fn probe(addr: SocketAddr, path: &str) -> Probe {
+    let mut stream = match TcpStream::connect_timeout(&addr, ATTEMPT_TIMEOUT) {
+        Ok(s) => s,
+        Err(_) => return Probe::Refused,
+    };
+    let _ = stream.set_read_timeout(Some(ATTEMPT_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(ATTEMPT_TIMEOUT));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: rubyrace-readiness\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return Probe::Refused;
+    }
+    let mut parser = ResponseParser::new();
+    parser.expect(false);
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && pending.is_empty() => {
+                return Probe::Refused
+            }
+            Err(e) => return Probe::Garbage(format!("reading the answer failed: {e}")),
+        };
+        if n == 0 {
+            return match parser.finish_at_eof() {
+                Some(done) => Probe::Status(done.status),
+                None if pending.is_empty() => Probe::Refused,
+                None => Probe::Garbage(format!("closed after {:?}", preview(&pending))),
+            };
+        }
+        pending.extend_from_slice(&buf[..n]);
+        match parser.feed(&pending) {
+            Ok((_, Some(done))) => return Probe::Status(done.status),
+            Ok((used, None)) => {
+                pending.drain(..used);
+            }
+            Err(e) => return Probe::Garbage(format!("{e}: {:?}", preview(&pending))),
+        }
+    }
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(60)]);
+    text.into_owned()
+}
+
+/// Polls until the server is ready, fails, exits, `timeout` passes or `interrupt` is set.
+pub fn wait_ready(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+    server: &mut Supervised,
+    interrupt: &AtomicBool,
+) -> Readiness {
+    let started = Instant::now();
+    loop {
+        if interrupt.load(Ordering::SeqCst) {
+            return Readiness::Interrupted;
+        }
+        if let Some(status) = server.exited() {
+            return Readiness::Failed(format!(
+                "the server exited ({}) before it was ready",
+                describe_status(status)
+            ));
+        }
+        let last = match probe(addr, path) {
+            Probe::Status(s) if (200..300).contains(&s) => {
+                return Readiness::Ready {
+                    after: started.elapsed(),
+                }
+            }
+            Probe::Status(503) => Probe::Status(503),
+            Probe::Status(s) => {
+                return Readiness::Failed(format!(
+                    "the readiness check GET {path} answered {s}, not 2xx"
+                ))
+            }
+            Probe::Garbage(what) => {
+                return Readiness::Failed(format!(
+                    "the readiness check GET {path} got an answer that is not HTTP ({what})"
+                ))
+            }
+            Probe::Refused => Probe::Refused,
+        };
+        if started.elapsed() >= timeout {
+            let state = match last {
+                Probe::Status(s) => format!("it still answered {s}"),
+                _ => format!("nothing answered on {addr}"),
+            };
+            return Readiness::Failed(format!(
+                "the server was not ready after {}: {state}",
+                humantime::format_duration(timeout)
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn serve_once(answer: &'static [u8]) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = listener.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(answer);
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn probes_tell_statuses_garbage_and_silence_apart() {
+        let ok = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        assert_eq!(probe(ok, "/"), Probe::Status(200));
+        let err = serve_once(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(probe(err, "/"), Probe::Status(500));
+        let garbage = serve_once(b"SSH-2.0-OpenSSH_9.2\r\n");
+        assert!(matches!(probe(garbage, "/"), Probe::Garbage(_)));
+        let closed = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        assert_eq!(probe(closed, "/"), Probe::Refused);
+    }
+}

@@ -1,0 +1,120 @@
+//! The local runner: takes the stored schedule of a results directory and runs every trial
+//! that is not stored yet, in schedule order, one at a time, storing each as it ends. The
+//! same function starts a run and resumes one, so a resume is exactly "run what is left".
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::experiment::Config;
+use crate::process::kill_registered_leftovers;
+use crate::schedule::ScheduledTrial;
+use crate::store::Store;
+use crate::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA};
+
+/// What the runner reports while it works (a progress bar, a log, a test).
+pub trait Progress {
+    /// `total` trials in the schedule, `done` of them already stored.
+    fn begin(&mut self, total: usize, done: usize, blocks: u32);
+    fn trial_started(&mut self, trial: &ScheduledTrial, label: &str);
+    fn trial_finished(&mut self, result: &TrialResult);
+    fn note(&mut self, message: &str);
+}
+
+/// How a run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every scheduled trial is stored.
+    Complete,
+    /// Ctrl-C: the current trial was abandoned (and will be run again on resume).
+    Interrupted,
+    /// `--fail-fast` and a trial failed or was invalid.
+    StoppedAfterFailure { trial_id: usize },
+}
+
+/// The spec of one scheduled trial, from the stored configuration.
+pub fn trial_spec(store: &Store, configs: &[Config], trial: &ScheduledTrial, record_env: &[String]) -> Result<TrialSpec> {
+    let config = configs
+        .iter()
+        .find(|c| c.id == trial.config_id)
+        .with_context(|| format!("trial {} names configuration {}, which is not stored", trial.trial_id, trial.config_id))?;
+    Ok(TrialSpec {
+        schema: TRIAL_SPEC_SCHEMA.into(),
+        trial_id: trial.trial_id,
+        block: trial.block,
+        position: trial.position,
+        config_id: config.id,
+        label: config.label.clone(),
+        settings: config.settings.clone(),
+        record_env: record_env.to_vec(),
+        out_dir: store.trial_dir(trial.trial_id),
+        registry: store.registry(),
+    })
+}
+
+/// Runs every scheduled trial not stored yet. `kind` is "start" or "resume"; `command`
+/// is recorded as the session's command line.
+pub fn run_pending(
+    store: &mut Store,
+    kind: &str,
+    command: &str,
+    fail_fast: bool,
+    interrupt: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> Result<RunEnd> {
+    for killed in kill_registered_leftovers(&store.registry()) {
+        progress.note(&format!(
+            "killed {killed}, a server left running by an earlier rubyrace that did not exit cleanly"
+        ));
+    }
+    let configs = store.configs()?;
+    let schedule = store.schedule()?;
+    let record_env: Vec<String> = store
+        .meta("record_env")?
+        .map(|v| serde_json::from_str(&v))
+        .transpose()
+        .context("stored record_env")?
+        .unwrap_or_default();
+    let blocks = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+    let done = store.completed()?;
+    progress.begin(schedule.len(), done.len(), blocks);
+    let session = store.begin_session(kind, command)?;
+    let mut end = RunEnd::Complete;
+    for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
+        if interrupt.load(Ordering::SeqCst) {
+            end = RunEnd::Interrupted;
+            break;
+        }
+        let spec = trial_spec(store, &configs, trial, &record_env)?;
+        progress.trial_started(trial, &spec.label);
+        match run_trial(&spec, interrupt) {
+            TrialOutcome::Interrupted => {
+                end = RunEnd::Interrupted;
+                break;
+            }
+            TrialOutcome::Done(result) => {
+                store.insert_trial(session, &result).with_context(|| {
+                    format!(
+                        "cannot store trial {} (every trial before it is stored; free space or fix the problem, then resume)",
+                        trial.trial_id
+                    )
+                })?;
+                progress.trial_finished(&result);
+                if fail_fast && result.status != TrialStatus::Valid {
+                    end = RunEnd::StoppedAfterFailure {
+                        trial_id: trial.trial_id,
+                    };
+                    break;
+                }
+            }
+        }
+    }
+    let outcome = match &end {
+        RunEnd::Complete => "complete".to_string(),
+        RunEnd::Interrupted => "interrupted".to_string(),
+        RunEnd::StoppedAfterFailure { trial_id } => format!("stopped after trial {trial_id} (--fail-fast)"),
+    };
+    store.end_session(session, &outcome)?;
+    Ok(end)
+}

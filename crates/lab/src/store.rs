@@ -1,0 +1,408 @@
+//! The results store: one SQLite database (`results.db`, WAL mode, one transaction per
+//! trial) plus one directory of files per trial (`trials/NNNNN/`: server output, latency
+//! histogram). The schema is versioned and documented in docs/results.md.
+//!
+//! The database holds the experiment's text, its expanded configurations and its schedule,
+//! so a resume runs exactly the planned trials with exactly the stored settings, whatever
+//! happened to the experiment file since. A trial is either committed whole or absent:
+//! an interrupted trial leaves no row and is run again.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::experiment::{Config, Experiment};
+use crate::schedule::ScheduledTrial;
+use crate::trial::TrialResult;
+
+pub const DB_FILE: &str = "results.db";
+/// Bumped on any incompatible change of the tables below.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE configs (
+    config_id INTEGER PRIMARY KEY,
+    label     TEXT NOT NULL UNIQUE,
+    axes      TEXT NOT NULL,   -- JSON object: matrix axis -> value label
+    settings  TEXT NOT NULL    -- JSON: the resolved ConfigSettings
+);
+CREATE TABLE schedule (
+    trial_id  INTEGER PRIMARY KEY,
+    block     INTEGER NOT NULL,
+    position  INTEGER NOT NULL,
+    config_id INTEGER NOT NULL REFERENCES configs(config_id),
+    UNIQUE (block, position)
+);
+CREATE TABLE sessions (
+    session_id  INTEGER PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('start', 'resume')),
+    command     TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT,
+    outcome     TEXT            -- 'complete', 'interrupted', 'failed: ...'; NULL if killed
+);
+CREATE TABLE trials (
+    trial_id        INTEGER PRIMARY KEY REFERENCES schedule(trial_id),
+    config_id       INTEGER NOT NULL REFERENCES configs(config_id),
+    block           INTEGER NOT NULL,
+    position        INTEGER NOT NULL,
+    label           TEXT NOT NULL,
+    session_id      INTEGER REFERENCES sessions(session_id),
+    status          TEXT NOT NULL CHECK (status IN ('valid', 'invalid', 'failed')),
+    reason          TEXT,
+    started_at      TEXT NOT NULL,
+    finished_at     TEXT NOT NULL,
+    wall_s          REAL NOT NULL,
+    requests_per_s  REAL,
+    requests        INTEGER,
+    error_rate      REAL,
+    latency_p50_us  REAL,
+    latency_p99_us  REAL,
+    rss_end_bytes   INTEGER,
+    pss_end_bytes   INTEGER,
+    uss_end_bytes   INTEGER,
+    rss_peak_bytes  INTEGER,
+    pss_peak_bytes  INTEGER,
+    cpu_user_us     INTEGER,
+    cpu_system_us   INTEGER,
+    cpu_us_per_request REAL,
+    ctx_voluntary   INTEGER,
+    ctx_involuntary INTEGER,
+    threads_peak    INTEGER,
+    processes_peak  INTEGER,
+    script_wall_s   REAL,
+    script_user_s   REAL,
+    script_system_s REAL,
+    ruby_description TEXT,
+    result          TEXT NOT NULL  -- JSON: the whole TrialResult (schema rubyrace.trial/1)
+);
+";
+
+/// An open results directory.
+pub struct Store {
+    conn: Connection,
+    dir: PathBuf,
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    // WAL keeps readers (a report during a run) from blocking the writer; FULL makes a
+    // committed trial survive a power loss.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+impl Store {
+    /// Creates a new results directory for `experiment`. Refuses a directory that already
+    /// holds results.
+    pub fn create(
+        dir: &Path,
+        experiment: &Experiment,
+        schedule: &[ScheduledTrial],
+        smoke: bool,
+    ) -> Result<Store> {
+        let db = dir.join(DB_FILE);
+        if db.exists() {
+            bail!(
+                "{} already holds results; continue it with `rubyrace run --resume {}`, or choose another directory with -o",
+                dir.display(),
+                dir.display()
+            );
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut conn = open_connection(&db)?;
+        let tx = conn.transaction()?;
+        tx.execute_batch(SCHEMA)?;
+        let file = std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone());
+        let meta: Vec<(&str, String)> = vec![
+            ("schema_version", SCHEMA_VERSION.to_string()),
+            ("rubyrace_version", env!("CARGO_PKG_VERSION").to_string()),
+            ("created_at", now()),
+            ("experiment_name", experiment.name.clone()),
+            ("experiment_description", experiment.description.clone().unwrap_or_default()),
+            ("experiment_file", file.display().to_string()),
+            ("experiment_text", experiment.text.clone()),
+            ("seed", experiment.seed.to_string()),
+            ("batches", experiment.batches.to_string()),
+            ("order", serde_json::to_value(experiment.order)?.as_str().unwrap_or("").to_string()),
+            ("record_env", serde_json::to_string(&experiment.record_env)?),
+            ("smoke", smoke.to_string()),
+        ];
+        for (k, v) in meta {
+            tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![k, v])?;
+        }
+        for c in &experiment.configs {
+            tx.execute(
+                "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    c.id as i64,
+                    c.label,
+                    serde_json::to_string(&c.axes)?,
+                    serde_json::to_string(&c.settings)?
+                ],
+            )?;
+        }
+        for t in schedule {
+            tx.execute(
+                "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
+                params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Store {
+            conn,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing results directory.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let db = dir.join(DB_FILE);
+        if !db.is_file() {
+            bail!("{} holds no rubyrace results ({} is missing)", dir.display(), DB_FILE);
+        }
+        let conn = open_connection(&db)?;
+        let store = Store {
+            conn,
+            dir: dir.to_path_buf(),
+        };
+        let version: i64 = store
+            .meta("schema_version")?
+            .and_then(|v| v.parse().ok())
+            .context("the results database has no schema version")?;
+        if version != SCHEMA_VERSION {
+            bail!(
+                "{} was written with results schema {version}; this rubyrace reads schema {SCHEMA_VERSION}",
+                db.display()
+            );
+        }
+        Ok(store)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where a trial's files go.
+    pub fn trial_dir(&self, trial_id: usize) -> PathBuf {
+        self.dir.join("trials").join(format!("{trial_id:05}"))
+    }
+
+    /// Where live server groups are registered.
+    pub fn registry(&self) -> PathBuf {
+        self.dir.join("live")
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0))
+            .optional()?)
+    }
+
+    pub fn configs(&self) -> Result<Vec<Config>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT config_id, label, axes, settings FROM configs ORDER BY config_id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut configs = Vec::new();
+        for row in rows {
+            let (id, label, axes, settings) = row?;
+            configs.push(Config {
+                id: id as usize,
+                label,
+                axes: serde_json::from_str(&axes).context("stored configuration axes")?,
+                settings: serde_json::from_str(&settings)
+                    .context("stored configuration settings")?,
+            });
+        }
+        Ok(configs)
+    }
+
+    pub fn schedule(&self) -> Result<Vec<ScheduledTrial>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT trial_id, block, position, config_id FROM schedule ORDER BY trial_id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ScheduledTrial {
+                trial_id: r.get::<_, i64>(0)? as usize,
+                block: r.get(1)?,
+                position: r.get::<_, i64>(2)? as usize,
+                config_id: r.get::<_, i64>(3)? as usize,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Trials already stored (whatever their status).
+    pub fn completed(&self) -> Result<HashSet<usize>> {
+        let mut stmt = self.conn.prepare("SELECT trial_id FROM trials")?;
+        let rows = stmt.query_map([], |r| r.get::<_, i64>(0))?;
+        Ok(rows.map(|r| r.map(|id| id as usize)).collect::<Result<_, _>>()?)
+    }
+
+    /// Records the start of a `rubyrace run` invocation; returns its id.
+    pub fn begin_session(&self, kind: &str, command: &str) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO sessions (kind, command, started_at) VALUES (?1, ?2, ?3)",
+            params![kind, command, now()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    pub fn end_session(&self, session_id: i64, outcome: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sessions SET finished_at = ?1, outcome = ?2 WHERE session_id = ?3",
+            params![now(), outcome, session_id],
+        )?;
+        Ok(())
+    }
+
+    /// Stores one trial in one transaction.
+    pub fn insert_trial(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
+        let json = serde_json::to_string(r)?;
+        let latency = |q: &str| {
+            r.load
+                .as_ref()
+                .and_then(|l| l.get("latency_us"))
+                .and_then(|l| l.get(q))
+                .and_then(|v| v.as_f64())
+        };
+        let res = r.resources.as_ref();
+        let int = |v: Option<u64>| v.map(|v| v as i64);
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO trials (trial_id, config_id, block, position, label, session_id, status,
+                reason, started_at, finished_at, wall_s, requests_per_s, requests, error_rate,
+                latency_p50_us, latency_p99_us, rss_end_bytes, pss_end_bytes, uss_end_bytes,
+                rss_peak_bytes, pss_peak_bytes, cpu_user_us, cpu_system_us, cpu_us_per_request,
+                ctx_voluntary, ctx_involuntary, threads_peak, processes_peak, script_wall_s,
+                script_user_s, script_system_s, ruby_description, result)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+            params![
+                r.trial_id as i64,
+                r.config_id as i64,
+                r.block,
+                r.position as i64,
+                r.label,
+                session_id,
+                r.status.as_str(),
+                r.reason,
+                r.started_at,
+                r.finished_at,
+                r.wall_s,
+                r.derived.requests_per_s,
+                r.load.as_ref().and_then(|l| l.get("requests")).and_then(|v| v.as_i64()),
+                r.derived.error_rate,
+                latency("p50"),
+                latency("p99"),
+                int(res.map(|x| x.end.rss_bytes)),
+                int(res.map(|x| x.end.pss_bytes)),
+                int(res.map(|x| x.end.uss_bytes)),
+                int(res.map(|x| x.peak_rss_bytes)),
+                int(res.map(|x| x.peak_pss_bytes)),
+                int(res.map(|x| x.cpu_user_us)),
+                int(res.map(|x| x.cpu_system_us)),
+                r.derived.cpu_us_per_request,
+                int(res.map(|x| x.ctx_voluntary)),
+                int(res.map(|x| x.ctx_involuntary)),
+                res.map(|x| x.peak_threads),
+                res.map(|x| x.peak_processes),
+                r.script.as_ref().and_then(|s| s.median_wall_s),
+                r.script.as_ref().and_then(|s| s.median_user_s),
+                r.script.as_ref().and_then(|s| s.median_system_s),
+                r.environment.ruby_description,
+                json,
+            ],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every stored trial as its full JSON, in schedule order.
+    pub fn trial_results(&self) -> Result<Vec<serde_json::Value>> {
+        let mut stmt = self.conn.prepare("SELECT result FROM trials ORDER BY trial_id")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(serde_json::from_str(&row?).context("a stored trial is not valid JSON")?);
+        }
+        Ok(out)
+    }
+
+    /// Per-configuration counts and medians for the end-of-run summary:
+    /// (label, valid, invalid, failed, requests/s values, PSS-at-end values, script wall values).
+    pub fn summary_rows(&self) -> Result<Vec<SummaryRow>> {
+        let configs = self.configs()?;
+        let mut rows = Vec::new();
+        for c in configs {
+            let mut stmt = self.conn.prepare(
+                "SELECT status, requests_per_s, rss_end_bytes, pss_end_bytes, script_wall_s
+                 FROM trials WHERE config_id = ?1 ORDER BY trial_id",
+            )?;
+            let mut row = SummaryRow {
+                label: c.label.clone(),
+                ..SummaryRow::default()
+            };
+            let trials = stmt.query_map(params![c.id as i64], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<f64>>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<f64>>(4)?,
+                ))
+            })?;
+            for t in trials {
+                let (status, rps, rss, pss, wall) = t?;
+                match status.as_str() {
+                    "valid" => {
+                        row.valid += 1;
+                        row.requests_per_s.extend(rps);
+                        row.rss_end_bytes.extend(rss.map(|v| v as f64));
+                        row.pss_end_bytes.extend(pss.map(|v| v as f64));
+                        row.script_wall_s.extend(wall);
+                    }
+                    "invalid" => row.invalid += 1,
+                    _ => row.failed += 1,
+                }
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+}
+
+/// What the end-of-run summary shows for one configuration (valid trials only).
+#[derive(Clone, Debug, Default)]
+pub struct SummaryRow {
+    pub label: String,
+    pub valid: usize,
+    pub invalid: usize,
+    pub failed: usize,
+    pub requests_per_s: Vec<f64>,
+    pub rss_end_bytes: Vec<f64>,
+    pub pss_end_bytes: Vec<f64>,
+    pub script_wall_s: Vec<f64>,
+}

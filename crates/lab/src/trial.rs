@@ -1,0 +1,606 @@
+//! The trial, rubyrace's unit of work: start one server configuration, check readiness,
+//! warm up, measure while sampling the server's process tree, stop, and describe the
+//! outcome in one `TrialResult`. A script workload runs its script several times instead.
+//!
+//! `run_trial` takes a self-contained `TrialSpec` (JSON-serializable), so the local
+//! scheduler, a resume and `rubyrace trial --spec` all run exactly the same thing.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::environment::{self, GitState, Machine};
+use crate::experiment::{ConfigSettings, Workload};
+use crate::process::{describe_status, Ended, Launch, Supervised};
+use crate::readiness::{wait_ready, Readiness};
+use crate::resources::{ResourceSummary, Sampler};
+use crate::servers::{server_command, ServerLaunch};
+
+pub const TRIAL_SPEC_SCHEMA: &str = "rubyrace.trial-spec/1";
+pub const TRIAL_RESULT_SCHEMA: &str = "rubyrace.trial/1";
+
+/// Bytes of server stderr kept in the result (the whole file stays on disk).
+const STDERR_TAIL: u64 = 4000;
+
+/// Everything one trial needs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TrialSpec {
+    pub schema: String,
+    pub trial_id: usize,
+    pub block: u32,
+    pub position: usize,
+    pub config_id: usize,
+    pub label: String,
+    pub settings: ConfigSettings,
+    /// Extra environment variable names to record.
+    pub record_env: Vec<String>,
+    /// Where the trial writes its files (server output, latency histogram).
+    pub out_dir: PathBuf,
+    /// Where live server groups are registered, for cleanup after a crash.
+    pub registry: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialStatus {
+    /// Measured, and within the error policy: used by the statistics.
+    Valid,
+    /// Measured, but breaking the error policy: stored, excluded from statistics, counted.
+    Invalid,
+    /// No usable measurement: the server did not start, was not ready, or died.
+    Failed,
+}
+
+impl TrialStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Valid => "valid",
+            TrialStatus::Invalid => "invalid",
+            TrialStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The server as it ran.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct ServerRecord {
+    pub argv: Vec<String>,
+    /// Variables set for the server on top of rubyrace's environment.
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+    pub port: u16,
+    pub pid: Option<i32>,
+    pub ready_after_s: Option<f64>,
+    pub ended: Option<Ended>,
+    /// The end of the server's stderr (the whole file is `server.stderr` in the trial
+    /// directory).
+    pub stderr_tail: String,
+}
+
+/// Figures derived from the load and the resource samples.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Derived {
+    pub requests_per_s: Option<f64>,
+    /// Share of attempts that failed (0..1), non-2xx included.
+    pub error_rate: Option<f64>,
+    /// Server CPU (user + system, whole tree) per completed request.
+    pub cpu_us_per_request: Option<f64>,
+    pub cpu_user_us_per_request: Option<f64>,
+    pub cpu_system_us_per_request: Option<f64>,
+}
+
+/// One run of a script workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScriptRun {
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+    pub max_rss_bytes: u64,
+    pub status: String,
+    /// `rubyrace-metric name=value` lines the script printed.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// A script workload's runs and their medians.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct ScriptOutcome {
+    pub argv: Vec<String>,
+    pub runs: Vec<ScriptRun>,
+    pub median_wall_s: Option<f64>,
+    pub median_user_s: Option<f64>,
+    pub median_system_s: Option<f64>,
+    pub max_rss_bytes: Option<u64>,
+    pub median_metrics: BTreeMap<String, f64>,
+}
+
+/// What is recorded about the environment of every trial.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct EnvironmentRecord {
+    pub rubyrace_version: String,
+    pub ruby_description: Option<String>,
+    /// RUBY*, GEM*, BUNDLE*, MALLOC*, LD_PRELOAD and the names in `record_env`, as the
+    /// server or script saw them.
+    pub env: BTreeMap<String, String>,
+    pub machine: Machine,
+    pub load_average_before: Option<[f64; 3]>,
+    pub app_git: Option<GitState>,
+}
+
+/// The outcome of one trial.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub schema: String,
+    pub trial_id: usize,
+    pub block: u32,
+    pub position: usize,
+    pub config_id: usize,
+    pub label: String,
+    pub status: TrialStatus,
+    /// Why the trial is invalid or failed.
+    pub reason: Option<String>,
+    pub started_at: String,
+    pub finished_at: String,
+    pub wall_s: f64,
+    pub settings: ConfigSettings,
+    pub environment: EnvironmentRecord,
+    pub server: Option<ServerRecord>,
+    /// The load report (schema rubyrace.load/1) of the measured phase.
+    pub load: Option<serde_json::Value>,
+    pub resources: Option<ResourceSummary>,
+    pub derived: Derived,
+    pub script: Option<ScriptOutcome>,
+    /// Files of this trial, relative to its directory.
+    pub files: Vec<String>,
+}
+
+/// How a trial ended.
+pub enum TrialOutcome {
+    Done(Box<TrialResult>),
+    /// Ctrl-C: the server is stopped and nothing is recorded; a resume runs it again.
+    Interrupted,
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// A free loopback port. Another process may take it before the server binds it; the
+/// readiness check then fails with the server's own error in its stderr tail.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Runs one trial. Only Ctrl-C (`interrupt`) makes it return without a result: every
+/// other failure is a result with status `failed` and a reason.
+pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome {
+    let started = Instant::now();
+    let mut result = TrialResult {
+        schema: TRIAL_RESULT_SCHEMA.into(),
+        trial_id: spec.trial_id,
+        block: spec.block,
+        position: spec.position,
+        config_id: spec.config_id,
+        label: spec.label.clone(),
+        status: TrialStatus::Failed,
+        reason: None,
+        started_at: now_rfc3339(),
+        finished_at: String::new(),
+        wall_s: 0.0,
+        settings: spec.settings.clone(),
+        environment: EnvironmentRecord::default(),
+        server: None,
+        load: None,
+        resources: None,
+        derived: Derived::default(),
+        script: None,
+        files: Vec::new(),
+    };
+    // A rerun (after an interruption) starts from a clean directory.
+    let _ = fs::remove_dir_all(&spec.out_dir);
+    if let Err(e) = fs::create_dir_all(&spec.out_dir) {
+        result.reason = Some(format!("cannot create {}: {e}", spec.out_dir.display()));
+        return finish(result, started, &spec.out_dir);
+    }
+    result.environment = capture_environment(spec);
+    let interrupted = match spec.settings.workload {
+        Workload::Http => http_trial(spec, interrupt, &mut result),
+        Workload::Script => script_trial(spec, interrupt, &mut result),
+    };
+    if interrupted {
+        return TrialOutcome::Interrupted;
+    }
+    finish(result, started, &spec.out_dir)
+}
+
+fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOutcome {
+    result.finished_at = now_rfc3339();
+    result.wall_s = started.elapsed().as_secs_f64();
+    let mut files: Vec<String> = fs::read_dir(out_dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    result.files = files;
+    TrialOutcome::Done(Box::new(result))
+}
+
+fn capture_environment(spec: &TrialSpec) -> EnvironmentRecord {
+    let s = &spec.settings;
+    let mut effective: BTreeMap<String, String> = std::env::vars().collect();
+    effective.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let env_pairs: Vec<(String, String)> = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    EnvironmentRecord {
+        rubyrace_version: env!("CARGO_PKG_VERSION").into(),
+        ruby_description: crate::rubies::ruby_description(&s.ruby_argv, &env_pairs).ok(),
+        env: environment::captured_env(&effective, &spec.record_env),
+        machine: environment::machine(),
+        load_average_before: environment::load_average(),
+        app_git: match s.workload {
+            Workload::Http => environment::git_state(&s.app_dir),
+            Workload::Script => s
+                .script
+                .as_ref()
+                .and_then(|sc| sc.path.parent().and_then(environment::git_state)),
+        },
+    }
+}
+
+/// Returns true when interrupted.
+fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
+    let s = &spec.settings;
+    if result.environment.ruby_description.is_none() {
+        let pairs: Vec<(String, String)> = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Err(e) = crate::rubies::ruby_description(&s.ruby_argv, &pairs) {
+            result.reason = Some(format!("the Ruby does not run: {e:#}"));
+            return false;
+        }
+    }
+
+    // 1. A port.
+    let port = if s.port == 0 {
+        match free_port() {
+            Ok(p) => p,
+            Err(e) => {
+                result.reason = Some(format!("cannot find a free port: {e}"));
+                return false;
+            }
+        }
+    } else {
+        // A fixed port that is taken would send the load to someone else's server.
+        if let Err(e) = TcpListener::bind(("127.0.0.1", s.port)) {
+            result.reason = Some(format!(
+                "port {} is already in use on 127.0.0.1 ({e}); another server is listening there",
+                s.port
+            ));
+            return false;
+        }
+        s.port
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+
+    // 2. Start the server.
+    let command = match server_command(&ServerLaunch {
+        kind: s.server,
+        ruby: &s.ruby_argv,
+        app_dir: &s.app_dir,
+        port,
+        processes: s.processes,
+        threads: s.threads,
+        scratch_dir: &spec.out_dir,
+        custom_argv: &s.server_argv,
+        environment: "production",
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            result.reason = Some(format!("cannot build the server command: {e:#}"));
+            return false;
+        }
+    };
+    let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
+    env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let launch = Launch {
+        argv: command.argv.clone(),
+        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: command.cwd.clone(),
+    };
+    let mut record = ServerRecord {
+        argv: launch.argv.clone(),
+        env,
+        cwd: launch.cwd.clone(),
+        port,
+        ..ServerRecord::default()
+    };
+    let mut server = match Supervised::spawn(&launch, &spec.out_dir, "server", &spec.registry) {
+        Ok(server) => server,
+        Err(e) => {
+            result.reason = Some(format!("the server did not start: {e}"));
+            result.server = Some(record);
+            return false;
+        }
+    };
+    record.pid = Some(server.pid());
+
+    // 3. Readiness.
+    let ready = wait_ready(addr, &s.readiness_path, s.readiness_timeout, &mut server, interrupt);
+    let interrupted = match ready {
+        Readiness::Ready { after } => {
+            record.ready_after_s = Some(after.as_secs_f64());
+            measure(spec, addr, &mut server, interrupt, result)
+        }
+        Readiness::Failed(reason) => {
+            result.reason = Some(reason);
+            false
+        }
+        Readiness::Interrupted => true,
+    };
+
+    // 6. Stop.
+    let ended = server.stop(s.stop_timeout);
+    record.stderr_tail = server.stderr_tail(STDERR_TAIL);
+    record.ended = Some(ended);
+    result.server = Some(record);
+    interrupted
+}
+
+/// Warmup and measurement with resource sampling; sets status, load, resources, derived.
+/// Returns true when interrupted.
+fn measure(
+    spec: &TrialSpec,
+    addr: SocketAddr,
+    server: &mut Supervised,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> bool {
+    let s = &spec.settings;
+    let url = format!("http://{addr}{}", s.load.path.as_deref().unwrap_or("/"));
+    let load_spec = match s.load.build_spec(&url) {
+        Ok(l) => l,
+        Err(e) => {
+            result.reason = Some(format!("invalid load settings: {e}"));
+            return false;
+        }
+    };
+    let pid = server.pid();
+    let sampler = Sampler::start(pid, pid, Instant::now() + load_spec.warmup, s.sample_interval);
+    let outcome = load::run(&load_spec, None, interrupt.clone());
+    let resources = sampler.finish();
+    if interrupt.load(Ordering::SeqCst) {
+        return true;
+    }
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            result.reason = Some(format!("the load generator failed: {e}"));
+            return false;
+        }
+    };
+    let report = load::LoadReport::new(&load_spec, &url, &outcome);
+    let hdr_path = spec.out_dir.join("latency.hlog");
+    if let Ok(mut f) = fs::File::create(&hdr_path) {
+        let _ = load::report::write_hdr_log(&mut f, &outcome.stats.latency, report.elapsed_s);
+    }
+    let mut derived = Derived {
+        requests_per_s: Some(report.requests_per_s),
+        error_rate: Some(report.error_rate),
+        ..Derived::default()
+    };
+    match &resources {
+        Ok(r) if report.requests > 0 => {
+            let per = |us: u64| us as f64 / report.requests as f64;
+            derived.cpu_us_per_request = Some(per(r.cpu_user_us + r.cpu_system_us));
+            derived.cpu_user_us_per_request = Some(per(r.cpu_user_us));
+            derived.cpu_system_us_per_request = Some(per(r.cpu_system_us));
+        }
+        _ => {}
+    }
+    result.derived = derived;
+    result.resources = resources.as_ref().ok().cloned();
+    result.load = serde_json::to_value(&report).ok();
+
+    // The verdict.
+    if let Some(status) = server.exited() {
+        result.status = TrialStatus::Failed;
+        result.reason = Some(format!(
+            "the server exited during the measurement ({})",
+            describe_status(status)
+        ));
+    } else if report.requests == 0 {
+        result.status = TrialStatus::Failed;
+        result.reason = Some(format!(
+            "no response was completed ({} errors)",
+            report.errors.total
+        ));
+    } else if 100.0 * report.error_rate > s.max_error_rate {
+        result.status = TrialStatus::Invalid;
+        result.reason = Some(format!(
+            "error rate {:.3}% exceeds max_error_rate {}% ({})",
+            100.0 * report.error_rate,
+            s.max_error_rate,
+            error_breakdown(&report)
+        ));
+    } else if let Err(e) = &resources {
+        result.status = TrialStatus::Invalid;
+        result.reason = Some(format!("the server's resources could not be sampled: {e}"));
+    } else {
+        result.status = TrialStatus::Valid;
+    }
+    false
+}
+
+fn error_breakdown(report: &load::LoadReport) -> String {
+    let e = &report.errors;
+    let mut parts = Vec::new();
+    for (name, n) in [
+        ("connect", e.connect),
+        ("read", e.read),
+        ("write", e.write),
+        ("timeout", e.timeout),
+        ("parse", e.parse),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {name}"));
+        }
+    }
+    for (status, n) in &report.status {
+        if !status.starts_with('2') {
+            parts.push(format!("{n} × {status}"));
+        }
+    }
+    parts.join(", ")
+}
+
+/// Returns true when interrupted.
+fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
+    let s = &spec.settings;
+    let Some(script) = &s.script else {
+        result.reason = Some("a script workload without a script".into());
+        return false;
+    };
+    let mut argv = s.ruby_argv.clone();
+    argv.push(script.path.display().to_string());
+    argv.extend(script.args.iter().cloned());
+    let launch = Launch {
+        argv: argv.clone(),
+        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: script
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    let mut outcome = ScriptOutcome {
+        argv,
+        ..ScriptOutcome::default()
+    };
+    // A script gets as long as a trial's load would, and at least ten minutes.
+    let limit = (s.load.warmup + s.load.duration).max(Duration::from_secs(600));
+    for run in 0..script.runs {
+        let name = format!("run{}", run + 1);
+        let since = Instant::now();
+        let mut child = match Supervised::spawn(&launch, &spec.out_dir, &name, &spec.registry) {
+            Ok(c) => c,
+            Err(e) => {
+                result.reason = Some(format!("the script did not start: {e}"));
+                result.script = Some(outcome);
+                return false;
+            }
+        };
+        let waited = child.wait_with_usage(since, limit, interrupt);
+        let Some((status, usage, wall)) = waited else {
+            child.stop(Duration::from_secs(1));
+            if interrupt.load(Ordering::SeqCst) {
+                return true;
+            }
+            result.reason = Some(format!(
+                "run {} did not finish within {}",
+                run + 1,
+                humantime::format_duration(limit)
+            ));
+            result.script = Some(outcome);
+            return false;
+        };
+        child.stop(Duration::from_secs(1));
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let stdout = fs::read_to_string(child.stdout_path()).unwrap_or_default();
+        outcome.runs.push(ScriptRun {
+            wall_s: wall.as_secs_f64(),
+            user_s: tv(usage.ru_utime),
+            system_s: tv(usage.ru_stime),
+            max_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
+            status: describe_status(status),
+            metrics: parse_metrics(&stdout),
+        });
+        if !status.success() {
+            result.reason = Some(format!(
+                "run {} of the script ended with {}: {}",
+                run + 1,
+                describe_status(status),
+                child.stderr_tail(STDERR_TAIL).trim()
+            ));
+            result.script = Some(summarize_script(outcome));
+            return false;
+        }
+    }
+    result.script = Some(summarize_script(outcome));
+    result.status = TrialStatus::Valid;
+    false
+}
+
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    Some(if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    })
+}
+
+fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
+    o.median_wall_s = median(o.runs.iter().map(|r| r.wall_s).collect());
+    o.median_user_s = median(o.runs.iter().map(|r| r.user_s).collect());
+    o.median_system_s = median(o.runs.iter().map(|r| r.system_s).collect());
+    o.max_rss_bytes = o.runs.iter().map(|r| r.max_rss_bytes).max();
+    let names: std::collections::BTreeSet<&String> =
+        o.runs.iter().flat_map(|r| r.metrics.keys()).collect();
+    o.median_metrics = names
+        .into_iter()
+        .filter_map(|name| {
+            median(o.runs.iter().filter_map(|r| r.metrics.get(name).copied()).collect())
+                .map(|m| (name.clone(), m))
+        })
+        .collect();
+    o
+}
+
+/// Reads `rubyrace-metric name=value [name=value ...]` lines.
+pub fn parse_metrics(stdout: &str) -> BTreeMap<String, f64> {
+    let mut metrics = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.trim().strip_prefix("rubyrace-metric ") else {
+            continue;
+        };
+        for pair in rest.split_whitespace() {
+            if let Some((k, v)) = pair.split_once('=') {
+                if let Ok(v) = v.parse::<f64>() {
+                    if v.is_finite() {
+                        metrics.insert(k.to_string(), v);
+                    }
+                }
+            }
+        }
+    }
+    metrics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_lines_are_read_and_other_output_ignored() {
+        let m = parse_metrics("warming up\nrubyrace-metric iterations_per_s=1234.5 objects=10\nrubyrace-metric bad=x\n");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["iterations_per_s"], 1234.5);
+        assert_eq!(m["objects"], 10.0);
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}

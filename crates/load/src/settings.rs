@@ -1,0 +1,269 @@
+//! Load settings as a user states them (connections, mode, rate, URL mix, ...), and their
+//! checked translation into a `LoadSpec` for one target URL. `rubyrace load` fills them from
+//! the command line and `rubyrace run` from an experiment file, so both accept exactly the
+//! same things and reject them with the same messages.
+
+use std::net::ToSocketAddrs;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
+use crate::spec::{ConnectionMode, LoadSpec, StopCondition};
+
+/// Everything `rubyrace load` accepts besides the URL and the outputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSettings {
+    pub connections: usize,
+    pub threads: usize,
+    /// Measure this long (after the warmup) ...
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// ... or this many request attempts instead.
+    pub requests: Option<u64>,
+    #[serde(with = "humantime_serde")]
+    pub warmup: Duration,
+    pub mode: ConnectionMode,
+    #[serde(with = "humantime_serde")]
+    pub close_grace: Duration,
+    /// Open loop: requests per second in total.
+    pub rate: Option<f64>,
+    /// Method and path when there is no URL mix; the path replaces the URL's.
+    pub method: String,
+    pub path: Option<String>,
+    /// "Name: value" lines.
+    pub headers: Vec<String>,
+    pub body: Option<Vec<u8>>,
+    /// A weighted URL mix (already read from its file).
+    pub urls: Option<Vec<UrlLine>>,
+    pub seed: u64,
+    pub pipeline: usize,
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    #[serde(with = "humantime_serde", default)]
+    pub connect_stagger: Option<Duration>,
+}
+
+impl Default for LoadSettings {
+    fn default() -> Self {
+        LoadSettings {
+            connections: 10,
+            threads: 1,
+            duration: Duration::from_secs(10),
+            requests: None,
+            warmup: Duration::ZERO,
+            mode: ConnectionMode::Keepalive,
+            close_grace: Duration::from_millis(100),
+            rate: None,
+            method: "GET".into(),
+            path: None,
+            headers: Vec::new(),
+            body: None,
+            urls: None,
+            seed: 1,
+            pipeline: 1,
+            timeout: Duration::from_secs(10),
+            connect_stagger: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SettingsError {
+    #[error("invalid URL {url:?}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+fn invalid(message: impl Into<String>) -> SettingsError {
+    SettingsError::Invalid(message.into())
+}
+
+impl LoadSettings {
+    /// Checks the settings on their own, without a target: what an experiment file can be
+    /// checked for before any server exists. Messages name the settings as `rubyrace load`
+    /// spells them; `build_spec` runs the same checks.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        if self.connections == 0 {
+            return Err(invalid("connections must be at least 1"));
+        }
+        if self.threads == 0 {
+            return Err(invalid("threads must be at least 1"));
+        }
+        if !(1..=1024).contains(&self.pipeline) {
+            return Err(invalid("pipeline must be between 1 and 1024"));
+        }
+        if self.pipeline > 1 && self.mode != ConnectionMode::Keepalive {
+            return Err(invalid(format!(
+                "pipeline needs keepalive connections; it cannot be combined with {}",
+                self.mode.as_str()
+            )));
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(invalid(format!(
+                    "rate must be a positive number of requests per second (got {rate})"
+                )));
+            }
+        }
+        if self.timeout.is_zero() {
+            return Err(invalid("timeout must be longer than zero"));
+        }
+        if self.requests == Some(0) {
+            return Err(invalid("requests must be at least 1"));
+        }
+        for h in &self.headers {
+            parse_header(h)?;
+        }
+        if self.urls.is_none() {
+            self.single_line("/")?;
+        }
+        Ok(())
+    }
+
+    /// The request line used without a URL mix, checked like a mix line.
+    fn single_line(&self, url_path: &str) -> Result<UrlLine, SettingsError> {
+        let path = self.path.as_deref().unwrap_or(url_path);
+        let method = &self.method;
+        parse_url_mix(&format!("{method} {path}"), "method")
+            .map_err(|_| {
+                if path.starts_with('/') {
+                    invalid(format!("method {method:?} is not an upper-case HTTP method"))
+                } else {
+                    invalid(format!("path {path:?} must start with '/'"))
+                }
+            })?
+            .pop()
+            .ok_or_else(|| invalid("no request line"))
+    }
+
+    /// Resolves `url` and serializes the requests: everything checked before any load is sent.
+    pub fn build_spec(&self, url: &str) -> Result<LoadSpec, SettingsError> {
+        self.check()?;
+        let url_err = |reason: String| SettingsError::Url {
+            url: url.to_string(),
+            reason,
+        };
+        let parsed = url::Url::parse(url).map_err(|e| url_err(e.to_string()))?;
+        if parsed.scheme() != "http" {
+            return Err(url_err(format!(
+                "only http:// URLs are supported (got {}://)",
+                parsed.scheme()
+            )));
+        }
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| url_err("the URL has no host".into()))?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| url_err(format!("cannot resolve {host}:{port}: {e}")))?
+            .next()
+            .ok_or_else(|| url_err(format!("{host}:{port} resolves to no address")))?;
+        let lines = match &self.urls {
+            Some(lines) => lines.clone(),
+            None => {
+                let mut path = parsed.path().to_string();
+                if let Some(q) = parsed.query() {
+                    path.push('?');
+                    path.push_str(q);
+                }
+                vec![self.single_line(&path)?]
+            }
+        };
+        let default_port = parsed.port().is_none();
+        let host_header = match (parsed.host(), default_port) {
+            (Some(url::Host::Ipv6(ip)), true) => format!("[{ip}]"),
+            (Some(url::Host::Ipv6(ip)), false) => format!("[{ip}]:{port}"),
+            (_, true) => host.to_string(),
+            (_, false) => format!("{host}:{port}"),
+        };
+        let template = RequestTemplate {
+            host: host_header,
+            headers: self
+                .headers
+                .iter()
+                .map(|h| parse_header(h))
+                .collect::<Result<Vec<_>, _>>()?,
+            body: self.body.clone(),
+        };
+        let plan = RequestPlan::build(lines, &template, self.mode)?;
+        Ok(LoadSpec {
+            addr,
+            plan,
+            threads: self.threads,
+            connections: self.connections,
+            mode: self.mode,
+            rate: self.rate,
+            pipeline: self.pipeline,
+            timeout: self.timeout,
+            warmup: self.warmup,
+            stop: match self.requests {
+                Some(n) => StopCondition::Requests(n),
+                None => StopCondition::Duration(self.duration),
+            },
+            close_grace: self.close_grace,
+            seed: self.seed,
+            connect_stagger: self
+                .connect_stagger
+                .unwrap_or_else(|| LoadSpec::default_connect_stagger(self.connections)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_json() {
+        let s = LoadSettings {
+            rate: Some(250.0),
+            connect_stagger: Some(Duration::from_millis(1)),
+            ..LoadSettings::default()
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"duration\":\"10s\""), "{json}");
+        assert_eq!(serde_json::from_str::<LoadSettings>(&json).unwrap(), s);
+    }
+
+    #[test]
+    fn path_and_method_replace_the_url_path() {
+        let s = LoadSettings {
+            method: "POST".into(),
+            path: Some("/items?x=1".into()),
+            ..LoadSettings::default()
+        };
+        let spec = s.build_spec("http://127.0.0.1:9/ignored").unwrap();
+        let bytes = String::from_utf8(spec.plan.requests[0].bytes.clone()).unwrap();
+        assert!(bytes.starts_with("POST /items?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"), "{bytes}");
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let bad = |s: LoadSettings| s.check().unwrap_err().to_string();
+        let pipelined_close = LoadSettings {
+            pipeline: 4,
+            mode: ConnectionMode::ClientClose,
+            ..LoadSettings::default()
+        };
+        assert_eq!(
+            bad(pipelined_close),
+            "pipeline needs keepalive connections; it cannot be combined with client-close"
+        );
+        let lower = LoadSettings {
+            method: "get".into(),
+            ..LoadSettings::default()
+        };
+        assert_eq!(bad(lower), "method \"get\" is not an upper-case HTTP method");
+        let relative = LoadSettings {
+            path: Some("items".into()),
+            ..LoadSettings::default()
+        };
+        assert_eq!(bad(relative), "path \"items\" must start with '/'");
+    }
+}
