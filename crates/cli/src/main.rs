@@ -2,6 +2,7 @@
 //! or analysis logic lives here.
 
 mod load_command;
+mod run_command;
 
 use std::process::ExitCode;
 
@@ -19,12 +20,24 @@ struct Cli {
 enum Command {
     /// Send HTTP/1.1 load to a URL and report throughput, latency and errors.
     Load(load_command::LoadArgs),
+    /// Run an experiment: every configuration in randomized blocks, into a results directory.
+    Run(run_command::RunArgs),
+    /// Run one trial from a JSON spec and print its result as JSON.
+    Trial(run_command::TrialArgs),
+    /// Write the trials of a results directory as JSON.
+    Export(run_command::ExportArgs),
+    /// List the Rubies installed on this machine.
+    Rubies(run_command::RubiesArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Load(args) => load_command::run(args),
+        Command::Run(args) => run_command::run(args),
+        Command::Trial(args) => run_command::trial(args),
+        Command::Export(args) => run_command::export(args),
+        Command::Rubies(args) => run_command::rubies(args),
     };
     match result {
         Ok(code) => code,

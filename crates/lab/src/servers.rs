@@ -87,14 +87,20 @@ impl ServerKind {
     /// Whether `processes` > 1 is supported: puma (cluster mode), unicorn (workers) and
     /// custom (through `{processes}`). Thin and WEBrick run one process.
     pub fn supports_processes(self) -> bool {
-        matches!(self, ServerKind::Puma | ServerKind::Unicorn | ServerKind::Custom)
+        matches!(
+            self,
+            ServerKind::Puma | ServerKind::Unicorn | ServerKind::Custom
+        )
     }
 
     /// Whether `threads` > 1 is supported: puma (thread pool per process), thin
     /// (`--threaded --threadpool-size`) and custom (through `{threads}`). Unicorn workers are
     /// single-threaded; WEBrick uses a thread per connection, which cannot be set.
     pub fn supports_threads(self) -> bool {
-        matches!(self, ServerKind::Puma | ServerKind::Thin | ServerKind::Custom)
+        matches!(
+            self,
+            ServerKind::Puma | ServerKind::Thin | ServerKind::Custom
+        )
     }
 }
 
@@ -182,7 +188,8 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             "{kind} runs a single process, so processes must be 1 (got {}){}",
             launch.processes,
             match kind {
-                ServerKind::Thin => "; thin's --servers starts one process per port, not one server",
+                ServerKind::Thin =>
+                    "; thin's --servers starts one process per port, not one server",
                 _ => "",
             }
         );
@@ -192,7 +199,8 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             "{kind} does not take a thread count, so threads must be 1 (got {}): {}",
             launch.threads,
             match kind {
-                ServerKind::Unicorn => "unicorn workers are single-threaded; use processes for concurrency",
+                ServerKind::Unicorn =>
+                    "unicorn workers are single-threaded; use processes for concurrency",
                 _ => "WEBrick starts a thread per connection (up to 100) on its own",
             }
         );
@@ -237,7 +245,16 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         }
         ServerKind::Thin => {
             argv.extend(via_ruby("thin"));
-            argv.extend(strings(&["start", "-a", "127.0.0.1", "-p", &port, "-e", &env, "-R"]));
+            argv.extend(strings(&[
+                "start",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-e",
+                &env,
+                "-R",
+            ]));
             argv.push(config_ru);
             if launch.threads > 1 {
                 argv.extend(strings(&["--threaded", "--threadpool-size"]));
@@ -246,7 +263,17 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         }
         ServerKind::Webrick => {
             argv.extend(via_ruby("rackup"));
-            argv.extend(strings(&["-s", "webrick", "-E", &env, "-o", "127.0.0.1", "-p", &port, "-q"]));
+            argv.extend(strings(&[
+                "-s",
+                "webrick",
+                "-E",
+                &env,
+                "-o",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-q",
+            ]));
             argv.push(config_ru);
         }
         ServerKind::Custom => argv = expand_custom(launch)?,
@@ -306,8 +333,12 @@ fn unicorn_config(launch: &ServerLaunch) -> String {
 }
 
 fn write_unicorn_config(launch: &ServerLaunch) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(launch.scratch_dir)
-        .with_context(|| format!("cannot create the scratch directory {}", launch.scratch_dir.display()))?;
+    std::fs::create_dir_all(launch.scratch_dir).with_context(|| {
+        format!(
+            "cannot create the scratch directory {}",
+            launch.scratch_dir.display()
+        )
+    })?;
     let path = launch.scratch_dir.join(UNICORN_CONFIG);
     std::fs::write(&path, unicorn_config(launch))
         .with_context(|| format!("cannot write the unicorn config {}", path.display()))?;
@@ -483,7 +514,10 @@ mod tests {
             assert_eq!(kind.as_str(), name);
             assert_eq!(ServerKind::parse(name), Some(kind));
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
-            assert_eq!(serde_json::from_str::<ServerKind>(&format!("\"{name}\"")).unwrap(), kind);
+            assert_eq!(
+                serde_json::from_str::<ServerKind>(&format!("\"{name}\"")).unwrap(),
+                kind
+            );
             assert_eq!(kind.to_string(), name);
         }
         assert_eq!(ServerKind::parse("Puma"), None);
@@ -515,8 +549,18 @@ mod tests {
         assert_eq!(
             cmd.argv,
             s(&[
-                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "puma", "--no-config", "-b",
-                "tcp://127.0.0.1:8080", "-e", "production", "-t", "4:4", "-q",
+                "/opt/rubies/3.3.0/bin/ruby",
+                "--yjit",
+                "-S",
+                "puma",
+                "--no-config",
+                "-b",
+                "tcp://127.0.0.1:8080",
+                "-e",
+                "production",
+                "-t",
+                "4:4",
+                "-q",
                 "/srv/app/config.ru",
             ])
         );
@@ -530,8 +574,20 @@ mod tests {
         assert_eq!(
             cmd.argv,
             s(&[
-                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "puma", "--no-config", "-b",
-                "tcp://127.0.0.1:8080", "-e", "production", "-t", "5:5", "-w", "3", "-q",
+                "/opt/rubies/3.3.0/bin/ruby",
+                "--yjit",
+                "-S",
+                "puma",
+                "--no-config",
+                "-b",
+                "tcp://127.0.0.1:8080",
+                "-e",
+                "production",
+                "-t",
+                "5:5",
+                "-w",
+                "3",
+                "-q",
                 "/srv/app/config.ru",
             ])
         );
@@ -548,8 +604,15 @@ mod tests {
         assert_eq!(
             cmd.argv,
             s(&[
-                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "unicorn", "-c",
-                config.to_str().unwrap(), "-E", "production", "/srv/app/config.ru",
+                "/opt/rubies/3.3.0/bin/ruby",
+                "--yjit",
+                "-S",
+                "unicorn",
+                "-c",
+                config.to_str().unwrap(),
+                "-E",
+                "production",
+                "/srv/app/config.ru",
             ])
         );
         assert_eq!(
@@ -566,8 +629,19 @@ mod tests {
     #[test]
     fn thin_plain_and_threaded() {
         let base = s(&[
-            "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "thin", "start", "-a", "127.0.0.1", "-p",
-            "8080", "-e", "production", "-R", "/srv/app/config.ru",
+            "/opt/rubies/3.3.0/bin/ruby",
+            "--yjit",
+            "-S",
+            "thin",
+            "start",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "8080",
+            "-e",
+            "production",
+            "-R",
+            "/srv/app/config.ru",
         ]);
         assert_eq!(build(ServerKind::Thin, 1, 1).unwrap().argv, base);
         let mut threaded = base.clone();
@@ -581,8 +655,20 @@ mod tests {
         assert_eq!(
             cmd.argv,
             s(&[
-                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "rackup", "-s", "webrick", "-E",
-                "production", "-o", "127.0.0.1", "-p", "8080", "-q", "/srv/app/config.ru",
+                "/opt/rubies/3.3.0/bin/ruby",
+                "--yjit",
+                "-S",
+                "rackup",
+                "-s",
+                "webrick",
+                "-E",
+                "production",
+                "-o",
+                "127.0.0.1",
+                "-p",
+                "8080",
+                "-q",
+                "/srv/app/config.ru",
             ])
         );
         assert_eq!(cmd.env, expected_env());
@@ -595,7 +681,11 @@ mod tests {
         let ruby = s(&["ruby"]);
         let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
         assert_eq!(cmd.argv[..3], s(&["ruby", "-S", "puma"]));
-        assert!(cmd.env.iter().all(|(k, _)| k != "RUBYPATH"), "{:?}", cmd.env);
+        assert!(
+            cmd.env.iter().all(|(k, _)| k != "RUBYPATH"),
+            "{:?}",
+            cmd.env
+        );
         // A symlink is resolved to the directory of the real executable.
         let real = scratch.0.join("real/bin");
         std::fs::create_dir_all(&real).unwrap();
@@ -604,7 +694,10 @@ mod tests {
         let ruby = vec![scratch.0.join("ruby-link").to_str().unwrap().to_string()];
         let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
         let rubypath = cmd.env.iter().find(|(k, _)| k == "RUBYPATH").unwrap();
-        assert_eq!(Path::new(&rubypath.1), std::fs::canonicalize(&real).unwrap());
+        assert_eq!(
+            Path::new(&rubypath.1),
+            std::fs::canonicalize(&real).unwrap()
+        );
         // The argv keeps the Ruby as given.
         assert_eq!(cmd.argv[0], ruby[0]);
     }
@@ -616,12 +709,19 @@ mod tests {
         let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
         l.environment = "staging";
         let cmd = server_command(&l).unwrap();
-        assert!(cmd.argv.windows(2).any(|w| w == ["-e", "staging"]), "{:?}", cmd.argv);
-        assert_eq!(cmd.env[..3], [
-            ("RACK_ENV".to_string(), "staging".to_string()),
-            ("RAILS_ENV".to_string(), "staging".to_string()),
-            ("APP_ENV".to_string(), "staging".to_string()),
-        ]);
+        assert!(
+            cmd.argv.windows(2).any(|w| w == ["-e", "staging"]),
+            "{:?}",
+            cmd.argv
+        );
+        assert_eq!(
+            cmd.env[..3],
+            [
+                ("RACK_ENV".to_string(), "staging".to_string()),
+                ("RAILS_ENV".to_string(), "staging".to_string()),
+                ("APP_ENV".to_string(), "staging".to_string()),
+            ]
+        );
     }
 
     fn error(kind: ServerKind, processes: u32, threads: u32) -> String {
@@ -631,16 +731,30 @@ mod tests {
     #[test]
     fn unsupported_counts_are_errors() {
         let e = error(ServerKind::Unicorn, 2, 4);
-        assert!(e.contains("unicorn does not take a thread count, so threads must be 1 (got 4)"), "{e}");
+        assert!(
+            e.contains("unicorn does not take a thread count, so threads must be 1 (got 4)"),
+            "{e}"
+        );
         assert!(e.contains("single-threaded"), "{e}");
         let e = error(ServerKind::Thin, 2, 1);
-        assert!(e.contains("thin runs a single process, so processes must be 1 (got 2)"), "{e}");
+        assert!(
+            e.contains("thin runs a single process, so processes must be 1 (got 2)"),
+            "{e}"
+        );
         let e = error(ServerKind::Webrick, 1, 2);
-        assert!(e.contains("webrick does not take a thread count, so threads must be 1 (got 2)"), "{e}");
+        assert!(
+            e.contains("webrick does not take a thread count, so threads must be 1 (got 2)"),
+            "{e}"
+        );
         let e = error(ServerKind::Webrick, 3, 1);
         assert!(e.contains("webrick runs a single process"), "{e}");
         // The supported ones build.
-        for kind in [ServerKind::Puma, ServerKind::Unicorn, ServerKind::Thin, ServerKind::Webrick] {
+        for kind in [
+            ServerKind::Puma,
+            ServerKind::Unicorn,
+            ServerKind::Thin,
+            ServerKind::Webrick,
+        ] {
             build(kind, 1, 1).unwrap();
         }
         build(ServerKind::Unicorn, 8, 1).unwrap();
@@ -650,9 +764,15 @@ mod tests {
     #[test]
     fn bad_launches_are_errors() {
         let e = error(ServerKind::Puma, 0, 1);
-        assert!(e.contains("processes and threads must be at least 1"), "{e}");
+        assert!(
+            e.contains("processes and threads must be at least 1"),
+            "{e}"
+        );
         let e = error(ServerKind::Thin, 1, 0);
-        assert!(e.contains("processes and threads must be at least 1"), "{e}");
+        assert!(
+            e.contains("processes and threads must be at least 1"),
+            "{e}"
+        );
 
         let ruby = s(&RUBY);
         let scratch = TempDir::new("bad");
@@ -667,13 +787,27 @@ mod tests {
         assert!(e.contains("environment"), "{e}");
 
         let no_ruby: Vec<String> = Vec::new();
-        let e = format!("{:#}", server_command(&launch(ServerKind::Webrick, &no_ruby, &scratch.0, &[], 1, 1)).unwrap_err());
+        let e = format!(
+            "{:#}",
+            server_command(&launch(
+                ServerKind::Webrick,
+                &no_ruby,
+                &scratch.0,
+                &[],
+                1,
+                1
+            ))
+            .unwrap_err()
+        );
         assert!(e.contains("no Ruby given"), "{e}");
 
         // A scratch "directory" that is a file cannot hold the unicorn config.
         let file = scratch.0.join("not-a-dir");
         std::fs::write(&file, "").unwrap();
-        let e = format!("{:#}", server_command(&launch(ServerKind::Unicorn, &ruby, &file, &[], 2, 1)).unwrap_err());
+        let e = format!(
+            "{:#}",
+            server_command(&launch(ServerKind::Unicorn, &ruby, &file, &[], 2, 1)).unwrap_err()
+        );
         assert!(e.contains("cannot create the scratch directory"), "{e}");
     }
 
@@ -681,15 +815,31 @@ mod tests {
         let ruby = s(&RUBY);
         let user = s(argv);
         let scratch = TempDir::new("custom");
-        server_command(&launch(ServerKind::Custom, &ruby, &scratch.0, &user, processes, threads))
+        server_command(&launch(
+            ServerKind::Custom,
+            &ruby,
+            &scratch.0,
+            &user,
+            processes,
+            threads,
+        ))
     }
 
     #[test]
     fn custom_placeholders_expand() {
         let cmd = custom(
             &[
-                "{ruby}", "-S", "falcon", "serve", "--bind", "http://127.0.0.1:{port}", "--config",
-                "{app}/config.ru", "--count", "{processes}", "--threads={threads}",
+                "{ruby}",
+                "-S",
+                "falcon",
+                "serve",
+                "--bind",
+                "http://127.0.0.1:{port}",
+                "--config",
+                "{app}/config.ru",
+                "--count",
+                "{processes}",
+                "--threads={threads}",
             ],
             2,
             3,
@@ -698,8 +848,17 @@ mod tests {
         assert_eq!(
             cmd.argv,
             s(&[
-                "/opt/rubies/3.3.0/bin/ruby", "--yjit", "-S", "falcon", "serve", "--bind",
-                "http://127.0.0.1:8080", "--config", "/srv/app/config.ru", "--count", "2",
+                "/opt/rubies/3.3.0/bin/ruby",
+                "--yjit",
+                "-S",
+                "falcon",
+                "serve",
+                "--bind",
+                "http://127.0.0.1:8080",
+                "--config",
+                "/srv/app/config.ru",
+                "--count",
+                "2",
                 "--threads=3",
             ])
         );
@@ -707,8 +866,28 @@ mod tests {
         assert_eq!(cmd.cwd, PathBuf::from("/srv/app"));
 
         // No {ruby}: the argv is used as written; other braces are not placeholders.
-        let cmd = custom(&["/usr/local/bin/iodine", "-p", "{port}", "-e", "x.each { |y| p(y) } {}"], 1, 1).unwrap();
-        assert_eq!(cmd.argv, s(&["/usr/local/bin/iodine", "-p", "8080", "-e", "x.each { |y| p(y) } {}"]));
+        let cmd = custom(
+            &[
+                "/usr/local/bin/iodine",
+                "-p",
+                "{port}",
+                "-e",
+                "x.each { |y| p(y) } {}",
+            ],
+            1,
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            cmd.argv,
+            s(&[
+                "/usr/local/bin/iodine",
+                "-p",
+                "8080",
+                "-e",
+                "x.each { |y| p(y) } {}"
+            ])
+        );
         // A placeholder may appear several times.
         let cmd = custom(&["srv", "{port}:{port}"], 1, 1).unwrap();
         assert_eq!(cmd.argv, s(&["srv", "8080:8080"]));
@@ -720,12 +899,24 @@ mod tests {
         assert!(msg(&[], 1, 1).contains("the server argv is empty"));
         assert!(msg(&["{ruby}", "-S", "falcon"], 1, 1).contains("does not mention {port}"));
         let e = msg(&["{ruby}", "-S", "falcon", "-p", "{port}"], 2, 1);
-        assert!(e.contains("processes = 2 but the server argv does not mention {processes}"), "{e}");
+        assert!(
+            e.contains("processes = 2 but the server argv does not mention {processes}"),
+            "{e}"
+        );
         let e = msg(&["{ruby}", "-S", "falcon", "-p", "{port}"], 1, 2);
-        assert!(e.contains("threads = 2 but the server argv does not mention {threads}"), "{e}");
+        assert!(
+            e.contains("threads = 2 but the server argv does not mention {threads}"),
+            "{e}"
+        );
         let e = msg(&["{ruby}", "-p", "{prot}", "{port}"], 1, 1);
-        assert!(e.contains("unknown placeholder {prot} in \"{prot}\""), "{e}");
-        assert!(e.contains("{ruby}, {port}, {app}, {processes}, {threads}"), "{e}");
+        assert!(
+            e.contains("unknown placeholder {prot} in \"{prot}\""),
+            "{e}"
+        );
+        assert!(
+            e.contains("{ruby}, {port}, {app}, {processes}, {threads}"),
+            "{e}"
+        );
         let e = msg(&["{ruby}", "--bind=http://{host}:{port}"], 1, 1);
         assert!(e.contains("unknown placeholder {host}"), "{e}");
         let e = msg(&["env", "R={ruby}", "{port}"], 1, 1);
@@ -736,7 +927,15 @@ mod tests {
         let scratch = TempDir::new("custom-noruby");
         let e = format!(
             "{:#}",
-            server_command(&launch(ServerKind::Custom, &no_ruby, &scratch.0, &user, 1, 1)).unwrap_err()
+            server_command(&launch(
+                ServerKind::Custom,
+                &no_ruby,
+                &scratch.0,
+                &user,
+                1,
+                1
+            ))
+            .unwrap_err()
         );
         assert!(e.contains("uses {ruby} but no Ruby was given"), "{e}");
     }
@@ -837,7 +1036,11 @@ mod tests {
 
     /// A port that was free a moment ago.
     fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
     }
 
     /// One `GET /` with the given Host header; the whole response, if any.
@@ -864,9 +1067,20 @@ mod tests {
     /// Starts `kind` serving the bundled `app` from the argv of [`server_command`], and waits
     /// until GET / answers 200. Retries on a fresh port if the server exits early (the port
     /// may have been taken between picking and binding).
-    fn start(kind: ServerKind, app: &str, processes: u32, threads: u32, custom_argv: &[&str], scratch: &TempDir) -> Running {
+    fn start(
+        kind: ServerKind,
+        app: &str,
+        processes: u32,
+        threads: u32,
+        custom_argv: &[&str],
+        scratch: &TempDir,
+    ) -> Running {
         let app_dir = apps_dir().join(app);
-        assert!(app_dir.join("config.ru").is_file(), "{} has no config.ru", app_dir.display());
+        assert!(
+            app_dir.join("config.ru").is_file(),
+            "{} has no config.ru",
+            app_dir.display()
+        );
         assert!(
             Path::new(SYSTEM_RUBY).exists(),
             "{SYSTEM_RUBY} is required by this test; run scripts/setup"
@@ -901,7 +1115,12 @@ mod tests {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.argv));
             let pgid = child.id() as i32;
-            let running = Running { child: Some(child), pgid, port, log };
+            let running = Running {
+                child: Some(child),
+                pgid,
+                port,
+                log,
+            };
             let started = Instant::now();
             let mut exited = false;
             while started.elapsed() < Duration::from_secs(60) {
@@ -932,16 +1151,29 @@ mod tests {
         serve_custom(kind, app, processes, threads, &[]);
     }
 
-    fn serve_custom(kind: ServerKind, app: &str, processes: u32, threads: u32, custom_argv: &[&str]) {
+    fn serve_custom(
+        kind: ServerKind,
+        app: &str,
+        processes: u32,
+        threads: u32,
+        custom_argv: &[&str],
+    ) {
         let scratch = TempDir::new(&format!("{kind}-{app}"));
         let mut running = start(kind, app, processes, threads, custom_argv, &scratch);
         let response = get(running.port, &host(running.port)).expect("no response");
-        assert!(status_line(&response).starts_with("HTTP/1.1 200"), "{response}\nlog:\n{}", running.log());
+        assert!(
+            status_line(&response).starts_with("HTTP/1.1 200"),
+            "{response}\nlog:\n{}",
+            running.log()
+        );
         assert!(response.contains("Hello, world!"), "{response}");
         if app == "rails-hello" {
             // Host authorization is on: a name other than the loopback ones is refused.
             let refused = get(running.port, "example.com").expect("no response");
-            assert!(status_line(&refused).starts_with("HTTP/1.1 403"), "{refused}");
+            assert!(
+                status_line(&refused).starts_with("HTTP/1.1 403"),
+                "{refused}"
+            );
         }
 
         // SIGTERM must stop the whole group well within the grace period of the guard.
@@ -960,8 +1192,15 @@ mod tests {
         // SAFETY: as above; cleans up after a failure.
         unsafe { libc::kill(-running.pgid, libc::SIGKILL) };
         let _ = child.wait();
-        assert!(leader_exited, "{kind} did not exit within 5 s of SIGTERM; log:\n{}", running.log());
-        assert!(survivors.is_empty(), "{kind}: {survivors:?} of the group survived the master");
+        assert!(
+            leader_exited,
+            "{kind} did not exit within 5 s of SIGTERM; log:\n{}",
+            running.log()
+        );
+        assert!(
+            survivors.is_empty(),
+            "{kind}: {survivors:?} of the group survived the master"
+        );
         eprintln!("{kind} + {app}: stopped {stopped_in:?} after SIGTERM");
     }
 
@@ -1033,8 +1272,17 @@ mod tests {
             2,
             2,
             &[
-                "{ruby}", "-S", "puma", "--no-config", "-b", "tcp://127.0.0.1:{port}", "-w",
-                "{processes}", "-t", "{threads}:{threads}", "{app}/config.ru",
+                "{ruby}",
+                "-S",
+                "puma",
+                "--no-config",
+                "-b",
+                "tcp://127.0.0.1:{port}",
+                "-w",
+                "{processes}",
+                "-t",
+                "{threads}:{threads}",
+                "{app}/config.ru",
             ],
         );
     }

@@ -1,0 +1,553 @@
+//! `rubyrace run`, `rubyrace trial`, `rubyrace export` and `rubyrace rubies`: argument
+//! parsing, the progress display and the end-of-run summary. The work itself is in `lab`.
+
+use std::fs;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::experiment::{Experiment, Order, Workload};
+use lab::runner::{run_pending, Progress, RunEnd};
+use lab::schedule::{schedule, ScheduledTrial};
+use lab::store::Store;
+use lab::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus};
+use load::report::{bytes, micros};
+
+/// Exit status of a malformed experiment file.
+pub const EXIT_BAD_EXPERIMENT: u8 = 2;
+/// Exit status of a run that completed with failed or invalid trials (or stopped by
+/// --fail-fast).
+pub const EXIT_TRIALS_FAILED: u8 = 3;
+/// Exit status after Ctrl-C.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OrderArg {
+    Random,
+    Sequential,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "The experiment file is described in docs/experiment.md, the results \
+directory in docs/results.md.")]
+pub struct RunArgs {
+    /// The experiment file (TOML).
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    pub experiment: Option<PathBuf>,
+
+    /// Results directory [default: results/NAME-YYYYMMDD-HHMMSS].
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Continue an interrupted run: run the trials of DIR's schedule that are not stored.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "smoke", "order", "dry_run"])]
+    pub resume: Option<PathBuf>,
+
+    /// Print the configurations and the schedule, and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// A quick check of a new experiment: two short blocks (warmup ≤ 1s, duration ≤ 2s,
+    /// one script run), into a separate results directory.
+    #[arg(long)]
+    pub smoke: bool,
+
+    /// Order of the configurations within each block [default: the file's `order`, else random].
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
+
+    /// Stop at the first trial that fails or is invalid.
+    #[arg(long)]
+    pub fail_fast: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TrialArgs {
+    /// A trial spec (JSON, schema rubyrace.trial-spec/1; see docs/results.md).
+    #[arg(long, value_name = "FILE")]
+    pub spec: PathBuf,
+
+    /// Write the result (schema rubyrace.trial/1) to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A results directory.
+    pub dir: PathBuf,
+
+    /// Write every trial as JSON (schema rubyrace.export/1) to FILE, or stdout with "-".
+    #[arg(long, value_name = "FILE|-", default_missing_value = "-", num_args = 0..=1, required = true)]
+    pub json: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RubiesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Sets the interrupt flag on Ctrl-C; a second Ctrl-C exits at once (the parent-death
+/// signal and the live-server registry still take care of the server).
+fn install_interrupt() -> Result<Arc<AtomicBool>> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = interrupt.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+        eprintln!("\nrubyrace: stopping the current trial (Ctrl-C again to quit at once)");
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(interrupt)
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn default_output(name: &str, smoke: bool) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // 2026-11-22T01:02:03Z -> 20261122-010203
+    let compact: String = stamp
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect::<String>()
+        .replace('T', "-");
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .collect();
+    let smoke = if smoke { "-smoke" } else { "" };
+    PathBuf::from("results").join(format!("{safe}{smoke}-{compact}"))
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let (mut store, kind) = if let Some(dir) = &args.resume {
+        (Store::open(dir)?, "resume")
+    } else {
+        let file = args.experiment.as_ref().expect("clap requires the experiment");
+        let experiment = match Experiment::load(file) {
+            Ok(e) => e,
+            Err(errors) => {
+                eprintln!("{errors}");
+                return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+            }
+        };
+        let mut experiment = if args.smoke { experiment.smoke() } else { experiment };
+        if let Some(order) = args.order {
+            experiment.order = match order {
+                OrderArg::Random => Order::Random,
+                OrderArg::Sequential => Order::Sequential,
+            };
+        }
+        let plan = schedule(experiment.configs.len(), experiment.batches, experiment.order, experiment.seed);
+        if args.dry_run {
+            print_dry_run(&experiment, &plan);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let dir = args
+            .output
+            .clone()
+            .unwrap_or_else(|| default_output(&experiment.name, args.smoke));
+        (Store::create(&dir, &experiment, &plan, args.smoke)?, "start")
+    };
+    let dir = store.dir().to_path_buf();
+    let interrupt = install_interrupt()?;
+    let mut progress = ConsoleProgress::new(&store)?;
+    eprintln!("rubyrace: results go to {}", dir.display());
+    let end = run_pending(&mut store, kind, &command_line(), args.fail_fast, &interrupt, &mut progress);
+    progress.finish();
+    let end = match end {
+        Ok(end) => end,
+        Err(e) => {
+            eprintln!(
+                "rubyrace: the run stopped: {e:#}\nEvery trial finished before this point is stored. Resume with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    print_summary(&store)?;
+    let completed = store.completed()?.len();
+    let total = store.schedule()?.len();
+    match end {
+        RunEnd::Interrupted => {
+            eprintln!(
+                "\nInterrupted: {completed} of {total} trials are stored in {}. Resume with:\n  rubyrace run --resume {}",
+                dir.display(),
+                dir.display()
+            );
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        RunEnd::StoppedAfterFailure { trial_id } => {
+            eprintln!(
+                "\nStopped after trial {trial_id} (--fail-fast): {completed} of {total} trials are stored. Resume with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            Ok(ExitCode::from(EXIT_TRIALS_FAILED))
+        }
+        RunEnd::Complete => {
+            let rows = store.summary_rows()?;
+            let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
+            println!("\nAll {total} trials are stored in {}.", dir.display());
+            println!("Every trial as JSON: rubyrace export {} --json", dir.display());
+            if bad > 0 {
+                eprintln!("rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store");
+                return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) {
+    println!("Experiment {:?} from {}", experiment.name, experiment.file.display());
+    println!(
+        "{} configurations × {} blocks = {} trials, order {:?}, seed {}\n",
+        experiment.configs.len(),
+        experiment.batches,
+        plan.len(),
+        experiment.order,
+        experiment.seed
+    );
+    println!("Configurations:");
+    let mut estimate = Duration::ZERO;
+    for c in &experiment.configs {
+        let s = &c.settings;
+        let what = match s.workload {
+            Workload::Http => format!(
+                "{} on {} ({}×{}), {} connections, {}, warmup {}, duration {}",
+                s.app,
+                s.server,
+                s.processes,
+                s.threads,
+                s.load.connections,
+                s.load.mode.as_str(),
+                humantime::format_duration(s.load.warmup),
+                humantime::format_duration(s.load.duration)
+            ),
+            Workload::Script => format!(
+                "script {} × {} runs",
+                s.script.as_ref().map(|x| x.path.display().to_string()).unwrap_or_default(),
+                s.script.as_ref().map_or(0, |x| x.runs)
+            ),
+        };
+        println!("  [{}] {}", c.id, c.label);
+        println!("      ruby: {}", s.ruby_argv.join(" "));
+        if !s.env.is_empty() {
+            let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("      env: {}", env.join(" "));
+        }
+        println!("      {what}");
+        let per_trial = match s.workload {
+            Workload::Http => s.load.warmup + s.load.duration + Duration::from_secs(3),
+            Workload::Script => Duration::from_secs(2) * s.script.as_ref().map_or(1, |x| x.runs),
+        };
+        estimate += per_trial * experiment.batches;
+    }
+    println!("\nSchedule:");
+    for block in 0..experiment.batches {
+        let order: Vec<String> = plan
+            .iter()
+            .filter(|t| t.block == block)
+            .map(|t| format!("{}", t.config_id))
+            .collect();
+        println!("  block {}: {}", block + 1, order.join(" "));
+    }
+    println!(
+        "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
+        humantime::format_duration(Duration::from_secs(estimate.as_secs()))
+    );
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+fn print_summary(store: &Store) -> Result<()> {
+    let rows = store.summary_rows()?;
+    let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(5).max(13);
+    println!(
+        "\n{:<width$}  {:>5} {:>7} {:>6}  {:>12}  {:>10}  {:>10}",
+        "configuration", "valid", "invalid", "failed", "median req/s", "median RSS", "median PSS"
+    );
+    for r in &rows {
+        let rps = median(&r.requests_per_s)
+            .map(|v| format!("{v:.1}"))
+            .or_else(|| median(&r.script_wall_s).map(|w| format!("{w:.3}s wall")))
+            .unwrap_or_else(|| "-".into());
+        let mem = |v: &[f64]| median(v).map(|b| bytes(b as u64)).unwrap_or_else(|| "-".into());
+        println!(
+            "{:<width$}  {:>5} {:>7} {:>6}  {:>12}  {:>10}  {:>10}",
+            r.label,
+            r.valid,
+            r.invalid,
+            r.failed,
+            rps,
+            mem(&r.rss_end_bytes),
+            mem(&r.pss_end_bytes)
+        );
+    }
+    println!("(medians over valid trials; memory is the server's whole process tree at the end of the measurement)");
+    Ok(())
+}
+
+/// Progress on the terminal: a bar with the block, trial count, ETA, current label and
+/// the last trial's throughput; one line per finished trial (also when not a terminal, so
+/// an overnight log has them).
+struct ConsoleProgress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+    blocks: u32,
+    started: Instant,
+    run_this_session: usize,
+    estimate_per_trial: Duration,
+    last: String,
+}
+
+impl ConsoleProgress {
+    fn new(store: &Store) -> Result<ConsoleProgress> {
+        // Before any trial ends, estimate from the settings.
+        let configs = store.configs()?;
+        let per_trial: Vec<Duration> = configs
+            .iter()
+            .map(|c| match c.settings.workload {
+                Workload::Http => c.settings.load.warmup + c.settings.load.duration + Duration::from_secs(3),
+                Workload::Script => Duration::from_secs(2) * c.settings.script.as_ref().map_or(1, |s| s.runs),
+            })
+            .collect();
+        let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
+        Ok(ConsoleProgress {
+            bar: None,
+            total: 0,
+            done: 0,
+            blocks: 0,
+            started: Instant::now(),
+            run_this_session: 0,
+            estimate_per_trial: estimate,
+            last: String::new(),
+        })
+    }
+
+    fn line(&self, text: String) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn eta(&self) -> Duration {
+        let per = if self.run_this_session > 0 {
+            self.started.elapsed() / self.run_this_session as u32
+        } else {
+            self.estimate_per_trial
+        };
+        per * (self.total - self.done) as u32
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn describe_result(r: &TrialResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(rps) = r.derived.requests_per_s {
+        parts.push(format!("{rps:.1} req/s"));
+    }
+    if let Some(load) = &r.load {
+        if let Some(p99) = load.pointer("/latency_us/p99").and_then(|v| v.as_f64()) {
+            parts.push(format!("p99 {}", micros(p99)));
+        }
+    }
+    if let Some(res) = &r.resources {
+        parts.push(format!("PSS {}", bytes(res.end.pss_bytes)));
+    }
+    if let Some(cpu) = r.derived.cpu_us_per_request {
+        parts.push(format!("{cpu:.0} µs CPU/req"));
+    }
+    if let Some(s) = &r.script {
+        if let Some(w) = s.median_wall_s {
+            parts.push(format!("{w:.3}s wall (median of {})", s.runs.len()));
+        }
+    }
+    parts.join(" · ")
+}
+
+impl Progress for ConsoleProgress {
+    fn begin(&mut self, total: usize, done: usize, blocks: u32) {
+        self.total = total;
+        self.done = done;
+        self.blocks = blocks;
+        if done > 0 {
+            eprintln!("rubyrace: {done} of {total} trials already stored; running the remaining {}", total - done);
+        }
+        if io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:24.cyan/blue} {pos}/{len} trials · {msg}")
+                    .expect("a valid progress template"),
+            );
+            bar.set_position(done as u64);
+            bar.enable_steady_tick(Duration::from_millis(500));
+            self.bar = Some(bar);
+        }
+    }
+
+    fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
+        let eta = humantime::format_duration(Duration::from_secs(self.eta().as_secs()));
+        let last = if self.last.is_empty() { String::new() } else { format!(" · last: {}", self.last) };
+        let msg = format!("block {}/{} · ETA {eta} · {label}{last}", trial.block + 1, self.blocks);
+        match &self.bar {
+            Some(bar) => bar.set_message(msg),
+            None => {}
+        }
+    }
+
+    fn trial_finished(&mut self, r: &TrialResult) {
+        self.done += 1;
+        self.run_this_session += 1;
+        let what = match r.status {
+            TrialStatus::Valid => describe_result(r),
+            TrialStatus::Invalid => format!("INVALID: {} · {}", r.reason.as_deref().unwrap_or(""), describe_result(r)),
+            TrialStatus::Failed => format!("FAILED: {}", r.reason.as_deref().unwrap_or("")),
+        };
+        self.last = r
+            .derived
+            .requests_per_s
+            .map(|v| format!("{v:.0} req/s"))
+            .or_else(|| r.script.as_ref().and_then(|s| s.median_wall_s).map(|w| format!("{w:.3}s")))
+            .unwrap_or_default();
+        self.line(format!(
+            "[{}/{}] block {} · {} · {what}",
+            self.done,
+            self.total,
+            r.block + 1,
+            r.label
+        ));
+        if r.status == TrialStatus::Failed {
+            if let Some(server) = &r.server {
+                let tail: Vec<&str> = server.stderr_tail.lines().rev().take(5).collect();
+                for l in tail.into_iter().rev() {
+                    self.line(format!("      | {l}"));
+                }
+            }
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done as u64);
+        }
+    }
+
+    fn note(&mut self, message: &str) {
+        self.line(format!("rubyrace: {message}"));
+    }
+}
+
+pub fn trial(args: TrialArgs) -> Result<ExitCode> {
+    let text = fs::read_to_string(&args.spec)
+        .with_context(|| format!("cannot read {}", args.spec.display()))?;
+    let spec: TrialSpec = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a trial spec (schema rubyrace.trial-spec/1)", args.spec.display()))?;
+    if spec.schema != lab::trial::TRIAL_SPEC_SCHEMA {
+        bail!("{}: schema {:?} is not {}", args.spec.display(), spec.schema, lab::trial::TRIAL_SPEC_SCHEMA);
+    }
+    let interrupt = install_interrupt()?;
+    let result = match run_trial(&spec, &interrupt) {
+        TrialOutcome::Done(r) => r,
+        TrialOutcome::Interrupted => {
+            eprintln!("rubyrace: trial interrupted; nothing recorded");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+    };
+    let json = serde_json::to_string_pretty(&result)? + "\n";
+    match &args.json {
+        Some(path) => fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?,
+        None => io::stdout().write_all(json.as_bytes())?,
+    }
+    eprintln!("rubyrace: trial {} {}{}", result.trial_id, result.status.as_str(), result.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
+    Ok(if result.status == TrialStatus::Valid { ExitCode::SUCCESS } else { ExitCode::from(EXIT_TRIALS_FAILED) })
+}
+
+pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    let store = Store::open(&args.dir)?;
+    let meta_keys = [
+        "schema_version",
+        "rubyrace_version",
+        "created_at",
+        "experiment_name",
+        "experiment_description",
+        "experiment_file",
+        "experiment_text",
+        "seed",
+        "batches",
+        "order",
+        "smoke",
+    ];
+    let mut meta = serde_json::Map::new();
+    for k in meta_keys {
+        if let Some(v) = store.meta(k)? {
+            meta.insert(k.to_string(), serde_json::Value::String(v));
+        }
+    }
+    let export = serde_json::json!({
+        "schema": "rubyrace.export/1",
+        "meta": meta,
+        "configs": store.configs()?,
+        "schedule": store.schedule()?,
+        "trials": store.trial_results()?,
+    });
+    let text = serde_json::to_string_pretty(&export)? + "\n";
+    match args.json.as_deref() {
+        None | Some("-") => io::stdout().write_all(text.as_bytes())?,
+        Some(path) => write_file(Path::new(path), &text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {
+    let found = lab::rubies::discover();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if found.is_empty() {
+        println!("No Ruby found on PATH or in rbenv, rvm, chruby, asdf or mise.");
+        return Ok(ExitCode::from(1));
+    }
+    let width = found.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let source_width = found.iter().map(|r| r.source.len()).max().unwrap_or(6).max(6);
+    println!("{:<width$}  {:<source_width$}  {}", "name", "source", "RUBY_DESCRIPTION / path");
+    for r in &found {
+        let description = match (&r.description, &r.error) {
+            (Some(d), _) => d.clone(),
+            (None, Some(e)) => format!("(does not run: {})", e.lines().next().unwrap_or("")),
+            (None, None) => "(unknown)".into(),
+        };
+        println!("{:<width$}  {:<source_width$}  {description}", r.name, r.source);
+        println!("{:<width$}  {:<source_width$}  {}", "", "", r.path.display());
+    }
+    println!("\nUse them in an experiment file: [rubies] NAME = \"PATH\" (docs/experiment.md).");
+    Ok(ExitCode::SUCCESS)
+}
