@@ -28,19 +28,22 @@ pub enum Readiness {
 pub enum Probe {
     /// Nothing is listening yet.
     Refused,
+    /// The connection was accepted but no complete answer came within the attempt's time.
+    NoAnswer,
     Status(u16),
     /// The server answered with something that is not an HTTP response, or closed early.
     Garbage(String),
 }
 
-/// One GET `path` with `Connection: close`.
-pub fn probe(addr: SocketAddr, path: &str) -> Probe {
-    let mut stream = match TcpStream::connect_timeout(&addr, ATTEMPT_TIMEOUT) {
+/// One GET `path` with `Connection: close`, waiting at most `limit` for the answer.
+pub fn probe(addr: SocketAddr, path: &str, limit: Duration) -> Probe {
+    let limit = limit.max(Duration::from_millis(10));
+    let mut stream = match TcpStream::connect_timeout(&addr, limit) {
         Ok(s) => s,
         Err(_) => return Probe::Refused,
     };
-    let _ = stream.set_read_timeout(Some(ATTEMPT_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(ATTEMPT_TIMEOUT));
+    let _ = stream.set_read_timeout(Some(limit));
+    let _ = stream.set_write_timeout(Some(limit));
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: rubyrace-readiness\r\n\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
         return Probe::Refused;
@@ -54,6 +57,14 @@ pub fn probe(addr: SocketAddr, path: &str) -> Probe {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && pending.is_empty() => {
                 return Probe::Refused
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Probe::NoAnswer
             }
             Err(e) => return Probe::Garbage(format!("reading the answer failed: {e}")),
         };
@@ -99,7 +110,8 @@ pub fn wait_ready(
                 describe_status(status)
             ));
         }
-        let last = match probe(addr, path) {
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let last = match probe(addr, path, remaining.min(ATTEMPT_TIMEOUT)) {
             Probe::Status(s) if (200..300).contains(&s) => {
                 return Readiness::Ready {
                     after: started.elapsed(),
@@ -116,11 +128,12 @@ pub fn wait_ready(
                     "the readiness check GET {path} got an answer that is not HTTP ({what})"
                 ))
             }
-            Probe::Refused => Probe::Refused,
+            other => other,
         };
         if started.elapsed() >= timeout {
             let state = match last {
                 Probe::Status(s) => format!("it still answered {s}"),
+                Probe::NoAnswer => format!("{addr} accepted the connection but never answered GET {path}"),
                 _ => format!("nothing answered on {addr}"),
             };
             return Readiness::Failed(format!(
@@ -136,6 +149,8 @@ pub fn wait_ready(
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    const T: Duration = Duration::from_secs(2);
 
     fn serve_once(answer: &'static [u8]) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -153,15 +168,15 @@ mod tests {
     #[test]
     fn probes_tell_statuses_garbage_and_silence_apart() {
         let ok = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-        assert_eq!(probe(ok, "/"), Probe::Status(200));
+        assert_eq!(probe(ok, "/", T), Probe::Status(200));
         let err = serve_once(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
-        assert_eq!(probe(err, "/"), Probe::Status(500));
+        assert_eq!(probe(err, "/", T), Probe::Status(500));
         let garbage = serve_once(b"SSH-2.0-OpenSSH_9.2\r\n");
-        assert!(matches!(probe(garbage, "/"), Probe::Garbage(_)));
+        assert!(matches!(probe(garbage, "/", T), Probe::Garbage(_)));
         let closed = {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        assert_eq!(probe(closed, "/"), Probe::Refused);
+        assert_eq!(probe(closed, "/", T), Probe::Refused);
     }
 }

@@ -31,8 +31,9 @@
 //! * WEBrick (through rackup) serves each connection on its own thread, up to its
 //!   `MaxClients` (100): there is no thread count to set, so processes and threads must be
 //!   1. Rackup's defaults turn WEBrick's access log off.
-//! * Every server binds 127.0.0.1 only and gets `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra)
-//!   set to the environment, besides its own environment flag.
+//! * Every built-in server binds 127.0.0.1 only. Every server, custom ones too, gets
+//!   `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra) set to the environment, besides the
+//!   server's own environment flag, and `RUBYPATH` when the Ruby is given as an absolute path.
 //!
 //! Stopping: the caller starts the command in its own process group and sends SIGTERM to the
 //! group (then SIGKILL after a grace period). Measured on Debian 12 (2 cores, Ruby 3.1) with
