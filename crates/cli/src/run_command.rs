@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -83,9 +83,13 @@ pub struct ExportArgs {
     /// A results directory.
     pub dir: PathBuf,
 
-    /// Write every trial as JSON (schema rubyrace.export/1) to FILE, or stdout with "-".
-    #[arg(long, value_name = "FILE|-", default_missing_value = "-", num_args = 0..=1, required = true)]
-    pub json: Option<String>,
+    /// Write every trial as JSON (schema rubyrace.export/1; the only format for now).
+    #[arg(long, required = true)]
+    pub json: bool,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -151,7 +155,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         let plan = schedule(experiment.configs.len(), experiment.batches, experiment.order, experiment.seed);
         if args.dry_run {
-            print_dry_run(&experiment, &plan);
+            print_dry_run(&experiment, &plan)?;
             return Ok(ExitCode::SUCCESS);
         }
         let dir = args
@@ -209,14 +213,25 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
 }
 
-fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) {
+fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()> {
+    // Collected first and written at once, so `| head` ends it quietly.
+    let mut out = String::new();
+    macro_rules! println {
+        ($($arg:tt)*) => {{
+            use std::fmt::Write as _;
+            let _ = writeln!(out, $($arg)*);
+        }};
+    }
     println!("Experiment {:?} from {}", experiment.name, experiment.file.display());
     println!(
-        "{} configurations × {} blocks = {} trials, order {:?}, seed {}\n",
+        "{} configurations × {} blocks = {} trials, order {}, seed {}\n",
         experiment.configs.len(),
         experiment.batches,
         plan.len(),
-        experiment.order,
+        match experiment.order {
+            Order::Random => "random",
+            Order::Sequential => "sequential",
+        },
         experiment.seed
     );
     println!("Configurations:");
@@ -267,6 +282,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) {
         "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
+    write_stdout(&out)
 }
 
 fn median(values: &[f64]) -> Option<f64> {
@@ -283,17 +299,17 @@ fn print_summary(store: &Store) -> Result<()> {
     let rows = store.summary_rows()?;
     let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(5).max(13);
     println!(
-        "\n{:<width$}  {:>5} {:>7} {:>6}  {:>12}  {:>10}  {:>10}",
-        "configuration", "valid", "invalid", "failed", "median req/s", "median RSS", "median PSS"
+        "\n{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
+        "configuration", "valid", "invalid", "failed", "median", "median RSS", "median PSS"
     );
     for r in &rows {
         let rps = median(&r.requests_per_s)
-            .map(|v| format!("{v:.1}"))
-            .or_else(|| median(&r.script_wall_s).map(|w| format!("{w:.3}s wall")))
+            .map(|v| format!("{v:.1} req/s"))
+            .or_else(|| median(&r.script_wall_s).map(|w| format!("{w:.3} s wall")))
             .unwrap_or_else(|| "-".into());
         let mem = |v: &[f64]| median(v).map(|b| bytes(b as u64)).unwrap_or_else(|| "-".into());
         println!(
-            "{:<width$}  {:>5} {:>7} {:>6}  {:>12}  {:>10}  {:>10}",
+            "{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
             r.label,
             r.valid,
             r.invalid,
@@ -499,6 +515,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "seed",
         "batches",
         "order",
+        "record_env",
         "smoke",
     ];
     let mut meta = serde_json::Map::new();
@@ -515,15 +532,20 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "trials": store.trial_results()?,
     });
     let text = serde_json::to_string_pretty(&export)? + "\n";
-    match args.json.as_deref() {
-        None | Some("-") => io::stdout().write_all(text.as_bytes())?,
-        Some(path) => write_file(Path::new(path), &text)?,
+    match &args.output {
+        None => write_stdout(&text)?,
+        Some(path) => fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_file(path: &Path, text: &str) -> Result<()> {
-    fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {

@@ -99,13 +99,20 @@ pub fn load_average() -> Option<[f64; 3]> {
 }
 
 /// Name prefixes of captured variables: Ruby (RUBYOPT, RUBY_YJIT_ENABLE, RUBY_GC_*...),
-/// TruffleRuby (TRUFFLERUBYOPT), RubyGems, Bundler, and allocators (MALLOC_ARENA_MAX,
-/// MALLOC_CONF for jemalloc).
-const CAPTURED_PREFIXES: &[&str] = &["RUBY", "TRUFFLERUBY", "GEM", "BUNDLE", "MALLOC"];
+/// TruffleRuby (TRUFFLERUBYOPT), RubyGems, Bundler, allocators (MALLOC_ARENA_MAX,
+/// MALLOC_CONF for jemalloc), and Puma's own variables (PUMA_*), which can change the
+/// server's settings behind the experiment's back.
+const CAPTURED_PREFIXES: &[&str] = &["RUBY", "TRUFFLERUBY", "GEM", "BUNDLE", "MALLOC", "PUMA_"];
 
 /// Exact names of captured variables: preloads, the dynamic loader's path, glibc tunables
 /// (malloc arenas, tcache), and the JVM's and JRuby's options.
 const CAPTURED_NAMES: &[&str] = &[
+    "WEB_CONCURRENCY",
+    "RAILS_MAX_THREADS",
+    "RAILS_MIN_THREADS",
+    "RACK_ENV",
+    "RAILS_ENV",
+    "APP_ENV",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "GLIBC_TUNABLES",
@@ -120,7 +127,8 @@ const CAPTURED_NAMES: &[&str] = &[
 pub const REDACTED: &str = "<redacted>";
 
 /// The variables of `env` that matter for a benchmark: names starting with `RUBY`,
-/// `TRUFFLERUBY`, `GEM`, `BUNDLE` or `MALLOC`; `LD_PRELOAD`, `LD_LIBRARY_PATH`,
+/// `TRUFFLERUBY`, `GEM`, `BUNDLE`, `MALLOC` or `PUMA_`; `WEB_CONCURRENCY`,
+/// `RAILS_MAX_THREADS`, `RAILS_MIN_THREADS`, `RACK_ENV`, `RAILS_ENV`, `APP_ENV`, `LD_PRELOAD`, `LD_LIBRARY_PATH`,
 /// `GLIBC_TUNABLES`, `JAVA_OPTS`, `JRUBY_OPTS`, `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`,
 /// `JDK_JAVA_OPTIONS`; and the exact names in `extra`; sorted by name. `PATH` is not
 /// captured.
@@ -517,6 +525,7 @@ mod tests {
                 "LD_PRELOAD",
                 "MALLOC_ARENA_MAX",
                 "MALLOC_CONF",
+                "RAILS_MAX_THREADS",
                 "RUBYOPT",
                 "RUBY_GC_HEAP_INIT_SLOTS",
                 "RUBY_YJIT_ENABLE",

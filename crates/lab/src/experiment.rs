@@ -163,6 +163,7 @@ pub struct ConfigSettings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// 0-based position in the expanded list.
+    #[serde(rename = "config_id")]
     pub id: usize,
     pub label: String,
     /// The matrix axes and their value labels for this configuration, e.g. `ruby=3.3`.
@@ -204,6 +205,7 @@ impl Kind {
         match self {
             Kind::Str => "a string".into(),
             Kind::Int { min, max } => format!("an integer from {min} to {max}"),
+            Kind::Float { max, .. } if max == f64::MAX => "a positive number".into(),
             Kind::Float { min, max } => format!("a number from {min} to {max}"),
             Kind::Duration => "a duration string such as \"500ms\", \"10s\" or \"2m\"".into(),
             Kind::StrList => "an array of strings".into(),
@@ -356,6 +358,13 @@ impl<'a> Parser<'a> {
             p.error(&span, key, message, None);
             None
         };
+        if let Kind::StrMap = kind {
+            // Inline (`env = { A = "1" }`) or a sub-table (`[settings.env]`).
+            return match item.as_table_like() {
+                Some(t) => Some(self.string_map(key, t)),
+                None => wrong(self, None),
+            };
+        }
         let value = match item.as_value() {
             Some(v) => v,
             None => return wrong(self, None),
@@ -390,29 +399,6 @@ impl<'a> Parser<'a> {
                 )),
                 _ => wrong(self, None),
             },
-            Kind::StrMap => {
-                let Some(t) = value.as_inline_table() else {
-                    return wrong(self, None);
-                };
-                let mut map = serde_json::Map::new();
-                for (k, v) in t.iter() {
-                    match v.as_str() {
-                        Some(s) => {
-                            map.insert(k.to_string(), json!(s));
-                        }
-                        None => {
-                            let key = format!("{key}.{k}");
-                            self.error(
-                                &v.span(),
-                                &key,
-                                format!("expected a string, found {}", describe_value(v)),
-                                Some("environment values are strings: write \"1\", not 1".into()),
-                            );
-                        }
-                    }
-                }
-                Some(J::Object(map))
-            }
             Kind::OneOf(options) => match value.as_str() {
                 Some(s) if options.contains(&s) => Some(json!(s)),
                 Some(s) => {
@@ -427,7 +413,30 @@ impl<'a> Parser<'a> {
                 }
                 None => wrong(self, None),
             },
+            Kind::StrMap => unreachable!("handled above"),
         }
+    }
+
+    /// A table of string values (environment variables); non-strings are reported.
+    fn string_map(&mut self, key: &str, t: &dyn TableLike) -> J {
+        let mut map = serde_json::Map::new();
+        for (k, v) in t.iter() {
+            match v.as_str() {
+                Some(s) => {
+                    map.insert(k.to_string(), json!(s));
+                }
+                None => {
+                    let key = format!("{key}.{k}");
+                    self.error(
+                        &v.span(),
+                        &key,
+                        format!("expected a string, found {}", describe(v)),
+                        Some("environment values are strings: write \"1\", not 1".into()),
+                    );
+                }
+            }
+        }
+        J::Object(map)
     }
 
     /// Reads a table of settings (`[settings]`, a `[[configs]]` entry, an `[[exclude]]`
@@ -611,6 +620,9 @@ impl<'a> Parser<'a> {
             };
             // Resolve the executable now: a missing Ruby is an error before anything runs.
             let mut argv = argv;
+            if argv[0].contains('/') && !argv[0].starts_with('~') {
+                argv[0] = self.resolve_path(&argv[0]).display().to_string();
+            }
             match crate::rubies::resolve_executable(&argv[0]) {
                 Ok(path) => argv[0] = path.display().to_string(),
                 Err(e) => {
@@ -864,7 +876,15 @@ impl Experiment {
                     format!("`{other}` is a setting of each configuration, not of the experiment"),
                     Some(format!("move it into [settings] (or list alternatives in [matrix])")),
                 ),
-                other => p.unknown_key(&key_span, other, other, &ROOT_KEYS),
+                other => match (did_you_mean(other, &ROOT_KEYS), did_you_mean(other, &setting_names())) {
+                    (None, Some(setting)) => p.error(
+                        &key_span,
+                        other,
+                        format!("unknown key `{other}`"),
+                        Some(format!("did you mean `{setting}`? It is a setting of each configuration: put it in [settings]")),
+                    ),
+                    _ => p.unknown_key(&key_span, other, other, &ROOT_KEYS),
+                },
             }
         }
 
@@ -884,6 +904,15 @@ impl Experiment {
                     );
                 }
                 Err(e) => p.error(&None, "rubies", format!("no [rubies] given and {e:#}"), None),
+            }
+        }
+
+        // A key set both by a [[configs]] entry and by a matrix axis would be overridden.
+        for (layer, _, _) in &configs {
+            for (key, placed) in layer {
+                if key != "env" && axes.iter().any(|(axis, _)| axis == key) {
+                    p.error(&placed.span, &placed.key, format!("`{key}` is also a [matrix] axis, whose values would replace this one"), Some("set it in one place: in the [[configs]] entries or in [matrix]".into()));
+                }
             }
         }
 
@@ -982,7 +1011,7 @@ impl Experiment {
     }
 }
 
-/// Labels of explicit `[[configs]]` entries: their `label`, or the keys in which they differ.
+/// Labels of explicit `[[configs]]` entries: their `label`, or else every key they set.
 fn labels_for_configs(configs: &[(Layer, Option<String>, Option<Range<usize>>)]) -> Vec<Option<String>> {
     if configs.len() < 2 {
         return configs.iter().map(|(_, l, _)| l.clone()).collect();
@@ -1041,8 +1070,15 @@ fn resolve(
     let ruby = match get("ruby").and_then(|v| v.value.as_str()) {
         Some(r) => r.to_string(),
         None if rubies.len() == 1 => rubies.keys().next().unwrap().clone(),
+        None if rubies.is_empty() => {
+            // Rubies that were declared but failed are reported already.
+            if p.errors.is_empty() {
+                p.error(config_span, "rubies", "no Ruby is defined: [rubies] is empty", Some("add one, e.g. system = \"ruby\", or remove [rubies] to use the ruby on PATH".into()));
+            }
+            return None;
+        }
         None => {
-            if !rubies.is_empty() {
+            {
                 p.error(config_span, "settings.ruby", format!("several Rubies are defined ({}); say which one each configuration uses", ruby_names.join(", ")), Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()));
             }
             return None;
@@ -1157,6 +1193,7 @@ fn resolve(
             let key = match first {
                 "threads" => "load_threads",
                 "seed" => "url_seed",
+                "header" => "headers",
                 k => k,
             };
             p.error(&span_of(key), &key_of(key), message, None);
@@ -1190,6 +1227,41 @@ fn resolve(
         }
         (Workload::Http, None) => None,
     };
+    // Settings that do not apply to this workload would be silently unused: refuse them.
+    let applies = |key: &str| match (workload, key) {
+        (_, "ruby" | "ruby_opts" | "env" | "workload") => true,
+        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs"),
+        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs"),
+    };
+    for (key, placed) in layer {
+        if !applies(key) && key != "script" {
+            let kind = match workload {
+                Workload::Http => "http",
+                Workload::Script => "script",
+            };
+            p.error(&placed.span, &placed.key, format!("`{key}` does not apply to workload = \"{kind}\""), Some("remove it, or move it to the configurations it applies to ([[configs]])".into()));
+        }
+    }
+    if workload == Workload::Http && get("requests").is_some() && get("duration").is_some() {
+        p.error(&span_of("requests"), &key_of("requests"), "give either `duration` or `requests`, not both", None);
+    }
+    // A custom argv is checked now, with a stand-in port, rather than failing every trial.
+    if workload == Workload::Http && server == ServerKind::Custom && p.errors.len() == errors_before {
+        let launch = crate::servers::ServerLaunch {
+            kind: server,
+            ruby: &ruby_argv,
+            app_dir: &app_dir,
+            port: 9,
+            processes,
+            threads,
+            scratch_dir: &std::env::temp_dir(),
+            custom_argv: &list("server_argv"),
+            environment: "production",
+        };
+        if let Err(e) = crate::servers::server_command(&launch) {
+            p.error(&span_of("server_argv"), &key_of("server_argv"), format!("{e:#}"), None);
+        }
+    }
     if p.errors.len() > errors_before {
         return None;
     }
@@ -1214,4 +1286,185 @@ fn resolve(
         load,
         script,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `text` as if it were `/tmp/x/exp.toml`, with `sh` standing in for Ruby.
+    fn parse(text: &str) -> Result<Experiment, ExperimentErrors> {
+        let text = format!("{text}\n[rubies]\nr = \"/bin/sh\"\n");
+        Experiment::parse(Path::new("/tmp/exp.toml"), &text)
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        parse(text)
+            .expect_err("the file should be rejected")
+            .0
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    fn labels(e: &Experiment) -> Vec<&str> {
+        e.configs.iter().map(|c| c.label.as_str()).collect()
+    }
+
+    #[test]
+    fn defaults_give_one_configuration() {
+        let e = parse("").unwrap();
+        assert_eq!(labels(&e), ["default"]);
+        let s = &e.configs[0].settings;
+        assert_eq!((s.server, s.processes, s.threads), (ServerKind::Puma, 1, 1));
+        assert_eq!(s.load.connections, 1);
+        assert_eq!(s.load.warmup, Duration::from_secs(5));
+        assert_eq!(s.load.duration, Duration::from_secs(10));
+        assert_eq!(s.ruby_argv, ["/bin/sh"]);
+        assert!(s.app_dir.ends_with("apps/rack-hello"));
+        assert_eq!((e.batches, e.seed, e.order), (5, 1, Order::Random));
+    }
+
+    #[test]
+    fn the_matrix_is_a_cartesian_product_labelled_by_the_axes_that_vary() {
+        let e = parse(
+            "[settings]\nthreads = 2\n[matrix]\nruby_opts = [[], [\"--yjit\"]]\nprocesses = [1, 2]\nmode = [\"keepalive\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            labels(&e),
+            [
+                "ruby_opts=none processes=1",
+                "ruby_opts=none processes=2",
+                "ruby_opts=--yjit processes=1",
+                "ruby_opts=--yjit processes=2",
+            ]
+        );
+        assert_eq!(e.configs[3].settings.ruby_argv, ["/bin/sh", "--yjit"]);
+        assert_eq!(e.configs[3].settings.load.connections, 4, "processes × threads");
+        assert_eq!(e.configs[1].axes["processes"], "2");
+    }
+
+    #[test]
+    fn labelled_values_env_axes_configs_and_exclusions() {
+        let e = parse(
+            r#"
+[settings]
+env = { A = "1" }
+[matrix]
+env = [{ label = "yjit", value = { RUBY_YJIT_ENABLE = "1" } }, { RUBY_YJIT_ENABLE = "0" }]
+[[configs]]
+label = "puma"
+[[configs]]
+server = "webrick"
+[[exclude]]
+server = "webrick"
+env = { RUBY_YJIT_ENABLE = "0" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(labels(&e), ["puma yjit", "puma RUBY_YJIT_ENABLE=0", "server=webrick yjit"]);
+        let env = &e.configs[2].settings.env;
+        assert_eq!((env["A"].as_str(), env["RUBY_YJIT_ENABLE"].as_str()), ("1", "1"));
+    }
+
+    #[test]
+    fn unknown_keys_get_suggestions_and_positions() {
+        let errs = errors("durration = \"1s\"\nseeed = 3\n[settings]\nconections = 4\n");
+        assert_eq!(
+            errs,
+            [
+                "/tmp/exp.toml:1:1: durration: unknown key `durration`\n    help: did you mean `duration`? It is a setting of each configuration: put it in [settings]",
+                "/tmp/exp.toml:2:1: seeed: unknown key `seeed`\n    help: did you mean `seed`?",
+                "/tmp/exp.toml:4:1: settings.conections: unknown key `conections`\n    help: did you mean `connections`?",
+            ]
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_values_say_what_was_expected() {
+        let errs = errors("[settings]\nthreads = \"4\"\nwarmup = \"5 parsecs\"\nenv = { X = 1 }\nserver = \"pumma\"\n");
+        assert_eq!(errs.len(), 4, "{errs:#?}");
+        assert!(errs[0].contains("settings.threads: expected an integer from 1 to 1024, found the string \"4\""));
+        assert!(errs[1].contains("settings.warmup: expected a duration string"));
+        assert!(errs[2].contains("settings.env.X: expected a string, found the integer 1"));
+        assert!(errs[3].ends_with("help: did you mean \"puma\"?"), "{}", errs[3]);
+    }
+
+    #[test]
+    fn references_to_missing_things_are_errors() {
+        let errs = errors("[settings]\nruby = \"rr\"\n");
+        assert_eq!(errs, ["/tmp/exp.toml:2:8: settings.ruby: no Ruby named \"rr\" in [rubies]\n    help: did you mean `r`?"]);
+        let errs = errors("[settings]\napp = \"rails-helo\"\n");
+        assert!(errs[0].contains("no config.ru in /tmp/rails-helo"), "{errs:?}");
+        assert!(errs[0].ends_with("did you mean the bundled app `rails-hello`?"), "{errs:?}");
+        let errs = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\nx = \"/no/such/ruby\"\n").unwrap_err();
+        assert!(errs.0[0].to_string().starts_with("/tmp/e.toml:2:5: rubies.x: "), "{errs}");
+    }
+
+    #[test]
+    fn combinations_a_server_cannot_run_are_rejected() {
+        let errs = errors("[settings]\nserver = \"unicorn\"\nthreads = 4\n");
+        assert!(errs[0].contains("unicorn does not take a thread count; threads must be 1"), "{errs:?}");
+        let errs = errors("[settings]\nserver = \"custom\"\n");
+        assert!(errs[0].contains("server = \"custom\" needs `server_argv`"), "{errs:?}");
+        let errs = errors("[settings]\nmode = \"client-close\"\npipeline = 4\n");
+        assert!(errs[0].contains("pipeline needs keepalive connections"), "{errs:?}");
+    }
+
+    #[test]
+    fn exclusions_and_labels_must_make_sense() {
+        let errs = errors("[matrix]\nthreads = [1, 2]\n[[exclude]]\nthreads = 3\n");
+        assert!(errs[0].contains("exclude[0]: this exclusion matches no configuration"), "{errs:?}");
+        let errs = errors("[matrix]\nthreads = [{ label = \"x\", value = 1 }, { label = \"x\", value = 2 }]\n");
+        assert!(errs.iter().any(|e| e.contains("two values of this axis have the label \"x\"")), "{errs:?}");
+        let errs = errors("[matrix]\nthreads = [1, 2]\n[[configs]]\nthreads = 1\n[[configs]]\nmode = \"close-header\"\n");
+        assert!(errs[0].contains("configs[0].threads: `threads` is also a [matrix] axis"), "{errs:?}");
+        let errs = errors("[matrix]\nthreads = 2\n");
+        assert!(errs[0].contains("expected an array of alternatives, found the integer 2"), "{errs:?}");
+    }
+
+    #[test]
+    fn toml_syntax_errors_have_a_position() {
+        let errs = errors("[settings]\nthreads = = 2\n");
+        assert!(errs[0].starts_with("/tmp/exp.toml:2:"), "{errs:?}");
+        assert!(errs[0].contains("invalid TOML"), "{errs:?}");
+    }
+
+    #[test]
+    fn settings_that_do_not_apply_are_refused() {
+        let errs = errors("[settings]\nrequests = 100\nduration = \"5s\"\nruns = 3\n");
+        assert!(errs[0].contains("settings.requests: give either `duration` or `requests`, not both"), "{errs:?}");
+        assert!(errs[1].contains("settings.runs: `runs` does not apply to workload = \"http\""), "{errs:?}");
+        let errs = errors("[settings]\nserver = \"custom\"\nserver_argv = [\"{ruby}\", \"x.rb\", \"{prot}\"]\n");
+        assert!(errs[0].contains("settings.server_argv: "), "{errs:?}");
+        let env_table = parse("[settings.env]\nA = \"1\"\n").unwrap();
+        assert_eq!(env_table.configs[0].settings.env["A"], "1");
+    }
+
+    #[test]
+    fn a_script_workload_needs_its_script() {
+        let errs = errors("[settings]\nworkload = \"script\"\n");
+        assert!(errs[0].contains("workload = \"script\" needs `script`"), "{errs:?}");
+        let errs = errors("[settings]\nscript = \"x.rb\"\n");
+        assert!(errs[0].contains("`script` is only used with workload = \"script\""), "{errs:?}");
+    }
+
+    #[test]
+    fn smoke_shortens_but_never_lengthens() {
+        let e = parse("batches = 20\n[settings]\nwarmup = \"500ms\"\nduration = \"1m\"\n")
+            .unwrap()
+            .smoke();
+        assert_eq!(e.batches, 2);
+        let load = &e.configs[0].settings.load;
+        assert_eq!((load.warmup, load.duration), (Duration::from_millis(500), Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn several_rubies_need_a_choice() {
+        let errs = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n").unwrap_err();
+        assert!(errs.to_string().contains("several Rubies are defined (a, b)"), "{errs}");
+        let ok = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n[matrix]\nruby = [\"a\", \"b\"]\n").unwrap();
+        assert_eq!(labels(&ok), ["ruby=a", "ruby=b"]);
+    }
 }

@@ -80,13 +80,37 @@ pub fn run_pending(
     let done = store.completed()?;
     progress.begin(schedule.len(), done.len(), blocks);
     let session = store.begin_session(kind, command)?;
+    let end = run_schedule(store, session, &configs, &schedule, &done, &record_env, fail_fast, interrupt, progress);
+    let outcome = match &end {
+        Ok(RunEnd::Complete) => "complete".to_string(),
+        Ok(RunEnd::Interrupted) => "interrupted".to_string(),
+        Ok(RunEnd::StoppedAfterFailure { trial_id }) => format!("stopped after trial {trial_id} (--fail-fast)"),
+        Err(e) => format!("failed: {e:#}"),
+    };
+    // Best effort: with a full disk even this may fail, and the error above matters more.
+    let _ = store.end_session(session, &outcome);
+    end
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_schedule(
+    store: &mut Store,
+    session: i64,
+    configs: &[Config],
+    schedule: &[ScheduledTrial],
+    done: &std::collections::HashSet<usize>,
+    record_env: &[String],
+    fail_fast: bool,
+    interrupt: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> Result<RunEnd> {
     let mut end = RunEnd::Complete;
     for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
         if interrupt.load(Ordering::SeqCst) {
             end = RunEnd::Interrupted;
             break;
         }
-        let spec = trial_spec(store, &configs, trial, &record_env)?;
+        let spec = trial_spec(store, configs, trial, record_env)?;
         progress.trial_started(trial, &spec.label);
         match run_trial(&spec, interrupt) {
             TrialOutcome::Interrupted => {
@@ -110,11 +134,5 @@ pub fn run_pending(
             }
         }
     }
-    let outcome = match &end {
-        RunEnd::Complete => "complete".to_string(),
-        RunEnd::Interrupted => "interrupted".to_string(),
-        RunEnd::StoppedAfterFailure { trial_id } => format!("stopped after trial {trial_id} (--fail-fast)"),
-    };
-    store.end_session(session, &outcome)?;
     Ok(end)
 }

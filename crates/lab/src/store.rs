@@ -45,7 +45,8 @@ CREATE TABLE sessions (
     command     TEXT NOT NULL,
     started_at  TEXT NOT NULL,
     finished_at TEXT,
-    outcome     TEXT            -- 'complete', 'interrupted', 'failed: ...'; NULL if killed
+    outcome     TEXT            -- 'complete', 'interrupted', 'stopped after trial N (--fail-fast)',
+                                -- 'failed: <error>'; NULL if rubyrace was killed
 );
 CREATE TABLE trials (
     trial_id        INTEGER PRIMARY KEY REFERENCES schedule(trial_id),
@@ -114,6 +115,8 @@ impl Store {
         schedule: &[ScheduledTrial],
         smoke: bool,
     ) -> Result<Store> {
+        // Absolute, because servers run in their app's directory and are given paths in here.
+        let dir = &std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
         if db.exists() {
             bail!(
@@ -170,6 +173,7 @@ impl Store {
 
     /// Opens an existing results directory.
     pub fn open(dir: &Path) -> Result<Store> {
+        let dir = &std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
         if !db.is_file() {
             bail!("{} holds no rubyrace results ({} is missing)", dir.display(), DB_FILE);

@@ -201,9 +201,9 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         script: None,
         files: Vec::new(),
     };
-    // A rerun (after an interruption) starts from a clean directory.
-    let _ = fs::remove_dir_all(&spec.out_dir);
-    if let Err(e) = fs::create_dir_all(&spec.out_dir) {
+    // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
+    // go. Only those: a spec naming some other directory never loses anything else.
+    if let Err(e) = fs::create_dir_all(&spec.out_dir).and_then(|_| remove_trial_files(&spec.out_dir)) {
         result.reason = Some(format!("cannot create {}: {e}", spec.out_dir.display()));
         return finish(result, started, &spec.out_dir);
     }
@@ -218,6 +218,25 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
     finish(result, started, &spec.out_dir)
 }
 
+/// Names of the files a trial writes in its directory.
+fn is_trial_file(name: &str) -> bool {
+    let stem = name.split('.').next().unwrap_or("");
+    let run_log = stem.strip_prefix("run").is_some_and(|n| n.parse::<u32>().is_ok())
+        && (name.ends_with(".stdout") || name.ends_with(".stderr"));
+    matches!(name, "server.stdout" | "server.stderr" | "latency.hlog")
+        || name == crate::servers::UNICORN_CONFIG
+        || run_log
+}
+
+fn remove_trial_files(dir: &Path) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)?.flatten() {
+        if is_trial_file(&entry.file_name().to_string_lossy()) {
+            fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
 fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOutcome {
     result.finished_at = now_rfc3339();
     result.wall_s = started.elapsed().as_secs_f64();
@@ -225,6 +244,7 @@ fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOut
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| is_trial_file(name))
                 .collect()
         })
         .unwrap_or_default();
@@ -595,6 +615,12 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m["iterations_per_s"], 1234.5);
         assert_eq!(m["objects"], 10.0);
+    }
+
+    #[test]
+    fn only_trial_files_are_cleaned_up() {
+        assert!(is_trial_file("server.stderr") && is_trial_file("run12.stdout") && is_trial_file("latency.hlog"));
+        assert!(!is_trial_file("notes.txt") && !is_trial_file("runner.stdout") && !is_trial_file("server.rb"));
     }
 
     #[test]
