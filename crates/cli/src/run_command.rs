@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiment::{Experiment, Order, Workload};
-use lab::runner::{run_pending, Progress, RunEnd};
+use lab::runner::{run_pending, trial_spec, Progress, RunEnd};
 use lab::schedule::{schedule, ScheduledTrial};
 use lab::store::Store;
 use lab::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus};
@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// Stop at the first trial that fails or is invalid.
     #[arg(long)]
     pub fail_fast: bool,
+
+    /// With --dry-run: print the plan as JSON (schema rubyrace.plan/1), including the spec
+    /// of every trial, each runnable with `rubyrace trial --spec`.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -154,14 +159,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             };
         }
         let plan = schedule(experiment.configs.len(), experiment.batches, experiment.order, experiment.seed);
-        if args.dry_run {
-            print_dry_run(&experiment, &plan)?;
-            return Ok(ExitCode::SUCCESS);
-        }
         let dir = args
             .output
             .clone()
             .unwrap_or_else(|| default_output(&experiment.name, args.smoke));
+        if args.dry_run && args.json {
+            print_plan_json(&experiment, &plan, &dir)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if args.dry_run {
+            print_dry_run(&experiment, &plan)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         (Store::create(&dir, &experiment, &plan, args.smoke)?, "start")
     };
     let dir = store.dir().to_path_buf();
@@ -283,6 +292,31 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
     write_stdout(&out)
+}
+
+/// The plan as JSON: the experiment, its configurations, its schedule and every trial's spec.
+fn print_plan_json(experiment: &Experiment, plan: &[ScheduledTrial], dir: &std::path::Path) -> Result<()> {
+    let dir = std::path::absolute(dir)?;
+    let specs = plan
+        .iter()
+        .map(|t| trial_spec(&dir, &experiment.configs, t, &experiment.record_env))
+        .collect::<Result<Vec<_>>>()?;
+    let json = serde_json::json!({
+        "schema": "rubyrace.plan/1",
+        "experiment": {
+            "name": experiment.name,
+            "file": experiment.file,
+            "seed": experiment.seed,
+            "batches": experiment.batches,
+            "order": experiment.order,
+            "record_env": experiment.record_env,
+        },
+        "results_dir": dir,
+        "configs": experiment.configs,
+        "schedule": plan,
+        "trials": specs,
+    });
+    write_stdout(&(serde_json::to_string_pretty(&json)? + "\n"))
 }
 
 fn median(values: &[f64]) -> Option<f64> {

@@ -188,7 +188,7 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
     );
     let run = lab.run(&[], Duration::from_secs(120));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stdout.contains("ruby_opts=yjit"), "{run:?}");
+    assert!(run.stdout.contains("\nyjit "), "{run:?}");
 
     let db = lab.db();
     let rows = trials(&db);
@@ -548,4 +548,52 @@ duration = "60s"
     let smoke: String = db.query_row("SELECT value FROM meta WHERE key = 'smoke'", [], |r| r.get(0)).unwrap();
     assert_eq!(smoke, "true");
     assert_eq!(rows[0].result["load"]["settings"]["duration_s"].as_f64(), Some(2.0));
+}
+
+#[test]
+fn one_trial_runs_on_its_own_from_a_planned_spec() {
+    let lab = Lab::new("trial-spec");
+    lab.experiment(
+        r#"
+batches = 2
+
+[settings]
+app = "rack-hello"
+warmup = "500ms"
+duration = "1s"
+
+[matrix]
+threads = [1, 2]
+"#,
+    );
+    let plan = lab.run(&["--dry-run", "--json"], Duration::from_secs(20));
+    assert_eq!(plan.code(), Some(0), "{plan:?}");
+    let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    assert_eq!(plan["schema"], "rubyrace.plan/1");
+    let specs = plan["trials"].as_array().unwrap();
+    assert_eq!(specs.len(), 4);
+    assert!(!lab.results().exists(), "a dry run wrote results");
+    // The third trial, alone, into a directory of our choosing.
+    let mut spec = specs[2].clone();
+    let out = lab.dir.path("alone");
+    spec["out_dir"] = Value::String(out.display().to_string());
+    let spec_file = lab.dir.path("spec.json");
+    std::fs::write(&spec_file, serde_json::to_string(&spec).unwrap()).unwrap();
+    let run = rubyrace(&["trial", "--spec", spec_file.to_str().unwrap()]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["schema"], "rubyrace.trial/1");
+    assert_eq!(result["trial_id"], spec["trial_id"]);
+    assert_eq!(result["label"], spec["label"]);
+    assert_eq!(result["status"], "valid", "{result}");
+    assert_eq!(result["settings"]["threads"], spec["settings"]["threads"]);
+    assert!(result["derived"]["requests_per_s"].as_f64().unwrap() > 0.0);
+    assert!(out.join("latency.hlog").is_file());
+    lab.assert_no_leftovers(Duration::from_secs(2));
+
+    // A spec that is not one is refused with its name.
+    let bad = lab.dir.write("bad.json", "{\"schema\": \"rubyrace.trial-spec/1\"}");
+    let run = rubyrace(&["trial", "--spec", bad.to_str().unwrap()]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(run.stderr.contains("bad.json is not a trial spec"), "{run:?}");
 }

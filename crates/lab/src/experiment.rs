@@ -303,6 +303,8 @@ type Layer = BTreeMap<String, Placed>;
 struct AxisValue {
     placed: Placed,
     label: String,
+    /// The user chose the label: it is used as it is, without `axis=`.
+    chosen: bool,
 }
 
 struct Parser<'a> {
@@ -527,8 +529,10 @@ impl<'a> Parser<'a> {
                 };
                 let inner_item = Item::Value(inner);
                 if let Some(checked) = self.check_value(&element_key, kind, &inner_item) {
+                    let chosen = label.is_some();
                     let label = label.unwrap_or_else(|| value_label(name, &checked));
                     values.push(AxisValue {
+                        chosen,
                         placed: Placed {
                             value: checked,
                             span: v.span(),
@@ -933,7 +937,7 @@ impl Experiment {
                         c.insert(axis.clone(), v.placed.clone());
                         let mut l = labels.clone();
                         if values.len() > 1 {
-                            l.push(if axis == "env" {
+                            l.push(if axis == "env" || v.chosen {
                                 v.label.clone()
                             } else {
                                 format!("{axis}={}", v.label)

@@ -2,6 +2,7 @@
 //! that is not stored yet, in schedule order, one at a time, storing each as it ends. The
 //! same function starts a run and resumes one, so a resume is exactly "run what is left".
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -33,8 +34,8 @@ pub enum RunEnd {
     StoppedAfterFailure { trial_id: usize },
 }
 
-/// The spec of one scheduled trial, from the stored configuration.
-pub fn trial_spec(store: &Store, configs: &[Config], trial: &ScheduledTrial, record_env: &[String]) -> Result<TrialSpec> {
+/// The spec of one scheduled trial of the results directory `results_dir`.
+pub fn trial_spec(results_dir: &Path, configs: &[Config], trial: &ScheduledTrial, record_env: &[String]) -> Result<TrialSpec> {
     let config = configs
         .iter()
         .find(|c| c.id == trial.config_id)
@@ -48,8 +49,8 @@ pub fn trial_spec(store: &Store, configs: &[Config], trial: &ScheduledTrial, rec
         label: config.label.clone(),
         settings: config.settings.clone(),
         record_env: record_env.to_vec(),
-        out_dir: store.trial_dir(trial.trial_id),
-        registry: store.registry(),
+        out_dir: crate::store::trial_dir(results_dir, trial.trial_id),
+        registry: crate::store::registry(results_dir),
     })
 }
 
@@ -110,7 +111,7 @@ fn run_schedule(
             end = RunEnd::Interrupted;
             break;
         }
-        let spec = trial_spec(store, configs, trial, record_env)?;
+        let spec = trial_spec(store.dir(), configs, trial, record_env)?;
         progress.trial_started(trial, &spec.label);
         match run_trial(&spec, interrupt) {
             TrialOutcome::Interrupted => {

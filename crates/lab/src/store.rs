@@ -85,6 +85,16 @@ CREATE TABLE trials (
 );
 ";
 
+/// Where the files of trial `trial_id` of the results directory `dir` go.
+pub fn trial_dir(dir: &Path, trial_id: usize) -> PathBuf {
+    dir.join("trials").join(format!("{trial_id:05}"))
+}
+
+/// Where the live server groups of the results directory `dir` are registered.
+pub fn registry(dir: &Path) -> PathBuf {
+    dir.join("live")
+}
+
 /// An open results directory.
 pub struct Store {
     conn: Connection,
@@ -202,12 +212,12 @@ impl Store {
 
     /// Where a trial's files go.
     pub fn trial_dir(&self, trial_id: usize) -> PathBuf {
-        self.dir.join("trials").join(format!("{trial_id:05}"))
+        trial_dir(&self.dir, trial_id)
     }
 
     /// Where live server groups are registered.
     pub fn registry(&self) -> PathBuf {
-        self.dir.join("live")
+        registry(&self.dir)
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
