@@ -20,6 +20,8 @@ pub mod runner;
 pub mod schedule;
 pub mod servers;
 pub mod store;
+#[cfg(test)]
+mod testutil;
 pub mod trial;
 
 use std::path::PathBuf;

@@ -351,12 +351,7 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("rubyrace-process-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::testutil::TempDir;
 
     fn launch(argv: &[&str]) -> Launch {
         Launch {
@@ -368,7 +363,8 @@ mod tests {
 
     #[test]
     fn stop_terminates_the_whole_group() {
-        let dir = scratch("group");
+        let tmp = TempDir::new("process-group");
+        let dir = tmp.0.clone();
         // A parent that forks a child ignoring nothing; both sleep.
         let mut s = Supervised::spawn(
             &launch(&["ruby", "-e", "fork { sleep 60 }; $stderr.puts ENV['RUBYRACE_TEST']; sleep 60"]),
@@ -386,12 +382,12 @@ mod tests {
         assert!(!group_alive(s.pid()), "a worker survived");
         assert_eq!(s.stderr_tail(100).trim(), "1");
         assert_eq!(fs::read_dir(dir.join("live")).unwrap().count(), 0);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_process_ignoring_term_is_killed_after_the_grace_period() {
-        let dir = scratch("ignore");
+        let tmp = TempDir::new("process-ignore");
+        let dir = tmp.0.clone();
         let mut s = Supervised::spawn(
             &launch(&["ruby", "-e", "trap('TERM') {}; $stderr.puts 'ready'; sleep 60"]),
             &dir,
@@ -408,12 +404,12 @@ mod tests {
         assert_eq!(ended.stopped_by, "kill");
         assert_eq!(ended.status, "killed by signal 9 (SIGKILL)");
         assert!(ended.stop_s >= 0.3);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn leftovers_of_a_dead_harness_are_killed_by_registration() {
-        let dir = scratch("leftover");
+        let tmp = TempDir::new("process-leftover");
+        let dir = tmp.0.clone();
         let registry = dir.join("live");
         let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "server", &registry).unwrap();
         let pgid = s.pid();
@@ -425,12 +421,12 @@ mod tests {
         assert_eq!(killed, vec![format!("process group {pgid}")]);
         assert!(s.wait_for_exit(Duration::from_secs(5)).is_some());
         assert!(!registered.exists());
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_recycled_pid_is_not_killed() {
-        let dir = scratch("recycled");
+        let tmp = TempDir::new("process-recycled");
+        let dir = tmp.0.clone();
         let registry = dir.join("live");
         fs::create_dir_all(&registry).unwrap();
         let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "other", &dir.join("other")).unwrap();
@@ -439,16 +435,15 @@ mod tests {
         assert!(kill_registered_leftovers(&registry).is_empty());
         assert!(s.exited().is_none(), "a process that was not ours got killed");
         s.stop(Duration::from_secs(1));
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn tail_cuts_to_whole_lines() {
-        let dir = scratch("tail");
+        let tmp = TempDir::new("process-tail");
+        let dir = tmp.0.clone();
         let f = dir.join("t");
         fs::write(&f, "first line\nsecond line\nthird\n").unwrap();
         assert_eq!(tail(&f, 15), "third\n");
         assert_eq!(tail(&f, 1000), "first line\nsecond line\nthird\n");
-        fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -842,29 +842,7 @@ mod tests {
         ok
     }
 
-    /// A fresh directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            let dir = std::env::temp_dir().join(format!(
-                "rubyrace-rubies-{tag}-{}-{nanos}-{}",
-                std::process::id(),
-                N.fetch_add(1, AtomicOrdering::Relaxed)
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testutil::TempDir;
 
     fn write_script(path: &Path, body: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
