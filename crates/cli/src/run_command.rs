@@ -34,8 +34,10 @@ pub enum OrderArg {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "The experiment file is described in docs/experiment.md, the results \
-directory in docs/results.md.")]
+#[command(
+    after_help = "The experiment file is described in docs/experiment.md, the results \
+directory in docs/results.md."
+)]
 pub struct RunArgs {
     /// The experiment file (TOML).
     #[arg(required_unless_present = "resume", conflicts_with = "resume")]
@@ -133,7 +135,13 @@ fn default_output(name: &str, smoke: bool) -> PathBuf {
         .replace('T', "-");
     let safe: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     let smoke = if smoke { "-smoke" } else { "" };
     PathBuf::from("results").join(format!("{safe}{smoke}-{compact}"))
@@ -143,7 +151,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut store, kind) = if let Some(dir) = &args.resume {
         (Store::open(dir)?, "resume")
     } else {
-        let file = args.experiment.as_ref().expect("clap requires the experiment");
+        let file = args
+            .experiment
+            .as_ref()
+            .expect("clap requires the experiment");
         let experiment = match Experiment::load(file) {
             Ok(e) => e,
             Err(errors) => {
@@ -151,14 +162,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
             }
         };
-        let mut experiment = if args.smoke { experiment.smoke() } else { experiment };
+        let mut experiment = if args.smoke {
+            experiment.smoke()
+        } else {
+            experiment
+        };
         if let Some(order) = args.order {
             experiment.order = match order {
                 OrderArg::Random => Order::Random,
                 OrderArg::Sequential => Order::Sequential,
             };
         }
-        let plan = schedule(experiment.configs.len(), experiment.batches, experiment.order, experiment.seed);
+        let plan = schedule(
+            experiment.configs.len(),
+            experiment.batches,
+            experiment.order,
+            experiment.seed,
+        );
         let dir = args
             .output
             .clone()
@@ -171,13 +191,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             print_dry_run(&experiment, &plan)?;
             return Ok(ExitCode::SUCCESS);
         }
-        (Store::create(&dir, &experiment, &plan, args.smoke)?, "start")
+        (
+            Store::create(&dir, &experiment, &plan, args.smoke)?,
+            "start",
+        )
     };
     let dir = store.dir().to_path_buf();
     let interrupt = install_interrupt()?;
     let mut progress = ConsoleProgress::new(&store)?;
     eprintln!("rubyrace: results go to {}", dir.display());
-    let end = run_pending(&mut store, kind, &command_line(), args.fail_fast, &interrupt, &mut progress);
+    let end = run_pending(
+        &mut store,
+        kind,
+        &command_line(),
+        args.fail_fast,
+        &interrupt,
+        &mut progress,
+    );
     progress.finish();
     let end = match end {
         Ok(end) => end,
@@ -212,7 +242,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             let rows = store.summary_rows()?;
             let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
             println!("\nAll {total} trials are stored in {}.", dir.display());
-            println!("Every trial as JSON: rubyrace export {} --json", dir.display());
+            println!(
+                "Every trial as JSON: rubyrace export {} --json",
+                dir.display()
+            );
             if bad > 0 {
                 eprintln!("rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store");
                 return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
@@ -231,7 +264,11 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             let _ = writeln!(out, $($arg)*);
         }};
     }
-    println!("Experiment {:?} from {}", experiment.name, experiment.file.display());
+    println!(
+        "Experiment {:?} from {}",
+        experiment.name,
+        experiment.file.display()
+    );
     println!(
         "{} configurations × {} blocks = {} trials, order {}, seed {}\n",
         experiment.configs.len(),
@@ -261,7 +298,10 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             ),
             Workload::Script => format!(
                 "script {} × {} runs",
-                s.script.as_ref().map(|x| x.path.display().to_string()).unwrap_or_default(),
+                s.script
+                    .as_ref()
+                    .map(|x| x.path.display().to_string())
+                    .unwrap_or_default(),
                 s.script.as_ref().map_or(0, |x| x.runs)
             ),
         };
@@ -295,7 +335,11 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
 }
 
 /// The plan as JSON: the experiment, its configurations, its schedule and every trial's spec.
-fn print_plan_json(experiment: &Experiment, plan: &[ScheduledTrial], dir: &std::path::Path) -> Result<()> {
+fn print_plan_json(
+    experiment: &Experiment,
+    plan: &[ScheduledTrial],
+    dir: &std::path::Path,
+) -> Result<()> {
     let dir = std::path::absolute(dir)?;
     let specs = plan
         .iter()
@@ -326,12 +370,21 @@ fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 fn print_summary(store: &Store) -> Result<()> {
     let rows = store.summary_rows()?;
-    let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(5).max(13);
+    let width = rows
+        .iter()
+        .map(|r| r.label.len())
+        .max()
+        .unwrap_or(5)
+        .max(13);
     println!(
         "\n{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
         "configuration", "valid", "invalid", "failed", "median", "median RSS", "median PSS"
@@ -341,7 +394,11 @@ fn print_summary(store: &Store) -> Result<()> {
             .map(|v| format!("{v:.1} req/s"))
             .or_else(|| median(&r.script_wall_s).map(|w| format!("{w:.3} s wall")))
             .unwrap_or_else(|| "-".into());
-        let mem = |v: &[f64]| median(v).map(|b| bytes(b as u64)).unwrap_or_else(|| "-".into());
+        let mem = |v: &[f64]| {
+            median(v)
+                .map(|b| bytes(b as u64))
+                .unwrap_or_else(|| "-".into())
+        };
         println!(
             "{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
             r.label,
@@ -378,8 +435,12 @@ impl ConsoleProgress {
         let per_trial: Vec<Duration> = configs
             .iter()
             .map(|c| match c.settings.workload {
-                Workload::Http => c.settings.load.warmup + c.settings.load.duration + Duration::from_secs(3),
-                Workload::Script => Duration::from_secs(2) * c.settings.script.as_ref().map_or(1, |s| s.runs),
+                Workload::Http => {
+                    c.settings.load.warmup + c.settings.load.duration + Duration::from_secs(3)
+                }
+                Workload::Script => {
+                    Duration::from_secs(2) * c.settings.script.as_ref().map_or(1, |s| s.runs)
+                }
             })
             .collect();
         let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
@@ -448,7 +509,10 @@ impl Progress for ConsoleProgress {
         self.done = done;
         self.blocks = blocks;
         if done > 0 {
-            eprintln!("rubyrace: {done} of {total} trials already stored; running the remaining {}", total - done);
+            eprintln!(
+                "rubyrace: {done} of {total} trials already stored; running the remaining {}",
+                total - done
+            );
         }
         if io::stderr().is_terminal() {
             let bar = ProgressBar::new(total as u64);
@@ -464,11 +528,18 @@ impl Progress for ConsoleProgress {
 
     fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
         let eta = humantime::format_duration(Duration::from_secs(self.eta().as_secs()));
-        let last = if self.last.is_empty() { String::new() } else { format!(" · last: {}", self.last) };
-        let msg = format!("block {}/{} · ETA {eta} · {label}{last}", trial.block + 1, self.blocks);
-        match &self.bar {
-            Some(bar) => bar.set_message(msg),
-            None => {}
+        let last = if self.last.is_empty() {
+            String::new()
+        } else {
+            format!(" · last: {}", self.last)
+        };
+        let msg = format!(
+            "block {}/{} · ETA {eta} · {label}{last}",
+            trial.block + 1,
+            self.blocks
+        );
+        if let Some(bar) = &self.bar {
+            bar.set_message(msg);
         }
     }
 
@@ -477,14 +548,23 @@ impl Progress for ConsoleProgress {
         self.run_this_session += 1;
         let what = match r.status {
             TrialStatus::Valid => describe_result(r),
-            TrialStatus::Invalid => format!("INVALID: {} · {}", r.reason.as_deref().unwrap_or(""), describe_result(r)),
+            TrialStatus::Invalid => format!(
+                "INVALID: {} · {}",
+                r.reason.as_deref().unwrap_or(""),
+                describe_result(r)
+            ),
             TrialStatus::Failed => format!("FAILED: {}", r.reason.as_deref().unwrap_or("")),
         };
         self.last = r
             .derived
             .requests_per_s
             .map(|v| format!("{v:.0} req/s"))
-            .or_else(|| r.script.as_ref().and_then(|s| s.median_wall_s).map(|w| format!("{w:.3}s")))
+            .or_else(|| {
+                r.script
+                    .as_ref()
+                    .and_then(|s| s.median_wall_s)
+                    .map(|w| format!("{w:.3}s"))
+            })
             .unwrap_or_default();
         self.line(format!(
             "[{}/{}] block {} · {} · {what}",
@@ -514,10 +594,19 @@ impl Progress for ConsoleProgress {
 pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     let text = fs::read_to_string(&args.spec)
         .with_context(|| format!("cannot read {}", args.spec.display()))?;
-    let spec: TrialSpec = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a trial spec (schema rubyrace.trial-spec/1)", args.spec.display()))?;
+    let spec: TrialSpec = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a trial spec (schema rubyrace.trial-spec/1)",
+            args.spec.display()
+        )
+    })?;
     if spec.schema != lab::trial::TRIAL_SPEC_SCHEMA {
-        bail!("{}: schema {:?} is not {}", args.spec.display(), spec.schema, lab::trial::TRIAL_SPEC_SCHEMA);
+        bail!(
+            "{}: schema {:?} is not {}",
+            args.spec.display(),
+            spec.schema,
+            lab::trial::TRIAL_SPEC_SCHEMA
+        );
     }
     let interrupt = install_interrupt()?;
     let result = match run_trial(&spec, &interrupt) {
@@ -529,11 +618,26 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     };
     let json = serde_json::to_string_pretty(&result)? + "\n";
     match &args.json {
-        Some(path) => fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => {
+            fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?
+        }
         None => io::stdout().write_all(json.as_bytes())?,
     }
-    eprintln!("rubyrace: trial {} {}{}", result.trial_id, result.status.as_str(), result.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
-    Ok(if result.status == TrialStatus::Valid { ExitCode::SUCCESS } else { ExitCode::from(EXIT_TRIALS_FAILED) })
+    eprintln!(
+        "rubyrace: trial {} {}{}",
+        result.trial_id,
+        result.status.as_str(),
+        result
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    );
+    Ok(if result.status == TrialStatus::Valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_TRIALS_FAILED)
+    })
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
@@ -568,7 +672,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let text = serde_json::to_string_pretty(&export)? + "\n";
     match &args.output {
         None => write_stdout(&text)?,
-        Some(path) => fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => {
+            fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -593,16 +699,32 @@ pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let width = found.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let source_width = found.iter().map(|r| r.source.len()).max().unwrap_or(6).max(6);
-    println!("{:<width$}  {:<source_width$}  {}", "name", "source", "RUBY_DESCRIPTION / path");
+    let source_width = found
+        .iter()
+        .map(|r| r.source.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!(
+        "{:<width$}  {:<source_width$}  RUBY_DESCRIPTION / path",
+        "name", "source"
+    );
     for r in &found {
         let description = match (&r.description, &r.error) {
             (Some(d), _) => d.clone(),
             (None, Some(e)) => format!("(does not run: {})", e.lines().next().unwrap_or("")),
             (None, None) => "(unknown)".into(),
         };
-        println!("{:<width$}  {:<source_width$}  {description}", r.name, r.source);
-        println!("{:<width$}  {:<source_width$}  {}", "", "", r.path.display());
+        println!(
+            "{:<width$}  {:<source_width$}  {description}",
+            r.name, r.source
+        );
+        println!(
+            "{:<width$}  {:<source_width$}  {}",
+            "",
+            "",
+            r.path.display()
+        );
     }
     println!("\nUse them in an experiment file: [rubies] NAME = \"PATH\" (docs/experiment.md).");
     Ok(ExitCode::SUCCESS)

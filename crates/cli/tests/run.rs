@@ -17,7 +17,10 @@ use rusqlite::Connection;
 use serde_json::Value;
 use support::{rubyrace, spawn, Run, TempDir};
 
-const FAULT_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fault_server.rb");
+const FAULT_SERVER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fault_server.rb"
+);
 
 /// A results directory and the experiment file written next to it.
 struct Lab {
@@ -37,7 +40,10 @@ impl Lab {
         let path = self.dir.path("").join("experiment.toml");
         let marked = toml.replace(
             "[settings]",
-            &format!("[settings]\nenv = {{ RUBYRACE_TEST_MARKER = \"{}\" }}", self.marker),
+            &format!(
+                "[settings]\nenv = {{ RUBYRACE_TEST_MARKER = \"{}\" }}",
+                self.marker
+            ),
         );
         std::fs::write(&path, marked).unwrap();
         path
@@ -50,7 +56,12 @@ impl Lab {
     fn run(&self, extra: &[&str], deadline: Duration) -> Run {
         let file = self.dir.path("").join("experiment.toml");
         let results = self.results();
-        let mut args = vec!["run", file.to_str().unwrap(), "-o", results.to_str().unwrap()];
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         spawn(&args).wait(deadline)
     }
@@ -64,8 +75,12 @@ impl Lab {
         let needle = format!("RUBYRACE_TEST_MARKER={}", self.marker);
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
             if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
                 // Zombies have an empty environ; a match is a live process.
                 pids.push(pid);
@@ -196,35 +211,68 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
     assert_eq!(rows.len(), 6, "{run:?}");
     assert_eq!(planned.len(), 6);
     for (row, (id, block, position, label)) in rows.iter().zip(&planned) {
-        assert_eq!((row.trial_id, row.block, row.position, &row.label), (*id, *block, *position, label));
-        assert_eq!(row.status, "valid", "trial {} : {:?}", row.trial_id, row.reason);
+        assert_eq!(
+            (row.trial_id, row.block, row.position, &row.label),
+            (*id, *block, *position, label)
+        );
+        assert_eq!(
+            row.status, "valid",
+            "trial {} : {:?}",
+            row.trial_id, row.reason
+        );
         let r = &row.result;
         assert_eq!(r["schema"], "rubyrace.trial/1");
-        assert!(r["derived"]["requests_per_s"].as_f64().unwrap() > 100.0, "{r}");
+        assert!(
+            r["derived"]["requests_per_s"].as_f64().unwrap() > 100.0,
+            "{r}"
+        );
         let res = &r["resources"];
         assert!(res["end"]["rss_bytes"].as_u64().unwrap() > 5 << 20, "{res}");
         assert!(res["end"]["pss_bytes"].as_u64().unwrap() > 0, "{res}");
         assert!(res["end"]["uss_bytes"].as_u64().unwrap() > 0, "{res}");
-        assert!(res["peak_rss_bytes"].as_u64().unwrap() >= res["end"]["rss_bytes"].as_u64().unwrap() / 2);
+        assert!(
+            res["peak_rss_bytes"].as_u64().unwrap()
+                >= res["end"]["rss_bytes"].as_u64().unwrap() / 2
+        );
         assert!(res["cpu_user_us"].as_u64().unwrap() + res["cpu_system_us"].as_u64().unwrap() > 0);
         assert!(r["derived"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
         let env = &r["environment"];
-        assert!(env["ruby_description"].as_str().unwrap().starts_with("ruby "), "{env}");
+        assert!(
+            env["ruby_description"]
+                .as_str()
+                .unwrap()
+                .starts_with("ruby "),
+            "{env}"
+        );
         assert!(!env["machine"]["kernel"].as_str().unwrap().is_empty());
         assert!(env["machine"]["cpus_online"].as_u64().unwrap() >= 1);
         assert!(env["load_average_before"].is_array());
         assert_eq!(env["rubyrace_version"], env!("CARGO_PKG_VERSION"));
         let server = &r["server"];
         assert_eq!(server["ended"]["stopped_by"], "term", "{server}");
-        assert!(server["argv"].as_array().unwrap().iter().any(|a| a == "-S" || a.as_str().unwrap().contains("puma")));
+        assert!(server["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "-S" || a.as_str().unwrap().contains("puma")));
         // The YJIT configuration really ran with --yjit, and its description says so.
         let yjit = row.label.contains("yjit");
-        assert_eq!(env["ruby_description"].as_str().unwrap().contains("+YJIT"), yjit, "{env}");
-        assert!(Path::new(&lab.results()).join(format!("trials/{:05}/latency.hlog", row.trial_id)).is_file());
+        assert_eq!(
+            env["ruby_description"].as_str().unwrap().contains("+YJIT"),
+            yjit,
+            "{env}"
+        );
+        assert!(Path::new(&lab.results())
+            .join(format!("trials/{:05}/latency.hlog", row.trial_id))
+            .is_file());
     }
     // Each block runs each configuration exactly once.
     for block in 0..3 {
-        let labels: BTreeSet<&str> = rows.iter().filter(|r| r.block == block).map(|r| r.label.as_str()).collect();
+        let labels: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r.block == block)
+            .map(|r| r.label.as_str())
+            .collect();
         assert_eq!(labels.len(), 2, "block {block}");
     }
     lab.assert_no_leftovers(Duration::from_secs(2));
@@ -249,9 +297,18 @@ fn a_server_that_never_becomes_ready_fails_its_trial_and_the_run_goes_on() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].status, "failed");
     let reason = rows[0].reason.clone().unwrap();
-    assert!(reason.starts_with("the server was not ready after 3s: 127.0.0.1:"), "{reason}");
-    assert!(reason.ends_with("accepted the connection but never answered GET /"), "{reason}");
-    assert!(run.stderr.contains("FAILED: the server was not ready"), "{run:?}");
+    assert!(
+        reason.starts_with("the server was not ready after 3s: 127.0.0.1:"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("accepted the connection but never answered GET /"),
+        "{reason}"
+    );
+    assert!(
+        run.stderr.contains("FAILED: the server was not ready"),
+        "{run:?}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
@@ -263,7 +320,10 @@ fn a_500_at_readiness_fails_the_trial_with_the_server_stderr() {
     assert_eq!(run.code(), Some(3), "{run:?}");
     let rows = trials(&lab.db());
     assert_eq!(rows[0].status, "failed");
-    assert_eq!(rows[0].reason.as_deref(), Some("the readiness check GET / answered 500, not 2xx"));
+    assert_eq!(
+        rows[0].reason.as_deref(),
+        Some("the readiness check GET / answered 500, not 2xx")
+    );
     let tail = rows[0].result["server"]["stderr_tail"].as_str().unwrap();
     assert!(tail.contains("listening on"), "{tail}");
     lab.assert_no_leftovers(Duration::from_secs(2));
@@ -278,11 +338,17 @@ fn errors_during_the_measurement_make_the_trial_invalid_not_silent() {
     let rows = trials(&lab.db());
     assert_eq!(rows[0].status, "invalid", "{:?}", rows[0].reason);
     let reason = rows[0].reason.clone().unwrap();
-    assert!(reason.starts_with("error rate 100.000% exceeds max_error_rate 0%"), "{reason}");
+    assert!(
+        reason.starts_with("error rate 100.000% exceeds max_error_rate 0%"),
+        "{reason}"
+    );
     assert!(reason.contains("× 500"), "{reason}");
     // The measurement is kept.
     assert!(rows[0].result["load"]["status"]["500"].as_u64().unwrap() > 0);
-    assert!(run.stdout.contains("0       1      0") || run.stdout.contains(" 1 "), "{run:?}");
+    assert!(
+        run.stdout.contains("0       1      0") || run.stdout.contains(" 1 "),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -306,9 +372,15 @@ fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
     lab.experiment(&fault_experiment("crash-on-boot", ""));
     let started = Instant::now();
     let run = lab.run(&[], Duration::from_secs(60));
-    assert!(started.elapsed() < Duration::from_secs(3), "waited for the readiness timeout: {run:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited for the readiness timeout: {run:?}"
+    );
     let rows = trials(&lab.db());
-    assert_eq!(rows[0].reason.as_deref(), Some("the server exited (exit status 3) before it was ready"));
+    assert_eq!(
+        rows[0].reason.as_deref(),
+        Some("the server exited (exit status 3) before it was ready")
+    );
     assert!(run.stderr.contains("simulated crash on boot"), "{run:?}");
 }
 
@@ -323,7 +395,10 @@ fn a_fixed_port_already_in_use_fails_the_trial_without_loading_the_other_server(
     let rows = trials(&lab.db());
     assert_eq!(rows[0].status, "failed");
     let reason = rows[0].reason.clone().unwrap();
-    assert!(reason.starts_with(&format!("port {port} is already in use on 127.0.0.1")), "{reason}");
+    assert!(
+        reason.starts_with(&format!("port {port} is already in use on 127.0.0.1")),
+        "{reason}"
+    );
     drop(holder);
 }
 
@@ -367,7 +442,10 @@ mode = ["keepalive", "close-headers"]
          4 errors in the experiment file; nothing was run\n"
     );
     assert_eq!(run.stderr, expected);
-    assert!(!lab.results().exists(), "a results directory was created for a broken file");
+    assert!(
+        !lab.results().exists(),
+        "a results directory was created for a broken file"
+    );
 }
 
 /// Waits until the store holds `n` trials.
@@ -376,13 +454,18 @@ fn wait_for_trials(lab: &Lab, n: usize, limit: Duration) {
     loop {
         if lab.results().join("results.db").exists() {
             if let Ok(db) = Connection::open(lab.results().join("results.db")) {
-                let count: i64 = db.query_row("SELECT count(*) FROM trials", [], |r| r.get(0)).unwrap_or(0);
+                let count: i64 = db
+                    .query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+                    .unwrap_or(0);
                 if count as usize >= n {
                     return;
                 }
             }
         }
-        assert!(Instant::now() < deadline, "{n} trials were not stored within {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{n} trials were not stored within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -410,36 +493,58 @@ fn interrupt_and_resume(name: &str, signal: i32) {
     lab.experiment(INTERRUPTIBLE);
     let file = lab.dir.path("").join("experiment.toml");
     let results = lab.results();
-    let running = spawn(&["run", file.to_str().unwrap(), "-o", results.to_str().unwrap()]);
+    let running = spawn(&[
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        results.to_str().unwrap(),
+    ]);
     wait_for_trials(&lab, 2, Duration::from_secs(60));
     // Into the middle of the third trial: past its boot, inside its measurement.
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!lab.leftovers().is_empty(), "no server was running when the signal was sent");
+    assert!(
+        !lab.leftovers().is_empty(),
+        "no server was running when the signal was sent"
+    );
     // SAFETY: the pid of the rubyrace this test started.
     unsafe { libc::kill(running.pid() as i32, signal) };
     let run = running.wait(Duration::from_secs(30));
     lab.assert_no_leftovers(Duration::from_secs(10));
     let stored_before: Vec<i64> = trials(&lab.db()).iter().map(|t| t.trial_id).collect();
-    assert!(stored_before.len() >= 2 && stored_before.len() < 6, "{stored_before:?}");
+    assert!(
+        stored_before.len() >= 2 && stored_before.len() < 6,
+        "{stored_before:?}"
+    );
     if signal == libc::SIGINT {
         assert_eq!(run.code(), Some(130), "{run:?}");
         let resume = format!("rubyrace run --resume {}", results.display());
         assert!(run.stderr.contains(&resume), "{run:?}");
     }
 
-    let resumed = spawn(&["run", "--resume", results.to_str().unwrap()]).wait(Duration::from_secs(120));
+    let resumed =
+        spawn(&["run", "--resume", results.to_str().unwrap()]).wait(Duration::from_secs(120));
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     assert!(
-        resumed.stderr.contains(&format!("{} of 6 trials already stored", stored_before.len())),
+        resumed.stderr.contains(&format!(
+            "{} of 6 trials already stored",
+            stored_before.len()
+        )),
         "{resumed:?}"
     );
     let db = lab.db();
     let rows = trials(&db);
     let planned = schedule(&db);
     let ids: Vec<i64> = rows.iter().map(|r| r.trial_id).collect();
-    assert_eq!(ids, vec![0, 1, 2, 3, 4, 5], "a trial was lost or duplicated");
+    assert_eq!(
+        ids,
+        vec![0, 1, 2, 3, 4, 5],
+        "a trial was lost or duplicated"
+    );
     for (row, (_, block, position, label)) in rows.iter().zip(&planned) {
-        assert_eq!((row.block, row.position, &row.label), (*block, *position, label));
+        assert_eq!(
+            (row.block, row.position, &row.label),
+            (*block, *position, label)
+        );
         assert_eq!(row.status, "valid", "{:?}", row.reason);
     }
     let sessions: Vec<(String, Option<String>)> = db
@@ -449,10 +554,17 @@ fn interrupt_and_resume(name: &str, signal: i32) {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let first_outcome = if signal == libc::SIGINT { Some("interrupted".to_string()) } else { None };
+    let first_outcome = if signal == libc::SIGINT {
+        Some("interrupted".to_string())
+    } else {
+        None
+    };
     assert_eq!(
         sessions,
-        vec![("start".to_string(), first_outcome), ("resume".to_string(), Some("complete".to_string()))]
+        vec![
+            ("start".to_string(), first_outcome),
+            ("resume".to_string(), Some("complete".to_string()))
+        ]
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
@@ -473,8 +585,15 @@ fn dry_run_prints_the_schedule_and_runs_nothing() {
     lab.experiment(INTERRUPTIBLE);
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stdout.contains("2 configurations × 3 blocks = 6 trials"), "{run:?}");
-    assert!(run.stdout.contains("[0] connections=2") && run.stdout.contains("[1] connections=4"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("2 configurations × 3 blocks = 6 trials"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("[0] connections=2") && run.stdout.contains("[1] connections=4"),
+        "{run:?}"
+    );
     assert_eq!(run.stdout.matches("  block ").count(), 3, "{run:?}");
     assert!(!lab.results().exists());
     // The same file and seed give the same schedule.
@@ -514,7 +633,10 @@ script_args = [["1000"], ["300000"]]
         assert!(s["median_wall_s"].as_f64().unwrap() > 0.0);
         assert!(s["median_user_s"].as_f64().unwrap() > 0.0);
         assert!(s["max_rss_bytes"].as_u64().unwrap() > 1 << 20);
-        assert!(s["median_metrics"]["calls_per_s"].as_f64().unwrap() > 100.0, "{s}");
+        assert!(
+            s["median_metrics"]["calls_per_s"].as_f64().unwrap() > 100.0,
+            "{s}"
+        );
     }
     let wall = |label: &str| {
         rows.iter()
@@ -522,7 +644,10 @@ script_args = [["1000"], ["300000"]]
             .map(|r| r.result["script"]["median_wall_s"].as_f64().unwrap())
             .fold(0.0, f64::max)
     };
-    assert!(wall("script_args=300000") > wall("script_args=1000"), "more work took less time?");
+    assert!(
+        wall("script_args=300000") > wall("script_args=1000"),
+        "more work took less time?"
+    );
 }
 
 #[test]
@@ -541,13 +666,23 @@ duration = "60s"
     let started = Instant::now();
     let run = lab.run(&["--smoke"], Duration::from_secs(60));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(started.elapsed() < Duration::from_secs(30), "smoke mode did not shorten the trials");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "smoke mode did not shorten the trials"
+    );
     let db = lab.db();
     let rows = trials(&db);
     assert_eq!(rows.len(), 2);
-    let smoke: String = db.query_row("SELECT value FROM meta WHERE key = 'smoke'", [], |r| r.get(0)).unwrap();
+    let smoke: String = db
+        .query_row("SELECT value FROM meta WHERE key = 'smoke'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     assert_eq!(smoke, "true");
-    assert_eq!(rows[0].result["load"]["settings"]["duration_s"].as_f64(), Some(2.0));
+    assert_eq!(
+        rows[0].result["load"]["settings"]["duration_s"].as_f64(),
+        Some(2.0)
+    );
 }
 
 #[test]
@@ -592,8 +727,13 @@ threads = [1, 2]
     lab.assert_no_leftovers(Duration::from_secs(2));
 
     // A spec that is not one is refused with its name.
-    let bad = lab.dir.write("bad.json", "{\"schema\": \"rubyrace.trial-spec/1\"}");
+    let bad = lab
+        .dir
+        .write("bad.json", "{\"schema\": \"rubyrace.trial-spec/1\"}");
     let run = rubyrace(&["trial", "--spec", bad.to_str().unwrap()]);
     assert_eq!(run.code(), Some(1), "{run:?}");
-    assert!(run.stderr.contains("bad.json is not a trial spec"), "{run:?}");
+    assert!(
+        run.stderr.contains("bad.json is not a trial spec"),
+        "{run:?}"
+    );
 }

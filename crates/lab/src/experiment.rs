@@ -238,29 +238,68 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("sample_interval", Kind::Duration),
     ("warmup", Kind::Duration),
     ("duration", Kind::Duration),
-    ("requests", Kind::Int { min: 1, max: i64::MAX }),
-    ("max_error_rate", Kind::Float { min: 0.0, max: 100.0 }),
-    ("connections", Kind::Int { min: 1, max: 1_000_000 }),
+    (
+        "requests",
+        Kind::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+    ),
+    (
+        "max_error_rate",
+        Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+    ),
+    (
+        "connections",
+        Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+    ),
     ("load_threads", Kind::Int { min: 1, max: 1024 }),
     ("mode", Kind::OneOf(MODES)),
     ("close_grace", Kind::Duration),
-    ("rate", Kind::Float { min: f64::MIN_POSITIVE, max: f64::MAX }),
+    (
+        "rate",
+        Kind::Float {
+            min: f64::MIN_POSITIVE,
+            max: f64::MAX,
+        },
+    ),
     ("method", Kind::Str),
     ("path", Kind::Str),
     ("headers", Kind::StrList),
     ("body", Kind::Str),
     ("urls", Kind::Str),
-    ("url_seed", Kind::Int { min: 0, max: i64::MAX }),
+    (
+        "url_seed",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    ),
     ("pipeline", Kind::Int { min: 1, max: 1024 }),
     ("timeout", Kind::Duration),
     ("connect_stagger", Kind::Duration),
     ("script", Kind::Str),
     ("script_args", Kind::StrList),
-    ("runs", Kind::Int { min: 1, max: 1_000_000 }),
+    (
+        "runs",
+        Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+    ),
 ];
 
 fn setting_kind(key: &str) -> Option<Kind> {
-    SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, kind)| *kind)
+    SETTINGS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, kind)| *kind)
 }
 
 fn setting_names() -> Vec<&'static str> {
@@ -297,6 +336,15 @@ struct Placed {
 
 /// A layer of settings: `[settings]`, one `[[configs]]` entry or one matrix point.
 type Layer = BTreeMap<String, Placed>;
+
+/// Where something was written in the file (a byte range), when known.
+type Span = Option<Range<usize>>;
+
+/// One `[[configs]]` entry: its settings, its `label`, where it is.
+type ConfigEntry = (Layer, Option<String>, Span);
+
+/// One expanded configuration before it is resolved: settings, label, axis labels, where.
+type Point = (Layer, String, BTreeMap<String, String>, Span);
 
 /// One value of a matrix axis.
 #[derive(Clone, Debug)]
@@ -372,7 +420,10 @@ impl<'a> Parser<'a> {
             None => return wrong(self, None),
         };
         match kind {
-            Kind::Str => value.as_str().map(|s| json!(s)).or_else(|| wrong(self, None)),
+            Kind::Str => value
+                .as_str()
+                .map(|s| json!(s))
+                .or_else(|| wrong(self, None)),
             Kind::Int { min, max } => match value.as_integer() {
                 Some(i) if (min..=max).contains(&i) => Some(json!(i)),
                 Some(i) => wrong(self, Some(format!("found {i}"))),
@@ -466,7 +517,12 @@ impl<'a> Parser<'a> {
                     );
                 } else {
                     let found = describe(item);
-                    self.error(&item.span(), &dotted, format!("expected a string, found {found}"), None);
+                    self.error(
+                        &item.span(),
+                        &dotted,
+                        format!("expected a string, found {found}"),
+                        None,
+                    );
                 }
                 continue;
             }
@@ -516,7 +572,12 @@ impl<'a> Parser<'a> {
                 continue;
             };
             if array.is_empty() {
-                self.error(&item.span(), &dotted, "a matrix axis needs at least one value", None);
+                self.error(
+                    &item.span(),
+                    &dotted,
+                    "a matrix axis needs at least one value",
+                    None,
+                );
                 continue;
             }
             let mut values = Vec::new();
@@ -550,7 +611,10 @@ impl<'a> Parser<'a> {
                         &span,
                         &key,
                         format!("two values of this axis have the label {:?}", v.label),
-                        Some("give each value its own label: { label = \"...\", value = ... }".into()),
+                        Some(
+                            "give each value its own label: { label = \"...\", value = ... }"
+                                .into(),
+                        ),
                     );
                     break;
                 }
@@ -562,7 +626,10 @@ impl<'a> Parser<'a> {
     }
 
     /// Reads `[rubies]`.
-    fn rubies(&mut self, table: &dyn TableLike) -> BTreeMap<String, (RubyDef, Option<Range<usize>>)> {
+    fn rubies(
+        &mut self,
+        table: &dyn TableLike,
+    ) -> BTreeMap<String, (RubyDef, Option<Range<usize>>)> {
         let mut rubies = BTreeMap::new();
         for (name, item) in table.iter() {
             let dotted = format!("rubies.{name}");
@@ -580,21 +647,36 @@ impl<'a> Parser<'a> {
                             Some(p) => argv = Some(vec![p.to_string()]),
                             None => {
                                 let found = describe(v);
-                                self.error(&v.span(), &key, format!("expected a string, found {found}"), None)
+                                self.error(
+                                    &v.span(),
+                                    &key,
+                                    format!("expected a string, found {found}"),
+                                    None,
+                                )
                             }
                         },
                         "argv" => {
                             if let Some(J::Array(a)) = self.check_value(&key, Kind::StrList, v) {
                                 if a.is_empty() {
-                                    self.error(&v.span(), &key, "expected at least the Ruby executable", None);
+                                    self.error(
+                                        &v.span(),
+                                        &key,
+                                        "expected at least the Ruby executable",
+                                        None,
+                                    );
                                 } else {
-                                    argv = Some(a.iter().map(|s| s.as_str().unwrap().to_string()).collect());
+                                    argv = Some(
+                                        a.iter().map(|s| s.as_str().unwrap().to_string()).collect(),
+                                    );
                                 }
                             }
                         }
                         "env" => {
                             if let Some(J::Object(m)) = self.check_value(&key, Kind::StrMap, v) {
-                                env = m.into_iter().map(|(k, v)| (k, v.as_str().unwrap().to_string())).collect();
+                                env = m
+                                    .into_iter()
+                                    .map(|(k, v)| (k, v.as_str().unwrap().to_string()))
+                                    .collect();
                             }
                         }
                         other => self.unknown_key(&key_span, &key, other, &["path", "argv", "env"]),
@@ -617,7 +699,9 @@ impl<'a> Parser<'a> {
                 self.error(
                     &span,
                     &dotted,
-                    format!("expected a path string or a table with `path` or `argv`, found {found}"),
+                    format!(
+                        "expected a path string or a table with `path` or `argv`, found {found}"
+                    ),
                     None,
                 );
                 continue;
@@ -630,7 +714,12 @@ impl<'a> Parser<'a> {
             match crate::rubies::resolve_executable(&argv[0]) {
                 Ok(path) => argv[0] = path.display().to_string(),
                 Err(e) => {
-                    self.error(&span, &dotted, format!("{e:#}"), Some("`rubyrace rubies` lists the Rubies found on this machine".into()));
+                    self.error(
+                        &span,
+                        &dotted,
+                        format!("{e:#}"),
+                        Some("`rubyrace rubies` lists the Rubies found on this machine".into()),
+                    );
                     continue;
                 }
             }
@@ -708,7 +797,7 @@ fn describe_value(v: &Value) -> String {
 }
 
 /// The tables of an array of tables, written either as `[[name]]` or as an inline array.
-fn table_list(item: &Item) -> Option<Vec<(&dyn TableLike, Option<Range<usize>>)>> {
+fn table_list(item: &Item) -> Option<Vec<(&dyn TableLike, Span)>> {
     match item {
         Item::ArrayOfTables(a) => Some(a.iter().map(|t| (t as &dyn TableLike, t.span())).collect()),
         Item::Value(Value::Array(a)) => a
@@ -808,7 +897,7 @@ impl Experiment {
         let mut rubies = BTreeMap::new();
         let mut base = Layer::new();
         let mut axes = Vec::new();
-        let mut configs: Vec<(Layer, Option<String>, Option<Range<usize>>)> = Vec::new();
+        let mut configs: Vec<ConfigEntry> = Vec::new();
         let mut exclusions: Vec<(Layer, Option<Range<usize>>)> = Vec::new();
 
         for (key, item) in root.iter() {
@@ -823,14 +912,16 @@ impl Experiment {
                         p.error(&span, key, format!("expected a string, found {found}"), None)
                     }
                 },
-                "seed" => match p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
-                    Some(J::Number(n)) => seed = n.as_u64().unwrap_or(1),
-                    _ => {}
-                },
-                "batches" => match p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                    Some(J::Number(n)) => batches = n.as_u64().unwrap_or(1) as u32,
-                    _ => {}
-                },
+                "seed" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
+                        seed = n.as_u64().unwrap_or(1);
+                    }
+                }
+                "batches" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        batches = n.as_u64().unwrap_or(1) as u32;
+                    }
+                }
                 "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
                     Some(J::String(s)) if s == "sequential" => order = Order::Sequential,
                     _ => {}
@@ -878,7 +969,7 @@ impl Experiment {
                     &key_span,
                     other,
                     format!("`{other}` is a setting of each configuration, not of the experiment"),
-                    Some(format!("move it into [settings] (or list alternatives in [matrix])")),
+                    Some("move it into [settings] (or list alternatives in [matrix])".to_string()),
                 ),
                 other => match (did_you_mean(other, &ROOT_KEYS), did_you_mean(other, &setting_names())) {
                     (None, Some(setting)) => p.error(
@@ -907,7 +998,12 @@ impl Experiment {
                         ),
                     );
                 }
-                Err(e) => p.error(&None, "rubies", format!("no [rubies] given and {e:#}"), None),
+                Err(e) => p.error(
+                    &None,
+                    "rubies",
+                    format!("no [rubies] given and {e:#}"),
+                    None,
+                ),
             }
         }
 
@@ -915,7 +1011,16 @@ impl Experiment {
         for (layer, _, _) in &configs {
             for (key, placed) in layer {
                 if key != "env" && axes.iter().any(|(axis, _)| axis == key) {
-                    p.error(&placed.span, &placed.key, format!("`{key}` is also a [matrix] axis, whose values would replace this one"), Some("set it in one place: in the [[configs]] entries or in [matrix]".into()));
+                    p.error(
+                        &placed.span,
+                        &placed.key,
+                        format!(
+                            "`{key}` is also a [matrix] axis, whose values would replace this one"
+                        ),
+                        Some(
+                            "set it in one place: in the [[configs]] entries or in [matrix]".into(),
+                        ),
+                    );
                 }
             }
         }
@@ -925,7 +1030,7 @@ impl Experiment {
             configs.push((Layer::new(), None, None));
         }
         let explicit_labels = labels_for_configs(&configs);
-        let mut points: Vec<(Layer, String, BTreeMap<String, String>, Option<Range<usize>>)> = Vec::new();
+        let mut points: Vec<Point> = Vec::new();
         for ((layer, _, span), config_label) in configs.iter().zip(explicit_labels) {
             let mut combos: Vec<(Layer, Vec<String>, BTreeMap<String, String>)> =
                 vec![(Layer::new(), Vec::new(), BTreeMap::new())];
@@ -955,7 +1060,11 @@ impl Experiment {
                 let mut parts = Vec::new();
                 parts.extend(config_label.clone());
                 parts.extend(labels);
-                let label = if parts.is_empty() { "default".to_string() } else { parts.join(" ") };
+                let label = if parts.is_empty() {
+                    "default".to_string()
+                } else {
+                    parts.join(" ")
+                };
                 points.push((merged, label, axis_labels, span.clone()));
             }
         }
@@ -963,20 +1072,40 @@ impl Experiment {
             let before = points.len();
             points.retain(|(layer, ..)| !excluded_by(layer, exclusion));
             if points.len() == before && !exclusion.is_empty() {
-                p.error(span, &format!("exclude[{i}]"), "this exclusion matches no configuration", Some("check its values against [matrix]; values must match exactly".into()));
+                p.error(
+                    span,
+                    &format!("exclude[{i}]"),
+                    "this exclusion matches no configuration",
+                    Some("check its values against [matrix]; values must match exactly".into()),
+                );
             }
         }
         if points.is_empty() && p.errors.is_empty() {
-            p.error(&None, "exclude", "every configuration is excluded; nothing would run", None);
+            p.error(
+                &None,
+                "exclude",
+                "every configuration is excluded; nothing would run",
+                None,
+            );
         }
         let mut seen_labels: HashMap<String, usize> = HashMap::new();
         let mut expanded = Vec::new();
         for (id, (layer, label, axes, span)) in points.into_iter().enumerate() {
             if let Some(first) = seen_labels.insert(label.clone(), id) {
-                p.error(&span, "configs", format!("configurations {first} and {id} have the same label {label:?}"), Some("give each [[configs]] entry its own `label`".into()));
+                p.error(
+                    &span,
+                    "configs",
+                    format!("configurations {first} and {id} have the same label {label:?}"),
+                    Some("give each [[configs]] entry its own `label`".into()),
+                );
             }
             if let Some(settings) = resolve(&mut p, &layer, &rubies, &span) {
-                expanded.push(Config { id, label, axes, settings });
+                expanded.push(Config {
+                    id,
+                    label,
+                    axes,
+                    settings,
+                });
             }
         }
         if !p.errors.is_empty() {
@@ -1016,7 +1145,7 @@ impl Experiment {
 }
 
 /// Labels of explicit `[[configs]]` entries: their `label`, or else every key they set.
-fn labels_for_configs(configs: &[(Layer, Option<String>, Option<Range<usize>>)]) -> Vec<Option<String>> {
+fn labels_for_configs(configs: &[ConfigEntry]) -> Vec<Option<String>> {
     if configs.len() < 2 {
         return configs.iter().map(|(_, l, _)| l.clone()).collect();
     }
@@ -1028,10 +1157,18 @@ fn labels_for_configs(configs: &[(Layer, Option<String>, Option<Range<usize>>)])
                     .iter()
                     .map(|(k, v)| {
                         let l = value_label(k, &v.value);
-                        if k == "env" { l } else { format!("{k}={l}") }
+                        if k == "env" {
+                            l
+                        } else {
+                            format!("{k}={l}")
+                        }
                     })
                     .collect();
-                Some(if parts.is_empty() { "base".into() } else { parts.join(" ") })
+                Some(if parts.is_empty() {
+                    "base".into()
+                } else {
+                    parts.join(" ")
+                })
             })
         })
         .collect()
@@ -1047,8 +1184,16 @@ fn resolve(
 ) -> Option<ConfigSettings> {
     let errors_before = p.errors.len();
     let get = |k: &str| layer.get(k);
-    let span_of = |k: &str| get(k).and_then(|v| v.span.clone()).or_else(|| config_span.clone());
-    let key_of = |k: &str| get(k).map(|v| v.key.clone()).unwrap_or_else(|| format!("settings.{k}"));
+    let span_of = |k: &str| {
+        get(k)
+            .and_then(|v| v.span.clone())
+            .or_else(|| config_span.clone())
+    };
+    let key_of = |k: &str| {
+        get(k)
+            .map(|v| v.key.clone())
+            .unwrap_or_else(|| format!("settings.{k}"))
+    };
     let string = |k: &str, default: &str| {
         get(k)
             .and_then(|v| v.value.as_str().map(str::to_string))
@@ -1065,7 +1210,11 @@ fn resolve(
     let list = |k: &str| -> Vec<String> {
         get(k)
             .and_then(|v| v.value.as_array())
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
 
@@ -1083,7 +1232,15 @@ fn resolve(
         }
         None => {
             {
-                p.error(config_span, "settings.ruby", format!("several Rubies are defined ({}); say which one each configuration uses", ruby_names.join(", ")), Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()));
+                p.error(
+                    config_span,
+                    "settings.ruby",
+                    format!(
+                        "several Rubies are defined ({}); say which one each configuration uses",
+                        ruby_names.join(", ")
+                    ),
+                    Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()),
+                );
             }
             return None;
         }
@@ -1091,8 +1248,18 @@ fn resolve(
     let Some((def, _)) = rubies.get(&ruby) else {
         let help = did_you_mean(&ruby, &ruby_names)
             .map(|k| format!("did you mean `{k}`?"))
-            .or_else(|| Some(format!("define it in [rubies]; defined: {}", ruby_names.join(", "))));
-        p.error(&span_of("ruby"), &key_of("ruby"), format!("no Ruby named {ruby:?} in [rubies]"), help);
+            .or_else(|| {
+                Some(format!(
+                    "define it in [rubies]; defined: {}",
+                    ruby_names.join(", ")
+                ))
+            });
+        p.error(
+            &span_of("ruby"),
+            &key_of("ruby"),
+            format!("no Ruby named {ruby:?} in [rubies]"),
+            help,
+        );
         return None;
     };
     let ruby_opts = list("ruby_opts");
@@ -1127,22 +1294,56 @@ fn resolve(
             } else {
                 did_you_mean(&app, &BUNDLED_APPS)
                     .map(|k| format!("did you mean the bundled app `{k}`?"))
-                    .or_else(|| Some(format!("bundled apps: {}; or a directory with a config.ru", BUNDLED_APPS.join(", "))))
+                    .or_else(|| {
+                        Some(format!(
+                            "bundled apps: {}; or a directory with a config.ru",
+                            BUNDLED_APPS.join(", ")
+                        ))
+                    })
             };
-            p.error(&span_of("app"), &key_of("app"), format!("no config.ru in {}", app_dir.display()), help);
+            p.error(
+                &span_of("app"),
+                &key_of("app"),
+                format!("no config.ru in {}", app_dir.display()),
+                help,
+            );
         }
         let server_argv = list("server_argv");
         if server == ServerKind::Custom && server_argv.is_empty() {
             p.error(&span_of("server"), &key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
         }
         if server != ServerKind::Custom && !server_argv.is_empty() {
-            p.error(&span_of("server_argv"), &key_of("server_argv"), format!("`server_argv` is only used with server = \"custom\", but the server is {:?}", server.as_str()), None);
+            p.error(
+                &span_of("server_argv"),
+                &key_of("server_argv"),
+                format!(
+                    "`server_argv` is only used with server = \"custom\", but the server is {:?}",
+                    server.as_str()
+                ),
+                None,
+            );
         }
         if processes > 1 && !server.supports_processes() {
-            p.error(&span_of("processes"), &key_of("processes"), format!("{} runs a single process; processes must be 1", server.as_str()), None);
+            p.error(
+                &span_of("processes"),
+                &key_of("processes"),
+                format!(
+                    "{} runs a single process; processes must be 1",
+                    server.as_str()
+                ),
+                None,
+            );
         }
         if threads > 1 && !server.supports_threads() {
-            p.error(&span_of("threads"), &key_of("threads"), format!("{} does not take a thread count; threads must be 1", server.as_str()), None);
+            p.error(
+                &span_of("threads"),
+                &key_of("threads"),
+                format!(
+                    "{} does not take a thread count; threads must be 1",
+                    server.as_str()
+                ),
+                None,
+            );
         }
     }
 
@@ -1159,7 +1360,12 @@ fn resolve(
                     }
                 },
                 Err(e) => {
-                    p.error(&span_of("urls"), &key_of("urls"), format!("cannot read {}: {e}", path.display()), None);
+                    p.error(
+                        &span_of("urls"),
+                        &key_of("urls"),
+                        format!("cannot read {}: {e}", path.display()),
+                        None,
+                    );
                     None
                 }
             }
@@ -1172,7 +1378,9 @@ fn resolve(
         _ => ConnectionMode::Keepalive,
     };
     let load = LoadSettings {
-        connections: int("connections").map(|c| c as usize).unwrap_or((processes * threads) as usize),
+        connections: int("connections")
+            .map(|c| c as usize)
+            .unwrap_or((processes * threads) as usize),
         threads: int("load_threads").unwrap_or(1) as usize,
         duration: duration("duration", Duration::from_secs(10)),
         requests: int("requests").map(|n| n as u64),
@@ -1183,12 +1391,16 @@ fn resolve(
         method: string("method", "GET"),
         path: Some(string("path", "/")),
         headers: list("headers"),
-        body: get("body").and_then(|v| v.value.as_str()).map(|b| b.as_bytes().to_vec()),
+        body: get("body")
+            .and_then(|v| v.value.as_str())
+            .map(|b| b.as_bytes().to_vec()),
         urls: urls.clone(),
         seed: int("url_seed").unwrap_or(1) as u64,
         pipeline: int("pipeline").unwrap_or(1) as usize,
         timeout: duration("timeout", Duration::from_secs(10)),
-        connect_stagger: get("connect_stagger").and_then(|v| v.value.as_str()).and_then(|s| humantime::parse_duration(s).ok()),
+        connect_stagger: get("connect_stagger")
+            .and_then(|v| v.value.as_str())
+            .and_then(|s| humantime::parse_duration(s).ok()),
     };
     if workload == Workload::Http {
         if let Err(e) = load.check() {
@@ -1204,7 +1416,12 @@ fn resolve(
         }
         let readiness = string("readiness_path", "/");
         if !readiness.starts_with('/') {
-            p.error(&span_of("readiness_path"), &key_of("readiness_path"), format!("expected a path starting with '/', found {readiness:?}"), None);
+            p.error(
+                &span_of("readiness_path"),
+                &key_of("readiness_path"),
+                format!("expected a path starting with '/', found {readiness:?}"),
+                None,
+            );
         }
     }
 
@@ -1213,7 +1430,12 @@ fn resolve(
         (Workload::Script, Some(s)) => {
             let path = p.resolve_path(s);
             if !path.is_file() {
-                p.error(&span_of("script"), &key_of("script"), format!("no such script: {}", path.display()), None);
+                p.error(
+                    &span_of("script"),
+                    &key_of("script"),
+                    format!("no such script: {}", path.display()),
+                    None,
+                );
             }
             Some(ScriptSettings {
                 path,
@@ -1222,11 +1444,21 @@ fn resolve(
             })
         }
         (Workload::Script, None) => {
-            p.error(&span_of("workload"), &key_of("workload"), "workload = \"script\" needs `script`, the Ruby file to run", None);
+            p.error(
+                &span_of("workload"),
+                &key_of("workload"),
+                "workload = \"script\" needs `script`, the Ruby file to run",
+                None,
+            );
             None
         }
         (Workload::Http, Some(_)) => {
-            p.error(&span_of("script"), &key_of("script"), "`script` is only used with workload = \"script\"", Some("add workload = \"script\" to the same table".into()));
+            p.error(
+                &span_of("script"),
+                &key_of("script"),
+                "`script` is only used with workload = \"script\"",
+                Some("add workload = \"script\" to the same table".into()),
+            );
             None
         }
         (Workload::Http, None) => None,
@@ -1243,14 +1475,28 @@ fn resolve(
                 Workload::Http => "http",
                 Workload::Script => "script",
             };
-            p.error(&placed.span, &placed.key, format!("`{key}` does not apply to workload = \"{kind}\""), Some("remove it, or move it to the configurations it applies to ([[configs]])".into()));
+            p.error(
+                &placed.span,
+                &placed.key,
+                format!("`{key}` does not apply to workload = \"{kind}\""),
+                Some(
+                    "remove it, or move it to the configurations it applies to ([[configs]])"
+                        .into(),
+                ),
+            );
         }
     }
     if workload == Workload::Http && get("requests").is_some() && get("duration").is_some() {
-        p.error(&span_of("requests"), &key_of("requests"), "give either `duration` or `requests`, not both", None);
+        p.error(
+            &span_of("requests"),
+            &key_of("requests"),
+            "give either `duration` or `requests`, not both",
+            None,
+        );
     }
     // A custom argv is checked now, with a stand-in port, rather than failing every trial.
-    if workload == Workload::Http && server == ServerKind::Custom && p.errors.len() == errors_before {
+    if workload == Workload::Http && server == ServerKind::Custom && p.errors.len() == errors_before
+    {
         let launch = crate::servers::ServerLaunch {
             kind: server,
             ruby: &ruby_argv,
@@ -1263,7 +1509,12 @@ fn resolve(
             environment: "production",
         };
         if let Err(e) = crate::servers::server_command(&launch) {
-            p.error(&span_of("server_argv"), &key_of("server_argv"), format!("{e:#}"), None);
+            p.error(
+                &span_of("server_argv"),
+                &key_of("server_argv"),
+                format!("{e:#}"),
+                None,
+            );
         }
     }
     if p.errors.len() > errors_before {
@@ -1345,7 +1596,10 @@ mod tests {
             ]
         );
         assert_eq!(e.configs[3].settings.ruby_argv, ["/bin/sh", "--yjit"]);
-        assert_eq!(e.configs[3].settings.load.connections, 4, "processes × threads");
+        assert_eq!(
+            e.configs[3].settings.load.connections, 4,
+            "processes × threads"
+        );
         assert_eq!(e.configs[1].axes["processes"], "2");
     }
 
@@ -1367,9 +1621,19 @@ env = { RUBY_YJIT_ENABLE = "0" }
 "#,
         )
         .unwrap();
-        assert_eq!(labels(&e), ["puma yjit", "puma RUBY_YJIT_ENABLE=0", "server=webrick yjit"]);
+        assert_eq!(
+            labels(&e),
+            [
+                "puma yjit",
+                "puma RUBY_YJIT_ENABLE=0",
+                "server=webrick yjit"
+            ]
+        );
         let env = &e.configs[2].settings.env;
-        assert_eq!((env["A"].as_str(), env["RUBY_YJIT_ENABLE"].as_str()), ("1", "1"));
+        assert_eq!(
+            (env["A"].as_str(), env["RUBY_YJIT_ENABLE"].as_str()),
+            ("1", "1")
+        );
     }
 
     #[test]
@@ -1389,10 +1653,16 @@ env = { RUBY_YJIT_ENABLE = "0" }
     fn wrong_types_and_values_say_what_was_expected() {
         let errs = errors("[settings]\nthreads = \"4\"\nwarmup = \"5 parsecs\"\nenv = { X = 1 }\nserver = \"pumma\"\n");
         assert_eq!(errs.len(), 4, "{errs:#?}");
-        assert!(errs[0].contains("settings.threads: expected an integer from 1 to 1024, found the string \"4\""));
+        assert!(errs[0].contains(
+            "settings.threads: expected an integer from 1 to 1024, found the string \"4\""
+        ));
         assert!(errs[1].contains("settings.warmup: expected a duration string"));
         assert!(errs[2].contains("settings.env.X: expected a string, found the integer 1"));
-        assert!(errs[3].ends_with("help: did you mean \"puma\"?"), "{}", errs[3]);
+        assert!(
+            errs[3].ends_with("help: did you mean \"puma\"?"),
+            "{}",
+            errs[3]
+        );
     }
 
     #[test]
@@ -1400,32 +1670,71 @@ env = { RUBY_YJIT_ENABLE = "0" }
         let errs = errors("[settings]\nruby = \"rr\"\n");
         assert_eq!(errs, ["/tmp/exp.toml:2:8: settings.ruby: no Ruby named \"rr\" in [rubies]\n    help: did you mean `r`?"]);
         let errs = errors("[settings]\napp = \"rails-helo\"\n");
-        assert!(errs[0].contains("no config.ru in /tmp/rails-helo"), "{errs:?}");
-        assert!(errs[0].ends_with("did you mean the bundled app `rails-hello`?"), "{errs:?}");
-        let errs = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\nx = \"/no/such/ruby\"\n").unwrap_err();
-        assert!(errs.0[0].to_string().starts_with("/tmp/e.toml:2:5: rubies.x: "), "{errs}");
+        assert!(
+            errs[0].contains("no config.ru in /tmp/rails-helo"),
+            "{errs:?}"
+        );
+        assert!(
+            errs[0].ends_with("did you mean the bundled app `rails-hello`?"),
+            "{errs:?}"
+        );
+        let errs = Experiment::parse(
+            Path::new("/tmp/e.toml"),
+            "[rubies]\nx = \"/no/such/ruby\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            errs.0[0]
+                .to_string()
+                .starts_with("/tmp/e.toml:2:5: rubies.x: "),
+            "{errs}"
+        );
     }
 
     #[test]
     fn combinations_a_server_cannot_run_are_rejected() {
         let errs = errors("[settings]\nserver = \"unicorn\"\nthreads = 4\n");
-        assert!(errs[0].contains("unicorn does not take a thread count; threads must be 1"), "{errs:?}");
+        assert!(
+            errs[0].contains("unicorn does not take a thread count; threads must be 1"),
+            "{errs:?}"
+        );
         let errs = errors("[settings]\nserver = \"custom\"\n");
-        assert!(errs[0].contains("server = \"custom\" needs `server_argv`"), "{errs:?}");
+        assert!(
+            errs[0].contains("server = \"custom\" needs `server_argv`"),
+            "{errs:?}"
+        );
         let errs = errors("[settings]\nmode = \"client-close\"\npipeline = 4\n");
-        assert!(errs[0].contains("pipeline needs keepalive connections"), "{errs:?}");
+        assert!(
+            errs[0].contains("pipeline needs keepalive connections"),
+            "{errs:?}"
+        );
     }
 
     #[test]
     fn exclusions_and_labels_must_make_sense() {
         let errs = errors("[matrix]\nthreads = [1, 2]\n[[exclude]]\nthreads = 3\n");
-        assert!(errs[0].contains("exclude[0]: this exclusion matches no configuration"), "{errs:?}");
-        let errs = errors("[matrix]\nthreads = [{ label = \"x\", value = 1 }, { label = \"x\", value = 2 }]\n");
-        assert!(errs.iter().any(|e| e.contains("two values of this axis have the label \"x\"")), "{errs:?}");
+        assert!(
+            errs[0].contains("exclude[0]: this exclusion matches no configuration"),
+            "{errs:?}"
+        );
+        let errs = errors(
+            "[matrix]\nthreads = [{ label = \"x\", value = 1 }, { label = \"x\", value = 2 }]\n",
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("two values of this axis have the label \"x\"")),
+            "{errs:?}"
+        );
         let errs = errors("[matrix]\nthreads = [1, 2]\n[[configs]]\nthreads = 1\n[[configs]]\nmode = \"close-header\"\n");
-        assert!(errs[0].contains("configs[0].threads: `threads` is also a [matrix] axis"), "{errs:?}");
+        assert!(
+            errs[0].contains("configs[0].threads: `threads` is also a [matrix] axis"),
+            "{errs:?}"
+        );
         let errs = errors("[matrix]\nthreads = 2\n");
-        assert!(errs[0].contains("expected an array of alternatives, found the integer 2"), "{errs:?}");
+        assert!(
+            errs[0].contains("expected an array of alternatives, found the integer 2"),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -1438,9 +1747,17 @@ env = { RUBY_YJIT_ENABLE = "0" }
     #[test]
     fn settings_that_do_not_apply_are_refused() {
         let errs = errors("[settings]\nrequests = 100\nduration = \"5s\"\nruns = 3\n");
-        assert!(errs[0].contains("settings.requests: give either `duration` or `requests`, not both"), "{errs:?}");
-        assert!(errs[1].contains("settings.runs: `runs` does not apply to workload = \"http\""), "{errs:?}");
-        let errs = errors("[settings]\nserver = \"custom\"\nserver_argv = [\"{ruby}\", \"x.rb\", \"{prot}\"]\n");
+        assert!(
+            errs[0].contains("settings.requests: give either `duration` or `requests`, not both"),
+            "{errs:?}"
+        );
+        assert!(
+            errs[1].contains("settings.runs: `runs` does not apply to workload = \"http\""),
+            "{errs:?}"
+        );
+        let errs = errors(
+            "[settings]\nserver = \"custom\"\nserver_argv = [\"{ruby}\", \"x.rb\", \"{prot}\"]\n",
+        );
         assert!(errs[0].contains("settings.server_argv: "), "{errs:?}");
         let env_table = parse("[settings.env]\nA = \"1\"\n").unwrap();
         assert_eq!(env_table.configs[0].settings.env["A"], "1");
@@ -1449,9 +1766,15 @@ env = { RUBY_YJIT_ENABLE = "0" }
     #[test]
     fn a_script_workload_needs_its_script() {
         let errs = errors("[settings]\nworkload = \"script\"\n");
-        assert!(errs[0].contains("workload = \"script\" needs `script`"), "{errs:?}");
+        assert!(
+            errs[0].contains("workload = \"script\" needs `script`"),
+            "{errs:?}"
+        );
         let errs = errors("[settings]\nscript = \"x.rb\"\n");
-        assert!(errs[0].contains("`script` is only used with workload = \"script\""), "{errs:?}");
+        assert!(
+            errs[0].contains("`script` is only used with workload = \"script\""),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -1461,14 +1784,29 @@ env = { RUBY_YJIT_ENABLE = "0" }
             .smoke();
         assert_eq!(e.batches, 2);
         let load = &e.configs[0].settings.load;
-        assert_eq!((load.warmup, load.duration), (Duration::from_millis(500), Duration::from_secs(2)));
+        assert_eq!(
+            (load.warmup, load.duration),
+            (Duration::from_millis(500), Duration::from_secs(2))
+        );
     }
 
     #[test]
     fn several_rubies_need_a_choice() {
-        let errs = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n").unwrap_err();
-        assert!(errs.to_string().contains("several Rubies are defined (a, b)"), "{errs}");
-        let ok = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n[matrix]\nruby = [\"a\", \"b\"]\n").unwrap();
+        let errs = Experiment::parse(
+            Path::new("/tmp/e.toml"),
+            "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            errs.to_string()
+                .contains("several Rubies are defined (a, b)"),
+            "{errs}"
+        );
+        let ok = Experiment::parse(
+            Path::new("/tmp/e.toml"),
+            "[rubies]\na = \"/bin/sh\"\nb = \"/bin/sh\"\n[matrix]\nruby = [\"a\", \"b\"]\n",
+        )
+        .unwrap();
         assert_eq!(labels(&ok), ["ruby=a", "ruby=b"]);
     }
 }

@@ -103,7 +103,12 @@ fn signal_group(pgid: i32, sig: i32) {
 impl Supervised {
     /// Starts `launch` in a new process group with stdout and stderr going to files in
     /// `log_dir`, registered in `registry` (a directory) while it lives.
-    pub fn spawn(launch: &Launch, log_dir: &Path, log_name: &str, registry: &Path) -> io::Result<Supervised> {
+    pub fn spawn(
+        launch: &Launch,
+        log_dir: &Path,
+        log_name: &str,
+        registry: &Path,
+    ) -> io::Result<Supervised> {
         let program = launch
             .argv
             .first()
@@ -127,7 +132,14 @@ impl Supervised {
         // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 // rubyrace died between fork and prctl: do not run unsupervised.
@@ -137,9 +149,9 @@ impl Supervised {
                 Ok(())
             });
         }
-        let child = command.spawn().map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot start {program}: {e}"))
-        })?;
+        let child = command
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {program}: {e}")))?;
         let pgid = child.id() as i32;
         let registration = registry.join(format!("{pgid}.pid"));
         let started = start_time(pgid).unwrap_or(0);
@@ -221,7 +233,9 @@ impl Supervised {
                 }
                 Ok(_) => return None,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if interrupt.load(std::sync::atomic::Ordering::SeqCst) || Instant::now() >= deadline {
+                    if interrupt.load(std::sync::atomic::Ordering::SeqCst)
+                        || Instant::now() >= deadline
+                    {
                         return None;
                     }
                 }
@@ -327,7 +341,9 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        let Ok(text) = fs::read_to_string(&path) else { continue };
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
         let mut fields = text.split_whitespace();
         let pgid: Option<i32> = fields.next().and_then(|f| f.parse().ok());
         let started: Option<u64> = fields.next().and_then(|f| f.parse().ok());
@@ -335,7 +351,7 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
             // The group leader may be gone while workers live on; only trust a group
             // whose leader is the very process registered, or whose leader is gone.
             let leader = start_time(pgid);
-            let same = leader.map_or(true, |t| t == started);
+            let same = !matches!(leader, Some(t) if t != started);
             if pgid > 1 && same && group_alive(pgid) {
                 signal_group(pgid, libc::SIGKILL);
                 killed.push(format!("process group {pgid}"));
@@ -345,7 +361,6 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
     }
     killed
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -367,7 +382,11 @@ mod tests {
         let dir = tmp.0.clone();
         // A parent that forks a child ignoring nothing; both sleep.
         let mut s = Supervised::spawn(
-            &launch(&["ruby", "-e", "fork { sleep 60 }; $stderr.puts ENV['RUBYRACE_TEST']; sleep 60"]),
+            &launch(&[
+                "ruby",
+                "-e",
+                "fork { sleep 60 }; $stderr.puts ENV['RUBYRACE_TEST']; sleep 60",
+            ]),
             &dir,
             "server",
             &dir.join("live"),
@@ -389,7 +408,11 @@ mod tests {
         let tmp = TempDir::new("process-ignore");
         let dir = tmp.0.clone();
         let mut s = Supervised::spawn(
-            &launch(&["ruby", "-e", "trap('TERM') {}; $stderr.puts 'ready'; sleep 60"]),
+            &launch(&[
+                "ruby",
+                "-e",
+                "trap('TERM') {}; $stderr.puts 'ready'; sleep 60",
+            ]),
             &dir,
             "server",
             &dir.join("live"),
@@ -411,7 +434,8 @@ mod tests {
         let tmp = TempDir::new("process-leftover");
         let dir = tmp.0.clone();
         let registry = dir.join("live");
-        let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "server", &registry).unwrap();
+        let mut s =
+            Supervised::spawn(&launch(&["sleep", "60"]), &dir, "server", &registry).unwrap();
         let pgid = s.pid();
         // Pretend rubyrace died: forget the child without stopping it.
         s.registration = None;
@@ -429,11 +453,15 @@ mod tests {
         let dir = tmp.0.clone();
         let registry = dir.join("live");
         fs::create_dir_all(&registry).unwrap();
-        let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "other", &dir.join("other")).unwrap();
+        let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "other", &dir.join("other"))
+            .unwrap();
         // A registration with the right pid but another start time.
         fs::write(registry.join("x.pid"), format!("{} 1\n", s.pid())).unwrap();
         assert!(kill_registered_leftovers(&registry).is_empty());
-        assert!(s.exited().is_none(), "a process that was not ours got killed");
+        assert!(
+            s.exited().is_none(),
+            "a process that was not ours got killed"
+        );
         s.stop(Duration::from_secs(1));
     }
 

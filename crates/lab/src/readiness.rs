@@ -133,7 +133,9 @@ pub fn wait_ready(
         if started.elapsed() >= timeout {
             let state = match last {
                 Probe::Status(s) => format!("it still answered {s}"),
-                Probe::NoAnswer => format!("{addr} accepted the connection but never answered GET {path}"),
+                Probe::NoAnswer => {
+                    format!("{addr} accepted the connection but never answered GET {path}")
+                }
                 _ => format!("nothing answered on {addr}"),
             };
             return Readiness::Failed(format!(

@@ -12,7 +12,9 @@ use crate::experiment::Config;
 use crate::process::kill_registered_leftovers;
 use crate::schedule::ScheduledTrial;
 use crate::store::Store;
-use crate::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA};
+use crate::trial::{
+    run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
+};
 
 /// What the runner reports while it works (a progress bar, a log, a test).
 pub trait Progress {
@@ -35,11 +37,21 @@ pub enum RunEnd {
 }
 
 /// The spec of one scheduled trial of the results directory `results_dir`.
-pub fn trial_spec(results_dir: &Path, configs: &[Config], trial: &ScheduledTrial, record_env: &[String]) -> Result<TrialSpec> {
+pub fn trial_spec(
+    results_dir: &Path,
+    configs: &[Config],
+    trial: &ScheduledTrial,
+    record_env: &[String],
+) -> Result<TrialSpec> {
     let config = configs
         .iter()
         .find(|c| c.id == trial.config_id)
-        .with_context(|| format!("trial {} names configuration {}, which is not stored", trial.trial_id, trial.config_id))?;
+        .with_context(|| {
+            format!(
+                "trial {} names configuration {}, which is not stored",
+                trial.trial_id, trial.config_id
+            )
+        })?;
     Ok(TrialSpec {
         schema: TRIAL_SPEC_SCHEMA.into(),
         trial_id: trial.trial_id,
@@ -81,11 +93,23 @@ pub fn run_pending(
     let done = store.completed()?;
     progress.begin(schedule.len(), done.len(), blocks);
     let session = store.begin_session(kind, command)?;
-    let end = run_schedule(store, session, &configs, &schedule, &done, &record_env, fail_fast, interrupt, progress);
+    let end = run_schedule(
+        store,
+        session,
+        &configs,
+        &schedule,
+        &done,
+        &record_env,
+        fail_fast,
+        interrupt,
+        progress,
+    );
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
-        Ok(RunEnd::StoppedAfterFailure { trial_id }) => format!("stopped after trial {trial_id} (--fail-fast)"),
+        Ok(RunEnd::StoppedAfterFailure { trial_id }) => {
+            format!("stopped after trial {trial_id} (--fail-fast)")
+        }
         Err(e) => format!("failed: {e:#}"),
     };
     // Best effort: with a full disk even this may fail, and the error above matters more.

@@ -31,7 +31,9 @@ pub fn schedule(configs: usize, blocks: u32, order: Order, seed: u64) -> Vec<Sch
     for block in 0..blocks {
         let mut permutation: Vec<usize> = (0..configs).collect();
         if order == Order::Random {
-            let mut rng = Pcg64Mcg::seed_from_u64(seed ^ u64::from(block).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = Pcg64Mcg::seed_from_u64(
+                seed ^ u64::from(block).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
             for i in (1..permutation.len()).rev() {
                 let j = uniform_below(&mut rng, i as u64 + 1) as usize;
                 permutation.swap(i, j);
@@ -69,7 +71,11 @@ mod tests {
         let s = schedule(5, 4, Order::Random, 7);
         assert_eq!(s.len(), 20);
         for block in 0..4 {
-            let mut ids: Vec<usize> = s.iter().filter(|t| t.block == block).map(|t| t.config_id).collect();
+            let mut ids: Vec<usize> = s
+                .iter()
+                .filter(|t| t.block == block)
+                .map(|t| t.config_id)
+                .collect();
             ids.sort();
             assert_eq!(ids, vec![0, 1, 2, 3, 4]);
         }
@@ -82,23 +88,40 @@ mod tests {
         assert_eq!(a, schedule(6, 3, Order::Random, 42));
         assert_ne!(a, schedule(6, 3, Order::Random, 43));
         let orders: Vec<Vec<usize>> = (0..3)
-            .map(|b| a.iter().filter(|t| t.block == b).map(|t| t.config_id).collect())
+            .map(|b| {
+                a.iter()
+                    .filter(|t| t.block == b)
+                    .map(|t| t.config_id)
+                    .collect()
+            })
             .collect();
-        assert!(orders[0] != orders[1] || orders[1] != orders[2], "{orders:?}");
+        assert!(
+            orders[0] != orders[1] || orders[1] != orders[2],
+            "{orders:?}"
+        );
     }
 
     #[test]
     fn the_schedule_is_pinned_for_seed_1() {
         // A change here changes every documented schedule: make it on purpose only.
-        let ids: Vec<usize> = schedule(4, 2, Order::Random, 1).iter().map(|t| t.config_id).collect();
+        let ids: Vec<usize> = schedule(4, 2, Order::Random, 1)
+            .iter()
+            .map(|t| t.config_id)
+            .collect();
         assert_eq!(ids.len(), 8);
-        let again: Vec<usize> = schedule(4, 2, Order::Random, 1).iter().map(|t| t.config_id).collect();
+        let again: Vec<usize> = schedule(4, 2, Order::Random, 1)
+            .iter()
+            .map(|t| t.config_id)
+            .collect();
         assert_eq!(ids, again);
     }
 
     #[test]
     fn sequential_keeps_file_order() {
-        let ids: Vec<usize> = schedule(3, 2, Order::Sequential, 9).iter().map(|t| t.config_id).collect();
+        let ids: Vec<usize> = schedule(3, 2, Order::Sequential, 9)
+            .iter()
+            .map(|t| t.config_id)
+            .collect();
         assert_eq!(ids, vec![0, 1, 2, 0, 1, 2]);
     }
 }

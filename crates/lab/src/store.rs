@@ -126,7 +126,8 @@ impl Store {
         smoke: bool,
     ) -> Result<Store> {
         // Absolute, because servers run in their app's directory and are given paths in here.
-        let dir = &std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let dir = &std::path::absolute(dir)
+            .with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
         if db.exists() {
             bail!(
@@ -139,23 +140,36 @@ impl Store {
         let mut conn = open_connection(&db)?;
         let tx = conn.transaction()?;
         tx.execute_batch(SCHEMA)?;
-        let file = std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone());
+        let file =
+            std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone());
         let meta: Vec<(&str, String)> = vec![
             ("schema_version", SCHEMA_VERSION.to_string()),
             ("rubyrace_version", env!("CARGO_PKG_VERSION").to_string()),
             ("created_at", now()),
             ("experiment_name", experiment.name.clone()),
-            ("experiment_description", experiment.description.clone().unwrap_or_default()),
+            (
+                "experiment_description",
+                experiment.description.clone().unwrap_or_default(),
+            ),
             ("experiment_file", file.display().to_string()),
             ("experiment_text", experiment.text.clone()),
             ("seed", experiment.seed.to_string()),
             ("batches", experiment.batches.to_string()),
-            ("order", serde_json::to_value(experiment.order)?.as_str().unwrap_or("").to_string()),
+            (
+                "order",
+                serde_json::to_value(experiment.order)?
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            ),
             ("record_env", serde_json::to_string(&experiment.record_env)?),
             ("smoke", smoke.to_string()),
         ];
         for (k, v) in meta {
-            tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![k, v])?;
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                params![k, v],
+            )?;
         }
         for c in &experiment.configs {
             tx.execute(
@@ -183,10 +197,15 @@ impl Store {
 
     /// Opens an existing results directory.
     pub fn open(dir: &Path) -> Result<Store> {
-        let dir = &std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let dir = &std::path::absolute(dir)
+            .with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
         if !db.is_file() {
-            bail!("{} holds no rubyrace results ({} is missing)", dir.display(), DB_FILE);
+            bail!(
+                "{} holds no rubyrace results ({} is missing)",
+                dir.display(),
+                DB_FILE
+            );
         }
         let conn = open_connection(&db)?;
         let store = Store {
@@ -223,7 +242,9 @@ impl Store {
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
             .optional()?)
     }
 
@@ -254,9 +275,9 @@ impl Store {
     }
 
     pub fn schedule(&self) -> Result<Vec<ScheduledTrial>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT trial_id, block, position, config_id FROM schedule ORDER BY trial_id")?;
+        let mut stmt = self.conn.prepare(
+            "SELECT trial_id, block, position, config_id FROM schedule ORDER BY trial_id",
+        )?;
         let rows = stmt.query_map([], |r| {
             Ok(ScheduledTrial {
                 trial_id: r.get::<_, i64>(0)? as usize,
@@ -272,7 +293,9 @@ impl Store {
     pub fn completed(&self) -> Result<HashSet<usize>> {
         let mut stmt = self.conn.prepare("SELECT trial_id FROM trials")?;
         let rows = stmt.query_map([], |r| r.get::<_, i64>(0))?;
-        Ok(rows.map(|r| r.map(|id| id as usize)).collect::<Result<_, _>>()?)
+        Ok(rows
+            .map(|r| r.map(|id| id as usize))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Records the start of a `rubyrace run` invocation; returns its id.
@@ -327,7 +350,10 @@ impl Store {
                 r.finished_at,
                 r.wall_s,
                 r.derived.requests_per_s,
-                r.load.as_ref().and_then(|l| l.get("requests")).and_then(|v| v.as_i64()),
+                r.load
+                    .as_ref()
+                    .and_then(|l| l.get("requests"))
+                    .and_then(|v| v.as_i64()),
                 r.derived.error_rate,
                 latency("p50"),
                 latency("p99"),
@@ -356,7 +382,9 @@ impl Store {
 
     /// Every stored trial as its full JSON, in schedule order.
     pub fn trial_results(&self) -> Result<Vec<serde_json::Value>> {
-        let mut stmt = self.conn.prepare("SELECT result FROM trials ORDER BY trial_id")?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT result FROM trials ORDER BY trial_id")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {

@@ -203,7 +203,9 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
     // go. Only those: a spec naming some other directory never loses anything else.
-    if let Err(e) = fs::create_dir_all(&spec.out_dir).and_then(|_| remove_trial_files(&spec.out_dir)) {
+    if let Err(e) =
+        fs::create_dir_all(&spec.out_dir).and_then(|_| remove_trial_files(&spec.out_dir))
+    {
         result.reason = Some(format!("cannot create {}: {e}", spec.out_dir.display()));
         return finish(result, started, &spec.out_dir);
     }
@@ -221,7 +223,9 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
 /// Names of the files a trial writes in its directory.
 fn is_trial_file(name: &str) -> bool {
     let stem = name.split('.').next().unwrap_or("");
-    let run_log = stem.strip_prefix("run").is_some_and(|n| n.parse::<u32>().is_ok())
+    let run_log = stem
+        .strip_prefix("run")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
         && (name.ends_with(".stdout") || name.ends_with(".stderr"));
     matches!(name, "server.stdout" | "server.stderr" | "latency.hlog")
         || name == crate::servers::UNICORN_CONFIG
@@ -257,7 +261,8 @@ fn capture_environment(spec: &TrialSpec) -> EnvironmentRecord {
     let s = &spec.settings;
     let mut effective: BTreeMap<String, String> = std::env::vars().collect();
     effective.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let env_pairs: Vec<(String, String)> = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let env_pairs: Vec<(String, String)> =
+        s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     EnvironmentRecord {
         rubyrace_version: env!("CARGO_PKG_VERSION").into(),
         ruby_description: crate::rubies::ruby_description(&s.ruby_argv, &env_pairs).ok(),
@@ -278,7 +283,8 @@ fn capture_environment(spec: &TrialSpec) -> EnvironmentRecord {
 fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
     let s = &spec.settings;
     if result.environment.ruby_description.is_none() {
-        let pairs: Vec<(String, String)> = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let pairs: Vec<(String, String)> =
+            s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         if let Err(e) = crate::rubies::ruby_description(&s.ruby_argv, &pairs) {
             result.reason = Some(format!("the Ruby does not run: {e:#}"));
             return false;
@@ -350,7 +356,13 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
     record.pid = Some(server.pid());
 
     // 3. Readiness.
-    let ready = wait_ready(addr, &s.readiness_path, s.readiness_timeout, &mut server, interrupt);
+    let ready = wait_ready(
+        addr,
+        &s.readiness_path,
+        s.readiness_timeout,
+        &mut server,
+        interrupt,
+    );
     let interrupted = match ready {
         Readiness::Ready { after } => {
             record.ready_after_s = Some(after.as_secs_f64());
@@ -390,7 +402,12 @@ fn measure(
         }
     };
     let pid = server.pid();
-    let sampler = Sampler::start(pid, pid, Instant::now() + load_spec.warmup, s.sample_interval);
+    let sampler = Sampler::start(
+        pid,
+        pid,
+        Instant::now() + load_spec.warmup,
+        s.sample_interval,
+    );
     let outcome = load::run(&load_spec, None, interrupt.clone());
     let resources = sampler.finish();
     if interrupt.load(Ordering::SeqCst) {
@@ -578,8 +595,13 @@ fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
     o.median_metrics = names
         .into_iter()
         .filter_map(|name| {
-            median(o.runs.iter().filter_map(|r| r.metrics.get(name).copied()).collect())
-                .map(|m| (name.clone(), m))
+            median(
+                o.runs
+                    .iter()
+                    .filter_map(|r| r.metrics.get(name).copied())
+                    .collect(),
+            )
+            .map(|m| (name.clone(), m))
         })
         .collect();
     o
@@ -619,8 +641,16 @@ mod tests {
 
     #[test]
     fn only_trial_files_are_cleaned_up() {
-        assert!(is_trial_file("server.stderr") && is_trial_file("run12.stdout") && is_trial_file("latency.hlog"));
-        assert!(!is_trial_file("notes.txt") && !is_trial_file("runner.stdout") && !is_trial_file("server.rb"));
+        assert!(
+            is_trial_file("server.stderr")
+                && is_trial_file("run12.stdout")
+                && is_trial_file("latency.hlog")
+        );
+        assert!(
+            !is_trial_file("notes.txt")
+                && !is_trial_file("runner.stdout")
+                && !is_trial_file("server.rb")
+        );
     }
 
     #[test]

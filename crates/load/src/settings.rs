@@ -132,7 +132,9 @@ impl LoadSettings {
         parse_url_mix(&format!("{method} {path}"), "method")
             .map_err(|_| {
                 if path.starts_with('/') {
-                    invalid(format!("method {method:?} is not an upper-case HTTP method"))
+                    invalid(format!(
+                        "method {method:?} is not an upper-case HTTP method"
+                    ))
                 } else {
                     invalid(format!("path {path:?} must start with '/'"))
                 }
@@ -240,7 +242,10 @@ mod tests {
         };
         let spec = s.build_spec("http://127.0.0.1:9/ignored").unwrap();
         let bytes = String::from_utf8(spec.plan.requests[0].bytes.clone()).unwrap();
-        assert!(bytes.starts_with("POST /items?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"), "{bytes}");
+        assert!(
+            bytes.starts_with("POST /items?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"),
+            "{bytes}"
+        );
     }
 
     #[test]
@@ -259,7 +264,10 @@ mod tests {
             method: "get".into(),
             ..LoadSettings::default()
         };
-        assert_eq!(bad(lower), "method \"get\" is not an upper-case HTTP method");
+        assert_eq!(
+            bad(lower),
+            "method \"get\" is not an upper-case HTTP method"
+        );
         let relative = LoadSettings {
             path: Some("items".into()),
             ..LoadSettings::default()
