@@ -367,6 +367,22 @@ fn a_server_that_exits_mid_trial_fails_it_with_the_exit_status() {
 }
 
 #[test]
+fn a_server_that_answers_garbage_fails_its_trial() {
+    let lab = Lab::new("garbage");
+    lab.experiment(&fault_experiment("garbage", ""));
+    let run = lab.run(&[], Duration::from_secs(60));
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    let rows = trials(&lab.db());
+    assert_eq!(rows[0].status, "failed");
+    let reason = rows[0].reason.clone().unwrap();
+    assert!(
+        reason.starts_with("the readiness check GET / got an answer that is not HTTP (malformed head: \"SSH-2.0-not-http"),
+        "{reason}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
 fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
     let lab = Lab::new("crash-boot");
     lab.experiment(&fault_experiment("crash-on-boot", ""));
@@ -661,8 +677,10 @@ batches = 10
 app = "rack-hello"
 warmup = "30s"
 duration = "60s"
+urls = "mix.txt"
 "#,
     );
+    lab.dir.write("mix.txt", "# a URL mix next to the experiment file\n3 /\n1 GET /other?x=1\n");
     let started = Instant::now();
     let run = lab.run(&["--smoke"], Duration::from_secs(60));
     assert_eq!(run.code(), Some(0), "{run:?}");
