@@ -184,7 +184,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .clone()
             .unwrap_or_else(|| default_output(&experiment.name, args.smoke));
         if args.dry_run && args.json {
-            print_plan_json(&experiment, &plan, &dir)?;
+            print_plan_json(&experiment, &plan, &dir, args.smoke)?;
             return Ok(ExitCode::SUCCESS);
         }
         if args.dry_run {
@@ -339,6 +339,7 @@ fn print_plan_json(
     experiment: &Experiment,
     plan: &[ScheduledTrial],
     dir: &std::path::Path,
+    smoke: bool,
 ) -> Result<()> {
     let dir = std::path::absolute(dir)?;
     let specs = plan
@@ -349,7 +350,9 @@ fn print_plan_json(
         "schema": "rubyrace.plan/1",
         "experiment": {
             "name": experiment.name,
-            "file": experiment.file,
+            "description": experiment.description,
+            "file": std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone()),
+            "smoke": smoke,
             "seed": experiment.seed,
             "batches": experiment.batches,
             "order": experiment.order,
@@ -410,7 +413,7 @@ fn print_summary(store: &Store) -> Result<()> {
             mem(&r.pss_end_bytes)
         );
     }
-    println!("(medians over valid trials; memory is the server's whole process tree at the end of the measurement)");
+    println!("(medians over valid trials; memory is the server's whole process tree at the end of the measurement; scripts show wall time)");
     Ok(())
 }
 
@@ -497,7 +500,7 @@ fn describe_result(r: &TrialResult) -> String {
     }
     if let Some(s) = &r.script {
         if let Some(w) = s.median_wall_s {
-            parts.push(format!("{w:.3}s wall (median of {})", s.runs.len()));
+            parts.push(format!("{w:.3} s wall (median of {})", s.runs.len()));
         }
     }
     parts.join(" · ")

@@ -248,6 +248,8 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
         assert!(env["machine"]["cpus_online"].as_u64().unwrap() >= 1);
         assert!(env["load_average_before"].is_array());
         assert_eq!(env["rubyrace_version"], env!("CARGO_PKG_VERSION"));
+        // What the server ran with, not only what rubyrace had.
+        assert_eq!(env["env"]["RACK_ENV"], "production", "{env}");
         let server = &r["server"];
         assert_eq!(server["ended"]["stopped_by"], "term", "{server}");
         assert!(server["argv"]
@@ -680,7 +682,10 @@ duration = "60s"
 urls = "mix.txt"
 "#,
     );
-    lab.dir.write("mix.txt", "# a URL mix next to the experiment file\n3 /\n1 GET /other?x=1\n");
+    lab.dir.write(
+        "mix.txt",
+        "# a URL mix next to the experiment file\n3 /\n1 GET /other?x=1\n",
+    );
     let started = Instant::now();
     let run = lab.run(&["--smoke"], Duration::from_secs(60));
     assert_eq!(run.code(), Some(0), "{run:?}");

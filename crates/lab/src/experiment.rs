@@ -122,6 +122,9 @@ pub struct ScriptSettings {
     pub path: PathBuf,
     pub args: Vec<String>,
     pub runs: u32,
+    /// A run still going after this long is stopped and fails the trial.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
 }
 
 /// Everything one configuration runs with, fully resolved (absolute paths, URL mix read).
@@ -972,7 +975,8 @@ impl Experiment {
                     Some("move it into [settings] (or list alternatives in [matrix])".to_string()),
                 ),
                 other => match (did_you_mean(other, &ROOT_KEYS), did_you_mean(other, &setting_names())) {
-                    (None, Some(setting)) => p.error(
+                    (root, Some(setting))
+                        if !matches!(root, Some(r) if strsim::jaro_winkler(other, r) >= strsim::jaro_winkler(other, setting)) => p.error(
                         &key_span,
                         other,
                         format!("unknown key `{other}`"),
@@ -1441,6 +1445,7 @@ fn resolve(
                 path,
                 args: list("script_args"),
                 runs: int("runs").unwrap_or(3) as u32,
+                timeout: duration("script_timeout", Duration::from_secs(600)),
             })
         }
         (Workload::Script, None) => {
@@ -1466,8 +1471,8 @@ fn resolve(
     // Settings that do not apply to this workload would be silently unused: refuse them.
     let applies = |key: &str| match (workload, key) {
         (_, "ruby" | "ruby_opts" | "env" | "workload") => true,
-        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs"),
-        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs"),
+        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };
     for (key, placed) in layer {
         if !applies(key) && key != "script" {

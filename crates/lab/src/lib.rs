@@ -48,7 +48,8 @@ pub fn ruby_support_dir() -> PathBuf {
             }
         }
     }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../ruby"))
+    let source_tree = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../ruby"));
+    source_tree.canonicalize().unwrap_or(source_tree)
 }
 
 /// The bundled apps (`ruby/apps/`).

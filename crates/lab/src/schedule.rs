@@ -3,7 +3,7 @@
 //! data, fully determined by the file and its seed. Resume, `--dry-run` and any future
 //! distributed runner work from this list.
 
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
@@ -23,17 +23,17 @@ pub struct ScheduledTrial {
 
 /// Builds the schedule: `blocks` blocks of `configs` trials each.
 ///
-/// The permutation of block `b` comes from a PCG generator seeded with `seed` and `b`,
-/// shuffled with Fisher–Yates; both are fixed algorithms implemented here, so a schedule
-/// never changes with a dependency update.
+/// The permutation of block `b` is a Fisher–Yates shuffle driven by a PCG-64 (MCG)
+/// generator whose 128-bit state is derived from `seed` and `b` by SplitMix64. The shuffle
+/// and the derivation are written out here and PCG's output is fixed by its published
+/// algorithm (`rand_pcg::Pcg64Mcg::new`, no seeding helper in between), so a schedule does
+/// not change with a dependency update.
 pub fn schedule(configs: usize, blocks: u32, order: Order, seed: u64) -> Vec<ScheduledTrial> {
     let mut trials = Vec::with_capacity(configs * blocks as usize);
     for block in 0..blocks {
         let mut permutation: Vec<usize> = (0..configs).collect();
         if order == Order::Random {
-            let mut rng = Pcg64Mcg::seed_from_u64(
-                seed ^ u64::from(block).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            );
+            let mut rng = Pcg64Mcg::new(block_state(seed, block));
             for i in (1..permutation.len()).rev() {
                 let j = uniform_below(&mut rng, i as u64 + 1) as usize;
                 permutation.swap(i, j);
@@ -49,6 +49,21 @@ pub fn schedule(configs: usize, blocks: u32, order: Order, seed: u64) -> Vec<Sch
         }
     }
     trials
+}
+
+/// SplitMix64's output function: a fixed, well-mixing map of 64-bit values.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The generator state of one block: two SplitMix64 words from the seed and the block.
+fn block_state(seed: u64, block: u32) -> u128 {
+    let a = splitmix64(seed ^ splitmix64(u64::from(block)));
+    let b = splitmix64(a);
+    (u128::from(a) << 64) | u128::from(b)
 }
 
 /// An unbiased draw from `0..n` (rejection sampling).
@@ -104,12 +119,11 @@ mod tests {
     #[test]
     fn the_schedule_is_pinned_for_seed_1() {
         // A change here changes every stored and documented schedule: make it on purpose only.
-        // (Blocks 1 and 2 happen to draw the same order: 1 chance in 24.)
         let ids: Vec<usize> = schedule(4, 3, Order::Random, 1)
             .iter()
             .map(|t| t.config_id)
             .collect();
-        assert_eq!(ids, [2, 0, 1, 3, 2, 0, 1, 3, 1, 3, 2, 0]);
+        assert_eq!(ids, [3, 0, 1, 2, 1, 2, 3, 0, 2, 1, 0, 3]);
     }
 
     #[test]

@@ -333,6 +333,11 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
     };
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // Record the environment the server really gets: rubyrace's, the server command's
+    // (RACK_ENV...), then the configuration's.
+    let mut effective: BTreeMap<String, String> = std::env::vars().collect();
+    effective.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    result.environment.env = environment::captured_env(&effective, &spec.record_env);
     let launch = Launch {
         argv: command.argv.clone(),
         env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -518,8 +523,7 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
         argv,
         ..ScriptOutcome::default()
     };
-    // A script gets as long as a trial's load would, and at least ten minutes.
-    let limit = (s.load.warmup + s.load.duration).max(Duration::from_secs(600));
+    let limit = script.timeout;
     for run in 0..script.runs {
         let name = format!("run{}", run + 1);
         let since = Instant::now();
