@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 /// rubyrace: a benchmarking lab for Ruby web stacks.
 #[derive(Parser, Debug)]
-#[command(name = "rubyrace", version, about, propagate_version = true)]
+#[command(name = "rubyrace", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
