@@ -123,8 +123,12 @@ pub struct ScriptSettings {
     pub args: Vec<String>,
     pub runs: u32,
     /// A run still going after this long is stopped and fails the trial.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "humantime_serde", default = "default_script_timeout")]
     pub timeout: Duration,
+}
+
+fn default_script_timeout() -> Duration {
+    Duration::from_secs(600)
 }
 
 /// Everything one configuration runs with, fully resolved (absolute paths, URL mix read).
@@ -296,6 +300,7 @@ const SETTINGS: &[(&str, Kind)] = &[
             max: 1_000_000,
         },
     ),
+    ("script_timeout", Kind::Duration),
 ];
 
 fn setting_kind(key: &str) -> Option<Kind> {
@@ -1100,7 +1105,7 @@ impl Experiment {
                     &span,
                     "configs",
                     format!("configurations {first} and {id} have the same label {label:?}"),
-                    Some("give each [[configs]] entry its own `label`".into()),
+                    Some("give them distinct labels: `label` in [[configs]], or { label = \"...\", value = ... } in [matrix]".into()),
                 );
             }
             if let Some(settings) = resolve(&mut p, &layer, &rubies, &span) {
@@ -1445,7 +1450,7 @@ fn resolve(
                 path,
                 args: list("script_args"),
                 runs: int("runs").unwrap_or(3) as u32,
-                timeout: duration("script_timeout", Duration::from_secs(600)),
+                timeout: duration("script_timeout", default_script_timeout()),
             })
         }
         (Workload::Script, None) => {
@@ -1766,6 +1771,21 @@ env = { RUBY_YJIT_ENABLE = "0" }
         assert!(errs[0].contains("settings.server_argv: "), "{errs:?}");
         let env_table = parse("[settings.env]\nA = \"1\"\n").unwrap();
         assert_eq!(env_table.configs[0].settings.env["A"], "1");
+    }
+
+    #[test]
+    fn script_timeout_is_a_script_setting() {
+        std::fs::write("/tmp/rubyrace-exp-test-s.rb", "").unwrap();
+        let e = parse("[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-s.rb\"\nscript_timeout = \"30s\"\n").unwrap();
+        assert_eq!(
+            e.configs[0].settings.script.as_ref().unwrap().timeout,
+            Duration::from_secs(30)
+        );
+        let errs = errors("[settings]\nscript_timeout = \"30s\"\n");
+        assert!(
+            errs[0].contains("`script_timeout` does not apply to workload = \"http\""),
+            "{errs:?}"
+        );
     }
 
     #[test]
