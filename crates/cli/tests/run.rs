@@ -181,6 +181,22 @@ connections = 2
     )
 }
 
+/// Runs a one-trial experiment against the fault server in `mode`; checks that the run
+/// went on to the end (exit status 3: a trial is not valid), that exactly one trial with
+/// `status` is stored, and that nothing is left running.
+fn one_fault_trial(mode: &str, extra_settings: &str, status: &str) -> (Lab, Run, TrialRow) {
+    let lab = Lab::new(mode);
+    lab.experiment(&fault_experiment(mode, extra_settings));
+    let run = lab.run(&[], Duration::from_secs(60));
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    let mut rows = trials(&lab.db());
+    assert_eq!(rows.len(), 1, "{run:?}");
+    let row = rows.remove(0);
+    assert_eq!(row.status, status, "{:?}", row.reason);
+    lab.assert_no_leftovers(Duration::from_secs(2));
+    (lab, run, row)
+}
+
 #[test]
 fn a_real_experiment_stores_every_trial_in_schedule_order() {
     let lab = Lab::new("real");
@@ -291,14 +307,8 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
 
 #[test]
 fn a_server_that_never_becomes_ready_fails_its_trial_and_the_run_goes_on() {
-    let lab = Lab::new("never-ready");
-    lab.experiment(&fault_experiment("never-ready", ""));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let rows = trials(&lab.db());
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].status, "failed");
-    let reason = rows[0].reason.clone().unwrap();
+    let (_lab, run, row) = one_fault_trial("never-ready", "", "failed");
+    let reason = row.reason.unwrap();
     assert!(
         reason.starts_with("the server was not ready after 3s: 127.0.0.1:"),
         "{reason}"
@@ -311,92 +321,70 @@ fn a_server_that_never_becomes_ready_fails_its_trial_and_the_run_goes_on() {
         run.stderr.contains("FAILED: the server was not ready"),
         "{run:?}"
     );
-    lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
 #[test]
 fn a_500_at_readiness_fails_the_trial_with_the_server_stderr() {
-    let lab = Lab::new("error");
-    lab.experiment(&fault_experiment("error", ""));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let rows = trials(&lab.db());
-    assert_eq!(rows[0].status, "failed");
+    let (_lab, _run, row) = one_fault_trial("error", "", "failed");
     assert_eq!(
-        rows[0].reason.as_deref(),
+        row.reason.as_deref(),
         Some("the readiness check GET / answered 500, not 2xx")
     );
-    let tail = rows[0].result["server"]["stderr_tail"].as_str().unwrap();
+    let tail = row.result["server"]["stderr_tail"].as_str().unwrap();
     assert!(tail.contains("listening on"), "{tail}");
-    lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
 #[test]
 fn errors_during_the_measurement_make_the_trial_invalid_not_silent() {
-    let lab = Lab::new("flaky");
-    lab.experiment(&fault_experiment("flaky", ""));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let rows = trials(&lab.db());
-    assert_eq!(rows[0].status, "invalid", "{:?}", rows[0].reason);
-    let reason = rows[0].reason.clone().unwrap();
+    let (_lab, run, row) = one_fault_trial("flaky", "", "invalid");
+    let reason = row.reason.unwrap();
     assert!(
         reason.starts_with("error rate 100.000% exceeds max_error_rate 0%"),
         "{reason}"
     );
     assert!(reason.contains("× 500"), "{reason}");
-    // The measurement is kept.
-    assert!(rows[0].result["load"]["status"]["500"].as_u64().unwrap() > 0);
-    assert!(
-        run.stdout.contains("0       1      0") || run.stdout.contains(" 1 "),
+    // The measurement is kept, and the summary counts the trial as invalid.
+    assert!(row.result["load"]["status"]["500"].as_u64().unwrap() > 0);
+    let summary = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .unwrap_or_default();
+    assert_eq!(
+        summary.split_whitespace().take(4).collect::<Vec<_>>(),
+        ["default", "0", "1", "0"],
         "{run:?}"
     );
 }
 
 #[test]
 fn a_server_that_exits_mid_trial_fails_it_with_the_exit_status() {
-    let lab = Lab::new("exit");
-    lab.experiment(&fault_experiment("exit-after-1s", "max_error_rate = 100.0"));
-    let run = lab.run(&[], Duration::from_secs(60));
-    let rows = trials(&lab.db());
-    assert_eq!(rows[0].status, "failed", "{run:?}");
+    let (_lab, _run, row) = one_fault_trial("exit-after-1s", "max_error_rate = 100.0", "failed");
     assert_eq!(
-        rows[0].reason.as_deref(),
+        row.reason.as_deref(),
         Some("the server exited during the measurement (exit status 7)")
     );
-    assert_eq!(rows[0].result["server"]["ended"]["stopped_by"], "exited");
-    lab.assert_no_leftovers(Duration::from_secs(2));
+    assert_eq!(row.result["server"]["ended"]["stopped_by"], "exited");
 }
 
 #[test]
 fn a_server_that_answers_garbage_fails_its_trial() {
-    let lab = Lab::new("garbage");
-    lab.experiment(&fault_experiment("garbage", ""));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let rows = trials(&lab.db());
-    assert_eq!(rows[0].status, "failed");
-    let reason = rows[0].reason.clone().unwrap();
-    assert!(
-        reason.starts_with("the readiness check GET / got an answer that is not HTTP (malformed head: \"SSH-2.0-not-http"),
-        "{reason}"
-    );
-    lab.assert_no_leftovers(Duration::from_secs(2));
+    let (_lab, _run, row) = one_fault_trial("garbage", "", "failed");
+    let reason = row.reason.unwrap();
+    let expected = "the readiness check GET / got an answer that is not HTTP (malformed head: \"SSH-2.0-not-http";
+    assert!(reason.starts_with(expected), "{reason}");
 }
 
 #[test]
 fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
-    let lab = Lab::new("crash-boot");
-    lab.experiment(&fault_experiment("crash-on-boot", ""));
     let started = Instant::now();
-    let run = lab.run(&[], Duration::from_secs(60));
+    let (_lab, run, row) = one_fault_trial("crash-on-boot", "", "failed");
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(5),
         "waited for the readiness timeout: {run:?}"
     );
-    let rows = trials(&lab.db());
     assert_eq!(
-        rows[0].reason.as_deref(),
+        row.reason.as_deref(),
         Some("the server exited (exit status 3) before it was ready")
     );
     assert!(run.stderr.contains("simulated crash on boot"), "{run:?}");
@@ -404,15 +392,10 @@ fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
 
 #[test]
 fn a_fixed_port_already_in_use_fails_the_trial_without_loading_the_other_server() {
-    let lab = Lab::new("port");
     let holder = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
-    lab.experiment(&fault_experiment("good", &format!("port = {port}")));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let rows = trials(&lab.db());
-    assert_eq!(rows[0].status, "failed");
-    let reason = rows[0].reason.clone().unwrap();
+    let (_lab, _run, row) = one_fault_trial("good", &format!("port = {port}"), "failed");
+    let reason = row.reason.unwrap();
     assert!(
         reason.starts_with(&format!("port {port} is already in use on 127.0.0.1")),
         "{reason}"
