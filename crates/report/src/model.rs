@@ -1,0 +1,201 @@
+//! The report as data: cohorts, their summaries, comparisons against the baseline,
+//! warnings and the points the charts draw. Every output format (table, Markdown, CSV,
+//! JSON, benchstat, HTML) renders this one structure; its JSON form is the documented
+//! schema `rubyrace.report/1` (docs/report.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+pub use stats::Summary;
+
+pub const REPORT_SCHEMA: &str = "rubyrace.report/1";
+
+/// One results directory that went into the report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Source {
+    pub dir: String,
+    pub experiment: String,
+    pub created_at: String,
+    /// Hostnames of the machines its trials ran on.
+    pub machines: Vec<String>,
+    pub trials: usize,
+    /// The `rubyrace run` command lines that produced it (start and resumes).
+    pub commands: Vec<String>,
+    pub smoke: bool,
+}
+
+/// Latency of a cohort: percentiles of the merged histograms of its valid trials, and the
+/// spread of each trial's own p50 and p99 across trials. Microseconds.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+    /// (percentile, µs) points of the merged histogram, for the HDR-style chart.
+    pub curve: Vec<(f64, f64)>,
+    pub p50_across_trials: Option<Summary>,
+    pub p99_across_trials: Option<Summary>,
+}
+
+/// Memory of the server's whole process tree, bytes.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Memory {
+    pub rss_end: Option<Summary>,
+    pub pss_end: Option<Summary>,
+    pub uss_end: Option<Summary>,
+    pub rss_peak: Option<Summary>,
+    pub pss_peak: Option<Summary>,
+}
+
+/// Server CPU per request, µs.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Cpu {
+    pub per_request: Option<Summary>,
+    pub user_per_request: Option<Summary>,
+    pub system_per_request: Option<Summary>,
+}
+
+/// A script workload's times (seconds) and custom metrics.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct ScriptTimes {
+    pub wall: Option<Summary>,
+    pub user: Option<Summary>,
+    pub system: Option<Summary>,
+    pub max_rss_bytes: Option<Summary>,
+    pub metrics: BTreeMap<String, Summary>,
+}
+
+/// A group of trials that share the values of the grouping keys.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cohort {
+    /// Display name, e.g. `ruby=3.3 yjit` (the configuration label by default).
+    pub name: String,
+    /// The grouping keys and this cohort's values.
+    pub key: BTreeMap<String, String>,
+    pub valid: usize,
+    pub invalid: usize,
+    pub failed: usize,
+    /// Requests per second of each valid trial, summarized (HTTP workloads).
+    pub throughput: Option<Summary>,
+    pub latency: Option<Latency>,
+    pub memory: Memory,
+    pub cpu: Cpu,
+    /// Share of failed requests (0..1) across valid trials.
+    pub error_rate: Option<Summary>,
+    pub script: Option<ScriptTimes>,
+    /// Trial ids (`run:trial`) of throughput (or wall time) outliers by Tukey's fences;
+    /// flagged, never dropped.
+    pub outliers: Vec<String>,
+}
+
+/// One metric of one cohort against the baseline.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Comparison {
+    pub cohort: String,
+    pub baseline: String,
+    /// "throughput", "latency_p50", "latency_p99", "pss_end", "rss_end", "cpu_per_request",
+    /// "wall".
+    pub metric: String,
+    pub higher_is_better: bool,
+    /// "paired" (per-block ratios of the blocked design) or "unpaired" (bootstrap).
+    pub method: String,
+    /// Blocks compared (paired) or trials per side (unpaired).
+    pub n: usize,
+    pub n_baseline: usize,
+    /// cohort / baseline, e.g. 0.67.
+    pub ratio: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// "wilcoxon-signed-rank" or "mann-whitney-u".
+    pub test: String,
+    pub p_value: Option<f64>,
+    /// The CI excludes 1 and the rank test agrees (p < 0.05).
+    pub significant: bool,
+    /// Plain words: "0.67×, 33.1% slower" or "~ no significant difference (1.01×)".
+    pub verdict: String,
+    /// Half-width of the CI in percent of the ratio, and the number of blocks (or trials)
+    /// that would bring it to ±1%.
+    pub half_width_pct: f64,
+    pub needed_for_1pct: Option<usize>,
+}
+
+/// `--overhead A B`: extra time per request of A over B, µs (1/rate_A − 1/rate_B).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Overhead {
+    pub cohort: String,
+    pub baseline: String,
+    pub method: String,
+    pub n: usize,
+    pub us_per_request: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// Something the reader must know before trusting a number.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Warning {
+    /// "high-cv", "drift", "outliers", "too-few-trials", "invalid-trials",
+    /// "environment-differs", "mixed-machines", "smoke".
+    pub kind: String,
+    pub cohort: Option<String>,
+    pub message: String,
+}
+
+/// One trial as the charts draw it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrialPoint {
+    pub cohort: String,
+    /// Index into `sources`.
+    pub source: usize,
+    pub trial_id: usize,
+    pub block: u32,
+    /// Position in the order the trials ran, across all sources (0-based).
+    pub sequence: usize,
+    pub status: String,
+    pub requests_per_s: Option<f64>,
+    pub pss_end_bytes: Option<u64>,
+    pub wall_s: Option<f64>,
+}
+
+/// For two-axis experiments: the median throughput (or wall time) per cell.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DotMatrix {
+    pub row_key: String,
+    pub col_key: String,
+    pub rows: Vec<String>,
+    pub cols: Vec<String>,
+    /// `cells[row][col]`: the cell's cohort name and its median value.
+    pub cells: Vec<Vec<Option<(String, f64)>>>,
+    /// "requests/s" or "s wall".
+    pub unit: String,
+}
+
+/// Recorded configuration and environment of a cohort: every key with the distinct values
+/// seen among its trials.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CohortEnvironment {
+    pub cohort: String,
+    pub values: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    /// The `rubyrace report` command line.
+    pub command: String,
+    pub sources: Vec<Source>,
+    /// "http", "script" or "mixed".
+    pub workload: String,
+    /// The keys cohorts are grouped by.
+    pub group_by: Vec<String>,
+    pub baseline: String,
+    pub cohorts: Vec<Cohort>,
+    pub comparisons: Vec<Comparison>,
+    pub overhead: Option<Overhead>,
+    pub warnings: Vec<Warning>,
+    pub trials: Vec<TrialPoint>,
+    pub matrix: Option<DotMatrix>,
+    pub environment: Vec<CohortEnvironment>,
+}
