@@ -2,6 +2,7 @@
 //! or analysis logic lives here.
 
 mod load_command;
+mod report_command;
 mod run_command;
 
 use std::process::ExitCode;
@@ -26,6 +27,11 @@ enum Command {
     Run(run_command::RunArgs),
     /// Run one trial from a JSON spec and print its result as JSON.
     Trial(run_command::TrialArgs),
+    /// Analyse results: cohorts, comparisons with confidence intervals, warnings; as a
+    /// table, Markdown, CSV, JSON, benchstat text or an HTML report.
+    Report(report_command::ReportArgs),
+    /// Compare two results directories, or two cohorts of one.
+    Compare(report_command::CompareArgs),
     /// Write the trials of a results directory as JSON.
     Export(run_command::ExportArgs),
     /// List the Rubies installed on this machine.
@@ -38,6 +44,8 @@ fn main() -> ExitCode {
         Command::Load(args) => load_command::run(args),
         Command::Run(args) => run_command::run(args),
         Command::Trial(args) => run_command::trial(args),
+        Command::Report(args) => report_command::report(args),
+        Command::Compare(args) => report_command::compare(args),
         Command::Export(args) => run_command::export(args),
         Command::Rubies(args) => run_command::rubies(args),
     };

@@ -315,6 +315,15 @@ impl Store {
         Ok(())
     }
 
+    /// The command lines of every `rubyrace run` session, in order.
+    pub fn session_commands(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT command FROM sessions ORDER BY session_id")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Stores one trial in one transaction.
     pub fn insert_trial(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
         let json = serde_json::to_string(r)?;

@@ -6,3 +6,28 @@
 //! benchstat text or an offline HTML page with SVG charts.
 
 pub mod model;
+pub mod analysis;
+pub mod input;
+pub mod text;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+pub use analysis::Options;
+pub use input::{SourceData, TrialData};
+pub use model::Report;
+
+/// Reads the results directories and analyses them.
+pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceData>)> {
+    let sources = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| input::read_source(d, i))
+        .collect::<Result<Vec<_>>>()?;
+    let report = analysis::analyze(&sources, options)?;
+    Ok((report, sources))
+}
+pub mod html;
+pub mod charts;
+pub mod png;

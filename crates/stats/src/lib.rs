@@ -1,14 +1,47 @@
 //! rubyrace's statistics: pure functions, no I/O, no knowledge of experiments.
 //!
 //! - `summary`: n, mean, standard deviation, coefficient of variation, min, max, p10/p50/p90.
-//! - `ranktest`: Wilcoxon signed-rank (paired) and Mann–Whitney U (unpaired) tests.
-//! - `ci`: confidence intervals of ratios: paired (per-block log ratios) and unpaired
-//!   (bootstrap), and of differences of reciprocal rates (overhead per request).
-//! - `advice`: how many blocks or trials a target precision needs.
-//! - `trend`: drift over time (Mann–Kendall).
+//! - `ranktest`: Wilcoxon signed-rank (paired) and Mann–Whitney U (unpaired) tests, and the
+//!   smallest p-value a sample of a given size can reach at all.
+//! - `ci`: confidence intervals of ratios: paired (per-block log ratios, Student's t) and
+//!   unpaired (studentized bootstrap), and of differences of reciprocal rates (overhead per
+//!   request).
+//! - `advice`: how many blocks or trials a target precision needs, and how many any
+//!   significance needs.
+//! - `trend`: drift over time (Mann–Kendall, Theil–Sen slope).
 //! - `outliers`: Tukey's fences.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
+//! - `dist`: normal and Student's t distribution functions.
+//!
+//! Why the distribution functions are written here instead of taken from `statrs`: only
+//! four are needed (normal CDF/quantile, t CDF/quantile for whole degrees of freedom), and
+//! for whole degrees of freedom the t CDF has an exact finite series, so ~150 lines do it
+//! to ~1e-12 relative, checked against SciPy in `dist`'s tests. `statrs` would pull in a
+//! linear-algebra dependency tree (nalgebra) for a shared workspace whose lock file other
+//! crates edit, and its accuracy in the far tails (p-values like 1e-7) would still need the
+//! same tests.
 
+pub mod advice;
+pub mod ci;
+pub mod dist;
+pub mod outliers;
+pub mod ranktest;
+pub mod rng;
 pub mod summary;
+pub mod trend;
 
+pub use advice::{min_blocks_for_signed_rank, min_trials_for_rank_sum, needed_for_half_width};
+pub use ci::{
+    paired_ratio, paired_reciprocal_difference, unpaired_ratio, unpaired_reciprocal_difference,
+    RatioCi, BOOTSTRAP, PAIRED_T_LOG,
+};
+pub use outliers::tukey_outliers;
+pub use ranktest::{
+    mann_whitney_min_p, mann_whitney_u, wilcoxon_min_p, wilcoxon_signed_rank, TestResult,
+};
+pub use rng::SeededRng;
 pub use summary::{quantile, Summary};
+pub use trend::{mann_kendall, sen_slope};
+
+#[cfg(test)]
+mod coverage;

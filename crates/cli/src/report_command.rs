@@ -1,0 +1,165 @@
+//! `rubyrace report` and `rubyrace compare`: argument parsing and output wiring; the
+//! analysis and the renderings are in the `report` crate.
+
+use std::fs;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use report::{Options, Report, SourceData};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Markdown,
+    Csv,
+    Json,
+    Benchstat,
+    Html,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Cohorts, comparisons, warnings and every format are described in docs/report.md.")]
+pub struct ReportArgs {
+    /// Results directories (several runs are merged; machines are never pooled silently).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Report the extra time per request of cohort A over cohort B (1/rate_A − 1/rate_B).
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub overhead: Option<Vec<String>>,
+}
+
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// Group trials by these keys, e.g. `ruby,env.RUBY_YJIT_ENABLE` [default: the
+    /// configuration label, plus the machine when there are several].
+    #[arg(long, value_delimiter = ',')]
+    pub by: Vec<String>,
+
+    /// The cohort the others are compared with [default: the first].
+    #[arg(long)]
+    pub baseline: Option<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Write to FILE instead of stdout (html: default DIR/report.html).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Also export every chart as SVG and PNG into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub charts: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "rubyrace compare A B: two results directories, one cohort each.\n\
+rubyrace compare DIR A B: two cohorts of one results directory.")]
+pub struct CompareArgs {
+    /// Two results directories, or one results directory and two cohort names.
+    #[arg(num_args = 2..=3, required = true)]
+    pub args: Vec<String>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+pub fn report(args: ReportArgs) -> Result<ExitCode> {
+    let options = Options {
+        by: args.common.by.clone(),
+        baseline: args.common.baseline.clone(),
+        overhead: args.overhead.map(|v| (v[0].clone(), v[1].clone())),
+        only: Vec::new(),
+        command: command_line(),
+    };
+    let (report, sources) = report::build(&args.dirs, &options)?;
+    emit(&report, &sources, &args.common, &args.dirs[0])
+}
+
+pub fn compare(args: CompareArgs) -> Result<ExitCode> {
+    let mut options = Options {
+        by: args.common.by.clone(),
+        baseline: args.common.baseline.clone(),
+        overhead: None,
+        only: Vec::new(),
+        command: command_line(),
+    };
+    let dirs: Vec<PathBuf> = match args.args.as_slice() {
+        [a, b] => {
+            if !options.by.is_empty() {
+                bail!("rubyrace compare A B compares two directories as a whole; --by applies to `rubyrace compare DIR A B`");
+            }
+            options.by = vec!["source".into()];
+            vec![PathBuf::from(a), PathBuf::from(b)]
+        }
+        [dir, a, b] => {
+            options.only = vec![a.clone(), b.clone()];
+            if options.baseline.is_none() {
+                options.baseline = Some(a.clone());
+            }
+            vec![PathBuf::from(dir)]
+        }
+        _ => unreachable!("clap takes 2 or 3 arguments"),
+    };
+    if options.by == ["source"] && options.baseline.is_none() {
+        options.baseline = Some(
+            std::path::absolute(&dirs[0])
+                .context("resolving the first directory")?
+                .display()
+                .to_string(),
+        );
+        options.by = vec!["source".into()];
+    }
+    let (report, sources) = report::build(&dirs, &options)?;
+    emit(&report, &sources, &args.common, &dirs[0])
+}
+
+/// Writes `bytes` to `-o FILE` or stdout (a closed pipe is not an error).
+fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
+        None => {
+            let mut out = io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+                other => Ok(other?),
+            }
+        }
+    }
+}
+
+fn emit(report: &Report, sources: &[SourceData], common: &CommonArgs, first_dir: &std::path::Path) -> Result<ExitCode> {
+    let trials: Vec<report::TrialData> = sources.iter().flat_map(|s| s.trials.iter().cloned()).collect();
+    match common.format {
+        Format::Table => {
+            let color = common.output.is_none() && io::stdout().is_terminal();
+            write_out(&common.output, &report::text::table(report, color))?;
+        }
+        Format::Markdown => write_out(&common.output, &report::text::markdown(report))?,
+        Format::Csv => write_out(&common.output, &report::text::csv(report)?)?,
+        Format::Json => write_out(&common.output, &(serde_json::to_string_pretty(report)? + "\n"))?,
+        Format::Benchstat => write_out(&common.output, &report::text::benchstat(report, &trials))?,
+        Format::Html => {
+            let path = common.output.clone().unwrap_or_else(|| first_dir.join("report.html"));
+            fs::write(&path, report::html::render(report)).with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("rubyrace: wrote {}", path.display());
+        }
+    }
+    if let Some(dir) = &common.charts {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let files = report::png::export_charts(report, dir)?;
+        eprintln!("rubyrace: wrote {} chart files into {}", files.len(), dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,552 @@
+//! From trials to an answer: cohorts (groups of trials sharing the grouping keys), their
+//! summaries, comparisons with the baseline (paired by block when the data come from the
+//! blocked design, unpaired bootstrap otherwise), the overhead per request, and the
+//! warnings that keep a reader honest.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Result};
+use hdrhistogram::Histogram;
+
+use crate::input::{read_histogram, SourceData, TrialData};
+use crate::model::*;
+
+/// Confidence level of every interval.
+pub const CONFIDENCE: f64 = 0.95;
+/// Bootstrap resamples of unpaired comparisons.
+const RESAMPLES: usize = 10_000;
+/// Seed of the bootstrap, so a report is reproducible.
+const BOOTSTRAP_SEED: u64 = 20_260_101;
+/// A coefficient of variation above this is warned about.
+pub const HIGH_CV: f64 = 0.05;
+/// Percentiles of the latency curve.
+const CURVE: [f64; 12] = [
+    0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+];
+
+/// What the user asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Grouping keys; empty means the default (the configuration label, plus the machine
+    /// when the trials come from several machines).
+    pub by: Vec<String>,
+    pub baseline: Option<String>,
+    /// `--overhead A B`.
+    pub overhead: Option<(String, String)>,
+    /// Keep only these cohorts (in this order), e.g. for `rubyrace compare DIR A B`.
+    pub only: Vec<String>,
+    /// The command line, recorded in the report.
+    pub command: String,
+}
+
+/// One metric the comparisons cover.
+struct Metric {
+    name: &'static str,
+    higher_is_better: bool,
+    value: fn(&TrialData) -> Option<f64>,
+    /// Words for "more" and "less" of it.
+    more: &'static str,
+    less: &'static str,
+}
+
+const HTTP_METRICS: [Metric; 5] = [
+    Metric { name: "throughput", higher_is_better: true, value: |t| t.requests_per_s, more: "faster", less: "slower" },
+    Metric { name: "latency_p50", higher_is_better: false, value: |t| t.latency_p50_us, more: "higher p50 latency", less: "lower p50 latency" },
+    Metric { name: "latency_p99", higher_is_better: false, value: |t| t.latency_p99_us, more: "higher p99 latency", less: "lower p99 latency" },
+    Metric { name: "pss_end", higher_is_better: false, value: |t| t.pss_end, more: "more memory (PSS)", less: "less memory (PSS)" },
+    Metric { name: "cpu_per_request", higher_is_better: false, value: |t| t.cpu_per_request, more: "more CPU per request", less: "less CPU per request" },
+];
+
+const SCRIPT_METRICS: [Metric; 2] = [
+    Metric { name: "wall", higher_is_better: false, value: |t| t.wall_s, more: "slower (wall time)", less: "faster (wall time)" },
+    Metric { name: "max_rss", higher_is_better: false, value: |t| t.max_rss, more: "more peak memory", less: "less peak memory" },
+];
+
+fn values(trials: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> Vec<f64> {
+    trials.iter().filter_map(|t| f(t)).collect()
+}
+
+fn summary(trials: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> Option<Summary> {
+    Summary::of(&values(trials, f))
+}
+
+/// The cohort name of a trial under the grouping keys.
+fn cohort_name(t: &TrialData, by: &[String]) -> String {
+    if by == ["label"] {
+        return t.label.clone();
+    }
+    by.iter()
+        .map(|k| {
+            let v = t.keys.get(k).map(String::as_str).unwrap_or("-");
+            if k == "label" || k == "source" {
+                v.to_string()
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Builds the report.
+pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
+    let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
+    if all.is_empty() {
+        bail!("no trials are stored in the given results director{}", if sources.len() == 1 { "y" } else { "ies" });
+    }
+    let machines: BTreeSet<&str> = all.iter().map(|t| t.keys.get("machine").map(String::as_str).unwrap_or("")).collect();
+    let by: Vec<String> = if options.by.is_empty() {
+        let mut by = vec!["label".to_string()];
+        if machines.len() > 1 {
+            by.push("machine".into());
+        }
+        by
+    } else {
+        options.by.clone()
+    };
+    let known: BTreeSet<&String> = all.iter().flat_map(|t| t.keys.keys()).collect();
+    for k in &by {
+        if !known.contains(k) {
+            let names: Vec<&str> = known.iter().map(|s| s.as_str()).filter(|s| !s.starts_with("settings.load.urls")).collect();
+            let hint = lab::experiment::did_you_mean(k, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
+        }
+    }
+
+    // Cohorts in order of first appearance by (source, config).
+    let mut order: Vec<String> = Vec::new();
+    let mut members: BTreeMap<String, Vec<&TrialData>> = BTreeMap::new();
+    let mut sorted = all.clone();
+    sorted.sort_by_key(|t| (t.source, t.config_id, t.trial_id));
+    for t in &sorted {
+        let name = cohort_name(t, &by);
+        if !members.contains_key(&name) {
+            order.push(name.clone());
+        }
+        members.entry(name).or_default().push(t);
+    }
+    if !options.only.is_empty() {
+        for name in &options.only {
+            if !members.contains_key(name) {
+                bail!("no cohort named {name:?}; cohorts: {}", order.join(", "));
+            }
+        }
+        order = options.only.clone();
+    }
+    let baseline = match &options.baseline {
+        Some(b) if members.contains_key(b) => b.clone(),
+        Some(b) => bail!("--baseline {b:?} is not a cohort; cohorts: {}", order.join(", ")),
+        None => order[0].clone(),
+    };
+    let script = all.iter().any(|t| t.wall_s.is_some());
+    let http = all.iter().any(|t| t.requests_per_s.is_some());
+    let workload = match (http, script) {
+        (true, true) => "mixed",
+        (false, true) => "script",
+        _ => "http",
+    };
+
+    let mut warnings = Vec::new();
+    let mut cohorts = Vec::new();
+    for name in &order {
+        let trials = &members[name];
+        let valid: Vec<&TrialData> = trials.iter().copied().filter(|t| t.status == "valid").collect();
+        cohorts.push(cohort(name, trials, &valid, &by, &mut warnings));
+    }
+
+    // Comparisons with the baseline.
+    let metrics: &[Metric] = if workload == "script" { &SCRIPT_METRICS } else { &HTTP_METRICS };
+    let mut comparisons = Vec::new();
+    let base_valid: Vec<&TrialData> = members[&baseline].iter().copied().filter(|t| t.status == "valid").collect();
+    for name in order.iter().filter(|n| **n != baseline) {
+        let valid: Vec<&TrialData> = members[name].iter().copied().filter(|t| t.status == "valid").collect();
+        for m in metrics {
+            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m) {
+                comparisons.push(c);
+            }
+        }
+    }
+    too_few_warnings(&comparisons, &mut warnings);
+
+    let overhead = match &options.overhead {
+        Some((a, b)) => {
+            for n in [a, b] {
+                if !members.contains_key(n) {
+                    bail!("--overhead: no cohort named {n:?}; cohorts: {}", order.join(", "));
+                }
+            }
+            let va: Vec<&TrialData> = members[a].iter().copied().filter(|t| t.status == "valid").collect();
+            let vb: Vec<&TrialData> = members[b].iter().copied().filter(|t| t.status == "valid").collect();
+            overhead(a, &va, b, &vb)
+        }
+        None => None,
+    };
+
+    for s in sources.iter().filter(|s| s.smoke) {
+        warnings.push(Warning {
+            kind: "smoke".into(),
+            cohort: None,
+            message: format!("{} is a --smoke run: two short blocks, for checking an experiment, not for conclusions", s.dir.display()),
+        });
+    }
+    if machines.len() > 1 && !by.iter().any(|k| k == "machine") {
+        warnings.push(Warning {
+            kind: "mixed-machines".into(),
+            cohort: None,
+            message: format!("the trials come from {} machines ({}) and cohorts pool them; add --by ...,machine to keep them apart", machines.len(), machines.iter().copied().collect::<Vec<_>>().join(", ")),
+        });
+    }
+
+    // Trial points in the order they ran.
+    let mut timeline: Vec<&TrialData> = all.clone();
+    timeline.sort_by(|a, b| (a.source, &a.started_at, a.trial_id).cmp(&(b.source, &b.started_at, b.trial_id)));
+    let trials = timeline
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| order.contains(&cohort_name(t, &by)))
+        .map(|(i, t)| TrialPoint {
+            cohort: cohort_name(t, &by),
+            source: t.source,
+            trial_id: t.trial_id,
+            block: t.block,
+            sequence: i,
+            status: t.status.clone(),
+            requests_per_s: t.requests_per_s,
+            pss_end_bytes: t.pss_end.map(|v| v as u64),
+            wall_s: t.wall_s,
+        })
+        .collect();
+
+    let matrix = dot_matrix(&order, &members, workload);
+    let environment = order
+        .iter()
+        .map(|name| {
+            let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for t in &members[name] {
+                for (k, v) in &t.keys {
+                    if k.starts_with("settings.load.urls") || k == "source" {
+                        continue;
+                    }
+                    values.entry(k.clone()).or_default().insert(v.clone());
+                }
+            }
+            CohortEnvironment {
+                cohort: name.clone(),
+                values: values.into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect(),
+            }
+        })
+        .collect();
+
+    Ok(Report {
+        schema: REPORT_SCHEMA.into(),
+        command: options.command.clone(),
+        sources: sources
+            .iter()
+            .map(|s| Source {
+                dir: s.dir.display().to_string(),
+                experiment: s.experiment.clone(),
+                created_at: s.created_at.clone(),
+                machines: s.trials.iter().filter_map(|t| t.keys.get("machine").cloned()).collect::<BTreeSet<_>>().into_iter().collect(),
+                trials: s.trials.len(),
+                commands: s.commands.clone(),
+                smoke: s.smoke,
+            })
+            .collect(),
+        workload: workload.into(),
+        group_by: by,
+        baseline,
+        cohorts,
+        comparisons,
+        overhead,
+        warnings,
+        trials,
+        matrix,
+        environment,
+    })
+}
+
+/// Summaries and per-cohort warnings.
+fn cohort(name: &str, trials: &[&TrialData], valid: &[&TrialData], by: &[String], warnings: &mut Vec<Warning>) -> Cohort {
+    let count = |s: &str| trials.iter().filter(|t| t.status == s).count();
+    let (invalid, failed) = (count("invalid"), count("failed"));
+    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
+        warnings.push(Warning { kind: kind.into(), cohort: Some(name.to_string()), message });
+    };
+    if invalid + failed > 0 {
+        let reasons: BTreeSet<&str> = trials.iter().filter(|t| t.status != "valid").filter_map(|t| t.reason.as_deref()).collect();
+        let first = reasons.iter().next().copied().unwrap_or("");
+        warn(warnings, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
+    }
+
+    // The main value of a trial, for outliers, CV and drift.
+    let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) { |t| t.requests_per_s } else { |t| t.wall_s };
+    let main_name = if valid.iter().any(|t| t.requests_per_s.is_some()) { "throughput" } else { "wall time" };
+    let mut in_time: Vec<&&TrialData> = valid.iter().collect();
+    in_time.sort_by(|a, b| (a.source, &a.started_at).cmp(&(b.source, &b.started_at)));
+    let series: Vec<f64> = in_time.iter().filter_map(|t| main(t)).collect();
+    let outliers: Vec<String> = stats::outliers::tukey_outliers(&series, 1.5)
+        .into_iter()
+        .map(|i| format!("{}:{}", in_time[i].source, in_time[i].trial_id))
+        .collect();
+    if !outliers.is_empty() {
+        warn(warnings, "outliers", format!("{} {main_name} outlier(s) by Tukey's fences (trials {}); flagged, not dropped", outliers.len(), outliers.join(", ")));
+    }
+    let main_summary = Summary::of(&series);
+    if let Some(s) = &main_summary {
+        if s.n >= 3 && s.cv > HIGH_CV {
+            warn(warnings, "high-cv", format!("{main_name} varies a lot between trials (CV {:.1}%): more blocks, longer trials or a quieter machine", 100.0 * s.cv));
+        }
+    }
+    if let Some(t) = stats::trend::mann_kendall(&series) {
+        if t.p_value < 0.05 {
+            let slope = stats::trend::sen_slope(&series).unwrap_or(0.0);
+            let per = main_summary.as_ref().map(|s| 100.0 * slope / s.p50).unwrap_or(0.0);
+            warn(warnings, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
+        }
+    }
+    // A recorded value that differs within the cohort although the user did not group by it.
+    for key in ["ruby_description", "kernel", "machine", "cpu_model", "app_git", "rubyrace_version"] {
+        if by.iter().any(|k| k == key) {
+            continue;
+        }
+        let distinct: BTreeSet<&str> = trials.iter().filter_map(|t| t.keys.get(key).map(String::as_str)).collect();
+        if distinct.len() > 1 {
+            warn(warnings, "environment-differs", format!("trials of this cohort differ in {key}: {}", distinct.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" vs ")));
+        }
+    }
+    let env_keys: BTreeSet<&String> = trials.iter().flat_map(|t| t.keys.keys()).filter(|k| k.starts_with("env.")).collect();
+    for key in env_keys {
+        if by.iter().any(|k| k == key) {
+            continue;
+        }
+        let distinct: BTreeSet<Option<&String>> = trials.iter().map(|t| t.keys.get(key)).collect();
+        if distinct.len() > 1 {
+            let shown: Vec<String> = distinct.iter().map(|v| v.map(|s| format!("{s:?}")).unwrap_or_else(|| "unset".into())).collect();
+            warn(warnings, "environment-differs", format!("trials of this cohort differ in {key}: {}", shown.join(" vs ")));
+        }
+    }
+
+    let latency = latency(valid);
+    let script = valid.iter().any(|t| t.wall_s.is_some()).then(|| {
+        let names: BTreeSet<&String> = valid.iter().flat_map(|t| t.metrics.keys()).collect();
+        ScriptTimes {
+            wall: summary(valid, |t| t.wall_s),
+            user: summary(valid, |t| t.user_s),
+            system: summary(valid, |t| t.system_s),
+            max_rss_bytes: summary(valid, |t| t.max_rss),
+            metrics: names
+                .into_iter()
+                .filter_map(|n| Summary::of(&valid.iter().filter_map(|t| t.metrics.get(n).copied()).collect::<Vec<_>>()).map(|s| (n.clone(), s)))
+                .collect(),
+        }
+    });
+    Cohort {
+        name: name.to_string(),
+        key: by.iter().map(|k| (k.clone(), trials[0].keys.get(k).cloned().unwrap_or_default())).collect(),
+        valid: valid.len(),
+        invalid,
+        failed,
+        throughput: summary(valid, |t| t.requests_per_s),
+        latency,
+        memory: Memory {
+            rss_end: summary(valid, |t| t.rss_end),
+            pss_end: summary(valid, |t| t.pss_end),
+            uss_end: summary(valid, |t| t.uss_end),
+            rss_peak: summary(valid, |t| t.rss_peak),
+            pss_peak: summary(valid, |t| t.pss_peak),
+        },
+        cpu: Cpu {
+            per_request: summary(valid, |t| t.cpu_per_request),
+            user_per_request: summary(valid, |t| t.cpu_user_per_request),
+            system_per_request: summary(valid, |t| t.cpu_system_per_request),
+        },
+        error_rate: summary(valid, |t| t.error_rate),
+        script,
+        outliers,
+    }
+}
+
+/// Percentiles of the merged histograms of the valid trials.
+fn latency(valid: &[&TrialData]) -> Option<Latency> {
+    let mut merged: Option<Histogram<u64>> = None;
+    for t in valid {
+        let Some(path) = &t.hlog else { continue };
+        let Ok(h) = read_histogram(path) else { continue };
+        match &mut merged {
+            Some(m) => {
+                let _ = m.add(&h);
+            }
+            None => merged = Some(h),
+        }
+    }
+    let h = merged.filter(|h| !h.is_empty())?;
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Some(Latency {
+        p50: us(0.50),
+        p90: us(0.90),
+        p99: us(0.99),
+        p99_9: us(0.999),
+        max: h.max() as f64 / 1000.0,
+        curve: CURVE.iter().map(|p| (*p, us(p / 100.0))).collect(),
+        p50_across_trials: summary(valid, |t| t.latency_p50_us),
+        p99_across_trials: summary(valid, |t| t.latency_p99_us),
+    })
+}
+
+/// Pairs of (cohort, baseline) values from the same block of the same run.
+fn pairs(a: &[&TrialData], b: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> (Vec<f64>, Vec<f64>) {
+    let index: BTreeMap<(usize, u32), f64> = b.iter().filter_map(|t| f(t).map(|v| ((t.source, t.block), v))).collect();
+    let mut xa = Vec::new();
+    let mut xb = Vec::new();
+    for t in a {
+        if let (Some(v), Some(w)) = (f(t), index.get(&(t.source, t.block))) {
+            xa.push(v);
+            xb.push(*w);
+        }
+    }
+    (xa, xb)
+}
+
+fn compare(name: &str, valid: &[&TrialData], baseline: &str, base: &[&TrialData], m: &Metric) -> Option<Comparison> {
+    let (pa, pb) = pairs(valid, base, m.value);
+    let a = values(valid, m.value);
+    let b = values(base, m.value);
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    // Paired when most trials pair up by block (the blocked design); unpaired otherwise.
+    let paired = pa.len() >= 2 && pa.len() * 2 >= a.len().max(b.len());
+    let (ci, test, test_name, n, n_base) = if paired {
+        let ci = stats::ci::paired_ratio(&pa, &pb, CONFIDENCE)?;
+        let diffs: Vec<f64> = pa.iter().zip(&pb).map(|(x, y)| x.ln() - y.ln()).collect();
+        (ci, stats::ranktest::wilcoxon_signed_rank(&diffs), "wilcoxon-signed-rank", pa.len(), pb.len())
+    } else {
+        let ci = stats::ci::unpaired_ratio(&a, &b, CONFIDENCE, RESAMPLES, BOOTSTRAP_SEED)?;
+        (ci, stats::ranktest::mann_whitney_u(&a, &b), "mann-whitney-u", a.len(), b.len())
+    };
+    let p = test.map(|t| t.p_value);
+    let excludes_one = ci.low > 1.0 || ci.high < 1.0;
+    let significant = excludes_one && p.is_some_and(|p| p < 0.05);
+    let pct = (ci.ratio - 1.0) * 100.0;
+    let p_text = p.map(|p| format!("p={}", format_p(p))).unwrap_or_else(|| "no test".into());
+    let verdict = if significant {
+        let words = if pct > 0.0 { m.more } else { m.less };
+        format!("{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_text}", ci.ratio, pct.abs(), ci.low, ci.high)
+    } else {
+        format!("~ no significant difference ({:.2}× [{:.2}–{:.2}], {p_text})", ci.ratio, ci.low, ci.high)
+    };
+    let half_width_pct = 100.0 * (ci.high - ci.low) / 2.0 / ci.ratio;
+    Some(Comparison {
+        cohort: name.to_string(),
+        baseline: baseline.to_string(),
+        metric: m.name.into(),
+        higher_is_better: m.higher_is_better,
+        method: if paired { "paired" } else { "unpaired" }.into(),
+        n,
+        n_baseline: n_base,
+        ratio: ci.ratio,
+        ci_low: ci.low,
+        ci_high: ci.high,
+        test: test_name.into(),
+        p_value: p,
+        significant,
+        verdict,
+        half_width_pct,
+        needed_for_1pct: stats::advice::needed_for_half_width(half_width_pct, n, 1.0),
+    })
+}
+
+/// p-values as people read them.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
+    let min_blocks = stats::advice::min_blocks_for_signed_rank(0.05).unwrap_or(6);
+    let min_trials = stats::advice::min_trials_for_rank_sum(0.05).unwrap_or(4);
+    let mut seen = BTreeSet::new();
+    for c in comparisons {
+        // Below these counts the exact two-sided rank tests cannot reach p < 0.05 at all.
+        let (too_few, need, what) = if c.method == "paired" {
+            (c.n < min_blocks, format!("{min_blocks} blocks"), "blocks")
+        } else {
+            (c.n.min(c.n_baseline) < min_trials, format!("{min_trials} trials per cohort"), "trials")
+        };
+        if too_few && seen.insert(c.cohort.clone()) {
+            warnings.push(Warning {
+                kind: "too-few-trials".into(),
+                cohort: Some(c.cohort.clone()),
+                message: format!("{} {what} against {}: the rank test needs at least {need} to ever reach p<0.05, so no difference can be called significant", c.n, c.baseline),
+            });
+        }
+    }
+}
+
+fn overhead(a: &str, va: &[&TrialData], b: &str, vb: &[&TrialData]) -> Option<Overhead> {
+    let f: fn(&TrialData) -> Option<f64> = |t| t.requests_per_s;
+    let (pa, pb) = pairs(va, vb, f);
+    let (method, n, (est, lo, hi)) = if pa.len() >= 2 {
+        ("paired", pa.len(), stats::ci::paired_reciprocal_difference(&pa, &pb, CONFIDENCE)?)
+    } else {
+        let xa = values(va, f);
+        let xb = values(vb, f);
+        ("unpaired", xa.len().min(xb.len()), stats::ci::unpaired_reciprocal_difference(&xa, &xb, CONFIDENCE, RESAMPLES, BOOTSTRAP_SEED)?)
+    };
+    Some(Overhead {
+        cohort: a.into(),
+        baseline: b.into(),
+        method: method.into(),
+        n,
+        us_per_request: est * 1e6,
+        ci_low: lo * 1e6,
+        ci_high: hi * 1e6,
+    })
+}
+
+/// For experiments with exactly two matrix axes that vary: the median per cell.
+fn dot_matrix(order: &[String], members: &BTreeMap<String, Vec<&TrialData>>, workload: &str) -> Option<DotMatrix> {
+    let first: Vec<&TrialData> = order.iter().filter_map(|n| members[n].first().copied()).collect();
+    let axis_names: BTreeSet<&String> = first.iter().flat_map(|t| t.axes.keys()).collect();
+    let varying: Vec<&String> = axis_names
+        .into_iter()
+        .filter(|a| first.iter().filter_map(|t| t.axes.get(*a)).collect::<BTreeSet<_>>().len() > 1)
+        .collect();
+    if varying.len() != 2 {
+        return None;
+    }
+    let (rk, ck) = (varying[0], varying[1]);
+    let mut rows: Vec<String> = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    for t in &first {
+        let (r, c) = (t.axes.get(rk)?.clone(), t.axes.get(ck)?.clone());
+        if !rows.contains(&r) {
+            rows.push(r);
+        }
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+    }
+    let script = workload == "script";
+    let mut cells = vec![vec![None; cols.len()]; rows.len()];
+    for name in order {
+        let ts = &members[name];
+        let t = ts.first()?;
+        let r = rows.iter().position(|x| Some(x) == t.axes.get(rk))?;
+        let c = cols.iter().position(|x| Some(x) == t.axes.get(ck))?;
+        let valid: Vec<&TrialData> = ts.iter().copied().filter(|t| t.status == "valid").collect();
+        let s = if script { summary(&valid, |t| t.wall_s) } else { summary(&valid, |t| t.requests_per_s) };
+        cells[r][c] = s.map(|s| (name.clone(), s.p50));
+    }
+    Some(DotMatrix {
+        row_key: rk.clone(),
+        col_key: ck.clone(),
+        rows,
+        cols,
+        cells,
+        unit: if script { "s wall" } else { "requests/s" }.into(),
+    })
+}

@@ -1,0 +1,341 @@
+//! The text renderings of a report: the terminal table (coloured on a terminal, plain when
+//! piped), Markdown for GitHub issues and Ruby bug reports, CSV, and benchstat's Go
+//! benchmark format.
+
+use std::fmt::Write as _;
+
+use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
+
+use crate::model::{Comparison, Report, Summary};
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
+}
+
+fn micros(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+fn rate(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn seconds(v: f64) -> String {
+    format!("{v:.3} s")
+}
+
+fn dash() -> String {
+    "-".into()
+}
+
+fn comparison<'a>(report: &'a Report, cohort: &str, metric: &str) -> Option<&'a Comparison> {
+    report
+        .comparisons
+        .iter()
+        .find(|c| c.cohort == cohort && c.metric == metric)
+}
+
+/// The main column of a cohort: median with its p10–p90 range.
+fn median_range(s: &Option<Summary>, f: fn(f64) -> String) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!("{} [{}–{}]", f(s.p50), f(s.p10), f(s.p90)),
+        Some(s) => f(s.p50),
+        None => dash(),
+    }
+}
+
+fn median(s: &Option<Summary>, f: fn(f64) -> String) -> String {
+    s.as_ref().map(|s| f(s.p50)).unwrap_or_else(dash)
+}
+
+/// One row per cohort: what the summary table shows.
+struct Row {
+    cohort: String,
+    trials: String,
+    main: String,
+    versus: String,
+    significant: Option<bool>,
+    rest: Vec<String>,
+}
+
+fn headers(report: &Report) -> Vec<&'static str> {
+    if report.workload == "script" {
+        vec!["cohort", "trials", "wall (median [p10–p90])", "vs baseline", "user", "system", "max RSS"]
+    } else {
+        vec!["cohort", "trials", "req/s (median [p10–p90])", "vs baseline", "p50", "p99", "PSS", "CPU/req"]
+    }
+}
+
+fn rows(report: &Report) -> Vec<Row> {
+    let script = report.workload == "script";
+    let main_metric = if script { "wall" } else { "throughput" };
+    report
+        .cohorts
+        .iter()
+        .map(|c| {
+            let cmp = comparison(report, &c.name, main_metric);
+            let versus = if c.name == report.baseline {
+                "baseline".to_string()
+            } else {
+                cmp.map(|x| x.verdict.clone()).unwrap_or_else(dash)
+            };
+            let trials = if c.invalid + c.failed > 0 {
+                format!("{} (+{} invalid, {} failed)", c.valid, c.invalid, c.failed)
+            } else {
+                c.valid.to_string()
+            };
+            let (main, rest) = if script {
+                let s = c.script.clone().unwrap_or_default();
+                (
+                    median_range(&s.wall, seconds),
+                    vec![median(&s.user, seconds), median(&s.system, seconds), median(&s.max_rss_bytes, mib)],
+                )
+            } else {
+                let lat = c.latency.as_ref();
+                (
+                    median_range(&c.throughput, rate),
+                    vec![
+                        lat.map(|l| micros(l.p50)).unwrap_or_else(dash),
+                        lat.map(|l| micros(l.p99)).unwrap_or_else(dash),
+                        median(&c.memory.pss_end, mib),
+                        median(&c.cpu.per_request, micros),
+                    ],
+                )
+            };
+            Row {
+                cohort: c.name.clone(),
+                trials,
+                main,
+                versus,
+                significant: cmp.map(|x| x.significant),
+                rest,
+            }
+        })
+        .collect()
+}
+
+/// The terminal table; `color` adds ANSI colours (only on a terminal).
+pub fn table(report: &Report, color: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", title(report));
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    if !color {
+        t.force_no_tty();
+    } else {
+        t.enforce_styling();
+    }
+    t.set_header(headers(report).into_iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
+    for r in rows(report) {
+        let mut versus = Cell::new(&r.versus);
+        if color {
+            versus = match r.significant {
+                Some(true) => versus.fg(Color::Green),
+                Some(false) => versus.fg(Color::DarkGrey),
+                None => versus,
+            };
+        }
+        let mut cells = vec![Cell::new(&r.cohort), Cell::new(&r.trials).set_alignment(CellAlignment::Right), Cell::new(&r.main).set_alignment(CellAlignment::Right), versus];
+        cells.extend(r.rest.iter().map(|x| Cell::new(x).set_alignment(CellAlignment::Right)));
+        t.add_row(cells);
+    }
+    let _ = writeln!(out, "{t}");
+    out.push_str(&details(report));
+    out
+}
+
+fn title(report: &Report) -> String {
+    let experiments: Vec<&str> = report.sources.iter().map(|s| s.experiment.as_str()).collect();
+    format!(
+        "rubyrace report: {} · baseline {} · grouped by {} · 95% confidence intervals",
+        experiments.join(", "),
+        report.baseline,
+        report.group_by.join(", ")
+    )
+}
+
+/// Comparisons of every metric, the overhead, the precision advice and the warnings.
+fn details(report: &Report) -> String {
+    let mut out = String::new();
+    if !report.comparisons.is_empty() {
+        let _ = writeln!(out, "\nAgainst {} ({}):", report.baseline, method_words(report));
+        for c in &report.comparisons {
+            let _ = writeln!(out, "  {:<28} {:<16} {}", c.cohort, c.metric, c.verdict);
+        }
+    }
+    if let Some(o) = &report.overhead {
+        let _ = writeln!(
+            out,
+            "\nOverhead of {} over {}: {:+.1} µs per request [{:+.1} – {:+.1}] ({}, n={})",
+            o.cohort, o.baseline, o.us_per_request, o.ci_low, o.ci_high, o.method, o.n
+        );
+    }
+    let main = if report.workload == "script" { "wall" } else { "throughput" };
+    for c in report.comparisons.iter().filter(|c| c.metric == main) {
+        let advice = match c.needed_for_1pct {
+            Some(n) if n > c.n => format!("about {n} {} would bring it to ±1%", unit(c)),
+            _ => "already within ±1%".into(),
+        };
+        let _ = writeln!(out, "Precision: {} vs {}: the CI half-width is ±{:.1}%; {advice}.", c.cohort, c.baseline, c.half_width_pct);
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings:");
+        for w in &report.warnings {
+            match &w.cohort {
+                Some(c) => {
+                    let _ = writeln!(out, "  ! [{}] {}: {}", w.kind, c, w.message);
+                }
+                None => {
+                    let _ = writeln!(out, "  ! [{}] {}", w.kind, w.message);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn unit(c: &Comparison) -> &'static str {
+    if c.method == "paired" {
+        "blocks"
+    } else {
+        "trials per cohort"
+    }
+}
+
+fn method_words(report: &Report) -> String {
+    let paired = report.comparisons.iter().any(|c| c.method == "paired");
+    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
+    match (paired, unpaired) {
+        (true, false) => "paired by block: geometric mean of per-block ratios, t interval, Wilcoxon signed-rank".into(),
+        (false, true) => "unpaired: bootstrap interval, Mann–Whitney U".into(),
+        _ => "paired by block where possible, unpaired otherwise".into(),
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Markdown: a table ready to paste into a GitHub issue or a Ruby bug report.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "**{}**\n", md_escape(&title(report)));
+    let h = headers(report);
+    let _ = writeln!(out, "| {} |", h.join(" | "));
+    let _ = writeln!(out, "|{}", h.iter().enumerate().map(|(i, _)| if i == 0 || i == 3 { " --- |" } else { " ---: |" }).collect::<String>());
+    for r in rows(report) {
+        let mut cells = vec![md_escape(&r.cohort), r.trials, r.main, md_escape(&r.versus)];
+        cells.extend(r.rest);
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    let d = details(report);
+    if !d.trim().is_empty() {
+        let _ = writeln!(out, "\n<details><summary>Comparisons, precision and warnings</summary>\n\n```\n{}```\n</details>", d.trim_start());
+    }
+    let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&provenance(report)));
+    out
+}
+
+fn provenance(report: &Report) -> String {
+    let machines: Vec<String> = report.sources.iter().flat_map(|s| s.machines.clone()).collect();
+    format!("rubyrace {} · {} · machine {}", env!("CARGO_PKG_VERSION"), report.command, machines.join(", "))
+}
+
+/// CSV: one row per cohort and metric summary.
+pub fn csv(report: &Report) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["cohort", "metric", "n", "mean", "sd", "cv", "min", "p10", "p50", "p90", "max", "ratio", "ci_low", "ci_high", "p_value", "significant", "method"])?;
+    for c in &report.cohorts {
+        let mut metrics: Vec<(&str, &Option<Summary>)> = vec![
+            ("throughput", &c.throughput),
+            ("pss_end", &c.memory.pss_end),
+            ("rss_end", &c.memory.rss_end),
+            ("pss_peak", &c.memory.pss_peak),
+            ("rss_peak", &c.memory.rss_peak),
+            ("cpu_per_request", &c.cpu.per_request),
+            ("cpu_user_per_request", &c.cpu.user_per_request),
+            ("cpu_system_per_request", &c.cpu.system_per_request),
+            ("error_rate", &c.error_rate),
+        ];
+        let lat = c.latency.as_ref();
+        let lat50 = lat.and_then(|l| l.p50_across_trials.clone());
+        let lat99 = lat.and_then(|l| l.p99_across_trials.clone());
+        metrics.push(("latency_p50", &lat50));
+        metrics.push(("latency_p99", &lat99));
+        let script = c.script.clone().unwrap_or_default();
+        metrics.push(("wall", &script.wall));
+        metrics.push(("max_rss", &script.max_rss_bytes));
+        for (name, s) in metrics {
+            let Some(s) = s else { continue };
+            let cmp = comparison(report, &c.name, name);
+            let f = |v: f64| format!("{v}");
+            w.write_record([
+                c.name.clone(),
+                name.to_string(),
+                s.n.to_string(),
+                f(s.mean),
+                f(s.sd),
+                f(s.cv),
+                f(s.min),
+                f(s.p10),
+                f(s.p50),
+                f(s.p90),
+                f(s.max),
+                cmp.map(|x| f(x.ratio)).unwrap_or_default(),
+                cmp.map(|x| f(x.ci_low)).unwrap_or_default(),
+                cmp.map(|x| f(x.ci_high)).unwrap_or_default(),
+                cmp.and_then(|x| x.p_value).map(f).unwrap_or_default(),
+                cmp.map(|x| x.significant.to_string()).unwrap_or_default(),
+                cmp.map(|x| x.method.clone()).unwrap_or_default(),
+            ])?;
+        }
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// A benchstat name: no spaces (benchstat splits on them).
+fn bench_name(s: &str) -> String {
+    s.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect()
+}
+
+/// Go benchmark format, one line per valid trial, for `benchstat`.
+pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "goos: linux");
+    let experiments: Vec<&str> = report.sources.iter().map(|s| s.experiment.as_str()).collect();
+    let _ = writeln!(out, "pkg: rubyrace/{}", bench_name(&experiments.join("+")));
+    if let Some(cpu) = trials.iter().find_map(|t| t.keys.get("cpu_model")) {
+        let _ = writeln!(out, "cpu: {cpu}");
+    }
+    for cohort in &report.cohorts {
+        for t in trials.iter().filter(|t| t.status == "valid" && report.trials.iter().any(|p| p.cohort == cohort.name && p.trial_id == t.trial_id && p.source == t.source)) {
+            let mut line = format!("Benchmark{}/{} 1", if report.workload == "script" { "Script" } else { "Http" }, bench_name(&cohort.name));
+            if let Some(rps) = t.requests_per_s {
+                let _ = write!(line, " {:.0} ns/op {rps:.1} req/s", 1e9 / rps);
+            }
+            if let Some(w) = t.wall_s {
+                let _ = write!(line, " {:.0} ns/op", w * 1e9);
+            }
+            if let Some(v) = t.latency_p99_us {
+                let _ = write!(line, " {:.0} p99-ns", v * 1000.0);
+            }
+            if let Some(v) = t.pss_end {
+                let _ = write!(line, " {v:.0} pss-B");
+            }
+            if let Some(v) = t.cpu_per_request {
+                let _ = write!(line, " {:.0} cpu-ns/op", v * 1000.0);
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
