@@ -1,0 +1,850 @@
+//! The offline HTML report: one self-contained HTML5 page (inline CSS, inline SVG charts,
+//! no JavaScript, no external resource of any kind) rendered from a [`Report`].
+//!
+//! Every string that comes from the user or the machine (cohort names, keys, labels,
+//! paths, environment values, commands) goes through [`escape`], the one escape function
+//! of the HTML page and of the SVG charts, in text and in attribute values alike. A
+//! Content-Security-Policy that allows no script is a second line of defence.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use crate::charts::{self, fmt_num, fmt_sig, fmt_us};
+use crate::model::{Cohort, Comparison, Report, Summary};
+
+/// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
+/// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
+/// SVG stays well-formed for renderers stricter than a browser.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(ch),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{fffe}' || c == '\u{ffff}' => {
+                out.push('\u{fffd}')
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = r#"
+:root { color-scheme: light; }
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0; background: #f6f7f9; color: #1f2328;
+  font: 15px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", sans-serif; }
+main { max-width: 1140px; margin: 0 auto; padding: 36px 28px 72px; }
+h1 { font-size: 1.8rem; line-height: 1.25; margin: 0 0 .35rem; letter-spacing: -.01em; }
+h2 { font-size: 1.22rem; margin: 2.6rem 0 .8rem; padding-bottom: .35rem; border-bottom: 1px solid #d8dee4; }
+h3 { font-size: 1rem; margin: 1.4rem 0 .5rem; }
+p { margin: .5rem 0; }
+a { color: #0b5cad; }
+.kicker { color: #59636e; font-size: .55em; font-weight: 400; margin-left: .6em; letter-spacing: 0; }
+.meta { color: #59636e; margin: 0; }
+.meta b { color: #1f2328; font-weight: 600; }
+nav { margin: 1rem 0 0; font-size: .875rem; }
+nav a { margin-right: 1rem; text-decoration: none; }
+.badge { display: inline-block; font-size: .72rem; font-weight: 600; line-height: 1; padding: .25em .5em;
+  border-radius: 999px; background: #eaeef2; color: #3d444d; vertical-align: .15em; margin-left: .35em; }
+.badge.smoke { background: #ffe2cc; color: #8a3a00; }
+.howto { background: #fff; border: 1px solid #d8dee4; border-radius: 8px; padding: .8rem 1.1rem; margin-top: 1.4rem; font-size: .925rem; }
+.warnings { background: #fff8e1; border: 1px solid #eac54f; border-left: 6px solid #bf8700; border-radius: 8px;
+  padding: .8rem 1.1rem; margin-top: 1.4rem; }
+.warnings h2 { border: 0; margin: 0 0 .4rem; padding: 0; font-size: 1.05rem; }
+.warnings ul { margin: 0; padding-left: 1.2rem; }
+.warnings li { margin: .3rem 0; }
+.kind { font: 600 .72rem/1 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #fbe3a0;
+  color: #5c3d00; padding: .2em .45em; border-radius: 4px; margin-right: .35em; white-space: nowrap; }
+.table-wrap { overflow-x: auto; background: #fff; border: 1px solid #d8dee4; border-radius: 8px; }
+table { border-collapse: collapse; width: 100%; font-size: .85rem; }
+th, td { padding: .5rem .65rem; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top; }
+thead th { background: #f6f8fa; font-weight: 600; white-space: nowrap; border-bottom: 1px solid #d8dee4; }
+tbody tr:last-child td, tbody tr:last-child th { border-bottom: 0; }
+tbody th { font-weight: 600; }
+.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.sub { display: block; color: #59636e; font-size: .8em; font-weight: 400; }
+.name { overflow-wrap: anywhere; min-width: 9rem; }
+.better { color: #0b5cad; font-weight: 600; }
+.worse { color: #b3261e; font-weight: 600; }
+.same { color: #59636e; }
+.bad { color: #b3261e; font-weight: 600; }
+.verdict { white-space: normal; min-width: 9.5rem; }
+figure { margin: 0 0 1.4rem; background: #fff; border: 1px solid #d8dee4; border-radius: 8px; padding: 6px; }
+svg.chart { display: block; width: 100%; height: auto; max-width: 1040px; margin: 0 auto; }
+details { background: #fff; border: 1px solid #d8dee4; border-radius: 8px; padding: .55rem 1rem; margin-bottom: .5rem; }
+details[open] { padding-bottom: .9rem; }
+summary { cursor: pointer; font-weight: 600; }
+summary .sub { display: inline; margin-left: .5em; }
+details table { margin-top: .6rem; font-size: .8125rem; }
+details td { padding: .28rem .65rem; }
+details td.key { width: 28%; }
+td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: nowrap; }
+td.value { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: anywhere; }
+tbody.group { border-top: 2px solid #d8dee4; }
+.nowrap { white-space: nowrap; }
+tr.differs td { background: #fff8e1; }
+.mark { font-family: system-ui, sans-serif; font-size: .75rem; color: #8a5a00; margin-left: .5em; white-space: nowrap; }
+pre { background: #f6f8fa; border: 1px solid #d8dee4; border-radius: 6px; padding: .6rem .85rem; margin: .4rem 0;
+  white-space: pre-wrap; overflow-wrap: anywhere;
+  font: .8125rem/1.5 ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
+.overhead { background: #fff; border: 1px solid #d8dee4; border-radius: 8px; padding: .8rem 1.1rem; }
+footer { margin-top: 3rem; color: #8c959f; font-size: .8rem; }
+@media print {
+  body { background: #fff; font-size: 10.5pt; }
+  main { max-width: none; padding: 0; }
+  nav { display: none; }
+  h2 { break-after: avoid; }
+  figure, .warnings, .howto, tr, details { break-inside: avoid; }
+  .table-wrap, figure, details, .howto, .overhead { border-color: #bbb; }
+  .table-wrap { overflow: visible; }
+  a { color: inherit; text-decoration: none; }
+}
+"#;
+
+/// The report as one offline HTML5 page.
+pub fn render(report: &Report) -> String {
+    let mut h = String::with_capacity(64 * 1024);
+    let experiments = experiments(report);
+    let title = if experiments.is_empty() {
+        "rubyrace report".to_string()
+    } else {
+        format!("rubyrace report: {}", experiments.join(", "))
+    };
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"generator\" content=\"rubyrace\">\n<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n",
+        escape(&title),
+        CSS
+    );
+
+    header(&mut h, report, &experiments);
+    how_to_read(&mut h, report);
+    warnings(&mut h, report);
+    summary_table(&mut h, report);
+    charts_section(&mut h, report);
+    comparisons_table(&mut h, report);
+    overhead(&mut h, report);
+    environment(&mut h, report);
+    sources(&mut h, report);
+
+    let _ = write!(
+        h,
+        "<footer>Made by rubyrace from the data above · schema {} · this page is self-contained: \
+         no scripts, no network.</footer>\n</main>\n</body>\n</html>\n",
+        escape(&report.schema)
+    );
+    h
+}
+
+fn experiments(report: &Report) -> Vec<String> {
+    let mut seen = Vec::new();
+    for s in &report.sources {
+        if !s.experiment.is_empty() && !seen.contains(&s.experiment) {
+            seen.push(s.experiment.clone());
+        }
+    }
+    seen
+}
+
+fn header(h: &mut String, report: &Report, experiments: &[String]) {
+    let smoke = report.sources.iter().any(|s| s.smoke);
+    let _ = write!(h, "<header>\n<h1>");
+    if experiments.is_empty() {
+        h.push_str("rubyrace report");
+    } else {
+        let _ = write!(
+            h,
+            "{}<span class=\"kicker\">rubyrace report</span>",
+            escape(&experiments.join(", "))
+        );
+    }
+    if smoke {
+        h.push_str("<span class=\"badge smoke\">smoke test</span>");
+    }
+    h.push_str("</h1>\n");
+
+    let trials: usize = report.sources.iter().map(|s| s.trials).sum();
+    let mut machines: BTreeSet<&str> = BTreeSet::new();
+    for s in &report.sources {
+        machines.extend(s.machines.iter().map(String::as_str));
+    }
+    let workload = match report.workload.as_str() {
+        "http" => "HTTP workload".to_string(),
+        "script" => "script workload".to_string(),
+        "mixed" => "HTTP and script workloads".to_string(),
+        other => format!("{other} workload"),
+    };
+    let mut parts = vec![escape(&workload)];
+    parts.push(format!(
+        "<b>{}</b> cohort{}{}",
+        report.cohorts.len(),
+        if report.cohorts.len() == 1 { "" } else { "s" },
+        if report.group_by.is_empty() {
+            String::new()
+        } else {
+            format!(" by <b>{}</b>", escape(&report.group_by.join(", ")))
+        }
+    ));
+    if !report.baseline.is_empty() {
+        parts.push(format!("baseline <b>{}</b>", escape(&report.baseline)));
+    }
+    parts.push(format!(
+        "{} trials from {} results director{}",
+        trials,
+        report.sources.len(),
+        if report.sources.len() == 1 { "y" } else { "ies" }
+    ));
+    if !machines.is_empty() {
+        parts.push(format!(
+            "machine{} {}",
+            if machines.len() == 1 { "" } else { "s" },
+            escape(&machines.into_iter().collect::<Vec<_>>().join(", "))
+        ));
+    }
+    if let Some(first) = report.sources.iter().map(|s| s.created_at.as_str()).filter(|s| !s.is_empty()).min() {
+        parts.push(format!("run {}", escape(first)));
+    }
+    let _ = writeln!(h, "<p class=\"meta\">{}</p>", parts.join(" · "));
+    h.push_str(
+        "<nav><a href=\"#summary\">Summary</a><a href=\"#charts\">Charts</a>\
+         <a href=\"#comparisons\">Comparisons</a><a href=\"#environment\">Environment</a>\
+         <a href=\"#sources\">Sources and commands</a></nav>\n</header>\n",
+    );
+}
+
+fn how_to_read(h: &mut String, report: &Report) {
+    let _ = write!(
+        h,
+        "<p class=\"howto\"><b>How to read this.</b> A cohort is the set of trials that share \
+         the values of {}. Each number is the median across valid trials, with the 10th–90th \
+         percentile of the trials underneath. “vs baseline” is cohort ÷ {} with its 95% \
+         confidence interval and the rank test’s p-value; <b>~</b> means the difference is not \
+         statistically significant, which is an answer too: the two cannot be told apart with \
+         this many trials. Invalid and failed trials are counted and drawn, never used in a \
+         statistic.</p>\n",
+        if report.group_by.is_empty() {
+            "the grouping keys".to_string()
+        } else {
+            format!("<b>{}</b>", escape(&report.group_by.join(", ")))
+        },
+        if report.baseline.is_empty() {
+            "the baseline".to_string()
+        } else {
+            format!("the baseline, <b>{}</b>,", escape(&report.baseline))
+        }
+    );
+}
+
+fn warnings(h: &mut String, report: &Report) {
+    if report.warnings.is_empty() {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<section class=\"warnings\" id=\"warnings\" aria-label=\"Warnings\">\n<h2>⚠ {} warning{} — read before trusting a number</h2>\n<ul>\n",
+        report.warnings.len(),
+        if report.warnings.len() == 1 { "" } else { "s" }
+    );
+    for w in &report.warnings {
+        let _ = write!(h, "<li><span class=\"kind\">{}</span>", escape(&w.kind));
+        if let Some(c) = &w.cohort {
+            let _ = write!(h, "<b>{}</b>: ", escape(c));
+        }
+        let _ = writeln!(h, "{}</li>", escape(&w.message));
+    }
+    h.push_str("</ul>\n</section>\n");
+}
+
+/// The comparison of `cohort` on `metric`, if any.
+fn comparison<'a>(report: &'a Report, cohort: &str, metric: &str) -> Option<&'a Comparison> {
+    report.comparisons.iter().find(|c| c.cohort == cohort && c.metric == metric)
+}
+
+/// "better", "worse" or "same": the CSS class of a comparison's verdict.
+fn verdict_class(c: &Comparison) -> &'static str {
+    if !c.significant {
+        "same"
+    } else if (c.ratio > 1.0) == c.higher_is_better {
+        "better"
+    } else {
+        "worse"
+    }
+}
+
+fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        None => "–".to_string(),
+        Some(p) if !p.is_finite() => "–".to_string(),
+        Some(p) if p < 0.001 => "&lt; 0.001".to_string(),
+        Some(p) if p < 0.01 => format!("{p:.3}"),
+        Some(p) => format!("{p:.2}"),
+    }
+}
+
+/// A ratio with three decimals: a 1% effect must be visible.
+fn fmt_ratio(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.3}×")
+    } else {
+        "–".to_string()
+    }
+}
+
+/// A table cell: the median, and p10–p90 underneath; `unit` follows the numbers.
+fn median_cell(s: Option<&Summary>, fmt: impl Fn(f64) -> String, unit: &str) -> String {
+    match s {
+        None => "<td class=\"num\">–</td>".to_string(),
+        Some(s) => format!(
+            "<td class=\"num\">{}{unit}<span class=\"sub\">{}–{}{unit}</span></td>",
+            fmt(s.p50),
+            fmt(s.p10),
+            fmt(s.p90)
+        ),
+    }
+}
+
+fn mib(bytes: f64) -> String {
+    fmt_sig(bytes / (1024.0 * 1024.0))
+}
+
+fn verdict_cell(report: &Report, cohort: &Cohort, metric: &str) -> String {
+    if cohort.name == report.baseline {
+        return "<td class=\"verdict same\">baseline</td>".to_string();
+    }
+    match comparison(report, &cohort.name, metric) {
+        None => "<td class=\"verdict same\">–</td>".to_string(),
+        Some(c) => format!(
+            "<td class=\"verdict\"><span class=\"{}\">{}</span><span class=\"sub\">CI {:.3}–{} · p {}{}</span></td>",
+            verdict_class(c),
+            escape(&c.verdict),
+            c.ci_low,
+            fmt_ratio(c.ci_high),
+            if fmt_p(c.p_value).starts_with("&lt;") { String::new() } else { "= ".to_string() },
+            fmt_p(c.p_value),
+        ),
+    }
+}
+
+fn summary_table(h: &mut String, report: &Report) {
+    let any = |f: fn(&Cohort) -> bool| report.cohorts.iter().any(f);
+    let has_rate = any(|c| c.throughput.is_some());
+    let has_wall = any(|c| c.script.as_ref().is_some_and(|s| s.wall.is_some()));
+    let has_latency = any(|c| c.latency.is_some());
+    let has_pss = any(|c| c.memory.pss_end.is_some());
+    let has_rss_only = !has_pss && any(|c| c.memory.rss_end.is_some());
+    let has_cpu = any(|c| c.cpu.per_request.is_some());
+    let has_errors = any(|c| c.error_rate.as_ref().is_some_and(|e| e.mean > 0.0));
+    let has_max_rss = any(|c| c.script.as_ref().is_some_and(|s| s.max_rss_bytes.is_some()));
+
+    h.push_str("<h2 id=\"summary\">Summary</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th>\
+                <th class=\"num\">Trials<span class=\"sub\">valid / invalid / failed</span></th>");
+    if has_rate {
+        h.push_str("<th class=\"num\">Median req/s<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">throughput, 95% CI</span></th>");
+    }
+    if has_wall {
+        h.push_str("<th class=\"num\">Median wall<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">wall time, 95% CI</span></th>");
+    }
+    if has_latency {
+        h.push_str("<th class=\"num\">Latency p50<span class=\"sub\">p99</span></th>");
+    }
+    if has_errors {
+        h.push_str("<th class=\"num\">Errors<span class=\"sub\">mean</span></th>");
+    }
+    if has_pss {
+        h.push_str("<th class=\"num\">PSS at end<span class=\"sub\">p10–p90</span></th>");
+    }
+    if has_rss_only {
+        h.push_str("<th class=\"num\">RSS at end<span class=\"sub\">p10–p90</span></th>");
+    }
+    if has_max_rss {
+        h.push_str("<th class=\"num\">Max RSS</th>");
+    }
+    if has_cpu {
+        h.push_str("<th class=\"num\">CPU/request<span class=\"sub\">p10–p90</span></th>");
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for c in &report.cohorts {
+        let _ = write!(h, "<tr><th class=\"name\" scope=\"row\">{}", escape(&c.name));
+        if c.name == report.baseline {
+            h.push_str("<span class=\"badge\">baseline</span>");
+        }
+        let key: Vec<String> = c.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut notes = Vec::new();
+        if !key.is_empty() && key.join(" ") != c.name {
+            notes.push(escape(&key.join(" ")));
+        }
+        if !c.outliers.is_empty() {
+            notes.push(format!(
+                "{} outlier{} flagged: {}",
+                c.outliers.len(),
+                if c.outliers.len() == 1 { "" } else { "s" },
+                escape(&c.outliers.join(", "))
+            ));
+        }
+        if let Some(t) = &c.throughput {
+            if t.cv.is_finite() && t.n > 1 {
+                notes.push(format!("cv {:.1}%", t.cv * 100.0));
+            }
+        }
+        if !notes.is_empty() {
+            let _ = write!(h, "<span class=\"sub\">{}</span>", notes.join(" · "));
+        }
+        let flag = |n: usize| {
+            if n > 0 {
+                format!("<span class=\"bad\">{n}</span>")
+            } else {
+                n.to_string()
+            }
+        };
+        let _ = write!(
+            h,
+            "</th><td class=\"num\">{} / {} / {}</td>",
+            c.valid,
+            flag(c.invalid),
+            flag(c.failed)
+        );
+        if has_rate {
+            h.push_str(&median_cell(c.throughput.as_ref(), |v| fmt_num(v, 0), ""));
+            h.push_str(&verdict_cell(report, c, "throughput"));
+        }
+        if has_wall {
+            let wall = c.script.as_ref().and_then(|s| s.wall.as_ref());
+            h.push_str(&median_cell(wall, fmt_sig, " s"));
+            h.push_str(&verdict_cell(report, c, "wall"));
+        }
+        if has_latency {
+            match &c.latency {
+                Some(l) => {
+                    let _ = write!(
+                        h,
+                        "<td class=\"num\">{}<span class=\"sub\">{}</span></td>",
+                        fmt_us(l.p50),
+                        fmt_us(l.p99)
+                    );
+                }
+                None => h.push_str("<td class=\"num\">–</td>"),
+            }
+        }
+        if has_errors {
+            match &c.error_rate {
+                Some(e) if e.mean > 0.0 => {
+                    let _ = write!(h, "<td class=\"num\"><span class=\"bad\">{}%</span></td>", fmt_sig(e.mean * 100.0));
+                }
+                Some(_) => h.push_str("<td class=\"num\">0</td>"),
+                None => h.push_str("<td class=\"num\">–</td>"),
+            }
+        }
+        if has_pss {
+            h.push_str(&median_cell(c.memory.pss_end.as_ref(), mib, " MiB"));
+        }
+        if has_rss_only {
+            h.push_str(&median_cell(c.memory.rss_end.as_ref(), mib, " MiB"));
+        }
+        if has_max_rss {
+            h.push_str(&median_cell(c.script.as_ref().and_then(|s| s.max_rss_bytes.as_ref()), mib, " MiB"));
+        }
+        if has_cpu {
+            h.push_str(&median_cell(c.cpu.per_request.as_ref(), fmt_sig, " µs"));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+fn charts_section(h: &mut String, report: &Report) {
+    let charts = charts::all(report);
+    if charts.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"charts\">Charts</h2>\n");
+    for chart in charts {
+        let _ = writeln!(h, "<figure id=\"chart-{}\">{}</figure>", chart.name, chart.svg);
+    }
+}
+
+fn metric_name(metric: &str) -> String {
+    match metric {
+        "throughput" => "throughput".to_string(),
+        "latency_p50" => "latency p50".to_string(),
+        "latency_p99" => "latency p99".to_string(),
+        "pss_end" => "PSS at end".to_string(),
+        "rss_end" => "RSS at end".to_string(),
+        "cpu_per_request" => "CPU per request".to_string(),
+        "wall" => "wall time".to_string(),
+        other => other.replace('_', " "),
+    }
+}
+
+fn comparisons_table(h: &mut String, report: &Report) {
+    if report.comparisons.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2 id=\"comparisons\">Comparisons with the baseline</h2>\n<p>Every metric of every cohort \
+         against the baseline. The ratio is cohort ÷ baseline; “paired” compares the cohorts \
+         block by block (the randomized design), “unpaired” resamples the trials. Precision is \
+         the confidence interval’s half-width, and how many blocks (or trials) would narrow it \
+         to ±1%.</p>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Metric</th>\
+         <th class=\"num\">Ratio</th><th class=\"num\">95% CI</th><th class=\"num\">p</th>\
+         <th>Verdict</th><th>Method</th><th class=\"num\">Precision</th></tr></thead>\n",
+    );
+    // One row group per cohort, in the order the comparisons come.
+    let mut cohorts: Vec<&str> = Vec::new();
+    for c in &report.comparisons {
+        if !cohorts.contains(&c.cohort.as_str()) {
+            cohorts.push(&c.cohort);
+        }
+    }
+    for cohort in cohorts {
+        let rows: Vec<&Comparison> = report.comparisons.iter().filter(|c| c.cohort == cohort).collect();
+        h.push_str("<tbody class=\"group\">\n");
+        for (i, c) in rows.iter().enumerate() {
+            let method = if c.method == "paired" {
+                format!("paired, {} blocks", c.n)
+            } else {
+                format!("{}, {} vs {} trials", c.method, c.n, c.n_baseline)
+            };
+            let precision = match c.needed_for_1pct {
+                Some(n) if c.half_width_pct > 1.0 => format!(
+                    "±{:.1}%<span class=\"sub\">±1% needs {}</span>",
+                    c.half_width_pct,
+                    fmt_num(n as f64, 0)
+                ),
+                _ => format!("±{:.1}%", c.half_width_pct),
+            };
+            h.push_str("<tr>");
+            if i == 0 {
+                let _ = write!(
+                    h,
+                    "<th class=\"name\" scope=\"rowgroup\" rowspan=\"{}\">{}</th>",
+                    rows.len(),
+                    escape(&c.cohort)
+                );
+            }
+            let _ = writeln!(
+                h,
+                "<td class=\"nowrap\">{}<span class=\"sub\">{}</span></td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{:.3}–{}</td><td class=\"num\">{}</td>\
+                 <td class=\"verdict {}\">{}</td><td class=\"nowrap\">{}<span class=\"sub\">{}</span></td>\
+                 <td class=\"num\">{}</td></tr>",
+                escape(&metric_name(&c.metric)),
+                if c.higher_is_better { "higher is better" } else { "lower is better" },
+                fmt_ratio(c.ratio),
+                c.ci_low,
+                fmt_ratio(c.ci_high),
+                fmt_p(c.p_value),
+                verdict_class(c),
+                escape(&c.verdict),
+                escape(&method),
+                escape(&test_name(&c.test)),
+                precision,
+            );
+        }
+        h.push_str("</tbody>\n");
+    }
+    h.push_str("</table></div>\n");
+}
+
+fn test_name(test: &str) -> String {
+    match test {
+        "wilcoxon-signed-rank" => "Wilcoxon signed-rank".to_string(),
+        "mann-whitney-u" => "Mann–Whitney U".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn overhead(h: &mut String, report: &Report) {
+    let Some(o) = &report.overhead else { return };
+    let more = o.us_per_request >= 0.0;
+    let _ = writeln!(
+        h,
+        "<h2 id=\"overhead\">Overhead per request</h2>\n<p class=\"overhead\"><b>{}</b> spends \
+         <b>{} µs {}</b> per request than <b>{}</b> (95% CI {} to {} µs; {}, n = {}). This is \
+         1/rate − 1/rate of the two cohorts: the time each request costs on top of the other.</p>",
+        escape(&o.cohort),
+        fmt_sig(o.us_per_request.abs()),
+        if more { "more" } else { "less" },
+        escape(&o.baseline),
+        fmt_sig(o.ci_low),
+        fmt_sig(o.ci_high),
+        escape(&o.method),
+        o.n,
+    );
+}
+
+fn environment(h: &mut String, report: &Report) {
+    if report.environment.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2 id=\"environment\">Recorded environment and configuration</h2>\n<p>What the trials \
+         of each cohort recorded about themselves: configuration, verified settings, versions, \
+         environment variables and the machine. Keys whose values differ from the baseline’s \
+         are highlighted; a key with more than one value varied within the cohort.</p>\n",
+    );
+    let baseline = report.environment.iter().find(|e| e.cohort == report.baseline);
+    for env in &report.environment {
+        let differs: usize = match baseline {
+            Some(b) if b.cohort != env.cohort => {
+                let keys: BTreeSet<&String> = env.values.keys().chain(b.values.keys()).collect();
+                keys.into_iter().filter(|k| env.values.get(*k) != b.values.get(*k)).count()
+            }
+            _ => 0,
+        };
+        let _ = write!(
+            h,
+            "<details><summary>{}<span class=\"sub\">{} keys{}{}</span></summary>\n<table>\n<tbody>\n",
+            escape(&env.cohort),
+            env.values.len(),
+            if env.cohort == report.baseline { " · baseline".to_string() } else { String::new() },
+            if differs > 0 { format!(" · {differs} differ from the baseline") } else { String::new() },
+        );
+        for (key, values) in &env.values {
+            let differs = baseline.is_some_and(|b| b.cohort != env.cohort && b.values.get(key) != Some(values));
+            let varies = values.len() > 1;
+            let _ = write!(
+                h,
+                "<tr{}><td class=\"key\">{}</td><td class=\"value\">",
+                if differs || varies { " class=\"differs\"" } else { "" },
+                escape(key)
+            );
+            let shown: Vec<String> = values.iter().map(|v| escape(v)).collect();
+            h.push_str(&shown.join("<br>"));
+            if varies {
+                h.push_str("<span class=\"mark\">varies within the cohort</span>");
+            } else if differs {
+                h.push_str("<span class=\"mark\">≠ baseline</span>");
+            }
+            h.push_str("</td></tr>\n");
+        }
+        h.push_str("</tbody></table></details>\n");
+    }
+}
+
+fn sources(h: &mut String, report: &Report) {
+    h.push_str("<h2 id=\"sources\">Sources and commands</h2>\n");
+    if !report.command.is_empty() {
+        let _ = writeln!(h, "<h3>This report</h3>\n<pre><code>{}</code></pre>", escape(&report.command));
+    }
+    if report.sources.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h3>Results directories</h3>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Directory</th>\
+         <th>Experiment</th><th>Created</th><th>Machines</th><th class=\"num\">Trials</th></tr></thead>\n<tbody>\n",
+    );
+    for s in &report.sources {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"value\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            escape(&s.dir),
+            escape(&s.experiment),
+            if s.smoke { "<span class=\"badge smoke\">smoke</span>" } else { "" },
+            escape(&s.created_at),
+            escape(&s.machines.join(", ")),
+            s.trials
+        );
+    }
+    h.push_str("</tbody></table></div>\n");
+    for s in &report.sources {
+        if s.commands.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            h,
+            "<h3>Commands that produced <code>{}</code></h3>",
+            escape(&s.dir)
+        );
+        let lines: Vec<String> = s.commands.iter().map(|c| escape(c)).collect();
+        let _ = writeln!(h, "<pre><code>{}</code></pre>", lines.join("\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    const HOSTILE: &str = "<script>alert(1)</script>";
+
+    fn report() -> Report {
+        let mut r = crate::charts::tests::report();
+        r.cohorts[1].name = HOSTILE.to_string();
+        for t in &mut r.trials {
+            if t.cohort.starts_with("<script>") {
+                t.cohort = HOSTILE.to_string();
+            }
+        }
+        r.comparisons.push(Comparison {
+            cohort: HOSTILE.to_string(),
+            baseline: "base".to_string(),
+            metric: "throughput".to_string(),
+            higher_is_better: true,
+            method: "paired".to_string(),
+            n: 3,
+            n_baseline: 3,
+            ratio: 1.1,
+            ci_low: 1.05,
+            ci_high: 1.15,
+            test: "wilcoxon-signed-rank".to_string(),
+            p_value: Some(0.0004),
+            significant: true,
+            verdict: "1.10×, 10.0% faster".to_string(),
+            half_width_pct: 4.5,
+            needed_for_1pct: Some(61),
+        });
+        r.comparisons.push(Comparison {
+            cohort: "third & last".to_string(),
+            metric: "throughput".to_string(),
+            significant: false,
+            verdict: "~ no significant difference (1.01×)".to_string(),
+            ratio: 1.01,
+            ci_low: 0.97,
+            ci_high: 1.05,
+            p_value: Some(0.43),
+            ..r.comparisons[0].clone()
+        });
+        r.warnings.push(Warning {
+            kind: "high-cv".to_string(),
+            cohort: Some(HOSTILE.to_string()),
+            message: "cv 12% > 5%: <noisy>".to_string(),
+        });
+        r.environment.push(CohortEnvironment {
+            cohort: "base".to_string(),
+            values: [("MALLOC_CONF".to_string(), vec!["narenas:2".to_string()])].into_iter().collect(),
+        });
+        r.environment.push(CohortEnvironment {
+            cohort: HOSTILE.to_string(),
+            values: [(
+                "MALLOC_CONF".to_string(),
+                vec!["<img src=x onerror=alert(1)>".to_string(), "a'b\"c".to_string()],
+            )]
+            .into_iter()
+            .collect(),
+        });
+        r.overhead = Some(Overhead {
+            cohort: HOSTILE.to_string(),
+            baseline: "base".to_string(),
+            method: "paired".to_string(),
+            n: 3,
+            us_per_request: 91.0,
+            ci_low: 80.0,
+            ci_high: 102.0,
+        });
+        r
+    }
+
+    #[test]
+    fn escape_covers_text_and_attributes() {
+        assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(escape("plain µs ±1%"), "plain µs ±1%");
+        assert_eq!(escape("nul\0bell\x07"), "nul\u{fffd}bell\u{fffd}");
+        assert_eq!(escape("tab\tnl\n"), "tab\tnl\n");
+    }
+
+    #[test]
+    fn hostile_strings_render_as_text_everywhere() {
+        let page = render(&report());
+        // Our page has no script element at all, so any "<script" is an injection.
+        assert!(!page.contains("<script"), "raw <script> in the page");
+        assert!(!page.contains("<img"), "raw <img> in the page");
+        assert!(!page.contains("<noisy>"));
+        // The name appears escaped in the table, the warnings, the SVG text and attributes.
+        let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
+        assert!(page.contains(&format!("<th class=\"name\" scope=\"row\">{escaped}")), "summary table");
+        assert!(page.contains(&format!("<b>{escaped}</b>: cv 12% &gt; 5%: &lt;noisy&gt;")), "warning");
+        assert!(page.contains(&format!("data-series=\"{escaped}\"")), "SVG attribute");
+        assert!(page.contains(&format!(">{escaped}</text>")), "SVG text");
+        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;<br>a&#39;b&quot;c"), "environment value");
+        assert!(page.contains("--label &#39;&lt;b&gt;x&lt;/b&gt;&#39;"), "command");
+        assert!(page.contains("results/&lt;dir&gt;"), "path");
+        assert!(page.contains("third &amp; last"));
+        assert!(!page.contains("third & last"));
+    }
+
+    /// The start tags of a page (what is between `<` and `>` outside comments), lower-cased.
+    pub(crate) fn tags(page: &str) -> Vec<String> {
+        let mut tags = Vec::new();
+        let mut rest = page;
+        while let Some(i) = rest.find('<') {
+            rest = &rest[i + 1..];
+            let end = rest.find('>').unwrap_or(rest.len());
+            tags.push(rest[..end].to_ascii_lowercase());
+            rest = &rest[end..];
+        }
+        tags
+    }
+
+    #[test]
+    fn page_is_self_contained() {
+        let page = render(&report());
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("<meta charset=\"utf-8\">"));
+        assert!(page.contains("Content-Security-Policy"));
+        for tag in tags(&page) {
+            let name = tag.split_whitespace().next().unwrap_or("");
+            assert!(!["script", "link", "img", "iframe", "object", "embed", "image", "use"].contains(&name), "<{tag}>");
+            assert!(!tag.contains(" src=") && !tag.contains("xlink:href"), "<{tag}>");
+            if let Some(i) = tag.find(" href=\"") {
+                assert!(tag[i + 7..].starts_with('#'), "only in-page links: <{tag}>");
+            }
+            assert!(!tag.contains("url(http") && !tag.contains("@import"), "<{tag}>");
+            for (i, _) in tag.match_indices("url(") {
+                assert!(tag[i + 4..].starts_with('#'), "only in-page references: <{tag}>");
+            }
+        }
+        assert!(!page.contains("@import"));
+    }
+
+    #[test]
+    fn summary_and_comparisons_say_it_in_words() {
+        let page = render(&report());
+        assert!(page.contains("<span class=\"better\">1.10×, 10.0% faster</span>"));
+        assert!(page.contains("CI 1.050–1.150× · p &lt; 0.001"));
+        assert!(page.contains("<span class=\"same\">~ no significant difference (1.01×)</span>"));
+        assert!(page.contains("p = 0.43"));
+        assert!(page.contains("<span class=\"badge\">baseline</span>"));
+        assert!(page.contains("±1% needs 61"));
+        assert!(page.contains("91.0 µs more</b> per request"));
+        assert!(page.contains("varies within the cohort"));
+        assert!(page.contains("⚠ 1 warning"));
+        // Every chart made it into the page.
+        for name in ["throughput", "matrix", "latency", "memory", "trial-order"] {
+            assert!(page.contains(&format!("data-chart=\"{name}\"")), "{name}");
+        }
+        // Numbers are right-aligned.
+        assert!(page.contains("<td class=\"num\">1,100<span class=\"sub\">"));
+    }
+
+    #[test]
+    fn renders_an_empty_report() {
+        let r = Report {
+            schema: REPORT_SCHEMA.to_string(),
+            command: String::new(),
+            sources: vec![],
+            workload: "http".to_string(),
+            group_by: vec![],
+            baseline: String::new(),
+            cohorts: vec![],
+            comparisons: vec![],
+            overhead: None,
+            warnings: vec![],
+            trials: vec![],
+            matrix: None,
+            environment: vec![],
+        };
+        let page = render(&r);
+        assert!(page.contains("<h1>rubyrace report</h1>"));
+        assert!(page.ends_with("</html>\n"));
+    }
+}
