@@ -1,0 +1,166 @@
+//! End-to-end tests of `rubyrace report` and `rubyrace compare` on a real results directory:
+//! a small real experiment (system Ruby, Puma, the bundled Rack app, two configurations in
+//! randomized blocks) is run once by the real binary, then every format is produced from
+//! it and checked.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{spawn, Run, TempDir};
+
+/// The results directory of one real experiment, shared by the tests of this file.
+fn results() -> &'static PathBuf {
+    static DIR: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = TempDir::new("report");
+        let file = dir.write(
+            "experiment.toml",
+            r#"
+name = "report-test"
+seed = 4
+batches = 3
+
+[settings]
+app = "rack-hello"
+threads = 2
+warmup = "300ms"
+duration = "1s"
+
+[matrix]
+connections = [{ label = "one <b>connection</b>", value = 1 }, { label = "four", value = 4 }]
+"#,
+        );
+        let out = dir.path("results");
+        let run = spawn(&["run", file.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .wait(Duration::from_secs(120));
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        (dir, out)
+    })
+    .1
+}
+
+fn report(extra: &[&str]) -> Run {
+    let dir = results().to_str().unwrap().to_string();
+    let mut args = vec!["report".to_string(), dir];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let run = spawn(&args).wait(Duration::from_secs(60));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    run
+}
+
+#[test]
+fn the_table_compares_with_the_baseline_and_warns() {
+    let run = report(&[]);
+    let out = &run.stdout;
+    assert!(out.starts_with("rubyrace report: report-test · baseline one <b>connection</b> · grouped by label"), "{out}");
+    assert!(!out.contains("\u{1b}["), "colours when piped: {out}");
+    let four = out.lines().find(|l| l.contains(" four ")).expect("a row for four");
+    // Either a verdict with a ratio, or an explicit "no significant difference": never blank.
+    assert!(four.contains('×'), "{four}");
+    assert!(out.contains("Against one <b>connection</b> (paired by block"), "{out}");
+    for metric in ["throughput", "latency_p50", "latency_p99", "pss_end", "cpu_per_request"] {
+        assert!(out.contains(metric), "{metric} missing: {out}");
+    }
+    assert!(out.contains("Precision: four vs one <b>connection</b>: the CI half-width is ±"), "{out}");
+    // Three blocks cannot give p < 0.05: the report must say so.
+    assert!(out.contains("[too-few-trials] four: 3 blocks"), "{out}");
+}
+
+#[test]
+fn json_follows_the_schema_and_pairs_by_block() {
+    let run = report(&["--format", "json"]);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["schema"], "rubyrace.report/1");
+    assert_eq!(v["baseline"], "one <b>connection</b>");
+    let cohorts = v["cohorts"].as_array().unwrap();
+    assert_eq!(cohorts.len(), 2);
+    for c in cohorts {
+        assert_eq!(c["valid"], 3, "{c}");
+        let t = &c["throughput"];
+        assert_eq!(t["n"], 3);
+        assert!(t["p10"].as_f64().unwrap() <= t["p50"].as_f64().unwrap());
+        assert!(t["p50"].as_f64().unwrap() <= t["p90"].as_f64().unwrap());
+        let lat = &c["latency"];
+        assert!(lat["p50"].as_f64().unwrap() > 0.0);
+        assert!(lat["p99"].as_f64().unwrap() >= lat["p50"].as_f64().unwrap());
+        assert_eq!(lat["curve"].as_array().unwrap().len(), 12);
+        assert!(c["memory"]["pss_end"]["p50"].as_f64().unwrap() > 1e6);
+        assert!(c["cpu"]["per_request"]["p50"].as_f64().unwrap() > 0.0);
+    }
+    let comparisons = v["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 5);
+    for c in comparisons {
+        assert_eq!(c["method"], "paired", "{c}");
+        assert_eq!(c["n"], 3);
+        assert_eq!(c["test"], "wilcoxon-signed-rank");
+        let (lo, r, hi) = (c["ci_low"].as_f64().unwrap(), c["ratio"].as_f64().unwrap(), c["ci_high"].as_f64().unwrap());
+        assert!(lo <= r && r <= hi, "{c}");
+        // 3 blocks: the smallest possible two-sided p is 0.25, so nothing is significant.
+        assert_eq!(c["significant"], false, "{c}");
+        assert!(c["verdict"].as_str().unwrap().starts_with("~ no significant difference"));
+    }
+    assert_eq!(v["trials"].as_array().unwrap().len(), 6);
+    assert!(v["environment"][0]["values"]["ruby_description"][0].as_str().unwrap().starts_with("ruby "));
+}
+
+#[test]
+fn markdown_csv_and_benchstat_are_well_formed() {
+    let md = report(&["--format", "markdown"]).stdout;
+    let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(table.len(), 4, "{md}");
+    assert!(table[2].starts_with("| one &lt;b&gt;connection&lt;/b&gt; | 3 |"), "{md}");
+    assert!(table.iter().all(|l| l.matches('|').count() == table[0].matches('|').count()), "{md}");
+
+    let csv = report(&["--format", "csv"]).stdout;
+    let header = csv.lines().next().unwrap();
+    assert!(header.starts_with("cohort,metric,n,mean,sd,cv,min,p10,p50,p90,max,ratio"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("four,throughput,3,")), "{csv}");
+
+    let bench = report(&["--format", "benchstat"]).stdout;
+    let lines: Vec<&str> = bench.lines().filter(|l| l.starts_with("Benchmark")).collect();
+    assert_eq!(lines.len(), 6, "{bench}");
+    assert!(lines.iter().all(|l| l.contains(" ns/op ") && l.contains(" req/s")), "{bench}");
+    assert!(bench.contains("BenchmarkHttp/four 1 "), "{bench}");
+}
+
+#[test]
+fn overhead_and_compare_answer_the_quick_questions() {
+    let run = report(&["--overhead", "four", "one <b>connection</b>"]);
+    assert!(run.stdout.contains("Overhead of four over one <b>connection</b>: "), "{run:?}");
+    assert!(run.stdout.contains("µs per request ["), "{run:?}");
+
+    let dir = results().to_str().unwrap();
+    let run = spawn(&["compare", dir, "four", "one <b>connection</b>", "--format", "json"]).wait(Duration::from_secs(60));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["baseline"], "four");
+    assert_eq!(v["comparisons"][0]["cohort"], "one <b>connection</b>");
+
+    // Two directories: one cohort each, unpaired.
+    let run = spawn(&["compare", dir, dir, "--format", "json"]).wait(Duration::from_secs(60));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["group_by"][0], "source");
+
+    let bad = spawn(&["report", dir, "--baseline", "nope"]).wait(Duration::from_secs(60));
+    assert_eq!(bad.code(), Some(1));
+    assert!(bad.stderr.contains("--baseline \"nope\" is not a cohort; cohorts: one <b>connection</b>, four"), "{bad:?}");
+    let bad = spawn(&["report", dir, "--by", "conections"]).wait(Duration::from_secs(60));
+    assert!(bad.stderr.contains("did you mean `connections`?"), "{bad:?}");
+}
+
+#[test]
+fn grouping_by_any_recorded_key() {
+    let run = report(&["--by", "settings.load.connections", "--format", "json"]);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let names: Vec<&str> = v["cohorts"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["settings.load.connections=1", "settings.load.connections=4"]);
+    let run = report(&["--by", "ruby", "--format", "json"]);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["cohorts"].as_array().unwrap().len(), 1);
+    assert_eq!(v["cohorts"][0]["valid"], 6);
+}
