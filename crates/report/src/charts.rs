@@ -29,8 +29,9 @@ pub const FONT_FAMILY: &str = "system-ui, sans-serif";
 
 /// The Okabe–Ito palette (Okabe & Ito 2008), ordered so the first colours are the most
 /// distinct on white; yellow comes last because it is faint on a light background.
-pub const PALETTE: [&str; 8] =
-    ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"];
+pub const PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442",
+];
 
 /// Outline of invalid and failed trials (drawn hollow, so colour is not the only cue).
 const INVALID: &str = "#B2182B";
@@ -52,9 +53,12 @@ pub struct Chart {
     pub svg: String,
 }
 
+/// A chart's name and the function that draws it.
+type Maker = (&'static str, fn(&Report) -> Option<String>);
+
 /// Every chart the report has data for, in the order the HTML page shows them.
 pub fn all(report: &Report) -> Vec<Chart> {
-    let makers: [(&'static str, fn(&Report) -> Option<String>); 6] = [
+    let makers: [Maker; 6] = [
         ("throughput", throughput),
         ("wall", wall),
         ("matrix", matrix),
@@ -65,7 +69,11 @@ pub fn all(report: &Report) -> Vec<Chart> {
     makers
         .iter()
         .filter_map(|(name, make)| {
-            make(report).map(|svg| Chart { name, title: title_of(&svg), svg })
+            make(report).map(|svg| Chart {
+                name,
+                title: title_of(&svg),
+                svg,
+            })
         })
         .collect()
 }
@@ -73,7 +81,9 @@ pub fn all(report: &Report) -> Vec<Chart> {
 fn title_of(svg: &str) -> String {
     // The visible title is the first <title>; it is already escaped, so unescape the
     // five entities back for plain-text use.
-    let start = svg.find("<title").and_then(|i| svg[i..].find('>').map(|j| i + j + 1));
+    let start = svg
+        .find("<title")
+        .and_then(|i| svg[i..].find('>').map(|j| i + j + 1));
     let text = start.and_then(|s| svg[s..].find("</title>").map(|e| &svg[s..s + e]));
     text.unwrap_or("")
         .replace("&lt;", "<")
@@ -297,7 +307,15 @@ impl Scale {
 
 /// The document around a chart's body: root element, `<title>`, `<desc>`, background,
 /// visible title and subtitle. `height` is the final height.
-fn document(name: &str, title: &str, desc: &str, subtitle: &str, width: f64, height: f64, body: &str) -> String {
+fn document(
+    name: &str,
+    title: &str,
+    desc: &str,
+    subtitle: &str,
+    width: f64,
+    height: f64,
+    body: &str,
+) -> String {
     let mut s = String::with_capacity(body.len() + 1024);
     let _ = write!(
         s,
@@ -354,7 +372,11 @@ fn caption(b: &mut String, text: &str, source: &str, y: f64, width: f64) -> f64 
 
 /// "rubyrace · experiment A, B · N trials · created_at": where the numbers come from.
 fn source_line(report: &Report) -> String {
-    let mut experiments: Vec<&str> = report.sources.iter().map(|s| s.experiment.as_str()).collect();
+    let mut experiments: Vec<&str> = report
+        .sources
+        .iter()
+        .map(|s| s.experiment.as_str())
+        .collect();
     experiments.dedup();
     let trials: usize = report.sources.iter().map(|s| s.trials).sum();
     let mut parts = vec!["rubyrace".to_string()];
@@ -386,7 +408,11 @@ struct Extent {
 }
 
 fn linear(min: f64, max: f64) -> Extent {
-    Extent { min, max, kind: "linear" }
+    Extent {
+        min,
+        max,
+        kind: "linear",
+    }
 }
 
 /// Vertical grid lines and labels of a horizontal value axis along `y_bottom`.
@@ -514,7 +540,12 @@ fn legend(b: &mut String, items: &[(Swatch, String)], x0: f64, y0: f64, max_x: f
         let cy = y - 4.0;
         match swatch {
             Swatch::Dot(colour) => {
-                let _ = write!(b, "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{colour}\" fill-opacity=\"0.85\"/>", c(x + 7.0), c(cy));
+                let _ = write!(
+                    b,
+                    "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{colour}\" fill-opacity=\"0.85\"/>",
+                    c(x + 7.0),
+                    c(cy)
+                );
             }
             Swatch::Ring => {
                 let _ = write!(b, "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"#ffffff\" stroke=\"{INVALID}\" stroke-width=\"1.6\"/>", c(x + 7.0), c(cy));
@@ -536,10 +567,21 @@ fn legend(b: &mut String, items: &[(Swatch, String)], x0: f64, y0: f64, max_x: f
                 let _ = write!(b, "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"10\" fill=\"{colour}\" fill-opacity=\"{opacity}\"/>", c(x), c(cy - 5.0));
             }
             Swatch::MedianTick => {
-                let _ = write!(b, "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"14\" fill=\"{INK}\"/>", c(x + 6.0), c(cy - 7.0));
+                let _ = write!(
+                    b,
+                    "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"14\" fill=\"{INK}\"/>",
+                    c(x + 6.0),
+                    c(cy - 7.0)
+                );
             }
         }
-        let _ = write!(b, "<text x=\"{}\" y=\"{}\">{}</text>", c(x + 22.0), c(y), escape(&label));
+        let _ = write!(
+            b,
+            "<text x=\"{}\" y=\"{}\">{}</text>",
+            c(x + 22.0),
+            c(y),
+            escape(&label)
+        );
         x += w;
     }
     b.push_str("</g>");
@@ -548,7 +590,10 @@ fn legend(b: &mut String, items: &[(Swatch, String)], x0: f64, y0: f64, max_x: f
 
 /// Width of the label column of a chart with one row per cohort.
 fn label_column(names: &[&str]) -> f64 {
-    let widest = names.iter().map(|n| text_width(&clip(n, 44), 12.5)).fold(0.0, f64::max);
+    let widest = names
+        .iter()
+        .map(|n| text_width(&clip(n, 44), 12.5))
+        .fold(0.0, f64::max);
     (widest + 28.0).clamp(150.0, 320.0)
 }
 
@@ -622,10 +667,19 @@ fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
             .trials
             .iter()
             .filter(|t| t.cohort == cohort.name)
-            .filter_map(|t| (spec.value)(t).filter(|v| v.is_finite() && *v >= 0.0).map(|v| (t, v)))
+            .filter_map(|t| {
+                (spec.value)(t)
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(|v| (t, v))
+            })
             .collect();
         if summary.is_some() || !trials.is_empty() {
-            rows.push(Row { name: &cohort.name, colour: cohort_colour(i), summary, trials });
+            rows.push(Row {
+                name: &cohort.name,
+                colour: cohort_colour(i),
+                summary,
+                trials,
+            });
         }
     }
     if rows.is_empty() {
@@ -634,25 +688,46 @@ fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
     let max = rows
         .iter()
         .flat_map(|r| {
-            r.trials.iter().map(|(_, v)| *v).chain(r.summary.iter().flat_map(|s| [s.p90, s.max]))
+            r.trials
+                .iter()
+                .map(|(_, v)| *v)
+                .chain(r.summary.iter().flat_map(|s| [s.p90, s.max]))
         })
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let decimals_for = |v: f64| if spec.unit == "s" { if v >= 100.0 { 1 } else { 3 } } else { 0 };
+    let decimals_for = |v: f64| {
+        if spec.unit == "s" {
+            if v >= 100.0 {
+                1
+            } else {
+                3
+            }
+        } else {
+            0
+        }
+    };
 
     let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
     let left = label_column(&names);
     let right = WIDTH - 28.0;
-    let any_invalid = rows.iter().any(|r| r.trials.iter().any(|(t, _)| !is_valid(t)));
+    let any_invalid = rows
+        .iter()
+        .any(|r| r.trials.iter().any(|(t, _)| !is_valid(t)));
 
     let mut b = String::new();
     let mut legend_items = vec![
-        (Swatch::Band("#59636e"), "p10–p90 of valid trials".to_string()),
+        (
+            Swatch::Band("#59636e"),
+            "p10–p90 of valid trials".to_string(),
+        ),
         (Swatch::MedianTick, "median".to_string()),
         (Swatch::Dot("#59636e"), "one trial".to_string()),
     ];
     if any_invalid {
-        legend_items.push((Swatch::Ring, "invalid or failed trial (not in the statistics)".to_string()));
+        legend_items.push((
+            Swatch::Ring,
+            "invalid or failed trial (not in the statistics)".to_string(),
+        ));
     }
     let top = legend(&mut b, &legend_items, 16.0, 66.0, WIDTH - 16.0) + 6.0;
 
@@ -661,7 +736,15 @@ fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
     let plot_bottom = plot_top + rows.len() as f64 * row_h;
     let (ticks, axis_max) = zero_based_ticks(max, 7, "");
     let x = Scale::new(0.0, axis_max, left, right);
-    x_axis(&mut b, x, &ticks, plot_top, plot_bottom, spec.axis, linear(0.0, axis_max));
+    x_axis(
+        &mut b,
+        x,
+        &ticks,
+        plot_top,
+        plot_bottom,
+        spec.axis,
+        linear(0.0, axis_max),
+    );
 
     let chars = label_chars(left);
     let mut desc = format!("{} per cohort; the axis starts at zero.", spec.what);
@@ -772,8 +855,22 @@ fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
          The axis starts at zero.",
         spec.what
     );
-    let end = caption(&mut b, &text, &source_line(report), plot_bottom + 62.0, WIDTH);
-    Some(document(spec.name, spec.title, &desc, &subtitle(report), WIDTH, end + 4.0, &b))
+    let end = caption(
+        &mut b,
+        &text,
+        &source_line(report),
+        plot_bottom + 62.0,
+        WIDTH,
+    );
+    Some(document(
+        spec.name,
+        spec.title,
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
 }
 
 fn subtitle(report: &Report) -> String {
@@ -812,14 +909,23 @@ pub fn latency(report: &Report) -> Option<String> {
         let mut points: Vec<(f64, f64)> = lat
             .curve
             .iter()
-            .filter(|(p, us)| p.is_finite() && us.is_finite() && *p >= 0.0 && *p < 100.0 && *us >= 0.0)
+            .filter(|(p, us)| {
+                p.is_finite() && us.is_finite() && *p >= 0.0 && *p < 100.0 && *us >= 0.0
+            })
             .map(|(p, us)| (nines(*p), *us))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         if points.is_empty() {
             continue;
         }
-        lines.push(Line { name: &cohort.name, index: i, points, p50: lat.p50, p99: lat.p99, p99_9: lat.p99_9 });
+        lines.push(Line {
+            name: &cohort.name,
+            index: i,
+            points,
+            p50: lat.p50,
+            p99: lat.p99,
+            p99_9: lat.p99_9,
+        });
     }
     if lines.is_empty() {
         return None;
@@ -834,7 +940,11 @@ pub fn latency(report: &Report) -> Option<String> {
         .iter()
         .flat_map(|l| l.points.iter().filter(|p| p.0 <= max_nines).map(|p| p.1))
         .fold(0.0, f64::max);
-    let (divisor, unit) = if max_us >= 2_000.0 { (1000.0, "ms") } else { (1.0, "µs") };
+    let (divisor, unit) = if max_us >= 2_000.0 {
+        (1000.0, "ms")
+    } else {
+        (1.0, "µs")
+    };
 
     let left = 74.0;
     let right = WIDTH - 28.0;
@@ -853,7 +963,10 @@ pub fn latency(report: &Report) -> Option<String> {
     let (y, y_to): (Scale, fn(f64) -> f64) = if log {
         let (lo, hi) = log_extent(min_us / divisor, max_us / divisor);
         let ticks = log_ticks(lo, hi);
-        let labelled: Vec<(f64, String)> = ticks.iter().map(|t| (t.log10(), fmt_log_tick(*t))).collect();
+        let labelled: Vec<(f64, String)> = ticks
+            .iter()
+            .map(|t| (t.log10(), fmt_log_tick(*t)))
+            .collect();
         let y = Scale::new(lo.log10(), hi.log10(), plot_bottom, plot_top);
         y_axis(
             &mut b,
@@ -862,19 +975,32 @@ pub fn latency(report: &Report) -> Option<String> {
             left,
             right,
             &format!("latency ({unit}, log scale)"),
-            Extent { min: lo, max: hi, kind: "log" },
+            Extent {
+                min: lo,
+                max: hi,
+                kind: "log",
+            },
         );
         (y, |v: f64| v.max(1e-9).log10())
     } else {
         let (yt, y_max) = zero_based_ticks(max_us / divisor, 7, "");
         let y = Scale::new(0.0, y_max, plot_bottom, plot_top);
-        y_axis(&mut b, y, &yt, left, right, &format!("latency ({unit}), from zero"), linear(0.0, y_max));
+        y_axis(
+            &mut b,
+            y,
+            &yt,
+            left,
+            right,
+            &format!("latency ({unit}), from zero"),
+            linear(0.0, y_max),
+        );
         (y, |v: f64| v)
     };
     let y_at = |us: f64| y.at(y_to(us / divisor));
 
     let x = Scale::new(0.0, max_nines, left, right);
-    let mut xt: Vec<(f64, String)> = vec![(0.0, "0%".to_string()), (nines(50.0), "50%".to_string())];
+    let mut xt: Vec<(f64, String)> =
+        vec![(0.0, "0%".to_string()), (nines(50.0), "50%".to_string())];
     for k in 1..=(max_nines as usize) {
         let label = match k {
             1 => "90".to_string(),
@@ -890,7 +1016,11 @@ pub fn latency(report: &Report) -> Option<String> {
         plot_top,
         plot_bottom,
         "percentile (log scale of nines: each step is ten times rarer)",
-        Extent { min: 0.0, max: max_nines, kind: "nines" },
+        Extent {
+            min: 0.0,
+            max: max_nines,
+            kind: "nines",
+        },
     );
 
     let mut desc = format!(
@@ -938,7 +1068,12 @@ pub fn latency(report: &Report) -> Option<String> {
 
     let items: Vec<(Swatch, String)> = lines
         .iter()
-        .map(|l| (Swatch::Line(cohort_colour(l.index), dash(l.index)), l.name.to_string()))
+        .map(|l| {
+            (
+                Swatch::Line(cohort_colour(l.index), dash(l.index)),
+                l.name.to_string(),
+            )
+        })
         .collect();
     let below = legend(&mut b, &items, left, plot_bottom + 62.0, WIDTH - 16.0);
     let text = format!(
@@ -952,7 +1087,15 @@ pub fn latency(report: &Report) -> Option<String> {
         }
     );
     let end = caption(&mut b, &text, &source_line(report), below + 14.0, WIDTH);
-    Some(document("latency", "Latency by percentile", &desc, &subtitle(report), WIDTH, end + 4.0, &b))
+    Some(document(
+        "latency",
+        "Latency by percentile",
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
 }
 
 /// A log axis from a power of ten (or 2 or 5 times one) at or below `lo` to one at or
@@ -961,14 +1104,27 @@ fn log_extent(lo: f64, hi: f64) -> (f64, f64) {
     let steps = [1.0, 2.0, 5.0, 10.0];
     let floor = |v: f64| {
         let e = 10f64.powf(v.log10().floor());
-        steps.iter().rev().map(|m| m * e).find(|x| *x <= v * (1.0 + 1e-9)).unwrap_or(e)
+        steps
+            .iter()
+            .rev()
+            .map(|m| m * e)
+            .find(|x| *x <= v * (1.0 + 1e-9))
+            .unwrap_or(e)
     };
     let ceil = |v: f64| {
         let e = 10f64.powf(v.log10().floor());
-        steps.iter().map(|m| m * e).find(|x| *x >= v * (1.0 - 1e-9)).unwrap_or(10.0 * e)
+        steps
+            .iter()
+            .map(|m| m * e)
+            .find(|x| *x >= v * (1.0 - 1e-9))
+            .unwrap_or(10.0 * e)
     };
     let (lo, hi) = (floor(lo), ceil(hi));
-    if hi > lo { (lo, hi) } else { (lo, lo * 10.0) }
+    if hi > lo {
+        (lo, hi)
+    } else {
+        (lo, lo * 10.0)
+    }
 }
 
 /// A log-axis tick with no trailing zeros: `0.2`, `5`, `1,000`.
@@ -985,7 +1141,11 @@ fn fmt_log_tick(v: f64) -> String {
 /// of ten beyond.
 pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let decades = (hi / lo).log10();
-    let mantissas: &[f64] = if decades <= 3.0 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let mantissas: &[f64] = if decades <= 3.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
     let mut ticks = Vec::new();
     let mut e = lo.log10().floor() as i32;
     while 10f64.powi(e) <= hi * (1.0 + 1e-9) {
@@ -1048,7 +1208,12 @@ pub fn memory(report: &Report) -> Option<String> {
     }
     let max = rows
         .iter()
-        .flat_map(|r| r.pss.iter().chain(r.rss.iter()).flat_map(|s| [s.p50, s.p90]))
+        .flat_map(|r| {
+            r.pss
+                .iter()
+                .chain(r.rss.iter())
+                .flat_map(|s| [s.p50, s.p90])
+        })
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max)
         / MIB;
@@ -1058,7 +1223,10 @@ pub fn memory(report: &Report) -> Option<String> {
     let mut b = String::new();
     let mut items = Vec::new();
     if rows.iter().any(|r| r.pss.is_some()) {
-        items.push((Swatch::Bar("#59636e", 1.0), "PSS (median, p10–p90 whisker)".to_string()));
+        items.push((
+            Swatch::Bar("#59636e", 1.0),
+            "PSS (median, p10–p90 whisker)".to_string(),
+        ));
     }
     if rows.iter().any(|r| r.rss.is_some()) {
         items.push((Swatch::Bar("#59636e", 0.3), "RSS (median)".to_string()));
@@ -1079,7 +1247,8 @@ pub fn memory(report: &Report) -> Option<String> {
     );
 
     let chars = label_chars(left);
-    let mut desc = String::from("Memory of the server process tree at the end of each trial, MiB, from zero.");
+    let mut desc =
+        String::from("Memory of the server process tree at the end of each trial, MiB, from zero.");
     for (k, row) in rows.iter().enumerate() {
         let cy = top + k as f64 * row_h + row_h / 2.0;
         let mut parts = Vec::new();
@@ -1156,8 +1325,22 @@ pub fn memory(report: &Report) -> Option<String> {
                 of PSS. PSS divides pages shared between forked workers among them, so it is the \
                 fair measure for preforking servers; RSS counts them in every process. The axis \
                 starts at zero.";
-    let end = caption(&mut b, text, &source_line(report), plot_bottom + 62.0, WIDTH);
-    Some(document("memory", "Memory per cohort", &desc, &subtitle(report), WIDTH, end + 4.0, &b))
+    let end = caption(
+        &mut b,
+        text,
+        &source_line(report),
+        plot_bottom + 62.0,
+        WIDTH,
+    );
+    Some(document(
+        "memory",
+        "Memory per cohort",
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1165,15 +1348,29 @@ pub fn memory(report: &Report) -> Option<String> {
 
 /// Viridis at five stops (colour-blind safe and monotone in lightness), interpolated.
 fn viridis(t: f64) -> String {
-    const STOPS: [(f64, f64, f64); 5] =
-        [(68.0, 1.0, 84.0), (59.0, 82.0, 139.0), (33.0, 145.0, 140.0), (94.0, 201.0, 98.0), (253.0, 231.0, 37.0)];
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.5 };
+    const STOPS: [(f64, f64, f64); 5] = [
+        (68.0, 1.0, 84.0),
+        (59.0, 82.0, 139.0),
+        (33.0, 145.0, 140.0),
+        (94.0, 201.0, 98.0),
+        (253.0, 231.0, 37.0),
+    ];
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
     let pos = t * 4.0;
     let i = (pos.floor() as usize).min(3);
     let f = pos - i as f64;
     let (a, b) = (STOPS[i], STOPS[i + 1]);
     let mix = |x: f64, y: f64| (x + (y - x) * f).round() as u8;
-    format!("#{:02x}{:02x}{:02x}", mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
+    )
 }
 
 /// Two-axis experiments: a rows × columns grid with one dot per cell whose area (from zero)
@@ -1194,7 +1391,11 @@ pub fn matrix(report: &Report) -> Option<String> {
     let vmax = values.iter().copied().fold(0.0, f64::max);
     let vmin = values.iter().copied().fold(f64::INFINITY, f64::min);
     let row_names: Vec<&str> = m.rows.iter().map(String::as_str).collect();
-    let left = (row_names.iter().map(|n| text_width(&clip(n, 36), 12.5)).fold(text_width(&m.row_key, 12.0), f64::max) + 34.0)
+    let left = (row_names
+        .iter()
+        .map(|n| text_width(&clip(n, 36), 12.5))
+        .fold(text_width(&m.row_key, 12.0), f64::max)
+        + 34.0)
         .clamp(110.0, 300.0);
     let cols = m.cols.len() as f64;
     let cell_w = ((WIDTH - left - 28.0) / cols).clamp(84.0, 190.0);
@@ -1206,7 +1407,11 @@ pub fn matrix(report: &Report) -> Option<String> {
         .flatten()
         .find(|(cohort, v)| *cohort == report.baseline && v.is_finite() && *v > 0.0)
         .map(|(_, v)| *v);
-    let cell_h = if baseline_value.is_some() { 96.0 } else { 80.0 };
+    let cell_h = if baseline_value.is_some() {
+        106.0
+    } else {
+        84.0
+    };
     let width = (left + cell_w * cols + 28.0).max(WIDTH);
     let grid_right = left + cell_w * cols;
     let r_max = ((cell_w.min(80.0)) / 2.0 - 6.0).min(34.0);
@@ -1244,7 +1449,7 @@ pub fn matrix(report: &Report) -> Option<String> {
     );
     for (i, row) in m.rows.iter().enumerate() {
         // Dots sit a little above the middle when a ratio line goes under them.
-        let cy = grid_top + cell_h * i as f64 + 8.0 + r_max;
+        let cy = grid_top + cell_h * i as f64 + 10.0 + r_max;
         let _ = write!(
             b,
             "<line x1=\"16\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{GRID}\"/>\
@@ -1258,13 +1463,29 @@ pub fn matrix(report: &Report) -> Option<String> {
         );
         for j in 0..m.cols.len() {
             let cx = left + cell_w * (j as f64 + 0.5);
-            let cell = m.cells.get(i).and_then(|r| r.get(j)).and_then(|c| c.as_ref());
+            let cell = m
+                .cells
+                .get(i)
+                .and_then(|r| r.get(j))
+                .and_then(|c| c.as_ref());
             match cell {
                 Some((cohort, v)) if v.is_finite() && *v >= 0.0 => {
-                    let r = if vmax > 0.0 { r_max * (v / vmax).sqrt() } else { 0.0 };
-                    let t = if vmax > vmin { (v - vmin) / (vmax - vmin) } else { 0.5 };
+                    let r = if vmax > 0.0 {
+                        r_max * (v / vmax).sqrt()
+                    } else {
+                        0.0
+                    };
+                    let t = if vmax > vmin {
+                        (v - vmin) / (vmax - vmin)
+                    } else {
+                        0.5
+                    };
                     let text = fmt_sig(*v);
-                    let _ = write!(desc, " {} × {} ({}): {} {}.", row, m.cols[j], cohort, text, m.unit);
+                    let _ = write!(
+                        desc,
+                        " {} × {} ({}): {} {}.",
+                        row, m.cols[j], cohort, text, m.unit
+                    );
                     let ratio = baseline_value.map(|base| {
                         if *cohort == report.baseline {
                             "baseline".to_string()
@@ -1297,7 +1518,7 @@ pub fn matrix(report: &Report) -> Option<String> {
                             b,
                             "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{MUTED}\">{}</text></g>",
                             c(cx),
-                            c(cy + r_max + 17.0),
+                            c(cy + r_max + 16.0),
                             escape(&ratio)
                         );
                     }
@@ -1342,13 +1563,22 @@ pub fn matrix(report: &Report) -> Option<String> {
         c(key_y),
         c(key_x - 6.0),
         c(key_y + 9.0),
-        escape(&if values.is_empty() { "–".to_string() } else { fmt_sig(vmin) }),
+        escape(&if values.is_empty() {
+            "–".to_string()
+        } else {
+            fmt_sig(vmin)
+        }),
         c(key_x + key_w + 6.0),
         c(key_y + 9.0),
-        escape(&if values.is_empty() { "–".to_string() } else { fmt_sig(vmax) }),
+        escape(&if values.is_empty() {
+            "–".to_string()
+        } else {
+            fmt_sig(vmax)
+        }),
         escape(&m.unit),
     );
-    let text = format!(
+    let text =
+        format!(
         "Median {} of each combination of {} and {}. A dot's area is proportional to its value \
          (zero is no dot) and its colour runs from dark (smallest) to yellow (largest); the \
          number is printed on each dot{}. {}",
@@ -1360,7 +1590,15 @@ pub fn matrix(report: &Report) -> Option<String> {
     );
     let end = caption(&mut b, &text, &source_line(report), key_y + 38.0, width);
     let title = format!("Median {} by {} and {}", m.unit, m.row_key, m.col_key);
-    Some(document("matrix", &title, &desc, &subtitle(report), width, end + 4.0, &b))
+    Some(document(
+        "matrix",
+        &title,
+        &desc,
+        &subtitle(report),
+        width,
+        end + 4.0,
+        &b,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1375,7 +1613,11 @@ pub fn trial_order(report: &Report) -> Option<String> {
     let points: Vec<(&TrialPoint, f64)> = report
         .trials
         .iter()
-        .filter_map(|t| value(t).filter(|v| v.is_finite() && *v >= 0.0).map(|v| (t, v)))
+        .filter_map(|t| {
+            value(t)
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .map(|v| (t, v))
+        })
         .collect();
     if points.is_empty() {
         return None;
@@ -1395,7 +1637,11 @@ pub fn trial_order(report: &Report) -> Option<String> {
     let max_seq = points.iter().map(|(t, _)| t.sequence).max().unwrap_or(0) as f64;
     let max_v = points.iter().map(|(_, v)| *v).fold(0.0, f64::max);
     let (unit, axis_label, what) = if use_rate {
-        ("req/s", "requests per second, from zero", "Requests per second")
+        (
+            "req/s",
+            "requests per second, from zero",
+            "Requests per second",
+        )
     } else {
         ("s", "wall time, seconds, from zero", "Wall time")
     };
@@ -1412,7 +1658,9 @@ pub fn trial_order(report: &Report) -> Option<String> {
     let x = Scale::new(-0.5, x_max + 0.5, left, right);
     let mut blocks: BTreeMap<(usize, u32), (usize, usize)> = BTreeMap::new();
     for t in &report.trials {
-        let e = blocks.entry((t.source, t.block)).or_insert((t.sequence, t.sequence));
+        let e = blocks
+            .entry((t.source, t.block))
+            .or_insert((t.sequence, t.sequence));
         e.0 = e.0.min(t.sequence);
         e.1 = e.1.max(t.sequence);
     }
@@ -1436,16 +1684,32 @@ pub fn trial_order(report: &Report) -> Option<String> {
     let y = Scale::new(0.0, y_max, plot_bottom, plot_top);
     y_axis(&mut b, y, &yt, left, right, axis_label, linear(0.0, y_max));
     let xt: Vec<(f64, String)> = x_ticks_raw.iter().map(|t| (*t, fmt_num(*t, 0))).collect();
-    x_axis(&mut b, x, &xt, plot_top, plot_bottom, "trial, in the order it ran", linear(0.0, x_max));
+    x_axis(
+        &mut b,
+        x,
+        &xt,
+        plot_top,
+        plot_bottom,
+        "trial, in the order it ran",
+        linear(0.0, x_max),
+    );
 
-    let mut desc = format!("{what} of every trial in the order the trials ran; the value axis starts at zero.");
+    let mut desc = format!(
+        "{what} of every trial in the order the trials ran; the value axis starts at zero."
+    );
     let any_invalid = points.iter().any(|(t, _)| !is_valid(t));
     for name in &series {
         let colour = colour_of(report, name);
-        let mut mine: Vec<&(&TrialPoint, f64)> = points.iter().filter(|(t, _)| t.cohort == *name).collect();
+        let mut mine: Vec<&(&TrialPoint, f64)> =
+            points.iter().filter(|(t, _)| t.cohort == *name).collect();
         mine.sort_by_key(|(t, _)| t.sequence);
         let _ = write!(desc, " {}: {} trials.", name, mine.len());
-        let _ = write!(b, "<g data-series=\"{}\"><title>{}</title>", escape(name), escape(name));
+        let _ = write!(
+            b,
+            "<g data-series=\"{}\"><title>{}</title>",
+            escape(name),
+            escape(name)
+        );
         let valid: Vec<String> = mine
             .iter()
             .filter(|(t, _)| is_valid(t))
@@ -1477,8 +1741,10 @@ pub fn trial_order(report: &Report) -> Option<String> {
         }
         b.push_str("</g>");
     }
-    let mut items: Vec<(Swatch, String)> =
-        series.iter().map(|n| (Swatch::Dot(colour_of(report, n)), n.to_string())).collect();
+    let mut items: Vec<(Swatch, String)> = series
+        .iter()
+        .map(|n| (Swatch::Dot(colour_of(report, n)), n.to_string()))
+        .collect();
     if any_invalid {
         items.push((Swatch::Ring, "invalid or failed trial".to_string()));
     }
@@ -1491,7 +1757,15 @@ pub fn trial_order(report: &Report) -> Option<String> {
          is noise. The value axis starts at zero."
     );
     let end = caption(&mut b, &text, &source_line(report), below + 14.0, WIDTH);
-    Some(document("trial-order", "Trials in the order they ran", &desc, &subtitle(report), WIDTH, end + 4.0, &b))
+    Some(document(
+        "trial-order",
+        "Trials in the order they ran",
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
 }
 
 #[cfg(test)]
@@ -1518,7 +1792,14 @@ pub(crate) mod tests {
                 p99: 4000.0,
                 p99_9: 9000.0,
                 max: 20000.0,
-                curve: vec![(0.0, 300.0), (50.0, 900.0), (90.0, 1500.0), (99.0, 4000.0), (99.9, 9000.0), (100.0, 20000.0)],
+                curve: vec![
+                    (0.0, 300.0),
+                    (50.0, 900.0),
+                    (90.0, 1500.0),
+                    (99.0, 4000.0),
+                    (99.9, 9000.0),
+                    (100.0, 20000.0),
+                ],
                 p50_across_trials: None,
                 p99_across_trials: None,
             }),
@@ -1556,7 +1837,17 @@ pub(crate) mod tests {
         for (k, name) in names.iter().enumerate() {
             for block in 0..3 {
                 let seq = block * 3 + k;
-                trials.push(trial(name, seq + 1, seq, if block == 2 && k == 1 { "invalid" } else { "valid" }, 1000.0 + 100.0 * k as f64));
+                trials.push(trial(
+                    name,
+                    seq + 1,
+                    seq,
+                    if block == 2 && k == 1 {
+                        "invalid"
+                    } else {
+                        "valid"
+                    },
+                    1000.0 + 100.0 * k as f64,
+                ));
             }
         }
         Report {
@@ -1574,7 +1865,11 @@ pub(crate) mod tests {
             workload: "http".to_string(),
             group_by: vec!["label".to_string()],
             baseline: "base".to_string(),
-            cohorts: names.iter().enumerate().map(|(k, n)| cohort(n, 1000.0 + 100.0 * k as f64)).collect(),
+            cohorts: names
+                .iter()
+                .enumerate()
+                .map(|(k, n)| cohort(n, 1000.0 + 100.0 * k as f64))
+                .collect(),
             comparisons: vec![],
             overhead: None,
             warnings: vec![],
@@ -1585,7 +1880,10 @@ pub(crate) mod tests {
                 rows: vec!["3.3".to_string(), HOSTILE.to_string()],
                 cols: vec!["off".to_string(), "on".to_string()],
                 cells: vec![
-                    vec![Some(("base".to_string(), 1000.0)), Some(("third & last".to_string(), 1200.0))],
+                    vec![
+                        Some(("base".to_string(), 1000.0)),
+                        Some(("third & last".to_string(), 1200.0)),
+                    ],
                     vec![Some((HOSTILE.to_string(), 1100.0)), None],
                 ],
                 unit: "requests/s".to_string(),
@@ -1601,8 +1899,14 @@ pub(crate) mod tests {
     #[test]
     fn nice_ticks_are_nice() {
         assert_eq!(nice_ticks(0.0, 1.0, 6), vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
-        assert_eq!(nice_ticks(0.0, 2374.0, 6), vec![0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]);
-        assert_eq!(nice_ticks(0.0, 100.0, 6), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(
+            nice_ticks(0.0, 2374.0, 6),
+            vec![0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]
+        );
+        assert_eq!(
+            nice_ticks(0.0, 100.0, 6),
+            vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+        );
         let t = nice_ticks(0.0, 0.37, 5);
         assert_eq!(t, vec![0.0, 0.1, 0.2, 0.3, 0.4]);
         // Every step is 1, 2 or 5 × 10^n and the ticks cover the range.
@@ -1612,7 +1916,10 @@ pub(crate) mod tests {
             assert!(*t.last().unwrap() >= hi, "{hi}: {t:?}");
             let step = t[1] - t[0];
             let mantissa = step / 10f64.powf(step.log10().floor());
-            assert!([1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-6), "{hi}: step {step}");
+            assert!(
+                [1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-6),
+                "{hi}: step {step}"
+            );
             assert!(t.len() >= 3 && t.len() <= 12, "{hi}: {t:?}");
         }
         // Degenerate ranges still give an axis.
@@ -1657,15 +1964,28 @@ pub(crate) mod tests {
         let r = report();
         let charts = all(&r);
         let names: Vec<&str> = charts.iter().map(|c| c.name).collect();
-        assert_eq!(names, ["throughput", "matrix", "latency", "memory", "trial-order"]);
+        assert_eq!(
+            names,
+            ["throughput", "matrix", "latency", "memory", "trial-order"]
+        );
         for chart in &charts {
-            assert!(chart.svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\""));
-            assert!(chart.svg.contains(&format!("data-chart=\"{}\"", chart.name)));
+            assert!(chart
+                .svg
+                .starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\""));
+            assert!(chart
+                .svg
+                .contains(&format!("data-chart=\"{}\"", chart.name)));
             assert!(chart.svg.contains("<title id="));
             assert!(chart.svg.contains("<desc id="));
             assert!(chart.svg.contains("font-family=\"system-ui, sans-serif\""));
-            let expected = if chart.name == "matrix" { 3 } else { 3 };
-            assert_eq!(count(&chart.svg, " data-series=\""), expected, "{}", chart.name);
+            // Three cohorts; the matrix has three filled cells of the three cohorts.
+            let expected = 3;
+            assert_eq!(
+                count(&chart.svg, " data-series=\""),
+                expected,
+                "{}",
+                chart.name
+            );
             assert!(!chart.title.is_empty());
         }
         // No wall chart without script times; a wall chart with them.
@@ -1674,7 +1994,10 @@ pub(crate) mod tests {
         s.workload = "script".to_string();
         for c in &mut s.cohorts {
             c.throughput = None;
-            c.script = Some(ScriptTimes { wall: Some(summary(&[1.2, 1.3, 1.25])), ..Default::default() });
+            c.script = Some(ScriptTimes {
+                wall: Some(summary(&[1.2, 1.3, 1.25])),
+                ..Default::default()
+            });
         }
         for t in &mut s.trials {
             t.wall_s = t.requests_per_s.map(|r| r / 1000.0);
@@ -1692,14 +2015,34 @@ pub(crate) mod tests {
     fn hostile_labels_are_escaped_in_text_and_attributes() {
         let r = report();
         for chart in all(&r) {
-            assert!(!chart.svg.contains("<script"), "{}: raw <script", chart.name);
-            assert!(!chart.svg.contains("\" onload=\""), "{}: attribute broken out", chart.name);
-            assert!(chart.svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot; onload=&quot;x"), "{}", chart.name);
-            assert!(!chart.svg.contains("third & last"), "{}: raw ampersand", chart.name);
+            assert!(
+                !chart.svg.contains("<script"),
+                "{}: raw <script",
+                chart.name
+            );
+            assert!(
+                !chart.svg.contains("\" onload=\""),
+                "{}: attribute broken out",
+                chart.name
+            );
+            assert!(
+                chart
+                    .svg
+                    .contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot; onload=&quot;x"),
+                "{}",
+                chart.name
+            );
+            assert!(
+                !chart.svg.contains("third & last"),
+                "{}: raw ampersand",
+                chart.name
+            );
         }
         // The escaped name is the attribute's whole value.
         let t = throughput(&r).unwrap();
-        assert!(t.contains("data-series=\"&lt;script&gt;alert(1)&lt;/script&gt;&quot; onload=&quot;x\""));
+        assert!(t.contains(
+            "data-series=\"&lt;script&gt;alert(1)&lt;/script&gt;&quot; onload=&quot;x\""
+        ));
         // The matrix escapes its keys and row labels too.
         let m = matrix(&r).unwrap();
         assert!(m.contains("yjit&lt; →"));
@@ -1711,7 +2054,13 @@ pub(crate) mod tests {
             .skip(1)
             .map(|rest| {
                 let attr = |name: &str| {
-                    rest.split(&format!("{name}=\"")).nth(1).unwrap().split('"').next().unwrap().to_string()
+                    rest.split(&format!("{name}=\""))
+                        .nth(1)
+                        .unwrap()
+                        .split('"')
+                        .next()
+                        .unwrap()
+                        .to_string()
                 };
                 let body = rest.split("</g>").next().unwrap().to_string();
                 (attr("data-scale"), attr("data-min"), body)
@@ -1733,19 +2082,33 @@ pub(crate) mod tests {
                 match kind.as_str() {
                     "linear" | "nines" => {
                         assert_eq!(min, "0", "{}", chart.name);
-                        assert!(body.contains(">0</text>") || body.contains(">0%</text>"), "{}: no 0 tick", chart.name);
+                        assert!(
+                            body.contains(">0</text>") || body.contains(">0%</text>"),
+                            "{}: no 0 tick",
+                            chart.name
+                        );
                     }
-                    "log" => assert!(body.contains("log scale"), "{}: a log axis must say so", chart.name),
+                    "log" => assert!(
+                        body.contains("log scale"),
+                        "{}: a log axis must say so",
+                        chart.name
+                    ),
                     other => panic!("{}: axis kind {other}", chart.name),
                 }
             }
         }
         // Throughput of ~1,000–1,200 req/s: the axis runs 0 to a nice number above the max.
         let t = throughput(&r).unwrap();
-        assert!(t.contains("data-axis=\"x\" data-scale=\"linear\" data-min=\"0\" data-max=\"1400\""), "{t}");
+        assert!(
+            t.contains("data-axis=\"x\" data-scale=\"linear\" data-min=\"0\" data-max=\"1400\""),
+            "{t}"
+        );
         // Latency of 300 µs to 9 ms: a log axis, labelled, with 1-2-5 ticks.
         let l = latency(&r).unwrap();
-        assert!(l.contains("data-axis=\"y\" data-scale=\"log\" data-min=\"0.2\" data-max=\"10\""), "{l}");
+        assert!(
+            l.contains("data-axis=\"y\" data-scale=\"log\" data-min=\"0.2\" data-max=\"10\""),
+            "{l}"
+        );
         assert!(l.contains("latency (ms, log scale)"));
         // A narrow latency range stays linear from zero.
         let mut narrow = r.clone();
@@ -1753,14 +2116,20 @@ pub(crate) mod tests {
             c.latency.as_mut().unwrap().curve = vec![(0.0, 800.0), (50.0, 900.0), (99.0, 1500.0)];
         }
         let l = latency(&narrow).unwrap();
-        assert!(l.contains("data-axis=\"y\" data-scale=\"linear\" data-min=\"0\""), "{l}");
+        assert!(
+            l.contains("data-axis=\"y\" data-scale=\"linear\" data-min=\"0\""),
+            "{l}"
+        );
         assert!(l.contains("latency (µs), from zero"));
     }
 
     #[test]
     fn log_ticks_are_one_two_five() {
         assert_eq!(log_ticks(0.2, 10.0), vec![0.2, 0.5, 1.0, 2.0, 5.0, 10.0]);
-        assert_eq!(log_ticks(1.0, 100_000.0), vec![1.0, 10.0, 100.0, 1000.0, 10_000.0, 100_000.0]);
+        assert_eq!(
+            log_ticks(1.0, 100_000.0),
+            vec![1.0, 10.0, 100.0, 1000.0, 10_000.0, 100_000.0]
+        );
         assert_eq!(log_extent(0.31, 9.0), (0.2, 10.0));
         assert_eq!(log_extent(1.0, 1.0), (1.0, 10.0));
     }
@@ -1769,9 +2138,16 @@ pub(crate) mod tests {
     fn invalid_trials_are_hollow() {
         let r = report();
         let t = throughput(&r).unwrap();
-        assert_eq!(count(&t, &format!("fill=\"#ffffff\" stroke=\"{INVALID}\"")), 2, "one trial, one legend entry");
+        assert_eq!(
+            count(&t, &format!("fill=\"#ffffff\" stroke=\"{INVALID}\"")),
+            2,
+            "one trial, one legend entry"
+        );
         let o = trial_order(&r).unwrap();
-        assert_eq!(count(&o, &format!("fill=\"#ffffff\" stroke=\"{INVALID}\"")), 2);
+        assert_eq!(
+            count(&o, &format!("fill=\"#ffffff\" stroke=\"{INVALID}\"")),
+            2
+        );
     }
 
     #[test]

@@ -202,7 +202,11 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
         "{} trials from {} results director{}",
         trials,
         report.sources.len(),
-        if report.sources.len() == 1 { "y" } else { "ies" }
+        if report.sources.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        }
     ));
     if !machines.is_empty() {
         parts.push(format!(
@@ -211,9 +215,19 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
             escape(&machines.into_iter().collect::<Vec<_>>().join(", "))
         ));
     }
-    if let Some(first) = report.sources.iter().map(|s| s.created_at.as_str()).filter(|s| !s.is_empty()).min() {
+    if let Some(first) = report
+        .sources
+        .iter()
+        .map(|s| s.created_at.as_str())
+        .filter(|s| !s.is_empty())
+        .min()
+    {
         parts.push(format!("run {}", escape(first)));
     }
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| format!("<span class=\"nowrap\">{p}</span>"))
+        .collect();
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", parts.join(" · "));
     h.push_str(
         "<nav><a href=\"#summary\">Summary</a><a href=\"#charts\">Charts</a>\
@@ -223,7 +237,7 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
 }
 
 fn how_to_read(h: &mut String, report: &Report) {
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<p class=\"howto\"><b>How to read this.</b> A cohort is the set of trials that share \
          the values of {}. Each number is the median across valid trials, with the 10th–90th \
@@ -231,7 +245,7 @@ fn how_to_read(h: &mut String, report: &Report) {
          confidence interval and the rank test’s p-value; <b>~</b> means the difference is not \
          statistically significant, which is an answer too: the two cannot be told apart with \
          this many trials. Invalid and failed trials are counted and drawn, never used in a \
-         statistic.</p>\n",
+         statistic.</p>",
         if report.group_by.is_empty() {
             "the grouping keys".to_string()
         } else {
@@ -267,7 +281,10 @@ fn warnings(h: &mut String, report: &Report) {
 
 /// The comparison of `cohort` on `metric`, if any.
 fn comparison<'a>(report: &'a Report, cohort: &str, metric: &str) -> Option<&'a Comparison> {
-    report.comparisons.iter().find(|c| c.cohort == cohort && c.metric == metric)
+    report
+        .comparisons
+        .iter()
+        .find(|c| c.cohort == cohort && c.metric == metric)
 }
 
 /// "better", "worse" or "same": the CSS class of a comparison's verdict.
@@ -374,7 +391,11 @@ fn summary_table(h: &mut String, report: &Report) {
     }
     h.push_str("</tr></thead>\n<tbody>\n");
     for c in &report.cohorts {
-        let _ = write!(h, "<tr><th class=\"name\" scope=\"row\">{}", escape(&c.name));
+        let _ = write!(
+            h,
+            "<tr><th class=\"name\" scope=\"row\">{}",
+            escape(&c.name)
+        );
         if c.name == report.baseline {
             h.push_str("<span class=\"badge\">baseline</span>");
         }
@@ -438,7 +459,11 @@ fn summary_table(h: &mut String, report: &Report) {
         if has_errors {
             match &c.error_rate {
                 Some(e) if e.mean > 0.0 => {
-                    let _ = write!(h, "<td class=\"num\"><span class=\"bad\">{}%</span></td>", fmt_sig(e.mean * 100.0));
+                    let _ = write!(
+                        h,
+                        "<td class=\"num\"><span class=\"bad\">{}%</span></td>",
+                        fmt_sig(e.mean * 100.0)
+                    );
                 }
                 Some(_) => h.push_str("<td class=\"num\">0</td>"),
                 None => h.push_str("<td class=\"num\">–</td>"),
@@ -451,7 +476,11 @@ fn summary_table(h: &mut String, report: &Report) {
             h.push_str(&median_cell(c.memory.rss_end.as_ref(), mib, " MiB"));
         }
         if has_max_rss {
-            h.push_str(&median_cell(c.script.as_ref().and_then(|s| s.max_rss_bytes.as_ref()), mib, " MiB"));
+            h.push_str(&median_cell(
+                c.script.as_ref().and_then(|s| s.max_rss_bytes.as_ref()),
+                mib,
+                " MiB",
+            ));
         }
         if has_cpu {
             h.push_str(&median_cell(c.cpu.per_request.as_ref(), fmt_sig, " µs"));
@@ -468,7 +497,11 @@ fn charts_section(h: &mut String, report: &Report) {
     }
     h.push_str("<h2 id=\"charts\">Charts</h2>\n");
     for chart in charts {
-        let _ = writeln!(h, "<figure id=\"chart-{}\">{}</figure>", chart.name, chart.svg);
+        let _ = writeln!(
+            h,
+            "<figure id=\"chart-{}\">{}</figure>",
+            chart.name, chart.svg
+        );
     }
 }
 
@@ -506,7 +539,11 @@ fn comparisons_table(h: &mut String, report: &Report) {
         }
     }
     for cohort in cohorts {
-        let rows: Vec<&Comparison> = report.comparisons.iter().filter(|c| c.cohort == cohort).collect();
+        let rows: Vec<&Comparison> = report
+            .comparisons
+            .iter()
+            .filter(|c| c.cohort == cohort)
+            .collect();
         h.push_str("<tbody class=\"group\">\n");
         for (i, c) in rows.iter().enumerate() {
             let method = if c.method == "paired" {
@@ -592,12 +629,17 @@ fn environment(h: &mut String, report: &Report) {
          environment variables and the machine. Keys whose values differ from the baseline’s \
          are highlighted; a key with more than one value varied within the cohort.</p>\n",
     );
-    let baseline = report.environment.iter().find(|e| e.cohort == report.baseline);
+    let baseline = report
+        .environment
+        .iter()
+        .find(|e| e.cohort == report.baseline);
     for env in &report.environment {
         let differs: usize = match baseline {
             Some(b) if b.cohort != env.cohort => {
                 let keys: BTreeSet<&String> = env.values.keys().chain(b.values.keys()).collect();
-                keys.into_iter().filter(|k| env.values.get(*k) != b.values.get(*k)).count()
+                keys.into_iter()
+                    .filter(|k| env.values.get(*k) != b.values.get(*k))
+                    .count()
             }
             _ => 0,
         };
@@ -610,12 +652,17 @@ fn environment(h: &mut String, report: &Report) {
             if differs > 0 { format!(" · {differs} differ from the baseline") } else { String::new() },
         );
         for (key, values) in &env.values {
-            let differs = baseline.is_some_and(|b| b.cohort != env.cohort && b.values.get(key) != Some(values));
+            let differs = baseline
+                .is_some_and(|b| b.cohort != env.cohort && b.values.get(key) != Some(values));
             let varies = values.len() > 1;
             let _ = write!(
                 h,
                 "<tr{}><td class=\"key\">{}</td><td class=\"value\">",
-                if differs || varies { " class=\"differs\"" } else { "" },
+                if differs || varies {
+                    " class=\"differs\""
+                } else {
+                    ""
+                },
                 escape(key)
             );
             let shown: Vec<String> = values.iter().map(|v| escape(v)).collect();
@@ -634,7 +681,11 @@ fn environment(h: &mut String, report: &Report) {
 fn sources(h: &mut String, report: &Report) {
     h.push_str("<h2 id=\"sources\">Sources and commands</h2>\n");
     if !report.command.is_empty() {
-        let _ = writeln!(h, "<h3>This report</h3>\n<pre><code>{}</code></pre>", escape(&report.command));
+        let _ = writeln!(
+            h,
+            "<h3>This report</h3>\n<pre><code>{}</code></pre>",
+            escape(&report.command)
+        );
     }
     if report.sources.is_empty() {
         return;
@@ -721,13 +772,18 @@ mod tests {
         });
         r.environment.push(CohortEnvironment {
             cohort: "base".to_string(),
-            values: [("MALLOC_CONF".to_string(), vec!["narenas:2".to_string()])].into_iter().collect(),
+            values: [("MALLOC_CONF".to_string(), vec!["narenas:2".to_string()])]
+                .into_iter()
+                .collect(),
         });
         r.environment.push(CohortEnvironment {
             cohort: HOSTILE.to_string(),
             values: [(
                 "MALLOC_CONF".to_string(),
-                vec!["<img src=x onerror=alert(1)>".to_string(), "a'b\"c".to_string()],
+                vec![
+                    "<img src=x onerror=alert(1)>".to_string(),
+                    "a'b\"c".to_string(),
+                ],
             )]
             .into_iter()
             .collect(),
@@ -746,7 +802,10 @@ mod tests {
 
     #[test]
     fn escape_covers_text_and_attributes() {
-        assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(
+            escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
         assert_eq!(escape("plain µs ±1%"), "plain µs ±1%");
         assert_eq!(escape("nul\0bell\x07"), "nul\u{fffd}bell\u{fffd}");
         assert_eq!(escape("tab\tnl\n"), "tab\tnl\n");
@@ -761,12 +820,27 @@ mod tests {
         assert!(!page.contains("<noisy>"));
         // The name appears escaped in the table, the warnings, the SVG text and attributes.
         let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
-        assert!(page.contains(&format!("<th class=\"name\" scope=\"row\">{escaped}")), "summary table");
-        assert!(page.contains(&format!("<b>{escaped}</b>: cv 12% &gt; 5%: &lt;noisy&gt;")), "warning");
-        assert!(page.contains(&format!("data-series=\"{escaped}\"")), "SVG attribute");
+        assert!(
+            page.contains(&format!("<th class=\"name\" scope=\"row\">{escaped}")),
+            "summary table"
+        );
+        assert!(
+            page.contains(&format!("<b>{escaped}</b>: cv 12% &gt; 5%: &lt;noisy&gt;")),
+            "warning"
+        );
+        assert!(
+            page.contains(&format!("data-series=\"{escaped}\"")),
+            "SVG attribute"
+        );
         assert!(page.contains(&format!(">{escaped}</text>")), "SVG text");
-        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;<br>a&#39;b&quot;c"), "environment value");
-        assert!(page.contains("--label &#39;&lt;b&gt;x&lt;/b&gt;&#39;"), "command");
+        assert!(
+            page.contains("&lt;img src=x onerror=alert(1)&gt;<br>a&#39;b&quot;c"),
+            "environment value"
+        );
+        assert!(
+            page.contains("--label &#39;&lt;b&gt;x&lt;/b&gt;&#39;"),
+            "command"
+        );
         assert!(page.contains("results/&lt;dir&gt;"), "path");
         assert!(page.contains("third &amp; last"));
         assert!(!page.contains("third & last"));
@@ -793,14 +867,27 @@ mod tests {
         assert!(page.contains("Content-Security-Policy"));
         for tag in tags(&page) {
             let name = tag.split_whitespace().next().unwrap_or("");
-            assert!(!["script", "link", "img", "iframe", "object", "embed", "image", "use"].contains(&name), "<{tag}>");
-            assert!(!tag.contains(" src=") && !tag.contains("xlink:href"), "<{tag}>");
+            assert!(
+                !["script", "link", "img", "iframe", "object", "embed", "image", "use"]
+                    .contains(&name),
+                "<{tag}>"
+            );
+            assert!(
+                !tag.contains(" src=") && !tag.contains("xlink:href"),
+                "<{tag}>"
+            );
             if let Some(i) = tag.find(" href=\"") {
                 assert!(tag[i + 7..].starts_with('#'), "only in-page links: <{tag}>");
             }
-            assert!(!tag.contains("url(http") && !tag.contains("@import"), "<{tag}>");
+            assert!(
+                !tag.contains("url(http") && !tag.contains("@import"),
+                "<{tag}>"
+            );
             for (i, _) in tag.match_indices("url(") {
-                assert!(tag[i + 4..].starts_with('#'), "only in-page references: <{tag}>");
+                assert!(
+                    tag[i + 4..].starts_with('#'),
+                    "only in-page references: <{tag}>"
+                );
             }
         }
         assert!(!page.contains("@import"));

@@ -42,12 +42,15 @@ pub fn export_charts(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         svg.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         svg.push_str(&chart.svg);
         svg.push('\n');
-        std::fs::write(&svg_path, svg).with_context(|| format!("writing {}", svg_path.display()))?;
+        std::fs::write(&svg_path, svg)
+            .with_context(|| format!("writing {}", svg_path.display()))?;
         written.push(svg_path);
 
         let png_path = dir.join(format!("{}.png", chart.name));
-        let png = svg_to_png(&chart.svg, SCALE).with_context(|| format!("rendering the {} chart", chart.name))?;
-        std::fs::write(&png_path, png).with_context(|| format!("writing {}", png_path.display()))?;
+        let png = svg_to_png(&chart.svg, SCALE)
+            .with_context(|| format!("rendering the {} chart", chart.name))?;
+        std::fs::write(&png_path, png)
+            .with_context(|| format!("writing {}", png_path.display()))?;
         written.push(png_path);
     }
     Ok(written)
@@ -55,7 +58,10 @@ pub fn export_charts(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Renders an SVG document to PNG bytes at `scale` times its size, on the system fonts.
 pub fn svg_to_png(svg: &str, scale: f32) -> Result<Vec<u8>> {
-    let options = usvg::Options { fontdb: fonts(), ..usvg::Options::default() };
+    let options = usvg::Options {
+        fontdb: fonts(),
+        ..usvg::Options::default()
+    };
     let tree = usvg::Tree::from_str(svg, &options).context("parsing the SVG")?;
     let size = tree
         .size()
@@ -65,7 +71,11 @@ pub fn svg_to_png(svg: &str, scale: f32) -> Result<Vec<u8>> {
     let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
         .ok_or_else(|| anyhow!("cannot allocate a {}×{} image", size.width(), size.height()))?;
     pixmap.fill(tiny_skia::Color::WHITE);
-    resvg::render(&tree, tiny_skia::Transform::from_scale(scale, scale), &mut pixmap.as_mut());
+    resvg::render(
+        &tree,
+        tiny_skia::Transform::from_scale(scale, scale),
+        &mut pixmap.as_mut(),
+    );
     pixmap.encode_png().context("encoding the PNG")
 }
 
@@ -78,13 +88,22 @@ fn fonts() -> Arc<usvg::fontdb::Database> {
             let mut db = usvg::fontdb::Database::new();
             db.load_system_fonts();
             let installed = |db: &usvg::fontdb::Database, family: &str| {
-                db.faces().any(|f| f.families.iter().any(|(name, _)| name.eq_ignore_ascii_case(family)))
+                db.faces().any(|f| {
+                    f.families
+                        .iter()
+                        .any(|(name, _)| name.eq_ignore_ascii_case(family))
+                })
             };
             let sans = SANS
                 .iter()
                 .find(|f| installed(&db, f))
                 .map(|f| f.to_string())
-                .or_else(|| db.faces().next().and_then(|f| f.families.first()).map(|(n, _)| n.clone()));
+                .or_else(|| {
+                    db.faces()
+                        .next()
+                        .and_then(|f| f.families.first())
+                        .map(|(n, _)| n.clone())
+                });
             if let Some(sans) = sans {
                 db.set_sans_serif_family(sans);
             }
@@ -95,7 +114,7 @@ fn fonts() -> Arc<usvg::fontdb::Database> {
 
 /// Whether the system has a font the PNGs can use for their text.
 pub fn has_fonts() -> bool {
-    fonts().len() > 0
+    !fonts().is_empty()
 }
 
 #[cfg(test)]
@@ -108,13 +127,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rubyrace-png-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let written = export_charts(&report, &dir).unwrap();
-        let names: Vec<String> =
-            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
             names,
             [
-                "throughput.svg", "throughput.png", "matrix.svg", "matrix.png", "latency.svg",
-                "latency.png", "memory.svg", "memory.png", "trial-order.svg", "trial-order.png"
+                "throughput.svg",
+                "throughput.png",
+                "matrix.svg",
+                "matrix.png",
+                "latency.svg",
+                "latency.png",
+                "memory.svg",
+                "memory.png",
+                "trial-order.svg",
+                "trial-order.png"
             ]
         );
         for path in &written {
@@ -123,9 +152,18 @@ mod tests {
                 assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
                 let pixmap = tiny_skia::Pixmap::decode_png(&bytes).unwrap();
                 // 2× the chart's width.
-                assert_eq!(pixmap.width(), (charts::WIDTH * 2.0) as u32, "{}", path.display());
+                assert_eq!(
+                    pixmap.width(),
+                    (charts::WIDTH * 2.0) as u32,
+                    "{}",
+                    path.display()
+                );
                 // Not blank: a good share of pixels are not white.
-                let inked = pixmap.pixels().iter().filter(|p| p.red() < 200 || p.green() < 200 || p.blue() < 200).count();
+                let inked = pixmap
+                    .pixels()
+                    .iter()
+                    .filter(|p| p.red() < 200 || p.green() < 200 || p.blue() < 200)
+                    .count();
                 assert!(inked > 5_000, "{}: {inked} inked pixels", path.display());
             } else {
                 let text = String::from_utf8(bytes).unwrap();
@@ -145,9 +183,17 @@ mod tests {
         let blank = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"40\"><rect width=\"200\" height=\"40\" fill=\"#fff\"/></svg>";
         let text = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"40\" font-family=\"system-ui, sans-serif\"><rect width=\"200\" height=\"40\" fill=\"#fff\"/><text x=\"10\" y=\"28\" font-size=\"20\">Hello 123</text></svg>";
         let dark = |png: Vec<u8>| {
-            tiny_skia::Pixmap::decode_png(&png).unwrap().pixels().iter().filter(|p| p.red() < 128).count()
+            tiny_skia::Pixmap::decode_png(&png)
+                .unwrap()
+                .pixels()
+                .iter()
+                .filter(|p| p.red() < 128)
+                .count()
         };
         assert_eq!(dark(svg_to_png(blank, 1.0).unwrap()), 0);
-        assert!(dark(svg_to_png(text, 1.0).unwrap()) > 50, "text did not render");
+        assert!(
+            dark(svg_to_png(text, 1.0).unwrap()) > 50,
+            "text did not render"
+        );
     }
 }
