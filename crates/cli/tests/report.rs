@@ -164,3 +164,28 @@ fn grouping_by_any_recorded_key() {
     assert_eq!(v["cohorts"].as_array().unwrap().len(), 1);
     assert_eq!(v["cohorts"][0]["valid"], 6);
 }
+
+#[test]
+fn html_and_chart_files_from_real_data() {
+    let out = TempDir::new("report-html");
+    let html = out.path("r.html");
+    let charts = out.path("charts");
+    let run = report(&["--format", "html", "-o", html.to_str().unwrap(), "--charts", charts.to_str().unwrap()]);
+    assert!(run.stderr.contains("wrote"), "{run:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The label with markup is text, never markup.
+    assert!(page.contains("one &lt;b&gt;connection&lt;/b&gt;"), "label not escaped");
+    assert!(!page.contains("one <b>connection</b>"));
+    for chart in ["throughput", "latency", "memory", "trial-order"] {
+        let svg = page.split(&format!("data-chart=\"{chart}\"")).nth(1).unwrap_or_else(|| panic!("no {chart} chart"));
+        let svg = &svg[..svg.find("</svg>").unwrap()];
+        assert_eq!(svg.matches("data-series=").count(), 2, "{chart}: one series per cohort");
+    }
+    assert!(!page.contains("<script"), "the page must not carry scripts");
+    for name in ["throughput", "latency", "memory", "trial-order"] {
+        for ext in ["svg", "png"] {
+            let f = charts.join(format!("{name}.{ext}"));
+            assert!(std::fs::metadata(&f).map(|m| m.len() > 1000).unwrap_or(false), "{}", f.display());
+        }
+    }
+}
