@@ -21,7 +21,9 @@ pub enum Format {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "Cohorts, comparisons, warnings and every format are described in docs/report.md.")]
+#[command(
+    after_help = "Cohorts, comparisons, warnings and every format are described in docs/report.md."
+)]
 pub struct ReportArgs {
     /// Results directories (several runs are merged; machines are never pooled silently).
     #[arg(required = true)]
@@ -60,8 +62,10 @@ pub struct CommonArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "rubyrace compare A B: two results directories, one cohort each.\n\
-rubyrace compare DIR A B: two cohorts of one results directory.")]
+#[command(
+    after_help = "rubyrace compare A B: two results directories, one cohort each.\n\
+rubyrace compare DIR A B: two cohorts of one results directory."
+)]
 pub struct CompareArgs {
     /// Two results directories, or one results directory and two cohort names.
     #[arg(num_args = 2..=3, required = true)]
@@ -128,7 +132,9 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
 /// Writes `bytes` to `-o FILE` or stdout (a closed pipe is not an error).
 fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
     match output {
-        Some(path) => fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
+        Some(path) => {
+            fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+        }
         None => {
             let mut out = io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -139,8 +145,16 @@ fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
     }
 }
 
-fn emit(report: &Report, sources: &[SourceData], common: &CommonArgs, first_dir: &std::path::Path) -> Result<ExitCode> {
-    let trials: Vec<report::TrialData> = sources.iter().flat_map(|s| s.trials.iter().cloned()).collect();
+fn emit(
+    report: &Report,
+    sources: &[SourceData],
+    common: &CommonArgs,
+    first_dir: &std::path::Path,
+) -> Result<ExitCode> {
+    let trials: Vec<report::TrialData> = sources
+        .iter()
+        .flat_map(|s| s.trials.iter().cloned())
+        .collect();
     match common.format {
         Format::Table => {
             let color = common.output.is_none() && io::stdout().is_terminal();
@@ -148,18 +162,29 @@ fn emit(report: &Report, sources: &[SourceData], common: &CommonArgs, first_dir:
         }
         Format::Markdown => write_out(&common.output, &report::text::markdown(report))?,
         Format::Csv => write_out(&common.output, &report::text::csv(report)?)?,
-        Format::Json => write_out(&common.output, &(serde_json::to_string_pretty(report)? + "\n"))?,
+        Format::Json => write_out(
+            &common.output,
+            &(serde_json::to_string_pretty(report)? + "\n"),
+        )?,
         Format::Benchstat => write_out(&common.output, &report::text::benchstat(report, &trials))?,
         Format::Html => {
-            let path = common.output.clone().unwrap_or_else(|| first_dir.join("report.html"));
-            fs::write(&path, report::html::render(report)).with_context(|| format!("cannot write {}", path.display()))?;
+            let path = common
+                .output
+                .clone()
+                .unwrap_or_else(|| first_dir.join("report.html"));
+            fs::write(&path, report::html::render(report))
+                .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("rubyrace: wrote {}", path.display());
         }
     }
     if let Some(dir) = &common.charts {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let files = report::png::export_charts(report, dir)?;
-        eprintln!("rubyrace: wrote {} chart files into {}", files.len(), dir.display());
+        eprintln!(
+            "rubyrace: wrote {} chart files into {}",
+            files.len(),
+            dir.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -56,16 +56,36 @@ fn report(extra: &[&str]) -> Run {
 fn the_table_compares_with_the_baseline_and_warns() {
     let run = report(&[]);
     let out = &run.stdout;
-    assert!(out.starts_with("rubyrace report: report-test · baseline one <b>connection</b> · grouped by label"), "{out}");
+    assert!(
+        out.starts_with(
+            "rubyrace report: report-test · baseline one <b>connection</b> · grouped by label"
+        ),
+        "{out}"
+    );
     assert!(!out.contains("\u{1b}["), "colours when piped: {out}");
-    let four = out.lines().find(|l| l.contains(" four ")).expect("a row for four");
+    let four = out
+        .lines()
+        .find(|l| l.contains(" four "))
+        .expect("a row for four");
     // Either a verdict with a ratio, or an explicit "no significant difference": never blank.
     assert!(four.contains('×'), "{four}");
-    assert!(out.contains("Against one <b>connection</b> (paired by block"), "{out}");
-    for metric in ["throughput", "latency_p50", "latency_p99", "pss_end", "cpu_per_request"] {
+    assert!(
+        out.contains("Against one <b>connection</b> (paired by block"),
+        "{out}"
+    );
+    for metric in [
+        "throughput",
+        "latency_p50",
+        "latency_p99",
+        "pss_end",
+        "cpu_per_request",
+    ] {
         assert!(out.contains(metric), "{metric} missing: {out}");
     }
-    assert!(out.contains("Precision: four vs one <b>connection</b>: the CI half-width is ±"), "{out}");
+    assert!(
+        out.contains("Precision: four vs one <b>connection</b>: the CI half-width is ±"),
+        "{out}"
+    );
     // Three blocks cannot give p < 0.05: the report must say so.
     assert!(out.contains("[too-few-trials] four: 3 blocks"), "{out}");
 }
@@ -97,14 +117,24 @@ fn json_follows_the_schema_and_pairs_by_block() {
         assert_eq!(c["method"], "paired", "{c}");
         assert_eq!(c["n"], 3);
         assert_eq!(c["test"], "wilcoxon-signed-rank");
-        let (lo, r, hi) = (c["ci_low"].as_f64().unwrap(), c["ratio"].as_f64().unwrap(), c["ci_high"].as_f64().unwrap());
+        let (lo, r, hi) = (
+            c["ci_low"].as_f64().unwrap(),
+            c["ratio"].as_f64().unwrap(),
+            c["ci_high"].as_f64().unwrap(),
+        );
         assert!(lo <= r && r <= hi, "{c}");
         // 3 blocks: the smallest possible two-sided p is 0.25, so nothing is significant.
         assert_eq!(c["significant"], false, "{c}");
-        assert!(c["verdict"].as_str().unwrap().starts_with("~ no significant difference"));
+        assert!(c["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("~ no significant difference"));
     }
     assert_eq!(v["trials"].as_array().unwrap().len(), 6);
-    assert!(v["environment"][0]["values"]["ruby_description"][0].as_str().unwrap().starts_with("ruby "));
+    assert!(v["environment"][0]["values"]["ruby_description"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("ruby "));
 }
 
 #[test]
@@ -112,29 +142,63 @@ fn markdown_csv_and_benchstat_are_well_formed() {
     let md = report(&["--format", "markdown"]).stdout;
     let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
     assert_eq!(table.len(), 4, "{md}");
-    assert!(table[2].starts_with("| one &lt;b&gt;connection&lt;/b&gt; | 3 |"), "{md}");
-    assert!(table.iter().all(|l| l.matches('|').count() == table[0].matches('|').count()), "{md}");
+    assert!(
+        table[2].starts_with("| one &lt;b&gt;connection&lt;/b&gt; | 3 |"),
+        "{md}"
+    );
+    assert!(
+        table
+            .iter()
+            .all(|l| l.matches('|').count() == table[0].matches('|').count()),
+        "{md}"
+    );
 
     let csv = report(&["--format", "csv"]).stdout;
     let header = csv.lines().next().unwrap();
-    assert!(header.starts_with("cohort,metric,n,mean,sd,cv,min,p10,p50,p90,max,ratio"), "{csv}");
-    assert!(csv.lines().any(|l| l.starts_with("four,throughput,3,")), "{csv}");
+    assert!(
+        header.starts_with("cohort,metric,n,mean,sd,cv,min,p10,p50,p90,max,ratio"),
+        "{csv}"
+    );
+    assert!(
+        csv.lines().any(|l| l.starts_with("four,throughput,3,")),
+        "{csv}"
+    );
 
     let bench = report(&["--format", "benchstat"]).stdout;
-    let lines: Vec<&str> = bench.lines().filter(|l| l.starts_with("Benchmark")).collect();
+    let lines: Vec<&str> = bench
+        .lines()
+        .filter(|l| l.starts_with("Benchmark"))
+        .collect();
     assert_eq!(lines.len(), 6, "{bench}");
-    assert!(lines.iter().all(|l| l.contains(" ns/op ") && l.contains(" req/s")), "{bench}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" ns/op ") && l.contains(" req/s")),
+        "{bench}"
+    );
     assert!(bench.contains("BenchmarkHttp/four 1 "), "{bench}");
 }
 
 #[test]
 fn overhead_and_compare_answer_the_quick_questions() {
     let run = report(&["--overhead", "four", "one <b>connection</b>"]);
-    assert!(run.stdout.contains("Overhead of four over one <b>connection</b>: "), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("Overhead of four over one <b>connection</b>: "),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("µs per request ["), "{run:?}");
 
     let dir = results().to_str().unwrap();
-    let run = spawn(&["compare", dir, "four", "one <b>connection</b>", "--format", "json"]).wait(Duration::from_secs(60));
+    let run = spawn(&[
+        "compare",
+        dir,
+        "four",
+        "one <b>connection</b>",
+        "--format",
+        "json",
+    ])
+    .wait(Duration::from_secs(60));
     assert_eq!(run.code(), Some(0), "{run:?}");
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["baseline"], "four");
@@ -148,17 +212,32 @@ fn overhead_and_compare_answer_the_quick_questions() {
 
     let bad = spawn(&["report", dir, "--baseline", "nope"]).wait(Duration::from_secs(60));
     assert_eq!(bad.code(), Some(1));
-    assert!(bad.stderr.contains("--baseline \"nope\" is not a cohort; cohorts: one <b>connection</b>, four"), "{bad:?}");
+    assert!(
+        bad.stderr
+            .contains("--baseline \"nope\" is not a cohort; cohorts: one <b>connection</b>, four"),
+        "{bad:?}"
+    );
     let bad = spawn(&["report", dir, "--by", "conections"]).wait(Duration::from_secs(60));
-    assert!(bad.stderr.contains("did you mean `connections`?"), "{bad:?}");
+    assert!(
+        bad.stderr.contains("did you mean `connections`?"),
+        "{bad:?}"
+    );
 }
 
 #[test]
 fn grouping_by_any_recorded_key() {
     let run = report(&["--by", "settings.load.connections", "--format", "json"]);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    let names: Vec<&str> = v["cohorts"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["settings.load.connections=1", "settings.load.connections=4"]);
+    let names: Vec<&str> = v["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["settings.load.connections=1", "settings.load.connections=4"]
+    );
     let run = report(&["--by", "ruby", "--format", "json"]);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["cohorts"].as_array().unwrap().len(), 1);
@@ -170,22 +249,45 @@ fn html_and_chart_files_from_real_data() {
     let out = TempDir::new("report-html");
     let html = out.path("r.html");
     let charts = out.path("charts");
-    let run = report(&["--format", "html", "-o", html.to_str().unwrap(), "--charts", charts.to_str().unwrap()]);
+    let run = report(&[
+        "--format",
+        "html",
+        "-o",
+        html.to_str().unwrap(),
+        "--charts",
+        charts.to_str().unwrap(),
+    ]);
     assert!(run.stderr.contains("wrote"), "{run:?}");
     let page = std::fs::read_to_string(&html).unwrap();
     // The label with markup is text, never markup.
-    assert!(page.contains("one &lt;b&gt;connection&lt;/b&gt;"), "label not escaped");
+    assert!(
+        page.contains("one &lt;b&gt;connection&lt;/b&gt;"),
+        "label not escaped"
+    );
     assert!(!page.contains("one <b>connection</b>"));
     for chart in ["throughput", "latency", "memory", "trial-order"] {
-        let svg = page.split(&format!("data-chart=\"{chart}\"")).nth(1).unwrap_or_else(|| panic!("no {chart} chart"));
+        let svg = page
+            .split(&format!("data-chart=\"{chart}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {chart} chart"));
         let svg = &svg[..svg.find("</svg>").unwrap()];
-        assert_eq!(svg.matches("data-series=").count(), 2, "{chart}: one series per cohort");
+        assert_eq!(
+            svg.matches("data-series=").count(),
+            2,
+            "{chart}: one series per cohort"
+        );
     }
     assert!(!page.contains("<script"), "the page must not carry scripts");
     for name in ["throughput", "latency", "memory", "trial-order"] {
         for ext in ["svg", "png"] {
             let f = charts.join(format!("{name}.{ext}"));
-            assert!(std::fs::metadata(&f).map(|m| m.len() > 1000).unwrap_or(false), "{}", f.display());
+            assert!(
+                std::fs::metadata(&f)
+                    .map(|m| m.len() > 1000)
+                    .unwrap_or(false),
+                "{}",
+                f.display()
+            );
         }
     }
 }

@@ -50,16 +50,58 @@ struct Metric {
 }
 
 const HTTP_METRICS: [Metric; 5] = [
-    Metric { name: "throughput", higher_is_better: true, value: |t| t.requests_per_s, more: "faster", less: "slower" },
-    Metric { name: "latency_p50", higher_is_better: false, value: |t| t.latency_p50_us, more: "higher p50 latency", less: "lower p50 latency" },
-    Metric { name: "latency_p99", higher_is_better: false, value: |t| t.latency_p99_us, more: "higher p99 latency", less: "lower p99 latency" },
-    Metric { name: "pss_end", higher_is_better: false, value: |t| t.pss_end, more: "more memory (PSS)", less: "less memory (PSS)" },
-    Metric { name: "cpu_per_request", higher_is_better: false, value: |t| t.cpu_per_request, more: "more CPU per request", less: "less CPU per request" },
+    Metric {
+        name: "throughput",
+        higher_is_better: true,
+        value: |t| t.requests_per_s,
+        more: "faster",
+        less: "slower",
+    },
+    Metric {
+        name: "latency_p50",
+        higher_is_better: false,
+        value: |t| t.latency_p50_us,
+        more: "higher p50 latency",
+        less: "lower p50 latency",
+    },
+    Metric {
+        name: "latency_p99",
+        higher_is_better: false,
+        value: |t| t.latency_p99_us,
+        more: "higher p99 latency",
+        less: "lower p99 latency",
+    },
+    Metric {
+        name: "pss_end",
+        higher_is_better: false,
+        value: |t| t.pss_end,
+        more: "more memory (PSS)",
+        less: "less memory (PSS)",
+    },
+    Metric {
+        name: "cpu_per_request",
+        higher_is_better: false,
+        value: |t| t.cpu_per_request,
+        more: "more CPU per request",
+        less: "less CPU per request",
+    },
 ];
 
 const SCRIPT_METRICS: [Metric; 2] = [
-    Metric { name: "wall", higher_is_better: false, value: |t| t.wall_s, more: "slower (wall time)", less: "faster (wall time)" },
-    Metric { name: "max_rss", higher_is_better: false, value: |t| t.max_rss, more: "more peak memory", less: "less peak memory" },
+    Metric {
+        name: "wall",
+        higher_is_better: false,
+        value: |t| t.wall_s,
+        more: "slower (wall time)",
+        less: "faster (wall time)",
+    },
+    Metric {
+        name: "max_rss",
+        higher_is_better: false,
+        value: |t| t.max_rss,
+        more: "more peak memory",
+        less: "less peak memory",
+    },
 ];
 
 fn values(trials: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> Vec<f64> {
@@ -92,9 +134,15 @@ fn cohort_name(t: &TrialData, by: &[String]) -> String {
 pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
     if all.is_empty() {
-        bail!("no trials are stored in the given results director{}", if sources.len() == 1 { "y" } else { "ies" });
+        bail!(
+            "no trials are stored in the given results director{}",
+            if sources.len() == 1 { "y" } else { "ies" }
+        );
     }
-    let machines: BTreeSet<&str> = all.iter().map(|t| t.keys.get("machine").map(String::as_str).unwrap_or("")).collect();
+    let machines: BTreeSet<&str> = all
+        .iter()
+        .map(|t| t.keys.get("machine").map(String::as_str).unwrap_or(""))
+        .collect();
     let by: Vec<String> = if options.by.is_empty() {
         let mut by = vec!["label".to_string()];
         if machines.len() > 1 {
@@ -107,8 +155,14 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let known: BTreeSet<&String> = all.iter().flat_map(|t| t.keys.keys()).collect();
     for k in &by {
         if !known.contains(k) {
-            let names: Vec<&str> = known.iter().map(|s| s.as_str()).filter(|s| !s.starts_with("settings.load.urls")).collect();
-            let hint = lab::experiment::did_you_mean(k, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            let names: Vec<&str> = known
+                .iter()
+                .map(|s| s.as_str())
+                .filter(|s| !s.starts_with("settings.load.urls"))
+                .collect();
+            let hint = lab::experiment::did_you_mean(k, &names)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
             bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
         }
     }
@@ -135,7 +189,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     }
     let baseline = match &options.baseline {
         Some(b) if members.contains_key(b) => b.clone(),
-        Some(b) => bail!("--baseline {b:?} is not a cohort; cohorts: {}", order.join(", ")),
+        Some(b) => bail!(
+            "--baseline {b:?} is not a cohort; cohorts: {}",
+            order.join(", ")
+        ),
         None => order[0].clone(),
     };
     let script = all.iter().any(|t| t.wall_s.is_some());
@@ -150,16 +207,32 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let mut cohorts = Vec::new();
     for name in &order {
         let trials = &members[name];
-        let valid: Vec<&TrialData> = trials.iter().copied().filter(|t| t.status == "valid").collect();
+        let valid: Vec<&TrialData> = trials
+            .iter()
+            .copied()
+            .filter(|t| t.status == "valid")
+            .collect();
         cohorts.push(cohort(name, trials, &valid, &by, &mut warnings));
     }
 
     // Comparisons with the baseline.
-    let metrics: &[Metric] = if workload == "script" { &SCRIPT_METRICS } else { &HTTP_METRICS };
+    let metrics: &[Metric] = if workload == "script" {
+        &SCRIPT_METRICS
+    } else {
+        &HTTP_METRICS
+    };
     let mut comparisons = Vec::new();
-    let base_valid: Vec<&TrialData> = members[&baseline].iter().copied().filter(|t| t.status == "valid").collect();
+    let base_valid: Vec<&TrialData> = members[&baseline]
+        .iter()
+        .copied()
+        .filter(|t| t.status == "valid")
+        .collect();
     for name in order.iter().filter(|n| **n != baseline) {
-        let valid: Vec<&TrialData> = members[name].iter().copied().filter(|t| t.status == "valid").collect();
+        let valid: Vec<&TrialData> = members[name]
+            .iter()
+            .copied()
+            .filter(|t| t.status == "valid")
+            .collect();
         for m in metrics {
             if let Some(c) = compare(name, &valid, &baseline, &base_valid, m) {
                 comparisons.push(c);
@@ -172,11 +245,22 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         Some((a, b)) => {
             for n in [a, b] {
                 if !members.contains_key(n) {
-                    bail!("--overhead: no cohort named {n:?}; cohorts: {}", order.join(", "));
+                    bail!(
+                        "--overhead: no cohort named {n:?}; cohorts: {}",
+                        order.join(", ")
+                    );
                 }
             }
-            let va: Vec<&TrialData> = members[a].iter().copied().filter(|t| t.status == "valid").collect();
-            let vb: Vec<&TrialData> = members[b].iter().copied().filter(|t| t.status == "valid").collect();
+            let va: Vec<&TrialData> = members[a]
+                .iter()
+                .copied()
+                .filter(|t| t.status == "valid")
+                .collect();
+            let vb: Vec<&TrialData> = members[b]
+                .iter()
+                .copied()
+                .filter(|t| t.status == "valid")
+                .collect();
             overhead(a, &va, b, &vb)
         }
         None => None,
@@ -199,7 +283,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
 
     // Trial points in the order they ran.
     let mut timeline: Vec<&TrialData> = all.clone();
-    timeline.sort_by(|a, b| (a.source, &a.started_at, a.trial_id).cmp(&(b.source, &b.started_at, b.trial_id)));
+    timeline.sort_by(|a, b| {
+        (a.source, &a.started_at, a.trial_id).cmp(&(b.source, &b.started_at, b.trial_id))
+    });
     let trials = timeline
         .iter()
         .enumerate()
@@ -232,7 +318,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             }
             CohortEnvironment {
                 cohort: name.clone(),
-                values: values.into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect(),
+                values: values
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_iter().collect()))
+                    .collect(),
             }
         })
         .collect();
@@ -246,7 +335,13 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 dir: s.dir.display().to_string(),
                 experiment: s.experiment.clone(),
                 created_at: s.created_at.clone(),
-                machines: s.trials.iter().filter_map(|t| t.keys.get("machine").cloned()).collect::<BTreeSet<_>>().into_iter().collect(),
+                machines: s
+                    .trials
+                    .iter()
+                    .filter_map(|t| t.keys.get("machine").cloned())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
                 trials: s.trials.len(),
                 commands: s.commands.clone(),
                 smoke: s.smoke,
@@ -266,21 +361,43 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
 }
 
 /// Summaries and per-cohort warnings.
-fn cohort(name: &str, trials: &[&TrialData], valid: &[&TrialData], by: &[String], warnings: &mut Vec<Warning>) -> Cohort {
+fn cohort(
+    name: &str,
+    trials: &[&TrialData],
+    valid: &[&TrialData],
+    by: &[String],
+    warnings: &mut Vec<Warning>,
+) -> Cohort {
     let count = |s: &str| trials.iter().filter(|t| t.status == s).count();
     let (invalid, failed) = (count("invalid"), count("failed"));
     let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
-        warnings.push(Warning { kind: kind.into(), cohort: Some(name.to_string()), message });
+        warnings.push(Warning {
+            kind: kind.into(),
+            cohort: Some(name.to_string()),
+            message,
+        });
     };
     if invalid + failed > 0 {
-        let reasons: BTreeSet<&str> = trials.iter().filter(|t| t.status != "valid").filter_map(|t| t.reason.as_deref()).collect();
+        let reasons: BTreeSet<&str> = trials
+            .iter()
+            .filter(|t| t.status != "valid")
+            .filter_map(|t| t.reason.as_deref())
+            .collect();
         let first = reasons.iter().next().copied().unwrap_or("");
         warn(warnings, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
     }
 
     // The main value of a trial, for outliers, CV and drift.
-    let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) { |t| t.requests_per_s } else { |t| t.wall_s };
-    let main_name = if valid.iter().any(|t| t.requests_per_s.is_some()) { "throughput" } else { "wall time" };
+    let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) {
+        |t| t.requests_per_s
+    } else {
+        |t| t.wall_s
+    };
+    let main_name = if valid.iter().any(|t| t.requests_per_s.is_some()) {
+        "throughput"
+    } else {
+        "wall time"
+    };
     let mut in_time: Vec<&&TrialData> = valid.iter().collect();
     in_time.sort_by(|a, b| (a.source, &a.started_at).cmp(&(b.source, &b.started_at)));
     let series: Vec<f64> = in_time.iter().filter_map(|t| main(t)).collect();
@@ -289,7 +406,15 @@ fn cohort(name: &str, trials: &[&TrialData], valid: &[&TrialData], by: &[String]
         .map(|i| format!("{}:{}", in_time[i].source, in_time[i].trial_id))
         .collect();
     if !outliers.is_empty() {
-        warn(warnings, "outliers", format!("{} {main_name} outlier(s) by Tukey's fences (trials {}); flagged, not dropped", outliers.len(), outliers.join(", ")));
+        warn(
+            warnings,
+            "outliers",
+            format!(
+                "{} {main_name} outlier(s) by Tukey's fences (trials {}); flagged, not dropped",
+                outliers.len(),
+                outliers.join(", ")
+            ),
+        );
     }
     let main_summary = Summary::of(&series);
     if let Some(s) = &main_summary {
@@ -300,29 +425,70 @@ fn cohort(name: &str, trials: &[&TrialData], valid: &[&TrialData], by: &[String]
     if let Some(t) = stats::trend::mann_kendall(&series) {
         if t.p_value < 0.05 {
             let slope = stats::trend::sen_slope(&series).unwrap_or(0.0);
-            let per = main_summary.as_ref().map(|s| 100.0 * slope / s.p50).unwrap_or(0.0);
+            let per = main_summary
+                .as_ref()
+                .map(|s| 100.0 * slope / s.p50)
+                .unwrap_or(0.0);
             warn(warnings, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
         }
     }
     // A recorded value that differs within the cohort although the user did not group by it.
-    for key in ["ruby_description", "kernel", "machine", "cpu_model", "app_git", "rubyrace_version"] {
+    for key in [
+        "ruby_description",
+        "kernel",
+        "machine",
+        "cpu_model",
+        "app_git",
+        "rubyrace_version",
+    ] {
         if by.iter().any(|k| k == key) {
             continue;
         }
-        let distinct: BTreeSet<&str> = trials.iter().filter_map(|t| t.keys.get(key).map(String::as_str)).collect();
+        let distinct: BTreeSet<&str> = trials
+            .iter()
+            .filter_map(|t| t.keys.get(key).map(String::as_str))
+            .collect();
         if distinct.len() > 1 {
-            warn(warnings, "environment-differs", format!("trials of this cohort differ in {key}: {}", distinct.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" vs ")));
+            warn(
+                warnings,
+                "environment-differs",
+                format!(
+                    "trials of this cohort differ in {key}: {}",
+                    distinct
+                        .iter()
+                        .map(|v| format!("{v:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" vs ")
+                ),
+            );
         }
     }
-    let env_keys: BTreeSet<&String> = trials.iter().flat_map(|t| t.keys.keys()).filter(|k| k.starts_with("env.")).collect();
+    let env_keys: BTreeSet<&String> = trials
+        .iter()
+        .flat_map(|t| t.keys.keys())
+        .filter(|k| k.starts_with("env."))
+        .collect();
     for key in env_keys {
         if by.iter().any(|k| k == key) {
             continue;
         }
         let distinct: BTreeSet<Option<&String>> = trials.iter().map(|t| t.keys.get(key)).collect();
         if distinct.len() > 1 {
-            let shown: Vec<String> = distinct.iter().map(|v| v.map(|s| format!("{s:?}")).unwrap_or_else(|| "unset".into())).collect();
-            warn(warnings, "environment-differs", format!("trials of this cohort differ in {key}: {}", shown.join(" vs ")));
+            let shown: Vec<String> = distinct
+                .iter()
+                .map(|v| {
+                    v.map(|s| format!("{s:?}"))
+                        .unwrap_or_else(|| "unset".into())
+                })
+                .collect();
+            warn(
+                warnings,
+                "environment-differs",
+                format!(
+                    "trials of this cohort differ in {key}: {}",
+                    shown.join(" vs ")
+                ),
+            );
         }
     }
 
@@ -336,13 +502,29 @@ fn cohort(name: &str, trials: &[&TrialData], valid: &[&TrialData], by: &[String]
             max_rss_bytes: summary(valid, |t| t.max_rss),
             metrics: names
                 .into_iter()
-                .filter_map(|n| Summary::of(&valid.iter().filter_map(|t| t.metrics.get(n).copied()).collect::<Vec<_>>()).map(|s| (n.clone(), s)))
+                .filter_map(|n| {
+                    Summary::of(
+                        &valid
+                            .iter()
+                            .filter_map(|t| t.metrics.get(n).copied())
+                            .collect::<Vec<_>>(),
+                    )
+                    .map(|s| (n.clone(), s))
+                })
                 .collect(),
         }
     });
     Cohort {
         name: name.to_string(),
-        key: by.iter().map(|k| (k.clone(), trials[0].keys.get(k).cloned().unwrap_or_default())).collect(),
+        key: by
+            .iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    trials[0].keys.get(k).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
         valid: valid.len(),
         invalid,
         failed,
@@ -371,7 +553,9 @@ fn latency(valid: &[&TrialData]) -> Option<Latency> {
     let mut merged: Option<Histogram<u64>> = None;
     for t in valid {
         let Some(path) = &t.hlog else { continue };
-        let Ok(h) = read_histogram(path) else { continue };
+        let Ok(h) = read_histogram(path) else {
+            continue;
+        };
         match &mut merged {
             Some(m) => {
                 let _ = m.add(&h);
@@ -394,8 +578,15 @@ fn latency(valid: &[&TrialData]) -> Option<Latency> {
 }
 
 /// Pairs of (cohort, baseline) values from the same block of the same run.
-fn pairs(a: &[&TrialData], b: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> (Vec<f64>, Vec<f64>) {
-    let index: BTreeMap<(usize, u32), f64> = b.iter().filter_map(|t| f(t).map(|v| ((t.source, t.block), v))).collect();
+fn pairs(
+    a: &[&TrialData],
+    b: &[&TrialData],
+    f: fn(&TrialData) -> Option<f64>,
+) -> (Vec<f64>, Vec<f64>) {
+    let index: BTreeMap<(usize, u32), f64> = b
+        .iter()
+        .filter_map(|t| f(t).map(|v| ((t.source, t.block), v)))
+        .collect();
     let mut xa = Vec::new();
     let mut xb = Vec::new();
     for t in a {
@@ -407,7 +598,13 @@ fn pairs(a: &[&TrialData], b: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -
     (xa, xb)
 }
 
-fn compare(name: &str, valid: &[&TrialData], baseline: &str, base: &[&TrialData], m: &Metric) -> Option<Comparison> {
+fn compare(
+    name: &str,
+    valid: &[&TrialData],
+    baseline: &str,
+    base: &[&TrialData],
+    m: &Metric,
+) -> Option<Comparison> {
     let (pa, pb) = pairs(valid, base, m.value);
     let a = values(valid, m.value);
     let b = values(base, m.value);
@@ -419,21 +616,44 @@ fn compare(name: &str, valid: &[&TrialData], baseline: &str, base: &[&TrialData]
     let (ci, test, test_name, n, n_base) = if paired {
         let ci = stats::ci::paired_ratio(&pa, &pb, CONFIDENCE)?;
         let diffs: Vec<f64> = pa.iter().zip(&pb).map(|(x, y)| x.ln() - y.ln()).collect();
-        (ci, stats::ranktest::wilcoxon_signed_rank(&diffs), "wilcoxon-signed-rank", pa.len(), pb.len())
+        (
+            ci,
+            stats::ranktest::wilcoxon_signed_rank(&diffs),
+            "wilcoxon-signed-rank",
+            pa.len(),
+            pb.len(),
+        )
     } else {
         let ci = stats::ci::unpaired_ratio(&a, &b, CONFIDENCE, RESAMPLES, BOOTSTRAP_SEED)?;
-        (ci, stats::ranktest::mann_whitney_u(&a, &b), "mann-whitney-u", a.len(), b.len())
+        (
+            ci,
+            stats::ranktest::mann_whitney_u(&a, &b),
+            "mann-whitney-u",
+            a.len(),
+            b.len(),
+        )
     };
     let p = test.map(|t| t.p_value);
     let excludes_one = ci.low > 1.0 || ci.high < 1.0;
     let significant = excludes_one && p.is_some_and(|p| p < 0.05);
     let pct = (ci.ratio - 1.0) * 100.0;
-    let p_text = p.map(|p| format!("p={}", format_p(p))).unwrap_or_else(|| "no test".into());
+    let p_text = p
+        .map(|p| format!("p={}", format_p(p)))
+        .unwrap_or_else(|| "no test".into());
     let verdict = if significant {
         let words = if pct > 0.0 { m.more } else { m.less };
-        format!("{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_text}", ci.ratio, pct.abs(), ci.low, ci.high)
+        format!(
+            "{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_text}",
+            ci.ratio,
+            pct.abs(),
+            ci.low,
+            ci.high
+        )
     } else {
-        format!("~ no significant difference ({:.2}× [{:.2}–{:.2}], {p_text})", ci.ratio, ci.low, ci.high)
+        format!(
+            "~ no significant difference ({:.2}× [{:.2}–{:.2}], {p_text})",
+            ci.ratio, ci.low, ci.high
+        )
     };
     let half_width_pct = 100.0 * (ci.high - ci.low) / 2.0 / ci.ratio;
     Some(Comparison {
@@ -474,7 +694,11 @@ fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
         let (too_few, need, what) = if c.method == "paired" {
             (c.n < min_blocks, format!("{min_blocks} blocks"), "blocks")
         } else {
-            (c.n.min(c.n_baseline) < min_trials, format!("{min_trials} trials per cohort"), "trials")
+            (
+                c.n.min(c.n_baseline) < min_trials,
+                format!("{min_trials} trials per cohort"),
+                "trials",
+            )
         };
         if too_few && seen.insert(c.cohort.clone()) {
             warnings.push(Warning {
@@ -490,11 +714,25 @@ fn overhead(a: &str, va: &[&TrialData], b: &str, vb: &[&TrialData]) -> Option<Ov
     let f: fn(&TrialData) -> Option<f64> = |t| t.requests_per_s;
     let (pa, pb) = pairs(va, vb, f);
     let (method, n, (est, lo, hi)) = if pa.len() >= 2 {
-        ("paired", pa.len(), stats::ci::paired_reciprocal_difference(&pa, &pb, CONFIDENCE)?)
+        (
+            "paired",
+            pa.len(),
+            stats::ci::paired_reciprocal_difference(&pa, &pb, CONFIDENCE)?,
+        )
     } else {
         let xa = values(va, f);
         let xb = values(vb, f);
-        ("unpaired", xa.len().min(xb.len()), stats::ci::unpaired_reciprocal_difference(&xa, &xb, CONFIDENCE, RESAMPLES, BOOTSTRAP_SEED)?)
+        (
+            "unpaired",
+            xa.len().min(xb.len()),
+            stats::ci::unpaired_reciprocal_difference(
+                &xa,
+                &xb,
+                CONFIDENCE,
+                RESAMPLES,
+                BOOTSTRAP_SEED,
+            )?,
+        )
     };
     Some(Overhead {
         cohort: a.into(),
@@ -508,12 +746,26 @@ fn overhead(a: &str, va: &[&TrialData], b: &str, vb: &[&TrialData]) -> Option<Ov
 }
 
 /// For experiments with exactly two matrix axes that vary: the median per cell.
-fn dot_matrix(order: &[String], members: &BTreeMap<String, Vec<&TrialData>>, workload: &str) -> Option<DotMatrix> {
-    let first: Vec<&TrialData> = order.iter().filter_map(|n| members[n].first().copied()).collect();
+fn dot_matrix(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    workload: &str,
+) -> Option<DotMatrix> {
+    let first: Vec<&TrialData> = order
+        .iter()
+        .filter_map(|n| members[n].first().copied())
+        .collect();
     let axis_names: BTreeSet<&String> = first.iter().flat_map(|t| t.axes.keys()).collect();
     let varying: Vec<&String> = axis_names
         .into_iter()
-        .filter(|a| first.iter().filter_map(|t| t.axes.get(*a)).collect::<BTreeSet<_>>().len() > 1)
+        .filter(|a| {
+            first
+                .iter()
+                .filter_map(|t| t.axes.get(*a))
+                .collect::<BTreeSet<_>>()
+                .len()
+                > 1
+        })
         .collect();
     if varying.len() != 2 {
         return None;
@@ -538,7 +790,11 @@ fn dot_matrix(order: &[String], members: &BTreeMap<String, Vec<&TrialData>>, wor
         let r = rows.iter().position(|x| Some(x) == t.axes.get(rk))?;
         let c = cols.iter().position(|x| Some(x) == t.axes.get(ck))?;
         let valid: Vec<&TrialData> = ts.iter().copied().filter(|t| t.status == "valid").collect();
-        let s = if script { summary(&valid, |t| t.wall_s) } else { summary(&valid, |t| t.requests_per_s) };
+        let s = if script {
+            summary(&valid, |t| t.wall_s)
+        } else {
+            summary(&valid, |t| t.requests_per_s)
+        };
         cells[r][c] = s.map(|s| (name.clone(), s.p50));
     }
     Some(DotMatrix {

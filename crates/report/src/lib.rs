@@ -5,9 +5,9 @@
 //! renderers turn the resulting `model::Report` into a terminal table, Markdown, CSV, JSON,
 //! benchstat text or an offline HTML page with SVG charts.
 
-pub mod model;
 pub mod analysis;
 pub mod input;
+pub mod model;
 pub mod text;
 
 use std::path::PathBuf;
@@ -28,6 +28,6 @@ pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceD
     let report = analysis::analyze(&sources, options)?;
     Ok((report, sources))
 }
-pub mod html;
 pub mod charts;
+pub mod html;
 pub mod png;

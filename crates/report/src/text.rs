@@ -32,6 +32,17 @@ fn seconds(v: f64) -> String {
     format!("{v:.3} s")
 }
 
+/// A number with about four significant digits.
+fn fmt_g(v: f64) -> String {
+    if v.abs() >= 1000.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
 fn dash() -> String {
     "-".into()
 }
@@ -68,9 +79,26 @@ struct Row {
 
 fn headers(report: &Report) -> Vec<&'static str> {
     if report.workload == "script" {
-        vec!["cohort", "trials", "wall (median [p10–p90])", "vs baseline", "user", "system", "max RSS"]
+        vec![
+            "cohort",
+            "trials",
+            "wall (median [p10–p90])",
+            "vs baseline",
+            "user",
+            "system",
+            "max RSS",
+        ]
     } else {
-        vec!["cohort", "trials", "req/s (median [p10–p90])", "vs baseline", "p50", "p99", "PSS", "CPU/req"]
+        vec![
+            "cohort",
+            "trials",
+            "req/s (median [p10–p90])",
+            "vs baseline",
+            "p50",
+            "p99",
+            "PSS",
+            "CPU/req",
+        ]
     }
 }
 
@@ -96,7 +124,11 @@ fn rows(report: &Report) -> Vec<Row> {
                 let s = c.script.clone().unwrap_or_default();
                 (
                     median_range(&s.wall, seconds),
-                    vec![median(&s.user, seconds), median(&s.system, seconds), median(&s.max_rss_bytes, mib)],
+                    vec![
+                        median(&s.user, seconds),
+                        median(&s.system, seconds),
+                        median(&s.max_rss_bytes, mib),
+                    ],
                 )
             } else {
                 let lat = c.latency.as_ref();
@@ -134,7 +166,11 @@ pub fn table(report: &Report, color: bool) -> String {
     } else {
         t.enforce_styling();
     }
-    t.set_header(headers(report).into_iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
+    t.set_header(
+        headers(report)
+            .into_iter()
+            .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+    );
     for r in rows(report) {
         let mut versus = Cell::new(&r.versus);
         if color {
@@ -144,8 +180,17 @@ pub fn table(report: &Report, color: bool) -> String {
                 None => versus,
             };
         }
-        let mut cells = vec![Cell::new(&r.cohort), Cell::new(&r.trials).set_alignment(CellAlignment::Right), Cell::new(&r.main).set_alignment(CellAlignment::Right), versus];
-        cells.extend(r.rest.iter().map(|x| Cell::new(x).set_alignment(CellAlignment::Right)));
+        let mut cells = vec![
+            Cell::new(&r.cohort),
+            Cell::new(&r.trials).set_alignment(CellAlignment::Right),
+            Cell::new(&r.main).set_alignment(CellAlignment::Right),
+            versus,
+        ];
+        cells.extend(
+            r.rest
+                .iter()
+                .map(|x| Cell::new(x).set_alignment(CellAlignment::Right)),
+        );
         t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
@@ -154,7 +199,11 @@ pub fn table(report: &Report, color: bool) -> String {
 }
 
 fn title(report: &Report) -> String {
-    let experiments: Vec<&str> = report.sources.iter().map(|s| s.experiment.as_str()).collect();
+    let experiments: Vec<&str> = report
+        .sources
+        .iter()
+        .map(|s| s.experiment.as_str())
+        .collect();
     format!(
         "rubyrace report: {} · baseline {} · grouped by {} · 95% confidence intervals",
         experiments.join(", "),
@@ -167,9 +216,29 @@ fn title(report: &Report) -> String {
 fn details(report: &Report) -> String {
     let mut out = String::new();
     if !report.comparisons.is_empty() {
-        let _ = writeln!(out, "\nAgainst {} ({}):", report.baseline, method_words(report));
+        let _ = writeln!(
+            out,
+            "\nAgainst {} ({}):",
+            report.baseline,
+            method_words(report)
+        );
         for c in &report.comparisons {
             let _ = writeln!(out, "  {:<28} {:<16} {}", c.cohort, c.metric, c.verdict);
+        }
+    }
+    for c in &report.cohorts {
+        if let Some(script) = &c.script {
+            for (name, m) in &script.metrics {
+                let _ = writeln!(
+                    out,
+                    "Metric {name} of {}: median {} [p10 {} – p90 {}], n={}",
+                    c.name,
+                    fmt_g(m.p50),
+                    fmt_g(m.p10),
+                    fmt_g(m.p90),
+                    m.n
+                );
+            }
         }
     }
     if let Some(o) = &report.overhead {
@@ -179,13 +248,21 @@ fn details(report: &Report) -> String {
             o.cohort, o.baseline, o.us_per_request, o.ci_low, o.ci_high, o.method, o.n
         );
     }
-    let main = if report.workload == "script" { "wall" } else { "throughput" };
+    let main = if report.workload == "script" {
+        "wall"
+    } else {
+        "throughput"
+    };
     for c in report.comparisons.iter().filter(|c| c.metric == main) {
         let advice = match c.needed_for_1pct {
             Some(n) if n > c.n => format!("about {n} {} would bring it to ±1%", unit(c)),
             _ => "already within ±1%".into(),
         };
-        let _ = writeln!(out, "Precision: {} vs {}: the CI half-width is ±{:.1}%; {advice}.", c.cohort, c.baseline, c.half_width_pct);
+        let _ = writeln!(
+            out,
+            "Precision: {} vs {}: the CI half-width is ±{:.1}%; {advice}.",
+            c.cohort, c.baseline, c.half_width_pct
+        );
     }
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings:");
@@ -215,14 +292,19 @@ fn method_words(report: &Report) -> String {
     let paired = report.comparisons.iter().any(|c| c.method == "paired");
     let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
     match (paired, unpaired) {
-        (true, false) => "paired by block: geometric mean of per-block ratios, t interval, Wilcoxon signed-rank".into(),
+        (true, false) => {
+            "paired by block: geometric mean of per-block ratios, t interval, Wilcoxon signed-rank"
+                .into()
+        }
         (false, true) => "unpaired: bootstrap interval, Mann–Whitney U".into(),
         _ => "paired by block where possible, unpaired otherwise".into(),
     }
 }
 
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Markdown: a table ready to paste into a GitHub issue or a Ruby bug report.
@@ -231,7 +313,18 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(out, "**{}**\n", md_escape(&title(report)));
     let h = headers(report);
     let _ = writeln!(out, "| {} |", h.join(" | "));
-    let _ = writeln!(out, "|{}", h.iter().enumerate().map(|(i, _)| if i == 0 || i == 3 { " --- |" } else { " ---: |" }).collect::<String>());
+    let _ = writeln!(
+        out,
+        "|{}",
+        h.iter()
+            .enumerate()
+            .map(|(i, _)| if i == 0 || i == 3 {
+                " --- |"
+            } else {
+                " ---: |"
+            })
+            .collect::<String>()
+    );
     for r in rows(report) {
         let mut cells = vec![md_escape(&r.cohort), r.trials, r.main, md_escape(&r.versus)];
         cells.extend(r.rest);
@@ -246,14 +339,41 @@ pub fn markdown(report: &Report) -> String {
 }
 
 fn provenance(report: &Report) -> String {
-    let machines: Vec<String> = report.sources.iter().flat_map(|s| s.machines.clone()).collect();
-    format!("rubyrace {} · {} · machine {}", env!("CARGO_PKG_VERSION"), report.command, machines.join(", "))
+    let machines: Vec<String> = report
+        .sources
+        .iter()
+        .flat_map(|s| s.machines.clone())
+        .collect();
+    format!(
+        "rubyrace {} · {} · machine {}",
+        env!("CARGO_PKG_VERSION"),
+        report.command,
+        machines.join(", ")
+    )
 }
 
 /// CSV: one row per cohort and metric summary.
 pub fn csv(report: &Report) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["cohort", "metric", "n", "mean", "sd", "cv", "min", "p10", "p50", "p90", "max", "ratio", "ci_low", "ci_high", "p_value", "significant", "method"])?;
+    w.write_record([
+        "cohort",
+        "metric",
+        "n",
+        "mean",
+        "sd",
+        "cv",
+        "min",
+        "p10",
+        "p50",
+        "p90",
+        "max",
+        "ratio",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "significant",
+        "method",
+    ])?;
     for c in &report.cohorts {
         let mut metrics: Vec<(&str, &Option<Summary>)> = vec![
             ("throughput", &c.throughput),
@@ -304,21 +424,40 @@ pub fn csv(report: &Report) -> anyhow::Result<String> {
 
 /// A benchstat name: no spaces (benchstat splits on them).
 fn bench_name(s: &str) -> String {
-    s.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect()
+    s.chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect()
 }
 
 /// Go benchmark format, one line per valid trial, for `benchstat`.
 pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "goos: linux");
-    let experiments: Vec<&str> = report.sources.iter().map(|s| s.experiment.as_str()).collect();
+    let experiments: Vec<&str> = report
+        .sources
+        .iter()
+        .map(|s| s.experiment.as_str())
+        .collect();
     let _ = writeln!(out, "pkg: rubyrace/{}", bench_name(&experiments.join("+")));
     if let Some(cpu) = trials.iter().find_map(|t| t.keys.get("cpu_model")) {
         let _ = writeln!(out, "cpu: {cpu}");
     }
     for cohort in &report.cohorts {
-        for t in trials.iter().filter(|t| t.status == "valid" && report.trials.iter().any(|p| p.cohort == cohort.name && p.trial_id == t.trial_id && p.source == t.source)) {
-            let mut line = format!("Benchmark{}/{} 1", if report.workload == "script" { "Script" } else { "Http" }, bench_name(&cohort.name));
+        for t in trials.iter().filter(|t| {
+            t.status == "valid"
+                && report.trials.iter().any(|p| {
+                    p.cohort == cohort.name && p.trial_id == t.trial_id && p.source == t.source
+                })
+        }) {
+            let mut line = format!(
+                "Benchmark{}/{} 1",
+                if report.workload == "script" {
+                    "Script"
+                } else {
+                    "Http"
+                },
+                bench_name(&cohort.name)
+            );
             if let Some(rps) = t.requests_per_s {
                 let _ = write!(line, " {:.0} ns/op {rps:.1} req/s", 1e9 / rps);
             }
