@@ -176,7 +176,7 @@ fn markdown_csv_and_benchstat_are_well_formed() {
             .all(|l| l.contains(" ns/op ") && l.contains(" req/s")),
         "{bench}"
     );
-    assert!(bench.contains("BenchmarkHttp/four 1 "), "{bench}");
+    assert!(bench.contains("BenchmarkHttp/cohort=four 1 "), "{bench}");
 }
 
 #[test]

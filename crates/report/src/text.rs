@@ -450,7 +450,7 @@ pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String 
                 })
         }) {
             let mut line = format!(
-                "Benchmark{}/{} 1",
+                "Benchmark{}/cohort={} 1",
                 if report.workload == "script" {
                     "Script"
                 } else {
