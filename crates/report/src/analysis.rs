@@ -806,3 +806,208 @@ fn dot_matrix(
         unit: if script { "s wall" } else { "requests/s" }.into(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A valid trial of `label` in `block` with `rps`, on `machine`.
+    fn trial(
+        source: usize,
+        id: usize,
+        block: u32,
+        label: &str,
+        rps: f64,
+        machine: &str,
+    ) -> TrialData {
+        let mut keys = BTreeMap::new();
+        keys.insert("label".to_string(), label.to_string());
+        keys.insert("machine".to_string(), machine.to_string());
+        keys.insert("ruby_description".to_string(), "ruby 3.3.0".to_string());
+        TrialData {
+            source,
+            trial_id: id,
+            block,
+            config_id: usize::from(label != "base"),
+            label: label.into(),
+            status: "valid".into(),
+            started_at: format!("2026-01-01T00:{:02}:00Z", id),
+            keys,
+            requests_per_s: Some(rps),
+            ..TrialData::default()
+        }
+    }
+
+    fn source(trials: Vec<TrialData>) -> SourceData {
+        SourceData {
+            dir: PathBuf::from("/r"),
+            experiment: "t".into(),
+            created_at: String::new(),
+            commands: vec![],
+            smoke: false,
+            trials,
+        }
+    }
+
+    /// Eight blocks; "fast" is 10% faster than "base" in every block, with block-to-block
+    /// drift that pairing cancels.
+    fn blocked(machine_of: impl Fn(u32) -> &'static str) -> Vec<TrialData> {
+        let mut t = Vec::new();
+        for b in 0..8u32 {
+            let level = 10_000.0 * (1.0 + 0.05 * f64::from(b % 3));
+            t.push(trial(0, t.len(), b, "base", level, machine_of(b)));
+            // Distinct ratios (no ties), so the signed-rank test is exact.
+            let ratio = 1.10 + 0.001 * f64::from(b);
+            t.push(trial(0, t.len(), b, "fast", level * ratio, machine_of(b)));
+        }
+        t
+    }
+
+    fn kinds(r: &Report) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn blocked_data_are_compared_by_block() {
+        let r = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
+        assert_eq!(r.baseline, "base");
+        let c = r
+            .comparisons
+            .iter()
+            .find(|c| c.metric == "throughput")
+            .unwrap();
+        assert_eq!((c.method.as_str(), c.n), ("paired", 8));
+        assert!((c.ratio - 1.1035).abs() < 1e-3, "{c:?}");
+        assert!(c.significant, "{c:?}");
+        assert!(
+            c.verdict.starts_with("1.10×, 10.3% faster [1.10–1.11], p=0.008"),
+            "{}",
+            c.verdict
+        );
+        assert_eq!(c.p_value, Some(2.0 / 256.0));
+    }
+
+    #[test]
+    fn several_machines_are_kept_apart_by_default() {
+        let r = analyze(
+            &[source(blocked(|b| if b < 4 { "m1" } else { "m2" }))],
+            &Options::default(),
+        )
+        .unwrap();
+        assert_eq!(r.group_by, ["label", "machine"]);
+        let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "base machine=m1",
+                "base machine=m2",
+                "fast machine=m1",
+                "fast machine=m2"
+            ]
+        );
+        // Pooled on request, with a warning.
+        let pooled = Options {
+            by: vec!["label".into()],
+            ..Options::default()
+        };
+        let r = analyze(
+            &[source(blocked(|b| if b < 4 { "m1" } else { "m2" }))],
+            &pooled,
+        )
+        .unwrap();
+        assert!(kinds(&r).contains(&"mixed-machines"), "{:?}", r.warnings);
+        assert!(
+            kinds(&r).contains(&"environment-differs"),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn trials_without_shared_blocks_are_compared_unpaired() {
+        let mut t = Vec::new();
+        for i in 0..6 {
+            t.push(trial(
+                0,
+                t.len(),
+                i,
+                "base",
+                10_000.0 + 10.0 * i as f64,
+                "m",
+            ));
+        }
+        for i in 0..6 {
+            t.push(trial(
+                1,
+                t.len(),
+                i,
+                "fast",
+                12_000.0 + 10.0 * i as f64,
+                "m",
+            ));
+        }
+        let r = analyze(&[source(t)], &Options::default()).unwrap();
+        let c = r
+            .comparisons
+            .iter()
+            .find(|c| c.metric == "throughput")
+            .unwrap();
+        assert_eq!(
+            (c.method.as_str(), c.test.as_str()),
+            ("unpaired", "mann-whitney-u")
+        );
+        assert!(c.significant && c.ratio > 1.19 && c.ratio < 1.21, "{c:?}");
+    }
+
+    #[test]
+    fn drift_noise_outliers_and_differing_rubies_are_warned_about() {
+        let mut t = Vec::new();
+        for i in 0..10u32 {
+            // base drifts down steadily; fast is noisy with one wild trial.
+            t.push(trial(
+                0,
+                t.len(),
+                i,
+                "base",
+                10_000.0 - 200.0 * f64::from(i),
+                "m",
+            ));
+            let wild = if i == 4 {
+                30_000.0
+            } else {
+                11_000.0 + 100.0 * f64::from(i % 2)
+            };
+            t.push(trial(0, t.len(), i, "fast", wild, "m"));
+        }
+        t[3].keys
+            .insert("ruby_description".into(), "ruby 3.3.1".into());
+        let r = analyze(&[source(t)], &Options::default()).unwrap();
+        let of = |kind: &str, cohort: &str| {
+            r.warnings
+                .iter()
+                .any(|w| w.kind == kind && w.cohort.as_deref() == Some(cohort))
+        };
+        assert!(of("drift", "base"), "{:?}", r.warnings);
+        assert!(of("high-cv", "fast"), "{:?}", r.warnings);
+        assert!(of("outliers", "fast"), "{:?}", r.warnings);
+        assert!(of("environment-differs", "fast"), "{:?}", r.warnings);
+        assert!(!of("drift", "fast"), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn invalid_trials_are_counted_and_excluded() {
+        let mut t = blocked(|_| "m");
+        t[1].status = "invalid".into();
+        t[1].reason = Some("error rate 3% exceeds max_error_rate 0%".into());
+        t[1].requests_per_s = Some(1.0);
+        let r = analyze(&[source(t)], &Options::default()).unwrap();
+        let fast = r.cohorts.iter().find(|c| c.name == "fast").unwrap();
+        assert_eq!((fast.valid, fast.invalid), (7, 1));
+        assert!(fast.throughput.as_ref().unwrap().min > 10_000.0);
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.kind == "invalid-trials" && w.message.contains("error rate 3%")));
+    }
+}
