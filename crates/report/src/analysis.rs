@@ -881,7 +881,8 @@ mod tests {
         assert!((c.ratio - 1.1035).abs() < 1e-3, "{c:?}");
         assert!(c.significant, "{c:?}");
         assert!(
-            c.verdict.starts_with("1.10×, 10.3% faster [1.10–1.11], p=0.008"),
+            c.verdict
+                .starts_with("1.10×, 10.3% faster [1.10–1.11], p=0.008"),
             "{}",
             c.verdict
         );

@@ -1492,7 +1492,19 @@ pub fn matrix(report: &Report) -> Option<String> {
                         if *cohort == report.baseline {
                             "baseline".to_string()
                         } else {
-                            format!("{:.2}× baseline", v / base)
+                            // The table's ratio (paired by block where possible), so the
+                            // chart never disagrees with it; medians only as a fallback.
+                            let metric = if m.unit == "requests/s" {
+                                "throughput"
+                            } else {
+                                "wall"
+                            };
+                            let ratio = report
+                                .comparisons
+                                .iter()
+                                .find(|c| &c.cohort == cohort && c.metric == metric)
+                                .map_or(v / base, |c| c.ratio);
+                            format!("{ratio:.2}× baseline")
                         }
                     });
                     let _ = write!(
