@@ -351,6 +351,19 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn start(root: i32, pgid: i32, start_at: Instant, interval: Duration) -> Sampler {
+        Sampler::start_window(root, pgid, start_at, None, interval)
+    }
+
+    /// Like [`Sampler::start`], but the end sample is taken at `end_at` when it comes before
+    /// `finish` (the scheduled end of the measured phase), so the CPU and context-switch
+    /// deltas cover exactly the measured window rather than the load generator's wind-down.
+    pub fn start_window(
+        root: i32,
+        pgid: i32,
+        start_at: Instant,
+        end_at: Option<Instant>,
+        interval: Duration,
+    ) -> Sampler {
         let (stop, stopped) = mpsc::channel::<()>();
         // A zero interval would spin: sample at most every millisecond.
         let interval = interval.max(Duration::from_millis(1));
@@ -383,7 +396,14 @@ impl Sampler {
                     while next <= now {
                         next += interval;
                     }
-                    if wait_until(next) {
+                    let wake = match end_at {
+                        Some(end) if end < next => end,
+                        _ => next,
+                    };
+                    if wait_until(wake) {
+                        break;
+                    }
+                    if end_at.is_some_and(|end| Instant::now() >= end) {
                         break;
                     }
                     acc.take(root, pgid);
@@ -475,6 +495,28 @@ mod tests {
         fn drop(&mut self) {
             self.kill();
         }
+    }
+
+    #[test]
+    fn a_window_ends_at_its_scheduled_end_not_at_finish() {
+        // A process burning CPU: a window of 400 ms, finished a second later, must not count
+        // the CPU of the extra second.
+        let g = Group::ruby("$stdout.sync = true; puts 'go'; loop { }");
+        assert_eq!(g.line(), "go");
+        let start = Instant::now() + Duration::from_millis(100);
+        let sampler = Sampler::start_window(
+            g.pid(),
+            g.pid(),
+            start,
+            Some(start + Duration::from_millis(400)),
+            Duration::from_millis(100),
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        let sum = sampler.finish().unwrap();
+        let window_ms = sum.elapsed_us / 1000;
+        assert!((380..=600).contains(&window_ms), "window {window_ms} ms");
+        let cpu_ms = (sum.cpu_user_us + sum.cpu_system_us) / 1000;
+        assert!(cpu_ms <= 650, "CPU {cpu_ms} ms counted past the window");
     }
 
     /// Master forking 2 workers that each hold a 50 MB string; prints the worker pids then

@@ -407,12 +407,13 @@ fn measure(
         }
     };
     let pid = server.pid();
-    let sampler = Sampler::start(
-        pid,
-        pid,
-        Instant::now() + load_spec.warmup,
-        s.sample_interval,
-    );
+    let start_at = Instant::now() + load_spec.warmup;
+    // With a duration, the window's end is known: sample it then, not after the wind-down.
+    let end_at = match load_spec.stop {
+        load::StopCondition::Duration(d) => Some(start_at + d),
+        load::StopCondition::Requests(_) => None,
+    };
+    let sampler = Sampler::start_window(pid, pid, start_at, end_at, s.sample_interval);
     let outcome = load::run(&load_spec, None, interrupt.clone());
     let resources = sampler.finish();
     if interrupt.load(Ordering::SeqCst) {
