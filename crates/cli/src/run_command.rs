@@ -18,6 +18,7 @@ use lab::schedule::{schedule, ScheduledTrial};
 use lab::store::Store;
 use lab::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus};
 use load::report::{bytes, micros};
+use stats::median;
 
 /// Exit status of a malformed experiment file.
 pub const EXIT_BAD_EXPERIMENT: u8 = 2;
@@ -364,20 +365,6 @@ fn print_plan_json(
         "trials": specs,
     });
     write_stdout(&(serde_json::to_string_pretty(&json)? + "\n"))
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 fn print_summary(store: &Store) -> Result<()> {

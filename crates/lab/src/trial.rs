@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use stats::median;
 
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
@@ -209,7 +210,12 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         result.reason = Some(format!("cannot create {}: {e}", spec.out_dir.display()));
         return finish(result, started, &spec.out_dir);
     }
-    result.environment = capture_environment(spec);
+    let (environment, ruby_error) = capture_environment(spec);
+    result.environment = environment;
+    if let Some(e) = ruby_error {
+        result.reason = Some(format!("the Ruby does not run: {e}"));
+        return finish(result, started, &spec.out_dir);
+    }
     let interrupted = match spec.settings.workload {
         Workload::Http => http_trial(spec, interrupt, &mut result),
         Workload::Script => script_trial(spec, interrupt, &mut result),
@@ -257,15 +263,18 @@ fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOut
     TrialOutcome::Done(Box::new(result))
 }
 
-fn capture_environment(spec: &TrialSpec) -> EnvironmentRecord {
+/// The environment of a trial, and why the Ruby did not answer when it did not.
+fn capture_environment(spec: &TrialSpec) -> (EnvironmentRecord, Option<String>) {
     let s = &spec.settings;
     let mut effective: BTreeMap<String, String> = std::env::vars().collect();
     effective.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let env_pairs: Vec<(String, String)> =
         s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    EnvironmentRecord {
+    let description = crate::rubies::ruby_description(&s.ruby_argv, &env_pairs);
+    let ruby_error = description.as_ref().err().map(|e| format!("{e:#}"));
+    let record = EnvironmentRecord {
         rubyrace_version: env!("CARGO_PKG_VERSION").into(),
-        ruby_description: crate::rubies::ruby_description(&s.ruby_argv, &env_pairs).ok(),
+        ruby_description: description.ok(),
         env: environment::captured_env(&effective, &spec.record_env),
         machine: environment::machine(),
         load_average_before: environment::load_average(),
@@ -276,20 +285,13 @@ fn capture_environment(spec: &TrialSpec) -> EnvironmentRecord {
                 .as_ref()
                 .and_then(|sc| sc.path.parent().and_then(environment::git_state)),
         },
-    }
+    };
+    (record, ruby_error)
 }
 
 /// Returns true when interrupted.
 fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
     let s = &spec.settings;
-    if result.environment.ruby_description.is_none() {
-        let pairs: Vec<(String, String)> =
-            s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        if let Err(e) = crate::rubies::ruby_description(&s.ruby_argv, &pairs) {
-            result.reason = Some(format!("the Ruby does not run: {e:#}"));
-            return false;
-        }
-    }
 
     // 1. A port.
     let port = if s.port == 0 {
@@ -577,23 +579,10 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
     false
 }
 
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    Some(if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    })
-}
-
 fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
-    o.median_wall_s = median(o.runs.iter().map(|r| r.wall_s).collect());
-    o.median_user_s = median(o.runs.iter().map(|r| r.user_s).collect());
-    o.median_system_s = median(o.runs.iter().map(|r| r.system_s).collect());
+    o.median_wall_s = median(&o.runs.iter().map(|r| r.wall_s).collect::<Vec<_>>());
+    o.median_user_s = median(&o.runs.iter().map(|r| r.user_s).collect::<Vec<_>>());
+    o.median_system_s = median(&o.runs.iter().map(|r| r.system_s).collect::<Vec<_>>());
     o.max_rss_bytes = o.runs.iter().map(|r| r.max_rss_bytes).max();
     let names: std::collections::BTreeSet<&String> =
         o.runs.iter().flat_map(|r| r.metrics.keys()).collect();
@@ -601,10 +590,10 @@ fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
         .into_iter()
         .filter_map(|name| {
             median(
-                o.runs
+                &o.runs
                     .iter()
                     .filter_map(|r| r.metrics.get(name).copied())
-                    .collect(),
+                    .collect::<Vec<_>>(),
             )
             .map(|m| (name.clone(), m))
         })
@@ -656,12 +645,5 @@ mod tests {
                 && !is_trial_file("runner.stdout")
                 && !is_trial_file("server.rb")
         );
-    }
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
     }
 }

@@ -40,7 +40,7 @@ pub use ranktest::{
     mann_whitney_min_p, mann_whitney_u, wilcoxon_min_p, wilcoxon_signed_rank, TestResult,
 };
 pub use rng::SeededRng;
-pub use summary::{quantile, Summary};
+pub use summary::{median, quantile, Summary};
 pub use trend::{mann_kendall, sen_slope};
 
 #[cfg(test)]

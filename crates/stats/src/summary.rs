@@ -51,6 +51,13 @@ impl Summary {
     }
 }
 
+/// The median of a sample (the mean of the two middle values for an even count); `None`
+/// when there is no finite value.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let q = quantile(values, 0.5);
+    q.is_finite().then_some(q)
+}
+
 /// The `q` quantile (0..=1) of an unsorted sample (type 7); NaN when empty.
 pub fn quantile(values: &[f64], q: f64) -> f64 {
     let mut xs: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
@@ -87,6 +94,13 @@ mod tests {
         assert_eq!(s.p50, 4.5);
         assert!((s.p90 - 7.6).abs() < 1e-12);
         assert_eq!((s.min, s.max), (2.0, 9.0));
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
     }
 
     #[test]
