@@ -514,7 +514,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1500));
         let sum = sampler.finish().unwrap();
         let window_ms = sum.elapsed_us / 1000;
-        assert!((380..=600).contains(&window_ms), "window {window_ms} ms");
+        // Bounds wide enough for a loaded machine; without the scheduled end it would be ~1400 ms.
+        assert!((250..=700).contains(&window_ms), "window {window_ms} ms");
         let cpu_ms = (sum.cpu_user_us + sum.cpu_system_us) / 1000;
         assert!(cpu_ms <= 650, "CPU {cpu_ms} ms counted past the window");
     }
