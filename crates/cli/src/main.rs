@@ -3,6 +3,7 @@
 
 mod load_command;
 mod report_command;
+mod ruby_command;
 mod run_command;
 
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ enum Command {
     Export(run_command::ExportArgs),
     /// List the Rubies installed on this machine.
     Rubies(run_command::RubiesArgs),
+    /// Build a CRuby into rubyrace's cache, to name in experiments.
+    #[command(subcommand)]
+    Ruby(ruby_command::RubyCommand),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => report_command::compare(args),
         Command::Export(args) => run_command::export(args),
         Command::Rubies(args) => run_command::rubies(args),
+        Command::Ruby(command) => ruby_command::run(command),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,7 @@
 //! readiness, warmed up, measured, sampled and stopped, giving one result. `load` sends the
 //! HTTP load; this crate knows about Rubies, servers, processes and storage.
 
+pub mod build;
 pub mod environment;
 pub mod experiment;
 pub mod process;
