@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as J};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
+use crate::knobs::{self, AllocatorSetting, Compact, Jit, COMPACTS, JITS};
+use crate::rubies::RubyCapabilities;
 use crate::servers::ServerKind;
 
 /// Apps shipped in `ruby/apps/`.
@@ -114,6 +116,9 @@ pub struct RubyDef {
     pub argv: Vec<String>,
     /// Environment set whenever this Ruby runs.
     pub env: BTreeMap<String, String>,
+    /// The Gemfile this Ruby's configurations use unless `gemfile` says otherwise.
+    #[serde(default)]
+    pub gemfile: Option<PathBuf>,
 }
 
 /// A script workload: a Ruby file run `runs` times per trial.
@@ -164,6 +169,21 @@ pub struct ConfigSettings {
     /// Warmup, duration and everything `rubyrace load` accepts.
     pub load: LoadSettings,
     pub script: Option<ScriptSettings>,
+    /// The JIT asked for, verified on the running Ruby; none: the Ruby's own default,
+    /// recorded but not checked.
+    #[serde(default)]
+    pub jit: Option<Jit>,
+    /// The allocator asked for (its library is in `env` as `LD_PRELOAD` when preloaded).
+    #[serde(default)]
+    pub allocator: Option<AllocatorSetting>,
+    #[serde(default)]
+    pub compact: Option<Compact>,
+    /// The Gemfile in use: the server runs through `bundle exec` with `BUNDLE_GEMFILE` set.
+    #[serde(default)]
+    pub gemfile: Option<PathBuf>,
+    /// `RUBY_ENGINE` of the Ruby ("ruby", "jruby"), when it answered the check.
+    #[serde(default)]
+    pub ruby_engine: Option<String>,
 }
 
 /// One point of the matrix.
@@ -232,6 +252,10 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("ruby", Kind::Str),
     ("ruby_opts", Kind::StrList),
     ("env", Kind::StrMap),
+    ("jit", Kind::OneOf(JITS)),
+    ("allocator", Kind::Str),
+    ("compact", Kind::OneOf(COMPACTS)),
+    ("gemfile", Kind::Str),
     ("workload", Kind::OneOf(WORKLOADS)),
     ("app", Kind::Str),
     ("server", Kind::OneOf(SERVERS)),
@@ -368,6 +392,10 @@ struct Parser<'a> {
     text: &'a str,
     base_dir: PathBuf,
     errors: Vec<ExperimentError>,
+    /// `bundle check` for each Ruby and environment (BUNDLE_GEMFILE), run once.
+    bundles: HashMap<(Vec<String>, Vec<(String, String)>), Result<(), String>>,
+    /// What each Ruby (argv and environment) answered, asked once.
+    capabilities: HashMap<(Vec<String>, Vec<(String, String)>), Result<RubyCapabilities, String>>,
 }
 
 impl<'a> Parser<'a> {
@@ -642,11 +670,12 @@ impl<'a> Parser<'a> {
         for (name, item) in table.iter() {
             let dotted = format!("rubies.{name}");
             let span = item.span();
-            let (argv, env) = if let Some(program) = item.as_str() {
-                (vec![program.to_string()], BTreeMap::new())
+            let (argv, env, gemfile) = if let Some(program) = item.as_str() {
+                (vec![program.to_string()], BTreeMap::new(), None)
             } else if let Some(t) = item.as_table_like() {
                 let mut argv = None;
                 let mut env = BTreeMap::new();
+                let mut gemfile = None;
                 for (k, v) in t.iter() {
                     let key = format!("{dotted}.{k}");
                     let key_span = t.get_key_value(k).and_then(|(kk, _)| kk.span());
@@ -687,11 +716,24 @@ impl<'a> Parser<'a> {
                                     .collect();
                             }
                         }
-                        other => self.unknown_key(&key_span, &key, other, &["path", "argv", "env"]),
+                        "gemfile" => match v.as_str() {
+                            Some(g) => {
+                                let path = self.resolve_path(g);
+                                if !path.is_file() {
+                                    self.error(&v.span(), &key, format!("no such Gemfile: {}", path.display()), None);
+                                }
+                                gemfile = Some(path);
+                            }
+                            None => {
+                                let found = describe(v);
+                                self.error(&v.span(), &key, format!("expected a string, found {found}"), None)
+                            }
+                        },
+                        other => self.unknown_key(&key_span, &key, other, &["path", "argv", "env", "gemfile"]),
                     }
                 }
                 match argv {
-                    Some(a) => (a, env),
+                    Some(a) => (a, env, gemfile),
                     None => {
                         self.error(
                             &span,
@@ -731,9 +773,31 @@ impl<'a> Parser<'a> {
                     continue;
                 }
             }
-            rubies.insert(name.to_string(), (RubyDef { argv, env }, span));
+            rubies.insert(name.to_string(), (RubyDef { argv, env, gemfile }, span));
         }
         rubies
+    }
+
+    /// What a Ruby with these options and environment can do, asked once per experiment.
+    fn capabilities(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<RubyCapabilities, String> {
+        self.capabilities
+            .entry((argv.to_vec(), env.to_vec()))
+            .or_insert_with(|| {
+                crate::rubies::ruby_capabilities(argv, env).map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+    }
+
+    /// Whether the Gemfile in `env` (BUNDLE_GEMFILE) is satisfied for this Ruby.
+    fn bundle_check(&mut self, argv: &[String], env: &[(String, String)]) -> Result<(), String> {
+        self.bundles
+            .entry((argv.to_vec(), env.to_vec()))
+            .or_insert_with(|| crate::rubies::bundle_check(argv, env).map_err(|e| format!("{e:#}")))
+            .clone()
     }
 
     fn resolve_path(&self, p: &str) -> PathBuf {
@@ -881,6 +945,8 @@ impl Experiment {
             text,
             base_dir,
             errors: Vec::new(),
+            capabilities: HashMap::new(),
+            bundles: HashMap::new(),
         };
         let doc = match ImDocument::parse(text.to_string()) {
             Ok(doc) => doc,
@@ -1002,6 +1068,7 @@ impl Experiment {
                             RubyDef {
                                 argv: vec![path.display().to_string()],
                                 env: BTreeMap::new(),
+                                gemfile: None,
                             },
                             None,
                         ),
@@ -1272,14 +1339,126 @@ fn resolve(
         return None;
     };
     let ruby_opts = list("ruby_opts");
-    let mut ruby_argv = def.argv.clone();
-    ruby_argv.extend(ruby_opts.iter().cloned());
     let mut env = def.env.clone();
     if let Some(J::Object(m)) = get("env").map(|v| &v.value) {
         for (k, v) in m {
             env.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
         }
     }
+
+    // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
+    let jit = get("jit").and_then(|v| v.value.as_str()).and_then(Jit::parse);
+    let compact = get("compact")
+        .and_then(|v| v.value.as_str())
+        .and_then(Compact::parse);
+    let allocator_value = get("allocator")
+        .and_then(|v| v.value.as_str())
+        .map(str::to_string);
+    let env_pairs: Vec<(String, String)> =
+        env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut plain_argv = def.argv.clone();
+    plain_argv.extend(ruby_opts.iter().cloned());
+    let knob = ["jit", "allocator", "compact"]
+        .into_iter()
+        .find(|k| get(k).is_some());
+    let caps = match p.capabilities(&plain_argv, &env_pairs) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if let Some(k) = knob {
+                p.error(
+                    &span_of(k),
+                    &key_of(k),
+                    format!("cannot check `{k}`: the Ruby {ruby:?} does not answer: {e}"),
+                    None,
+                );
+            }
+            None
+        }
+    };
+    let mut jit_flag = None;
+    if let Some(j) = jit {
+        for o in &ruby_opts {
+            if knobs::jit_option_conflict(o, j) {
+                p.error(
+                    &span_of("ruby_opts"),
+                    &key_of("ruby_opts"),
+                    format!("`{o}` chooses a JIT, but `jit` = \"{}\" is set too", j.as_str()),
+                    Some("choose the JIT with `jit` only; rubyrace adds the right flag and verifies it".into()),
+                );
+            }
+        }
+        if let Some(c) = &caps {
+            let checked = knobs::check_jit(j, c, |flag| {
+                let mut argv = def.argv.clone();
+                argv.push(flag.to_string());
+                argv.extend(ruby_opts.iter().cloned());
+                p.capabilities(&argv, &env_pairs)
+            });
+            match checked {
+                Ok(flag) => jit_flag = flag,
+                Err((message, help)) => p.error(&span_of("jit"), &key_of("jit"), message, help),
+            }
+        }
+    }
+    let mut ruby_argv = def.argv.clone();
+    ruby_argv.extend(jit_flag);
+    ruby_argv.extend(ruby_opts.iter().cloned());
+
+    let mut allocator = None;
+    if let (Some(value), Some(c)) = (&allocator_value, &caps) {
+        let named = ["system", "jemalloc", "tcmalloc"];
+        if !value.contains('/') && !named.contains(&value.as_str()) {
+            let help = did_you_mean(value, &named)
+                .map(|k| format!("did you mean \"{k}\"?"))
+                .or_else(|| Some("or give the path of the allocator's shared library".into()));
+            p.error(
+                &span_of("allocator"),
+                &key_of("allocator"),
+                format!("expected \"system\", \"jemalloc\", \"tcmalloc\" or a library path, found {value:?}"),
+                help,
+            );
+        } else if env.contains_key("LD_PRELOAD") {
+            p.error(
+                &span_of("allocator"),
+                &key_of("allocator"),
+                "LD_PRELOAD is set in `env` too; rubyrace sets it for the allocator",
+                Some("choose the allocator with `allocator` only".into()),
+            );
+        } else {
+            let value = if value.contains('/') {
+                p.resolve_path(value).display().to_string()
+            } else {
+                value.clone()
+            };
+            match knobs::resolve_allocator(&value, c) {
+                Ok(a) => {
+                    if let Some(lib) = &a.preload {
+                        env.insert("LD_PRELOAD".into(), lib.display().to_string());
+                    }
+                    allocator = Some(a);
+                }
+                Err((message, help)) => {
+                    p.error(&span_of("allocator"), &key_of("allocator"), message, help)
+                }
+            }
+        }
+    }
+    if let (Some(cm), Some(c)) = (compact, &caps) {
+        let missing = match cm {
+            Compact::None => None,
+            Compact::AfterBoot => (!c.gc_compact).then_some("GC.compact"),
+            Compact::Auto => (!c.gc_auto_compact).then_some("GC.auto_compact="),
+        };
+        if let Some(m) = missing {
+            p.error(
+                &span_of("compact"),
+                &key_of("compact"),
+                format!("{} has no {m}, so compact = \"{}\" cannot run", c.description, cm.as_str()),
+                None,
+            );
+        }
+    }
+    let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
 
     let workload = match string("workload", "http").as_str() {
         "script" => Workload::Script,
@@ -1356,6 +1535,52 @@ fn resolve(
         }
     }
 
+    // The Gemfile: `gemfile` ("none", or a path where {ruby} is the Ruby's name), else the
+    // Ruby's `gemfile`, else BUNDLE_GEMFILE in `env`, else the app's Gemfile.<ruby> or Gemfile.
+    let gemfile = match get("gemfile").and_then(|v| v.value.as_str()) {
+        Some("none") => None,
+        Some(g) => {
+            let path = p.resolve_path(&g.replace("{ruby}", &ruby));
+            if !path.is_file() {
+                p.error(
+                    &span_of("gemfile"),
+                    &key_of("gemfile"),
+                    format!("no such Gemfile: {}", path.display()),
+                    None,
+                );
+            }
+            Some(path)
+        }
+        None => def
+            .gemfile
+            .clone()
+            .or_else(|| env.get("BUNDLE_GEMFILE").map(|g| p.resolve_path(g)))
+            .or_else(|| {
+                (workload == Workload::Http)
+                    .then(|| {
+                        [app_dir.join(format!("Gemfile.{ruby}")), app_dir.join("Gemfile")]
+                            .into_iter()
+                            .find(|g| g.is_file())
+                    })
+                    .flatten()
+            }),
+    };
+    if let Some(g) = &gemfile {
+        env.insert("BUNDLE_GEMFILE".into(), g.display().to_string());
+        if g.is_file() && caps.is_some() {
+            let env_pairs: Vec<(String, String)> =
+                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
+                p.error(
+                    &span_of("gemfile"),
+                    &key_of("gemfile"),
+                    format!("the gems of {} are not all installed for Ruby {ruby:?}: {e}", g.display()),
+                    Some(format!("install them: BUNDLE_GEMFILE={} {} -S bundle install", g.display(), def.argv.join(" "))),
+                );
+            }
+        }
+    }
+
     // The load.
     let urls = match get("urls").and_then(|v| v.value.as_str()) {
         Some(f) => {
@@ -1393,7 +1618,11 @@ fn resolve(
         threads: int("load_threads").unwrap_or(1) as usize,
         duration: duration("duration", Duration::from_secs(10)),
         requests: int("requests").map(|n| n as u64),
-        warmup: duration("warmup", Duration::from_secs(5)),
+        // A JVM needs far longer than CRuby before its JIT has settled.
+        warmup: duration(
+            "warmup",
+            Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") { 30 } else { 5 }),
+        ),
         mode,
         close_grace: duration("close_grace", Duration::from_millis(100)),
         rate: float("rate"),
@@ -1475,7 +1704,7 @@ fn resolve(
     };
     // Settings that do not apply to this workload would be silently unused: refuse them.
     let applies = |key: &str| match (workload, key) {
-        (_, "ruby" | "ruby_opts" | "env" | "workload") => true,
+        (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
         (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
         (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };
@@ -1517,6 +1746,7 @@ fn resolve(
             scratch_dir: &std::env::temp_dir(),
             custom_argv: &list("server_argv"),
             environment: "production",
+            bundle_exec: false,
         };
         if let Err(e) = crate::servers::server_command(&launch) {
             p.error(
@@ -1550,6 +1780,11 @@ fn resolve(
         max_error_rate: float("max_error_rate").unwrap_or(0.0),
         load,
         script,
+        jit,
+        allocator,
+        compact,
+        gemfile,
+        ruby_engine,
     })
 }
 

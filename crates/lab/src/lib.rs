@@ -13,6 +13,8 @@
 pub mod build;
 pub mod environment;
 pub mod experiment;
+pub mod knobs;
+pub mod probe;
 pub mod process;
 pub mod readiness;
 pub mod resources;

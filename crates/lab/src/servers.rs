@@ -31,6 +31,7 @@
 //! * WEBrick (through rackup) serves each connection on its own thread, up to its
 //!   `MaxClients` (100): there is no thread count to set, so processes and threads must be
 //!   1. Rackup's defaults turn WEBrick's access log off.
+//! * With a Gemfile (`bundle_exec`), `-S <server>` becomes `-S bundle exec <server>`.
 //! * Every built-in server binds 127.0.0.1 only. Every server, custom ones too, gets
 //!   `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra) set to the environment, besides the
 //!   server's own environment flag, and `RUBYPATH` when the Ruby is given as an absolute path.
@@ -130,6 +131,9 @@ pub struct ServerLaunch<'a> {
     pub custom_argv: &'a [String],
     /// The Rack environment, normally "production".
     pub environment: &'a str,
+    /// Start the server through `bundle exec` (a Gemfile is in use; BUNDLE_GEMFILE is set
+    /// by the caller). Custom argvs are left as written.
+    pub bundle_exec: bool,
 }
 
 /// A server command, ready for `std::process::Command` (no shell involved).
@@ -218,6 +222,10 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
     let via_ruby = |server: &str| {
         let mut v = launch.ruby.to_vec();
         v.push("-S".to_string());
+        if launch.bundle_exec {
+            v.push("bundle".to_string());
+            v.push("exec".to_string());
+        }
         v.push(server.to_string());
         v
     };
@@ -466,6 +474,7 @@ mod tests {
             scratch_dir: scratch,
             custom_argv: custom,
             environment: "production",
+            bundle_exec: false,
         }
     }
 
@@ -1079,6 +1088,7 @@ mod tests {
                 scratch_dir: &scratch.0,
                 custom_argv: &custom_argv,
                 environment: "production",
+                bundle_exec: false,
             })
             .unwrap();
             let log = scratch.0.join(format!("server-{attempt}.log"));

@@ -18,6 +18,7 @@ use stats::median;
 
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
+use crate::probe::{self, ProbeSummary, Verification};
 use crate::process::{describe_status, Ended, Launch, Supervised};
 use crate::readiness::{wait_ready, Readiness};
 use crate::resources::{ResourceSummary, Sampler};
@@ -156,6 +157,13 @@ pub struct TrialResult {
     pub resources: Option<ResourceSummary>,
     pub derived: Derived,
     pub script: Option<ScriptOutcome>,
+    /// What the in-process probe reported (GC, JIT, heap, boot time, gems per process).
+    #[serde(default)]
+    pub probe: Option<ProbeSummary>,
+    /// Whether `jit`, `allocator` and `compact` were in force in every Ruby process; absent
+    /// when none was set. A failed verification makes the trial invalid.
+    #[serde(default)]
+    pub verification: Option<Verification>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }
@@ -200,6 +208,8 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         resources: None,
         derived: Derived::default(),
         script: None,
+        probe: None,
+        verification: None,
         files: Vec::new(),
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
@@ -233,7 +243,10 @@ fn is_trial_file(name: &str) -> bool {
         .strip_prefix("run")
         .is_some_and(|n| n.parse::<u32>().is_ok())
         && (name.ends_with(".stdout") || name.ends_with(".stderr"));
-    matches!(name, "server.stdout" | "server.stderr" | "latency.hlog")
+    matches!(
+        name,
+        "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
+    )
         || name == crate::servers::UNICORN_CONFIG
         || run_log
 }
@@ -241,7 +254,11 @@ fn is_trial_file(name: &str) -> bool {
 fn remove_trial_files(dir: &Path) -> std::io::Result<()> {
     for entry in fs::read_dir(dir)?.flatten() {
         if is_trial_file(&entry.file_name().to_string_lossy()) {
-            fs::remove_file(entry.path())?;
+            if entry.file_type()?.is_dir() {
+                fs::remove_dir_all(entry.path())?;
+            } else {
+                fs::remove_file(entry.path())?;
+            }
         }
     }
     Ok(())
@@ -326,6 +343,7 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
         scratch_dir: &spec.out_dir,
         custom_argv: &s.server_argv,
         environment: "production",
+        bundle_exec: s.gemfile.is_some(),
     }) {
         Ok(c) => c,
         Err(e) => {
@@ -335,6 +353,14 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
     };
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    match with_probe(&mut env, &probe_dir, s) {
+        Ok(()) => {}
+        Err(e) => {
+            result.reason = Some(e);
+            return false;
+        }
+    }
     // Record the environment the server really gets: rubyrace's, the server command's
     // (RACK_ENV...), then the configuration's.
     let mut effective: BTreeMap<String, String> = std::env::vars().collect();
@@ -370,10 +396,11 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
         &mut server,
         interrupt,
     );
+    let mut maps = BTreeMap::new();
     let interrupted = match ready {
         Readiness::Ready { after } => {
             record.ready_after_s = Some(after.as_secs_f64());
-            measure(spec, addr, &mut server, interrupt, result)
+            measure(spec, addr, &mut server, interrupt, result, &mut maps)
         }
         Readiness::Failed(reason) => {
             result.reason = Some(reason);
@@ -387,7 +414,47 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
     record.stderr_tail = server.stderr_tail(STDERR_TAIL);
     record.ended = Some(ended);
     result.server = Some(record);
+    if !interrupted && result.load.is_some() {
+        let requests = result.load.as_ref().and_then(|l| l["requests"].as_u64());
+        let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
+        apply_probe(result, summary);
+    }
     interrupted
+}
+
+/// Adds the probe to a server's or script's environment (RUBYOPT, its directory, the
+/// compaction mode) and creates its directory.
+fn with_probe(
+    env: &mut BTreeMap<String, String>,
+    dir: &Path,
+    s: &ConfigSettings,
+) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let rubyopt = env.get("RUBYOPT").cloned().or_else(|| std::env::var("RUBYOPT").ok());
+    let vars = probe::probe_env(dir, rubyopt.as_deref(), s.compact)?;
+    env.extend(vars);
+    Ok(())
+}
+
+/// Stores the probe's summary and the verification of the settings; settings that were not
+/// in force make a valid trial invalid.
+fn apply_probe(result: &mut TrialResult, summary: Option<ProbeSummary>) {
+    let verification = probe::verify(&result.settings, summary.as_ref());
+    if let Some(failure) = verification.as_ref().and_then(Verification::failure) {
+        match result.status {
+            TrialStatus::Valid => {
+                result.status = TrialStatus::Invalid;
+                result.reason = Some(failure);
+            }
+            TrialStatus::Invalid => {
+                let reason = result.reason.take().unwrap_or_default();
+                result.reason = Some(format!("{reason}; {failure}"));
+            }
+            TrialStatus::Failed => {}
+        }
+    }
+    result.probe = summary;
+    result.verification = verification;
 }
 
 /// Warmup and measurement with resource sampling; sets status, load, resources, derived.
@@ -398,6 +465,7 @@ fn measure(
     server: &mut Supervised,
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
+    maps: &mut BTreeMap<i32, Vec<String>>,
 ) -> bool {
     let s = &spec.settings;
     let url = format!("http://{addr}{}", s.load.path.as_deref().unwrap_or("/"));
@@ -416,8 +484,32 @@ fn measure(
         load::StopCondition::Requests(_) => None,
     };
     let sampler = Sampler::start_window(pid, pid, start_at, end_at, s.sample_interval);
+    // At the start of the measured phase: the probe's first snapshot, and which allocator
+    // each process has mapped.
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    let preload = s.allocator.as_ref().and_then(|a| a.preload.clone());
+    let starter = {
+        let probe_dir = probe_dir.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(start_at.saturating_duration_since(Instant::now()));
+            probe::request_snapshot(&probe_dir, probe::MEASURE_START, pid, pid);
+            let mut maps = BTreeMap::new();
+            for p in crate::resources::tree_pids(pid, pid).unwrap_or_default() {
+                if let Ok(found) = probe::mapped_allocators(p, preload.as_deref()) {
+                    maps.insert(p, found);
+                }
+            }
+            maps
+        })
+    };
     let outcome = load::run(&load_spec, None, interrupt.clone());
     let resources = sampler.finish();
+    if let Ok(found) = starter.join() {
+        *maps = found;
+    }
+    if !interrupt.load(Ordering::SeqCst) {
+        probe::request_snapshot(&probe_dir, probe::MEASURE_END, pid, pid);
+    }
     if interrupt.load(Ordering::SeqCst) {
         return true;
     }
@@ -511,11 +603,21 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
         return false;
     };
     let mut argv = s.ruby_argv.clone();
+    if s.gemfile.is_some() {
+        // The Gemfile's gems (BUNDLE_GEMFILE is in the environment), as `bundle exec` would.
+        argv.push("-rbundler/setup".to_string());
+    }
     argv.push(script.path.display().to_string());
     argv.extend(script.args.iter().cloned());
+    let mut env = s.env.clone();
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+        result.reason = Some(e);
+        return false;
+    }
     let launch = Launch {
         argv: argv.clone(),
-        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env: env.into_iter().collect(),
         cwd: script
             .path
             .parent()
@@ -576,6 +678,8 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
     }
     result.script = Some(summarize_script(outcome));
     result.status = TrialStatus::Valid;
+    let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
+    apply_probe(result, summary);
     false
 }
 

@@ -1,0 +1,557 @@
+//! rubyrace's side of the in-process probe (`ruby/probe.rb`): the environment that loads it
+//! into every Ruby process of a server, asking for snapshots (SIGURG) at the edges of the
+//! measured phase, reading the per-process files, the figures derived from them (GC and
+//! YJIT per 1000 requests, heap, boot time, gems) and the verification that `jit`,
+//! `allocator` and `compact` were really in force in every process.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::experiment::ConfigSettings;
+use crate::knobs::{Compact, Jit, ALLOCATOR_PREFIXES};
+
+pub const PROBE_SCHEMA: &str = "rubyrace.probe/1";
+/// The trial's subdirectory where each process writes `<pid>.json`.
+pub const PROBE_DIR: &str = "probe";
+/// The snapshots a trial asks for, in order.
+pub const MEASURE_START: &str = "measure_start";
+pub const MEASURE_END: &str = "measure_end";
+/// Written by the probe when a process exits through Ruby.
+pub const EXIT: &str = "exit";
+/// How long a snapshot request waits for every probed process to answer.
+pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The probe script.
+pub fn probe_script() -> PathBuf {
+    crate::ruby_support_dir().join("probe.rb")
+}
+
+/// Variables that load the probe into every Ruby process started with them: `RUBYOPT`
+/// gains `-r<probe.rb>` (kept across `bundle exec`, re-execs and forks), the probe writes
+/// into `dir`, and `compact` tells it what to do about compaction. `rubyopt` is the RUBYOPT
+/// the Ruby would have had otherwise. RUBYOPT splits on spaces, so a probe path with a space
+/// is an error.
+pub fn probe_env(
+    dir: &Path,
+    rubyopt: Option<&str>,
+    compact: Option<Compact>,
+) -> Result<Vec<(String, String)>, String> {
+    let script = probe_script();
+    let script = script
+        .to_str()
+        .ok_or_else(|| format!("the probe's path {} is not UTF-8", script.display()))?;
+    if script.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "the probe's path {script:?} contains a space, which RUBYOPT cannot carry; \
+             install rubyrace (or set RUBYRACE_RUBY_DIR) under a path without spaces"
+        ));
+    }
+    let mut opt = format!("-r{script}");
+    if let Some(existing) = rubyopt.filter(|o| !o.trim().is_empty()) {
+        opt.push(' ');
+        opt.push_str(existing);
+    }
+    let mut env = vec![
+        ("RUBYOPT".to_string(), opt),
+        ("RUBYRACE_PROBE_DIR".to_string(), dir.display().to_string()),
+    ];
+    if let Some(c) = compact {
+        env.push(("RUBYRACE_COMPACT".to_string(), c.as_str().to_string()));
+    }
+    Ok(env)
+}
+
+/// Reads every `<pid>.json` in the probe directory, in pid order. Unreadable or partial
+/// files are skipped (the probe renames complete files into place).
+pub fn read_records(dir: &Path) -> Vec<Value> {
+    let mut records: Vec<(i64, Value)> = fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .filter_map(|e| fs::read(e.path()).ok())
+                .filter_map(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .filter(|v| v["schema"] == PROBE_SCHEMA)
+                .map(|v| (v["pid"].as_i64().unwrap_or(0), v))
+                .collect()
+        })
+        .unwrap_or_default();
+    records.sort_by_key(|(pid, _)| *pid);
+    records.into_iter().map(|(_, v)| v).collect()
+}
+
+fn is_alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(false)
+}
+
+/// Asks every probed process of the server (its registered pids that are in the server's
+/// tree) for a snapshot named `phase`, and waits until each has written it or is gone, or
+/// [`SNAPSHOT_TIMEOUT`] passes. Returns the pids that were asked. Only processes of the
+/// server's tree are signalled: never anything rubyrace did not start.
+pub fn request_snapshot(dir: &Path, phase: &str, root: i32, pgid: i32) -> Vec<i32> {
+    if fs::write(dir.join("phase"), phase).is_err() {
+        return Vec::new();
+    }
+    let tree = crate::resources::tree_pids(root, pgid).unwrap_or_default();
+    let asked: Vec<i32> = read_records(dir)
+        .iter()
+        .filter_map(|r| r["pid"].as_i64().map(|p| p as i32))
+        .filter(|pid| tree.contains(pid))
+        .collect();
+    for pid in &asked {
+        // SAFETY: kill(2) with a pid of the server's tree and a signal number.
+        unsafe {
+            libc::kill(*pid, libc::SIGURG);
+        }
+    }
+    let deadline = Instant::now() + SNAPSHOT_TIMEOUT;
+    loop {
+        let records = read_records(dir);
+        let pending = asked.iter().any(|pid| {
+            is_alive(*pid)
+                && !records.iter().any(|r| {
+                    r["pid"].as_i64() == Some(*pid as i64) && !r["snapshots"][phase].is_null()
+                })
+        });
+        if !pending || Instant::now() >= deadline {
+            return asked;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The allocator libraries mapped into a process, from `/proc/PID/maps`: jemalloc,
+/// tcmalloc, and `extra` (a preloaded library of the user's).
+pub fn mapped_allocators(pid: i32, extra: Option<&Path>) -> std::io::Result<Vec<String>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let extra = extra.map(|p| p.display().to_string());
+    let mut found: Vec<String> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let base = path.rsplit('/').next().unwrap_or(path);
+        let wanted = ALLOCATOR_PREFIXES.iter().any(|(_, p)| base.starts_with(p))
+            || extra.as_deref() == Some(path);
+        if wanted && !found.iter().any(|f| f == path) {
+            found.push(path.to_string());
+        }
+    }
+    Ok(found)
+}
+
+/// One Ruby process as the probe saw it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeProcess {
+    pub pid: i32,
+    /// A forked worker (not the process rubyrace started).
+    pub forked: bool,
+    pub ruby_description: String,
+    /// Seconds from the process's start (or fork) to its app being built.
+    pub app_loaded_after_s: Option<f64>,
+    /// Seconds from the process's start (or fork) to its first request answered.
+    pub first_request_after_s: Option<f64>,
+    /// The snapshots it wrote (`measure_start`, `measure_end`, `exit`).
+    pub snapshots: Vec<String>,
+    /// JIT states at its last snapshot (`yjit` → enabled?).
+    pub jit: BTreeMap<String, bool>,
+    pub gc_auto_compact: Option<bool>,
+    /// GC.compact ran after boot (compact = "after-boot").
+    pub compacted_after_boot: bool,
+    pub compact_count: Option<u64>,
+    /// Allocator libraries in its `/proc/PID/maps`, read by rubyrace during the
+    /// measurement (or by the probe itself, for processes rubyrace could not read).
+    pub allocator_libraries: Vec<String>,
+    /// What went wrong inside the probe, if anything.
+    pub errors: Vec<String>,
+}
+
+/// GC, heap and JIT figures over the measured phase, summed over the processes that took
+/// both snapshots.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MeasuredRuntime {
+    pub processes: usize,
+    pub gc_count: u64,
+    pub minor_gc_count: u64,
+    pub major_gc_count: u64,
+    /// Milliseconds in GC (`GC.stat[:time]`, Ruby >= 3.1).
+    pub gc_time_ms: Option<f64>,
+    pub allocated_objects: Option<u64>,
+    pub compact_count: Option<u64>,
+    /// At the end of the phase, summed over processes.
+    pub heap_allocated_pages: Option<u64>,
+    pub heap_live_slots: Option<u64>,
+    /// YJIT's generated code at the end (`code_region_size`, or inline + outlined).
+    pub yjit_code_bytes: Option<u64>,
+    /// Mean share of instructions run in YJIT (needs `--yjit-stats`).
+    pub yjit_ratio_in_yjit: Option<f64>,
+    pub yjit_invalidations: Option<u64>,
+    /// The same per 1000 measured requests.
+    pub gc_per_1000_requests: Option<f64>,
+    pub minor_gc_per_1000_requests: Option<f64>,
+    pub major_gc_per_1000_requests: Option<f64>,
+    pub gc_time_ms_per_1000_requests: Option<f64>,
+    pub allocated_objects_per_request: Option<f64>,
+}
+
+/// Everything the probe reported for one trial.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeSummary {
+    pub processes: Vec<ProbeProcess>,
+    /// RUBY_DESCRIPTION inside the server (of the first process).
+    pub ruby_description: Option<String>,
+    /// Gems loaded in the server (name → version), from the last snapshots.
+    pub gems: BTreeMap<String, String>,
+    /// The slowest process: seconds from start to app built, and to first request.
+    pub app_loaded_after_s: Option<f64>,
+    pub first_request_after_s: Option<f64>,
+    pub measured: Option<MeasuredRuntime>,
+}
+
+fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+fn last_snapshot(record: &Value) -> Option<&Value> {
+    [EXIT, MEASURE_END, MEASURE_START]
+        .into_iter()
+        .map(|p| &record["snapshots"][p])
+        .find(|s| s.is_object())
+}
+
+/// One process from its record; `maps` are rubyrace's own readings of `/proc/PID/maps`.
+fn process_of(record: &Value, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess {
+    let pid = record["pid"].as_i64().unwrap_or(0) as i32;
+    // The JIT state while it served: measure_end, else measure_start, else the last.
+    let serving = [MEASURE_END, MEASURE_START, EXIT]
+        .into_iter()
+        .map(|p| &record["snapshots"][p])
+        .find(|s| s.is_object());
+    let jit = serving
+        .and_then(|s| s["jit"].as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_bool().map(|b| (k.clone(), b)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let probe_maps: Vec<String> = serving
+        .and_then(|s| s["allocator_libraries"].as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let snapshots = record["snapshots"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    ProbeProcess {
+        pid,
+        forked: record["forked"].as_bool().unwrap_or(false),
+        ruby_description: record["ruby_description"].as_str().unwrap_or("").to_string(),
+        app_loaded_after_s: record["app_loaded_after_s"].as_f64(),
+        first_request_after_s: record["first_request_after_s"].as_f64(),
+        snapshots,
+        jit,
+        gc_auto_compact: serving.and_then(|s| s["gc_auto_compact"].as_bool()),
+        compacted_after_boot: record["compaction"]["ran"].as_bool().unwrap_or(false),
+        compact_count: last_snapshot(record).and_then(|s| u64_at(&s["gc"], "compact_count")),
+        allocator_libraries: maps.get(&pid).cloned().unwrap_or(probe_maps),
+        errors: record["errors"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The delta of a GC.stat counter between two snapshots.
+fn delta(start: &Value, end: &Value, key: &str) -> Option<u64> {
+    Some(u64_at(end, key)?.saturating_sub(u64_at(start, key)?))
+}
+
+fn yjit_code_bytes(yjit: &Value) -> Option<u64> {
+    u64_at(yjit, "code_region_size").or_else(|| {
+        Some(u64_at(yjit, "inline_code_size")? + u64_at(yjit, "outlined_code_size")?)
+    })
+}
+
+/// Sums the measured phase over processes. `requests`: measured requests, for the rates.
+fn measured_runtime(records: &[Value], requests: Option<u64>) -> Option<MeasuredRuntime> {
+    let mut m = MeasuredRuntime::default();
+    let mut gc_time = None::<f64>;
+    let mut allocated = None::<u64>;
+    let mut compact = None::<u64>;
+    let mut pages = None::<u64>;
+    let mut live = None::<u64>;
+    let mut code = None::<u64>;
+    let mut invalidations = None::<u64>;
+    let mut ratios = Vec::new();
+    let add = |acc: &mut Option<u64>, v: Option<u64>| {
+        if let Some(v) = v {
+            *acc = Some(acc.unwrap_or(0) + v);
+        }
+    };
+    for r in records {
+        let (start, end) = (&r["snapshots"][MEASURE_START], &r["snapshots"][MEASURE_END]);
+        if !start.is_object() || !end.is_object() {
+            continue;
+        }
+        m.processes += 1;
+        let (gs, ge) = (&start["gc"], &end["gc"]);
+        m.gc_count += delta(gs, ge, "count").unwrap_or(0);
+        m.minor_gc_count += delta(gs, ge, "minor_gc_count").unwrap_or(0);
+        m.major_gc_count += delta(gs, ge, "major_gc_count").unwrap_or(0);
+        if let Some(t) = delta(gs, ge, "time") {
+            gc_time = Some(gc_time.unwrap_or(0.0) + t as f64);
+        }
+        add(&mut allocated, delta(gs, ge, "total_allocated_objects"));
+        add(&mut compact, delta(gs, ge, "compact_count"));
+        add(&mut pages, u64_at(ge, "heap_allocated_pages"));
+        add(&mut live, u64_at(ge, "heap_live_slots"));
+        add(&mut code, yjit_code_bytes(&end["yjit"]));
+        add(&mut invalidations, delta(&start["yjit"], &end["yjit"], "invalidation_count"));
+        if let Some(ratio) = end["yjit"]["ratio_in_yjit"].as_f64() {
+            ratios.push(ratio);
+        }
+    }
+    if m.processes == 0 {
+        return None;
+    }
+    m.gc_time_ms = gc_time;
+    m.allocated_objects = allocated;
+    m.compact_count = compact;
+    m.heap_allocated_pages = pages;
+    m.heap_live_slots = live;
+    m.yjit_code_bytes = code;
+    m.yjit_invalidations = invalidations;
+    m.yjit_ratio_in_yjit =
+        (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+    if let Some(n) = requests.filter(|n| *n > 0) {
+        let per_1000 = |x: f64| x * 1000.0 / n as f64;
+        m.gc_per_1000_requests = Some(per_1000(m.gc_count as f64));
+        m.minor_gc_per_1000_requests = Some(per_1000(m.minor_gc_count as f64));
+        m.major_gc_per_1000_requests = Some(per_1000(m.major_gc_count as f64));
+        m.gc_time_ms_per_1000_requests = m.gc_time_ms.map(per_1000);
+        m.allocated_objects_per_request = m.allocated_objects.map(|a| a as f64 / n as f64);
+    }
+    Some(m)
+}
+
+/// Summarizes the probe's files. `maps`: `/proc/PID/maps` allocator readings by pid;
+/// `requests`: the measured requests (none for a script workload).
+pub fn summarize(
+    records: &[Value],
+    maps: &BTreeMap<i32, Vec<String>>,
+    requests: Option<u64>,
+) -> Option<ProbeSummary> {
+    if records.is_empty() {
+        return None;
+    }
+    let processes: Vec<ProbeProcess> = records.iter().map(|r| process_of(r, maps)).collect();
+    let mut gems = BTreeMap::new();
+    for r in records {
+        if let Some(g) = last_snapshot(r).and_then(|s| s["gems"].as_object()) {
+            for (name, version) in g {
+                if let Some(v) = version.as_str() {
+                    gems.insert(name.clone(), v.to_string());
+                }
+            }
+        }
+    }
+    let slowest = |f: fn(&ProbeProcess) -> Option<f64>| {
+        processes.iter().filter_map(f).max_by(f64::total_cmp)
+    };
+    Some(ProbeSummary {
+        ruby_description: processes.first().map(|p| p.ruby_description.clone()),
+        app_loaded_after_s: slowest(|p| p.app_loaded_after_s),
+        first_request_after_s: slowest(|p| p.first_request_after_s),
+        measured: measured_runtime(records, requests),
+        gems,
+        processes,
+    })
+}
+
+/// One verified setting.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// "jit", "allocator" or "compact".
+    pub setting: String,
+    pub expected: String,
+    /// What the running processes showed, e.g. "yjit on in 3 of 3 processes".
+    pub observed: String,
+    pub ok: bool,
+}
+
+/// Whether the settings asked for were in force in every Ruby process of the trial.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl Verification {
+    /// The failed checks as one sentence, for a trial's reason.
+    pub fn failure(&self) -> Option<String> {
+        let failed: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| format!("{} = \"{}\" not in force: {}", c.setting, c.expected, c.observed))
+            .collect();
+        (!failed.is_empty()).then(|| format!("settings not verified: {}", failed.join("; ")))
+    }
+}
+
+/// Checks `jit`, `allocator` and `compact` against the processes. The processes checked are
+/// those that served (took a measurement snapshot), or, for a script, all of them. None
+/// when none of the three was asked for.
+pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Option<Verification> {
+    if settings.jit.is_none() && settings.allocator.is_none() && settings.compact.is_none() {
+        return None;
+    }
+    let all: Vec<&ProbeProcess> = summary.map(|s| s.processes.iter().collect()).unwrap_or_default();
+    let serving: Vec<&ProbeProcess> = all
+        .iter()
+        .copied()
+        .filter(|p| p.snapshots.iter().any(|s| s == MEASURE_START || s == MEASURE_END))
+        .collect();
+    let procs = if serving.is_empty() { all } else { serving };
+    let n = procs.len();
+    let mut checks = Vec::new();
+    let none_answered = "no Ruby process of the server answered the probe (ruby/probe.rb was not loaded, or the processes died)";
+    let count_of = |ok: usize, what: &str| format!("{what} in {ok} of {n} processes");
+
+    if let Some(jit) = settings.jit {
+        let (ok, observed) = if n == 0 {
+            (false, none_answered.to_string())
+        } else {
+            let matching = procs
+                .iter()
+                .filter(|p| {
+                    p.jit.iter().all(|(name, on)| *on == (jit != Jit::None && name == jit.as_str()))
+                        && (jit == Jit::None || p.jit.get(jit.as_str()) == Some(&true))
+                })
+                .count();
+            let on: Vec<String> = procs
+                .iter()
+                .flat_map(|p| p.jit.iter().filter(|(_, on)| **on).map(|(n, _)| n.clone()))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let what = if on.is_empty() {
+                "every JIT off".to_string()
+            } else {
+                format!("{} on", on.join(", "))
+            };
+            (matching == n, format!("{}; matching: {matching} of {n}", count_of(n, &what)))
+        };
+        checks.push(Check {
+            setting: "jit".into(),
+            expected: jit.as_str().into(),
+            observed,
+            ok,
+        });
+    }
+
+    if let Some(a) = &settings.allocator {
+        let has = |p: &ProbeProcess| -> bool {
+            match &a.preload {
+                Some(lib) if a.name != "jemalloc" && a.name != "tcmalloc" => {
+                    p.allocator_libraries.iter().any(|l| Path::new(l) == lib)
+                }
+                _ => {
+                    let prefix = ALLOCATOR_PREFIXES
+                        .iter()
+                        .find(|(name, _)| *name == a.name)
+                        .map(|(_, prefix)| *prefix);
+                    p.allocator_libraries.iter().any(|l| {
+                        let base = l.rsplit('/').next().unwrap_or(l);
+                        prefix.is_some_and(|pre| base.starts_with(pre))
+                    })
+                }
+            }
+        };
+        let (ok, observed) = if n == 0 {
+            (false, none_answered.to_string())
+        } else if a.name == "system" {
+            let clean = procs.iter().filter(|p| p.allocator_libraries.is_empty()).count();
+            let mapped: Vec<&str> = procs
+                .iter()
+                .flat_map(|p| p.allocator_libraries.iter().map(String::as_str))
+                .collect();
+            (
+                clean == n,
+                if clean == n {
+                    format!("no allocator library mapped in any of {n} processes")
+                } else {
+                    format!("{} mapped in {} of {n} processes", mapped[0], n - clean)
+                },
+            )
+        } else {
+            let with = procs.iter().filter(|p| has(p)).count();
+            let lib = procs
+                .iter()
+                .flat_map(|p| p.allocator_libraries.first())
+                .next()
+                .cloned()
+                .unwrap_or_else(|| format!("lib{}", a.name));
+            (with == n, format!("{lib} mapped in {with} of {n} processes"))
+        };
+        checks.push(Check {
+            setting: "allocator".into(),
+            expected: a.name.clone(),
+            observed,
+            ok,
+        });
+    }
+
+    if let Some(c) = settings.compact {
+        let (ok, observed) = if n == 0 {
+            (false, none_answered.to_string())
+        } else {
+            match c {
+                Compact::Auto => {
+                    let on = procs.iter().filter(|p| p.gc_auto_compact == Some(true)).count();
+                    (on == n, count_of(on, "GC.auto_compact true"))
+                }
+                Compact::AfterBoot => {
+                    let booted: Vec<&&ProbeProcess> =
+                        procs.iter().filter(|p| p.app_loaded_after_s.is_some()).collect();
+                    let done = booted
+                        .iter()
+                        .filter(|p| p.compacted_after_boot && p.compact_count.map_or(true, |c| c >= 1))
+                        .count();
+                    (
+                        !booted.is_empty() && done == booted.len(),
+                        format!(
+                            "GC.compact after boot in {done} of the {} processes that loaded the app",
+                            booted.len()
+                        ),
+                    )
+                }
+                Compact::None => {
+                    let clean = procs
+                        .iter()
+                        .filter(|p| !p.compacted_after_boot && p.gc_auto_compact != Some(true))
+                        .count();
+                    (clean == n, count_of(clean, "no compaction set up"))
+                }
+            }
+        };
+        checks.push(Check {
+            setting: "compact".into(),
+            expected: c.as_str().into(),
+            observed,
+            ok,
+        });
+    }
+    Some(Verification {
+        ok: checks.iter().all(|c| c.ok),
+        checks,
+    })
+}
