@@ -387,15 +387,18 @@ struct AxisValue {
     chosen: bool,
 }
 
+/// A Ruby as run: its argv and the environment added to rubyrace's.
+type RubyKey = (Vec<String>, Vec<(String, String)>);
+
 struct Parser<'a> {
     file: &'a Path,
     text: &'a str,
     base_dir: PathBuf,
     errors: Vec<ExperimentError>,
     /// `bundle check` for each Ruby and environment (BUNDLE_GEMFILE), run once.
-    bundles: HashMap<(Vec<String>, Vec<(String, String)>), Result<(), String>>,
+    bundles: HashMap<RubyKey, Result<(), String>>,
     /// What each Ruby (argv and environment) answered, asked once.
-    capabilities: HashMap<(Vec<String>, Vec<(String, String)>), Result<RubyCapabilities, String>>,
+    capabilities: HashMap<RubyKey, Result<RubyCapabilities, String>>,
 }
 
 impl<'a> Parser<'a> {

@@ -524,7 +524,7 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
                         procs.iter().filter(|p| p.app_loaded_after_s.is_some()).collect();
                     let done = booted
                         .iter()
-                        .filter(|p| p.compacted_after_boot && p.compact_count.map_or(true, |c| c >= 1))
+                        .filter(|p| p.compacted_after_boot && p.compact_count != Some(0))
                         .count();
                     (
                         !booted.is_empty() && done == booted.len(),
