@@ -514,7 +514,31 @@ fn cohort(
                 .collect(),
         }
     });
+    let runtime = valid.iter().any(|t| !t.runtime.is_empty()).then(|| {
+        let of = |key: &str| {
+            Summary::of(
+                &valid
+                    .iter()
+                    .filter_map(|t| t.runtime.get(key).copied())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        Runtime {
+            gc_per_1000_requests: of("gc_per_1000_requests"),
+            minor_gc_per_1000_requests: of("minor_gc_per_1000_requests"),
+            major_gc_per_1000_requests: of("major_gc_per_1000_requests"),
+            gc_time_ms_per_1000_requests: of("gc_time_ms_per_1000_requests"),
+            allocated_objects_per_request: of("allocated_objects_per_request"),
+            heap_allocated_pages: of("heap_allocated_pages"),
+            yjit_code_bytes: of("yjit_code_bytes"),
+            yjit_ratio_in_yjit: of("yjit_ratio_in_yjit"),
+            app_loaded_after_s: of("app_loaded_after_s"),
+            first_request_after_s: of("first_request_after_s"),
+        }
+    });
     Cohort {
+        runtime,
+        verified: verified_settings(trials),
         name: name.to_string(),
         key: by
             .iter()
@@ -546,6 +570,40 @@ fn cohort(
         script,
         outliers,
     }
+}
+
+/// The settings checked on the running server, trial by trial, counted over the cohort.
+fn verified_settings(trials: &[&TrialData]) -> Vec<VerifiedSetting> {
+    let mut out: Vec<VerifiedSetting> = Vec::new();
+    for t in trials {
+        for (setting, expected, observed, ok) in &t.checks {
+            let i = match out
+                .iter()
+                .position(|v| &v.setting == setting && &v.expected == expected)
+            {
+                Some(i) => i,
+                None => {
+                    out.push(VerifiedSetting {
+                        setting: setting.clone(),
+                        expected: expected.clone(),
+                        verified: 0,
+                        checked: 0,
+                        observed: observed.clone(),
+                    });
+                    out.len() - 1
+                }
+            };
+            let v = &mut out[i];
+            v.checked += 1;
+            if *ok {
+                v.verified += 1;
+            } else if v.checked - v.verified == 1 {
+                // The first failure is the one worth showing.
+                v.observed = observed.clone();
+            }
+        }
+    }
+    out
 }
 
 /// Percentiles of the merged histograms of the valid trials.

@@ -131,6 +131,7 @@ pub fn render(report: &Report) -> String {
     how_to_read(&mut h, report);
     warnings(&mut h, report);
     summary_table(&mut h, report);
+    runtime_section(&mut h, report);
     charts_section(&mut h, report);
     comparisons_table(&mut h, report);
     overhead(&mut h, report);
@@ -484,6 +485,39 @@ fn summary_table(h: &mut String, report: &Report) {
         }
         if has_cpu {
             h.push_str(&median_cell(c.cpu.per_request.as_ref(), fmt_sig, " µs"));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+/// The settings verified in the server and the probe's GC, heap, YJIT and boot figures.
+fn runtime_section(h: &mut String, report: &Report) {
+    let Some((headers, rows)) = crate::text::runtime_table(report) else {
+        return;
+    };
+    h.push_str(
+        "<h2 id=\"runtime\">In the server</h2>\n<p class=\"note\">What the Ruby processes themselves \
+         reported (ruby/probe.rb): each setting asked for, checked in every process of every trial \
+         (✓: in force in all of them); GC, allocations, heap and YJIT over the measured phase, \
+         summed over processes, per trial; medians over the valid trials. Boot: start to app \
+         built, slowest process.</p>\n<div class=\"table-wrap\"><table>\n<thead><tr>",
+    );
+    for (i, name) in headers.iter().enumerate() {
+        let class = if i >= 2 { " class=\"num\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", escape(name));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        h.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = match i {
+                0 => "",
+                1 if cell.contains('✗') => " class=\"bad\"",
+                1 => "",
+                _ => " class=\"num\"",
+            };
+            let _ = write!(h, "<td{class}>{}</td>", escape(cell));
         }
         h.push_str("</tr>\n");
     }

@@ -44,6 +44,10 @@ pub struct TrialData {
     pub system_s: Option<f64>,
     pub max_rss: Option<f64>,
     pub metrics: BTreeMap<String, f64>,
+    /// The probe's figures (`gc_per_1000_requests`, `app_loaded_after_s`, ...).
+    pub runtime: BTreeMap<String, f64>,
+    /// The verification of `jit`, `allocator`, `compact`: (setting, expected, observed, ok).
+    pub checks: Vec<(String, String, String, bool)>,
     /// The trial's latency histogram (HdrHistogram interval log), if it has one.
     pub hlog: Option<PathBuf>,
 }
@@ -125,6 +129,39 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
         if let Some(sha) = e["app_git"]["sha"].as_str() {
             keys.insert("app_git".into(), sha.to_string());
         }
+        if let Some(gems) = r["probe"]["gems"].as_object() {
+            for (name, version) in gems {
+                keys.insert(format!("gem.{name}"), text(version));
+            }
+        }
+        let mut runtime = BTreeMap::new();
+        if let Some(m) = r["probe"]["measured"].as_object() {
+            for (k, v) in m {
+                if let Some(v) = v.as_f64() {
+                    runtime.insert(k.clone(), v);
+                }
+            }
+        }
+        for k in ["app_loaded_after_s", "first_request_after_s"] {
+            if let Some(v) = r["probe"][k].as_f64() {
+                runtime.insert(k.to_string(), v);
+            }
+        }
+        let checks = r["verification"]["checks"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| {
+                        (
+                            text(&c["setting"]),
+                            text(&c["expected"]),
+                            text(&c["observed"]),
+                            c["ok"].as_bool().unwrap_or(false),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let trial_dir = lab::store::trial_dir(store.dir(), trial_id);
         let hlog = trial_dir.join("latency.hlog");
         let metrics = r["script"]["median_metrics"]
@@ -163,6 +200,8 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
             system_s: num(&r, "/script/median_system_s"),
             max_rss: num(&r, "/script/max_rss_bytes"),
             metrics,
+            runtime,
+            checks,
             hlog: hlog.is_file().then_some(hlog),
         });
     }

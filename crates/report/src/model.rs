@@ -67,6 +67,36 @@ pub struct ScriptTimes {
     pub metrics: BTreeMap<String, Summary>,
 }
 
+/// What the in-process probe (ruby/probe.rb) saw over the measured phase, per valid trial
+/// (summed over the server's processes), summarized over the cohort.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Runtime {
+    pub gc_per_1000_requests: Option<Summary>,
+    pub minor_gc_per_1000_requests: Option<Summary>,
+    pub major_gc_per_1000_requests: Option<Summary>,
+    pub gc_time_ms_per_1000_requests: Option<Summary>,
+    pub allocated_objects_per_request: Option<Summary>,
+    pub heap_allocated_pages: Option<Summary>,
+    pub yjit_code_bytes: Option<Summary>,
+    pub yjit_ratio_in_yjit: Option<Summary>,
+    /// Seconds from process start to app built, and to first request (slowest process).
+    pub app_loaded_after_s: Option<Summary>,
+    pub first_request_after_s: Option<Summary>,
+}
+
+/// One setting (`jit`, `allocator`, `compact`) checked on the running server, over the
+/// cohort's measured trials.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifiedSetting {
+    pub setting: String,
+    pub expected: String,
+    /// Trials in which every Ruby process had it in force, of those checked.
+    pub verified: usize,
+    pub checked: usize,
+    /// What a trial observed: a failing one when there is one.
+    pub observed: String,
+}
+
 /// A group of trials that share the values of the grouping keys.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Cohort {
@@ -85,6 +115,12 @@ pub struct Cohort {
     /// Share of failed requests (0..1) across valid trials.
     pub error_rate: Option<Summary>,
     pub script: Option<ScriptTimes>,
+    /// The probe's GC, heap, JIT and boot figures; absent without probe data.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// The settings verified on the running server; empty when none was asked for.
+    #[serde(default)]
+    pub verified: Vec<VerifiedSetting>,
     /// Trial ids (`run:trial`) of throughput (or wall time) outliers by Tukey's fences;
     /// flagged, never dropped.
     pub outliers: Vec<String>,

@@ -154,6 +154,79 @@ fn rows(report: &Report) -> Vec<Row> {
         .collect()
 }
 
+/// "jit=yjit ✓ allocator=jemalloc ✗ 2/3": each setting checked on the running server, with
+/// the count when not every trial had it in force.
+pub fn verified_cell(c: &crate::model::Cohort) -> String {
+    if c.verified.is_empty() {
+        return dash();
+    }
+    c.verified
+        .iter()
+        .map(|v| {
+            if v.verified == v.checked {
+                format!("{}={} ✓", v.setting, v.expected)
+            } else {
+                format!("{}={} ✗ {}/{}", v.setting, v.expected, v.verified, v.checked)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn count_k(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else {
+        fmt_g(v)
+    }
+}
+
+/// The probe's table: the settings verified on the running server, then GC, allocation,
+/// heap, YJIT and boot medians per cohort. None when no cohort has probe data or checks.
+pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    if report
+        .cohorts
+        .iter()
+        .all(|c| c.runtime.is_none() && c.verified.is_empty())
+    {
+        return None;
+    }
+    let headers = vec![
+        "cohort",
+        "verified in the server",
+        "GC /1k req",
+        "major /1k",
+        "GC ms /1k",
+        "objects /req",
+        "heap pages",
+        "YJIT code",
+        "YJIT ratio",
+        "boot",
+    ];
+    let rows = report
+        .cohorts
+        .iter()
+        .map(|c| {
+            let r = c.runtime.clone().unwrap_or_default();
+            vec![
+                c.name.clone(),
+                verified_cell(c),
+                median(&r.gc_per_1000_requests, fmt_g),
+                median(&r.major_gc_per_1000_requests, fmt_g),
+                median(&r.gc_time_ms_per_1000_requests, fmt_g),
+                median(&r.allocated_objects_per_request, fmt_g),
+                median(&r.heap_allocated_pages, count_k),
+                median(&r.yjit_code_bytes, mib),
+                median(&r.yjit_ratio_in_yjit, |v| format!("{v:.1}%")),
+                median(&r.app_loaded_after_s, seconds),
+            ]
+        })
+        .collect();
+    Some((headers, rows))
+}
+
+const RUNTIME_TITLE: &str = "In the server (ruby/probe.rb; per trial over the measured phase, summed over processes; medians):";
+
 /// The terminal table; `color` adds ANSI colours (only on a terminal).
 pub fn table(report: &Report, color: bool) -> String {
     let mut out = String::new();
@@ -194,6 +267,36 @@ pub fn table(report: &Report, color: bool) -> String {
         t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
+    if let Some((headers, rows)) = runtime_table(report) {
+        let mut t = Table::new();
+        t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic);
+        if !color {
+            t.force_no_tty();
+        } else {
+            t.enforce_styling();
+        }
+        t.set_header(
+            headers
+                .into_iter()
+                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+        );
+        for row in rows {
+            let mut cells = Vec::new();
+            for (i, x) in row.into_iter().enumerate() {
+                let mut cell = Cell::new(&x);
+                if i >= 2 {
+                    cell = cell.set_alignment(CellAlignment::Right);
+                }
+                if i == 1 && color && x.contains('✗') {
+                    cell = cell.fg(Color::Red);
+                }
+                cells.push(cell);
+            }
+            t.add_row(cells);
+        }
+        let _ = writeln!(out, "\n{RUNTIME_TITLE}\n{t}");
+    }
     out.push_str(&details(report));
     out
 }
@@ -329,6 +432,21 @@ pub fn markdown(report: &Report) -> String {
         let mut cells = vec![md_escape(&r.cohort), r.trials, r.main, md_escape(&r.versus)];
         cells.extend(r.rest);
         let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some((headers, rows)) = runtime_table(report) {
+        let _ = writeln!(out, "\n{RUNTIME_TITLE}\n");
+        let _ = writeln!(out, "| {} |", headers.join(" | "));
+        let _ = writeln!(
+            out,
+            "|{}",
+            (0..headers.len())
+                .map(|i| if i < 2 { " --- |" } else { " ---: |" })
+                .collect::<String>()
+        );
+        for row in rows {
+            let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
     }
     let d = details(report);
     if !d.trim().is_empty() {
