@@ -10,157 +10,18 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde_json::Value;
-use support::{rubyrace, spawn, Run, TempDir};
+use support::lab::{schedule, trials, Lab, TrialRow};
+use support::{rubyrace, spawn, Run};
 
 const FAULT_SERVER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/fault_server.rb"
 );
-
-/// A results directory and the experiment file written next to it.
-struct Lab {
-    dir: TempDir,
-    marker: String,
-}
-
-impl Lab {
-    fn new(name: &str) -> Lab {
-        let dir = TempDir::new(&format!("run-{name}"));
-        let marker = format!("{}-{}", name, dir.path("").display());
-        Lab { dir, marker }
-    }
-
-    /// Writes `experiment.toml`, adding the marker to `[settings]` env.
-    fn experiment(&self, toml: &str) -> PathBuf {
-        let path = self.dir.path("").join("experiment.toml");
-        let marked = toml.replace(
-            "[settings]",
-            &format!(
-                "[settings]\nenv = {{ RUBYRACE_TEST_MARKER = \"{}\" }}",
-                self.marker
-            ),
-        );
-        std::fs::write(&path, marked).unwrap();
-        path
-    }
-
-    fn results(&self) -> PathBuf {
-        self.dir.path("").join("results")
-    }
-
-    fn run(&self, extra: &[&str], deadline: Duration) -> Run {
-        let file = self.dir.path("").join("experiment.toml");
-        let results = self.results();
-        let mut args = vec![
-            "run",
-            file.to_str().unwrap(),
-            "-o",
-            results.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        spawn(&args).wait(deadline)
-    }
-
-    fn db(&self) -> Connection {
-        Connection::open(self.results().join("results.db")).expect("the results database exists")
-    }
-
-    /// Processes still carrying this lab's marker.
-    fn leftovers(&self) -> Vec<i32> {
-        let needle = format!("RUBYRACE_TEST_MARKER={}", self.marker);
-        let mut pids = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-                continue;
-            };
-            if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                // Zombies have an empty environ; a match is a live process.
-                pids.push(pid);
-            }
-        }
-        pids
-    }
-
-    /// Fails if a process of this lab is still alive `within` from now (killing it first).
-    fn assert_no_leftovers(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = self.leftovers();
-            if left.is_empty() {
-                return;
-            }
-            if Instant::now() > deadline {
-                for pid in &left {
-                    // SAFETY: these processes carry this test's unique marker: ours.
-                    unsafe { libc::kill(*pid, libc::SIGKILL) };
-                }
-                panic!("processes left behind: {left:?}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for pid in self.leftovers() {
-            // SAFETY: as above: only processes with this lab's marker.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
-struct TrialRow {
-    trial_id: i64,
-    block: i64,
-    position: i64,
-    label: String,
-    status: String,
-    reason: Option<String>,
-    result: Value,
-}
-
-fn trials(db: &Connection) -> Vec<TrialRow> {
-    let mut stmt = db
-        .prepare("SELECT trial_id, block, position, label, status, reason, result FROM trials ORDER BY trial_id")
-        .unwrap();
-    stmt.query_map([], |r| {
-        Ok(TrialRow {
-            trial_id: r.get(0)?,
-            block: r.get(1)?,
-            position: r.get(2)?,
-            label: r.get(3)?,
-            status: r.get(4)?,
-            reason: r.get(5)?,
-            result: serde_json::from_str(&r.get::<_, String>(6)?).unwrap(),
-        })
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
-}
-
-/// (trial_id, block, position, label) in schedule order.
-fn schedule(db: &Connection) -> Vec<(i64, i64, i64, String)> {
-    let mut stmt = db
-        .prepare(
-            "SELECT s.trial_id, s.block, s.position, c.label FROM schedule s
-             JOIN configs c USING (config_id) ORDER BY s.trial_id",
-        )
-        .unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
 
 fn fault_experiment(mode: &str, extra_settings: &str) -> String {
     format!(

@@ -23,7 +23,7 @@ use crate::rubies::RubyCapabilities;
 use crate::servers::ServerKind;
 
 /// Apps shipped in `ruby/apps/`.
-pub const BUNDLED_APPS: [&str; 3] = ["rack-hello", "rails-hello", "sinatra-hello"];
+pub const BUNDLED_APPS: [&str; 4] = ["rack-hello", "rails-hello", "sinatra-hello", "rails-mixed"];
 
 /// Keys at the top level of the file.
 const ROOT_KEYS: [&str; 11] = [
@@ -1574,9 +1574,11 @@ fn resolve(
             let env_pairs: Vec<(String, String)> =
                 env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
+                // Point at what chose the Gemfile: `gemfile`, else the app that has it.
+                let chosen_by = if get("gemfile").is_some() { "gemfile" } else { "app" };
                 p.error(
-                    &span_of("gemfile"),
-                    &key_of("gemfile"),
+                    &span_of(chosen_by),
+                    &key_of(chosen_by),
                     format!("the gems of {} are not all installed for Ruby {ruby:?}: {e}", g.display()),
                     Some(format!("install them: BUNDLE_GEMFILE={} {} -S bundle install", g.display(), def.argv.join(" "))),
                 );

@@ -168,10 +168,17 @@ impl RequestPlan {
             for (name, value) in &template.headers {
                 push_header(&mut bytes, name, value);
             }
-            if let Some(body) = &template.body {
-                if !has("content-length") {
+            // RFC 9110 §8.6: a request whose method gives content a meaning carries a
+            // Content-Length even without a body (WEBrick answers 411 otherwise).
+            let takes_content = matches!(line.method.as_str(), "POST" | "PUT" | "PATCH");
+            match &template.body {
+                Some(body) if !has("content-length") => {
                     push_header(&mut bytes, "Content-Length", &body.len().to_string());
                 }
+                None if takes_content && !has("content-length") => {
+                    push_header(&mut bytes, "Content-Length", "0");
+                }
+                _ => {}
             }
             if mode == ConnectionMode::CloseHeader && !has("connection") {
                 push_header(&mut bytes, "Connection", "close");
@@ -319,6 +326,21 @@ mod tests {
         let text = String::from_utf8(plan.requests[0].bytes.clone()).unwrap();
         assert_eq!(text, "HEAD / HTTP/1.1\r\nhost: example.test\r\n\r\n");
         assert!(!plan.requests[0].response_has_body);
+    }
+
+    #[test]
+    fn a_post_without_a_body_says_content_length_0() {
+        let lines = parse_url_mix("POST /posts\nPUT /x\nGET /\n", "mix").unwrap();
+        let plan = RequestPlan::build(lines, &template(), ConnectionMode::Keepalive).unwrap();
+        let texts: Vec<String> = plan
+            .requests
+            .iter()
+            .map(|r| String::from_utf8(r.bytes.clone()).unwrap())
+            .collect();
+        assert!(texts[0].starts_with("POST /posts HTTP/1.1\r\n"), "{}", texts[0]);
+        assert!(texts[0].ends_with("Content-Length: 0\r\n\r\n"), "{}", texts[0]);
+        assert!(texts[1].ends_with("Content-Length: 0\r\n\r\n"), "{}", texts[1]);
+        assert!(!texts[2].contains("Content-Length"), "{}", texts[2]);
     }
 
     #[test]

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read, Write};
