@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 RUBYRACE := target/release/rubyrace
 
-.PHONY: setup build demo test bench clean
+.PHONY: setup build demo test bench check-rubies check-builds clean
 
 setup:
 	@scripts/setup
@@ -21,6 +21,14 @@ test: setup
 
 bench: build
 	bench/loadgen
+
+# Slow checks outside `make test`: every app on Debian's Ruby 3.1, 3.3 and 2.7; real CRuby
+# builds (with and without jemalloc) run through experiments.
+check-rubies: setup
+	scripts/check-other-rubies
+
+check-builds: setup
+	scripts/check-ruby-builds
 
 clean:
 	$(CARGO) clean

@@ -163,10 +163,37 @@ module RubyraceProbe
       nil
     end
 
+    # Gems activated through RubyGems or Bundler, name => version. Libraries a distribution
+    # loads from vendor_ruby without activating a gem (Debian's, on Ruby 2.7 especially) are
+    # added from their own VERSION constants when they are loaded.
     def loaded_gems
-      return {} unless defined?(Gem) && Gem.respond_to?(:loaded_specs)
-      Gem.loaded_specs.each_with_object({}) { |(name, spec), out| out[name] = spec.version.to_s }
+      gems = {}
+      if defined?(Gem) && Gem.respond_to?(:loaded_specs)
+        Gem.loaded_specs.each { |name, spec| gems[name] = spec.version.to_s }
+      end
+      KNOWN_VERSIONS.each do |name, path|
+        next if gems.key?(name)
+        version = path.reduce(Object) do |scope, const|
+          break nil unless scope.is_a?(Module) && scope.const_defined?(const, false)
+          scope.const_get(const, false)
+        end
+        gems[name] = version.to_s if version.is_a?(String)
+      end
+      gems
+    rescue StandardError
+      gems || {}
     end
+
+    KNOWN_VERSIONS = {
+      "rails" => %i[Rails VERSION STRING], "railties" => %i[Rails VERSION STRING],
+      "activerecord" => %i[ActiveRecord VERSION STRING],
+      "actionpack" => %i[ActionPack VERSION STRING],
+      "activesupport" => %i[ActiveSupport VERSION STRING],
+      "puma" => %i[Puma Const PUMA_VERSION], "rack" => %i[Rack RELEASE],
+      "sinatra" => %i[Sinatra VERSION], "unicorn" => %i[Unicorn Const UNICORN_VERSION],
+      "thin" => %i[Thin VERSION STRING], "sqlite3" => %i[SQLite3 VERSION],
+      "nio4r" => %i[NIO VERSION], "webrick" => %i[WEBrick VERSION],
+    }.freeze
 
     # Hash keys as strings, values as JSON-able scalars.
     def plain(hash)
@@ -251,18 +278,22 @@ module RubyraceProbe
       end
     end
 
-    module LegacyForkHook # Ruby < 3.1: Kernel#fork and Process.fork
+    module LegacyForkHook # Ruby < 3.1: Process.fork and Kernel.fork
       def fork(*args, &block)
-        if block
-          super(*args) do
-            RubyraceProbe.after_fork
-            block.call
-          end
-        else
-          pid = super(*args)
-          RubyraceProbe.after_fork if pid.nil?
-          pid
+        RubyraceProbe.legacy_fork(args, block) { |*a, &b| super(*a, &b) }
+      end
+    end
+
+    def legacy_fork(args, block, &original)
+      if block
+        original.call(*args) do
+          after_fork
+          block.call
         end
+      else
+        pid = original.call(*args)
+        after_fork if pid.nil?
+        pid
       end
     end
 
@@ -271,8 +302,17 @@ module RubyraceProbe
       if Process.respond_to?(:_fork)
         Process.singleton_class.prepend(ForkHook)
       else
-        Kernel.prepend(LegacyForkHook)
         Process.singleton_class.prepend(LegacyForkHook)
+        Kernel.singleton_class.prepend(LegacyForkHook)
+        # Kernel#fork (a bare `fork`): before Ruby 3.0, prepending to Kernel does not reach
+        # classes that already include it, so the method itself is wrapped.
+        Kernel.module_eval do
+          alias_method :rubyrace_probe_fork, :fork
+          define_method(:fork) do |*args, &block|
+            RubyraceProbe.legacy_fork(args, block) { |*a, &b| rubyrace_probe_fork(*a, &b) }
+          end
+          private :fork, :rubyrace_probe_fork
+        end
       end
     rescue Exception => e
       note_error("fork hook", e)

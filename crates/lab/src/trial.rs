@@ -248,6 +248,7 @@ fn is_trial_file(name: &str) -> bool {
         "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
     )
         || name == crate::servers::UNICORN_CONFIG
+        || name == crate::servers::PUMA_CONFIG
         || run_log
 }
 
