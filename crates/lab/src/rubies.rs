@@ -59,6 +59,10 @@ pub struct DiscoveredRuby {
     pub error: Option<String>,
 }
 
+/// The source name of Rubies built by `rubyrace ruby build` (the cache's `rubies/`, where
+/// each build's `--name` is a symlink to its prefix: names are preferred to prefixes).
+pub const RUBYRACE_BUILDS: &str = "rubyrace";
+
 /// A version manager's directory of installs: one subdirectory per Ruby, interpreter at
 /// `<dir>/<version>/bin/ruby`.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,6 +130,11 @@ impl SearchRoots {
             .or_else(|| get("XDG_DATA_HOME").map(|x| x.join("mise")))
             .or_else(|| under_home(".local/share/mise"));
         add("mise", mise.map(|m| m.join("installs/ruby")));
+        // Rubies built by `rubyrace ruby build`, named by their --name links.
+        add(
+            RUBYRACE_BUILDS,
+            crate::build::cache_dir_from(&var).map(|c| crate::build::rubies_dir(&c)),
+        );
 
         let path_dirs = var("PATH")
             .map(|p| {
@@ -347,7 +356,8 @@ fn candidates(roots: &SearchRoots) -> Vec<Candidate> {
         }
     };
     for manager in &roots.managers {
-        for (label, exe) in manager_rubies(&manager.dir) {
+        let links_first = manager.source == RUBYRACE_BUILDS;
+        for (label, exe) in manager_rubies(&manager.dir, links_first) {
             push(&manager.source, exe, Origin::Manager(label));
         }
     }
@@ -369,7 +379,7 @@ fn candidates(roots: &SearchRoots) -> Vec<Candidate> {
 
 /// `<dir>/<version>/bin/ruby` for each version directory, real directories before symlinked
 /// aliases (rvm's `default`, mise's `3.3`), each group in natural order.
-fn manager_rubies(dir: &Path) -> Vec<(String, PathBuf)> {
+fn manager_rubies(dir: &Path, links_first: bool) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -385,7 +395,10 @@ fn manager_rubies(dir: &Path) -> Vec<(String, PathBuf)> {
             is_executable_file(&exe).then_some((is_link, label, exe))
         })
         .collect();
-    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| natural_cmp(&a.1, &b.1)));
+    found.sort_by(|a, b| {
+        let links = if links_first { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) };
+        links.then_with(|| natural_cmp(&a.1, &b.1))
+    });
     found
         .into_iter()
         .map(|(_, label, exe)| (label, exe))
@@ -1309,6 +1322,7 @@ mod tests {
                 ("chruby", Path::new("/home/u/.rubies")),
                 ("asdf", Path::new("/home/u/.asdf/installs/ruby")),
                 ("mise", Path::new("/home/u/.local/share/mise/installs/ruby")),
+                ("rubyrace", Path::new("/home/u/.cache/rubyrace/rubies")),
             ]
         );
         assert_eq!(
