@@ -230,10 +230,16 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
         .map(|p| format!("<span class=\"nowrap\">{p}</span>"))
         .collect();
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", parts.join(" · "));
-    h.push_str(
-        "<nav><a href=\"#summary\">Summary</a><a href=\"#charts\">Charts</a>\
+    let runtime = if crate::text::runtime_table(report).is_some() {
+        "<a href=\"#runtime\">In the server</a>"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        h,
+        "<nav><a href=\"#summary\">Summary</a>{runtime}<a href=\"#charts\">Charts</a>\
          <a href=\"#comparisons\">Comparisons</a><a href=\"#environment\">Environment</a>\
-         <a href=\"#sources\">Sources and commands</a></nav>\n</header>\n",
+         <a href=\"#sources\">Sources and commands</a></nav>\n</header>"
     );
 }
 

@@ -173,6 +173,15 @@ pub fn verified_cell(c: &crate::model::Cohort) -> String {
         .join(" ")
 }
 
+/// Bytes as KiB below a MiB, else MiB.
+fn bytes(v: f64) -> String {
+    if v < 1024.0 * 1024.0 {
+        format!("{:.0} KiB", v / 1024.0)
+    } else {
+        mib(v)
+    }
+}
+
 fn count_k(v: f64) -> String {
     if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
@@ -203,7 +212,7 @@ pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
         "YJIT ratio",
         "boot",
     ];
-    let rows = report
+    let rows: Vec<Vec<String>> = report
         .cohorts
         .iter()
         .map(|c| {
@@ -216,13 +225,30 @@ pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
                 median(&r.gc_time_ms_per_1000_requests, fmt_g),
                 median(&r.allocated_objects_per_request, fmt_g),
                 median(&r.heap_allocated_pages, count_k),
-                median(&r.yjit_code_bytes, mib),
+                median(&r.yjit_code_bytes, bytes),
                 median(&r.yjit_ratio_in_yjit, |v| format!("{v:.1}%")),
                 median(&r.app_loaded_after_s, seconds),
             ]
         })
         .collect();
-    Some((headers, rows))
+    // Columns with nothing in any cohort (no YJIT, no --yjit-stats) are left out.
+    let keep: Vec<bool> = (0..headers.len())
+        .map(|i| i < 2 || rows.iter().any(|r| r[i] != dash()))
+        .collect();
+    let pick = |v: Vec<String>| -> Vec<String> {
+        v.into_iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(x, _)| x)
+            .collect()
+    };
+    let headers = headers
+        .into_iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(h, _)| h)
+        .collect();
+    Some((headers, rows.into_iter().map(pick).collect()))
 }
 
 const RUNTIME_TITLE: &str = "In the server (ruby/probe.rb; per trial over the measured phase, summed over processes; medians):";
