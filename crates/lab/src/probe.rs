@@ -437,18 +437,27 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
                         && (jit == Jit::None || p.jit.get(jit.as_str()) == Some(&true))
                 })
                 .count();
-            let on: Vec<String> = procs
+            // Each process's state, e.g. "yjit on" or "every JIT off", counted.
+            let mut states: BTreeMap<String, usize> = BTreeMap::new();
+            for p in &procs {
+                let on: Vec<&str> = p
+                    .jit
+                    .iter()
+                    .filter(|(_, on)| **on)
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                let state = if on.is_empty() {
+                    "every JIT off".to_string()
+                } else {
+                    format!("{} on", on.join(", "))
+                };
+                *states.entry(state).or_default() += 1;
+            }
+            let observed: Vec<String> = states
                 .iter()
-                .flat_map(|p| p.jit.iter().filter(|(_, on)| **on).map(|(n, _)| n.clone()))
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
+                .map(|(state, count)| format!("{state} in {count} of {n} processes"))
                 .collect();
-            let what = if on.is_empty() {
-                "every JIT off".to_string()
-            } else {
-                format!("{} on", on.join(", "))
-            };
-            (matching == n, format!("{}; matching: {matching} of {n}", count_of(n, &what)))
+            (matching == n, observed.join(", "))
         };
         checks.push(Check {
             setting: "jit".into(),
@@ -554,4 +563,150 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
         ok: checks.iter().all(|c| c.ok),
         checks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Experiment;
+    use crate::knobs::AllocatorSetting;
+
+    /// Settings of a one-configuration experiment on the `ruby` on PATH, with no knob set.
+    fn settings() -> ConfigSettings {
+        let e = Experiment::parse(Path::new("/tmp/probe-test.toml"), "[settings]\n").unwrap();
+        e.configs[0].settings.clone()
+    }
+
+    fn process(pid: i32, yjit: bool, libs: &[&str]) -> ProbeProcess {
+        ProbeProcess {
+            pid,
+            snapshots: vec![MEASURE_START.into(), MEASURE_END.into()],
+            jit: [("yjit".to_string(), yjit), ("mjit".to_string(), false)].into(),
+            allocator_libraries: libs.iter().map(|s| s.to_string()).collect(),
+            gc_auto_compact: Some(false),
+            ..ProbeProcess::default()
+        }
+    }
+
+    fn summary(processes: Vec<ProbeProcess>) -> ProbeSummary {
+        ProbeSummary {
+            processes,
+            ..ProbeSummary::default()
+        }
+    }
+
+    const JEMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+
+    #[test]
+    fn nothing_is_verified_when_nothing_was_asked() {
+        let s = summary(vec![process(1, true, &[])]);
+        assert_eq!(verify(&settings(), Some(&s)), None);
+    }
+
+    #[test]
+    fn a_jit_must_be_on_in_every_process() {
+        let mut set = settings();
+        set.jit = Some(Jit::Yjit);
+        let all_on = summary(vec![process(1, true, &[]), process(2, true, &[])]);
+        let v = verify(&set, Some(&all_on)).unwrap();
+        assert!(v.ok);
+        assert_eq!(v.checks[0].observed, "yjit on in 2 of 2 processes");
+        let one_off = summary(vec![process(1, true, &[]), process(2, false, &[])]);
+        let v = verify(&set, Some(&one_off)).unwrap();
+        assert!(!v.ok);
+        assert_eq!(
+            v.checks[0].observed,
+            "every JIT off in 1 of 2 processes, yjit on in 1 of 2 processes"
+        );
+        assert_eq!(
+            v.failure().unwrap(),
+            "settings not verified: jit = \"yjit\" not in force: every JIT off in 1 of 2 processes, yjit on in 1 of 2 processes"
+        );
+        set.jit = Some(Jit::None);
+        assert!(!verify(&set, Some(&all_on)).unwrap().ok);
+        assert!(verify(&set, Some(&summary(vec![process(1, false, &[])]))).unwrap().ok);
+    }
+
+    #[test]
+    fn an_allocator_must_be_mapped_in_every_process_and_system_in_none() {
+        let mut set = settings();
+        set.allocator = Some(AllocatorSetting {
+            name: "jemalloc".into(),
+            preload: Some(JEMALLOC.into()),
+            linked: false,
+        });
+        let mapped = summary(vec![process(1, false, &[JEMALLOC]), process(2, false, &[JEMALLOC])]);
+        let v = verify(&set, Some(&mapped)).unwrap();
+        assert!(v.ok, "{v:?}");
+        assert_eq!(v.checks[0].observed, format!("{JEMALLOC} mapped in 2 of 2 processes"));
+        let half = summary(vec![process(1, false, &[JEMALLOC]), process(2, false, &[])]);
+        assert!(!verify(&set, Some(&half)).unwrap().ok);
+        set.allocator = Some(AllocatorSetting {
+            name: "system".into(),
+            preload: None,
+            linked: false,
+        });
+        assert!(!verify(&set, Some(&mapped)).unwrap().ok);
+        let clean = summary(vec![process(1, false, &[])]);
+        let v = verify(&set, Some(&clean)).unwrap();
+        assert!(v.ok);
+        assert_eq!(v.checks[0].observed, "no allocator library mapped in any of 1 processes");
+    }
+
+    #[test]
+    fn compaction_after_boot_counts_the_processes_that_loaded_the_app() {
+        let mut set = settings();
+        set.compact = Some(Compact::AfterBoot);
+        let mut master = process(1, false, &[]);
+        master.app_loaded_after_s = None; // cluster mode: the master never loads the app
+        let mut worker = process(2, false, &[]);
+        worker.app_loaded_after_s = Some(0.5);
+        worker.compacted_after_boot = true;
+        worker.compact_count = Some(1);
+        let v = verify(&set, Some(&summary(vec![master.clone(), worker.clone()]))).unwrap();
+        assert!(v.ok, "{v:?}");
+        assert_eq!(
+            v.checks[0].observed,
+            "GC.compact after boot in 1 of the 1 processes that loaded the app"
+        );
+        worker.compacted_after_boot = false;
+        assert!(!verify(&set, Some(&summary(vec![master, worker]))).unwrap().ok);
+    }
+
+    #[test]
+    fn without_probe_data_every_check_fails() {
+        let mut set = settings();
+        set.jit = Some(Jit::Yjit);
+        set.compact = Some(Compact::Auto);
+        let v = verify(&set, None).unwrap();
+        assert!(!v.ok);
+        assert_eq!(v.checks.len(), 2);
+        assert!(v.checks.iter().all(|c| c.observed.starts_with("no Ruby process of the server answered the probe")));
+    }
+
+    #[test]
+    fn measured_figures_are_deltas_summed_over_processes_and_per_request() {
+        let record = |pid: i64, start: u64, end: u64| {
+            serde_json::json!({
+                "schema": PROBE_SCHEMA, "pid": pid, "ruby_description": "ruby 3.1.2",
+                "snapshots": {
+                    "measure_start": {"gc": {"count": start, "minor_gc_count": start, "major_gc_count": 1, "time": 10, "total_allocated_objects": 1000, "heap_allocated_pages": 50}},
+                    "measure_end": {"gc": {"count": end, "minor_gc_count": end - 1, "major_gc_count": 2, "time": 30, "total_allocated_objects": 6000, "heap_allocated_pages": 60},
+                                    "yjit": {"inline_code_size": 100, "outlined_code_size": 50}, "gems": {"puma": "5.6.5"}}
+                }
+            })
+        };
+        let records = vec![record(1, 10, 20), record(2, 5, 9)];
+        let s = summarize(&records, &BTreeMap::new(), Some(2000)).unwrap();
+        let m = s.measured.unwrap();
+        assert_eq!(m.processes, 2);
+        assert_eq!((m.gc_count, m.minor_gc_count, m.major_gc_count), (14, 12, 2));
+        assert_eq!(m.gc_time_ms, Some(40.0));
+        assert_eq!(m.allocated_objects, Some(10_000));
+        assert_eq!(m.heap_allocated_pages, Some(120));
+        assert_eq!(m.yjit_code_bytes, Some(300));
+        assert_eq!(m.gc_per_1000_requests, Some(7.0));
+        assert_eq!(m.allocated_objects_per_request, Some(5.0));
+        assert_eq!(s.gems["puma"], "5.6.5");
+    }
 }

@@ -1825,6 +1825,8 @@ pub(crate) mod tests {
             cpu: Cpu::default(),
             error_rate: None,
             script: None,
+            runtime: None,
+            verified: vec![],
             outliers: vec![],
         }
     }
