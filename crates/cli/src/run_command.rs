@@ -308,6 +308,26 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         };
         println!("  [{}] {}", c.id, c.label);
         println!("      ruby: {}", s.ruby_argv.join(" "));
+        let mut verified = Vec::new();
+        if let Some(j) = s.jit {
+            verified.push(format!("jit {}", j.as_str()));
+        }
+        if let Some(a) = &s.allocator {
+            verified.push(match (&a.preload, a.linked) {
+                (Some(lib), _) => format!("allocator {} ({})", a.name, lib.display()),
+                (None, true) => format!("allocator {} (linked into the Ruby)", a.name),
+                (None, false) => format!("allocator {}", a.name),
+            });
+        }
+        if let Some(c) = s.compact {
+            verified.push(format!("compact {}", c.as_str()));
+        }
+        if !verified.is_empty() {
+            println!("      verified in the server: {}", verified.join(", "));
+        }
+        if let Some(g) = &s.gemfile {
+            println!("      gemfile: {} (bundle exec)", g.display());
+        }
         if !s.env.is_empty() {
             let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
             println!("      env: {}", env.join(" "));

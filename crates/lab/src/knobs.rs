@@ -264,9 +264,10 @@ pub fn resolve_allocator(
             None,
         )),
         (name, None) => match find_allocator_library(name) {
+            // Canonical, as /proc/PID/maps shows it (/lib -> /usr/lib on a merged /usr).
             Some(path) => Ok(AllocatorSetting {
                 name: name.into(),
-                preload: Some(path),
+                preload: Some(std::fs::canonicalize(&path).unwrap_or(path)),
                 linked: false,
             }),
             None => Err((
