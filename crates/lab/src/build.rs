@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::process::describe_status;
+use crate::rubies::display_argv;
 
 /// The `schema` of a [`BuildRecord`].
 pub const SCHEMA: &str = "rubyrace.ruby-build/1";
@@ -1116,24 +1117,6 @@ pub fn format_elapsed(d: Duration) -> String {
         let whole = d.as_secs();
         format!("{}m{:02}s", whole / 60, whole % 60)
     }
-}
-
-/// The argv as a reader could paste it into a shell (for the log and messages only).
-fn display_argv(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|a| {
-            let s = a.to_string_lossy();
-            let plain = !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%~".contains(c));
-            if plain {
-                s.into_owned()
-            } else {
-                format!("'{}'", s.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

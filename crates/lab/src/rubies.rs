@@ -966,8 +966,9 @@ fn tail(bytes: &[u8]) -> String {
     out
 }
 
-/// The argv as a reader could paste it into a shell (for messages only; nothing runs it).
-fn display_argv(argv: &[OsString]) -> String {
+/// The argv as a reader could paste it into a shell (for logs and messages only; nothing
+/// runs it).
+pub(crate) fn display_argv(argv: &[OsString]) -> String {
     argv.iter()
         .map(|a| {
             let s = a.to_string_lossy();

@@ -253,18 +253,24 @@ pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
 
 const RUNTIME_TITLE: &str = "In the server (ruby/probe.rb; per trial over the measured phase, summed over processes; medians):";
 
+/// An empty terminal table in rubyrace's style, coloured or not.
+fn new_table(color: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    if color {
+        t.enforce_styling();
+    } else {
+        t.force_no_tty();
+    }
+    t
+}
+
 /// The terminal table; `color` adds ANSI colours (only on a terminal).
 pub fn table(report: &Report, color: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", title(report));
-    let mut t = Table::new();
-    t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    if !color {
-        t.force_no_tty();
-    } else {
-        t.enforce_styling();
-    }
+    let mut t = new_table(color);
     t.set_header(
         headers(report)
             .into_iter()
@@ -294,14 +300,7 @@ pub fn table(report: &Report, color: bool) -> String {
     }
     let _ = writeln!(out, "{t}");
     if let Some((headers, rows)) = runtime_table(report) {
-        let mut t = Table::new();
-        t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
-            .set_content_arrangement(ContentArrangement::Dynamic);
-        if !color {
-            t.force_no_tty();
-        } else {
-            t.enforce_styling();
-        }
+        let mut t = new_table(color);
         t.set_header(
             headers
                 .into_iter()
