@@ -140,7 +140,23 @@ fn json_follows_the_schema_and_pairs_by_block() {
 #[test]
 fn markdown_csv_and_benchstat_are_well_formed() {
     let md = report(&["--format", "markdown"]).stdout;
-    let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    // Two tables: the summary, then what the probe saw in the server.
+    let tables: Vec<Vec<&str>> = md
+        .split("\n\n")
+        .map(|block| block.lines().filter(|l| l.starts_with('|')).collect::<Vec<_>>())
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(tables.len(), 2, "{md}");
+    let runtime = &tables[1];
+    assert_eq!(runtime.len(), 4, "{md}");
+    assert!(runtime[0].starts_with("| cohort | verified in the server | GC /1k req |"), "{md}");
+    assert!(
+        runtime
+            .iter()
+            .all(|l| l.matches('|').count() == runtime[0].matches('|').count()),
+        "{md}"
+    );
+    let table = &tables[0];
     assert_eq!(table.len(), 4, "{md}");
     assert!(
         table[2].starts_with("| one &lt;b&gt;connection&lt;/b&gt; | 3 |"),
