@@ -467,6 +467,8 @@ fn cohort(
         .iter()
         .flat_map(|t| t.keys.keys())
         .filter(|k| k.starts_with("env."))
+        // The probe's directory is the trial's own: it differs by design.
+        .filter(|k| k.as_str() != "env.RUBYRACE_PROBE_DIR")
         .collect();
     for key in env_keys {
         if by.iter().any(|k| k == key) {
@@ -1041,6 +1043,13 @@ mod tests {
         }
         t[3].keys
             .insert("ruby_description".into(), "ruby 3.3.1".into());
+        // Every trial has a probe directory of its own: that is no difference.
+        for (i, x) in t.iter_mut().enumerate() {
+            x.keys.insert(
+                "env.RUBYRACE_PROBE_DIR".into(),
+                format!("/r/trials/{i:05}/probe"),
+            );
+        }
         let r = analyze(&[source(t)], &Options::default()).unwrap();
         let of = |kind: &str, cohort: &str| {
             r.warnings
@@ -1051,6 +1060,7 @@ mod tests {
         assert!(of("high-cv", "fast"), "{:?}", r.warnings);
         assert!(of("outliers", "fast"), "{:?}", r.warnings);
         assert!(of("environment-differs", "fast"), "{:?}", r.warnings);
+        assert!(!of("environment-differs", "base"), "{:?}", r.warnings);
         assert!(!of("drift", "fast"), "{:?}", r.warnings);
     }
 
