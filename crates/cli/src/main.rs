@@ -1,6 +1,7 @@
 //! The `rubyrace` binary: parses arguments and wires the crates together. No measurement
 //! or analysis logic lives here.
 
+mod doctor_command;
 mod load_command;
 mod report_command;
 mod ruby_command;
@@ -37,6 +38,8 @@ enum Command {
     Export(run_command::ExportArgs),
     /// List the Rubies installed on this machine.
     Rubies(run_command::RubiesArgs),
+    /// Check this machine for what makes benchmarks noisy or wrong, and what to do about it.
+    Doctor(doctor_command::DoctorArgs),
     /// Build a CRuby into rubyrace's cache, to name in experiments.
     #[command(subcommand)]
     Ruby(ruby_command::RubyCommand),
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Export(args) => run_command::export(args),
         Command::Rubies(args) => run_command::rubies(args),
         Command::Ruby(command) => ruby_command::run(command),
+        Command::Doctor(args) => doctor_command::run(args),
     };
     match result {
         Ok(code) => code,

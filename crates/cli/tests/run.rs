@@ -156,6 +156,26 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
     }
     lab.assert_no_leftovers(Duration::from_secs(2));
 
+    // What `rubyrace doctor` found when the run started is stored with the session.
+    let doctor: String = db
+        .query_row(
+            "SELECT value FROM meta WHERE key LIKE 'doctor.session.%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a doctor report for the session");
+    let doctor: Value = serde_json::from_str(&doctor).unwrap();
+    assert_eq!(doctor["schema"], "rubyrace.doctor/1");
+    let names: Vec<&str> = doctor["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    for name in ["cpus", "load", "swap", "aslr", "ports", "open_files"] {
+        assert!(names.contains(&name), "{name}: {names:?}");
+    }
+
     // The export has every trial.
     let results = lab.results();
     let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);

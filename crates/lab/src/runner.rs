@@ -93,6 +93,13 @@ pub fn run_pending(
     let done = store.completed()?;
     progress.begin(schedule.len(), done.len(), blocks);
     let session = store.begin_session(kind, command)?;
+    // What makes this machine noisy right now, recorded with the session (quick: no CPU
+    // sampling, no Ruby queries; about 50 ms).
+    let doctor = crate::doctor::examine_with(&crate::doctor::Options {
+        quick: true,
+        ..crate::doctor::Options::default()
+    });
+    store.record_doctor(session, &doctor)?;
     let end = run_schedule(
         store,
         session,

@@ -86,6 +86,9 @@ CREATE TABLE trials (
 ";
 
 /// Where the files of trial `trial_id` of the results directory `dir` go.
+/// Meta key prefix of the doctor's report of a session (`doctor.session.<id>`).
+const DOCTOR_PREFIX: &str = "doctor.session.";
+
 pub fn trial_dir(dir: &Path, trial_id: usize) -> PathBuf {
     dir.join("trials").join(format!("{trial_id:05}"))
 }
@@ -239,6 +242,7 @@ impl Store {
         registry(&self.dir)
     }
 
+    /// A meta value (`experiment_name`, `created_at`, `doctor.session.N`...).
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
@@ -313,6 +317,36 @@ impl Store {
             params![now(), outcome, session_id],
         )?;
         Ok(())
+    }
+
+    /// Records what `rubyrace doctor` found on the machine when a session started.
+    pub fn record_doctor(&self, session_id: i64, report: &crate::doctor::Report) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![
+                format!("{DOCTOR_PREFIX}{session_id}"),
+                serde_json::to_string(report)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The doctor's reports of every session, in session order.
+    pub fn doctor_reports(&self) -> Result<Vec<crate::doctor::Report>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM meta WHERE key LIKE 'doctor.session.%'")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut reports = Vec::new();
+        for row in rows {
+            let (key, value) = row?;
+            let session: i64 = key[DOCTOR_PREFIX.len()..].parse().unwrap_or(0);
+            if let Ok(report) = serde_json::from_str(&value) {
+                reports.push((session, report));
+            }
+        }
+        reports.sort_by_key(|(s, _)| *s);
+        Ok(reports.into_iter().map(|(_, r)| r).collect())
     }
 
     /// The command lines of every `rubyrace run` session, in order.

@@ -281,6 +281,35 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         });
     }
 
+    // What the doctor found wrong with the machine when the run (or a resume) started.
+    let mut seen_findings = BTreeSet::new();
+    for source in sources {
+        for report in &source.doctor {
+            for f in &report.findings {
+                let serious = matches!(
+                    f.status,
+                    lab::doctor::Status::Warn | lab::doctor::Status::Bad
+                );
+                if serious && seen_findings.insert((f.name.clone(), f.value.clone())) {
+                    let advice = if f.advice.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" → {}", f.advice)
+                    };
+                    warnings.push(Warning {
+                        kind: "machine".into(),
+                        cohort: None,
+                        message: format!(
+                            "rubyrace doctor when the run started: {}: {}{advice}",
+                            f.name,
+                            f.value.replace('\n', "; ")
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
     // Trial points in the order they ran.
     let mut timeline: Vec<&TrialData> = all.clone();
     timeline.sort_by(|a, b| {
@@ -906,6 +935,7 @@ mod tests {
             created_at: String::new(),
             commands: vec![],
             smoke: false,
+            doctor: vec![],
             trials,
         }
     }
@@ -1062,6 +1092,37 @@ mod tests {
         assert!(of("environment-differs", "fast"), "{:?}", r.warnings);
         assert!(!of("environment-differs", "base"), "{:?}", r.warnings);
         assert!(!of("drift", "fast"), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn the_doctors_warnings_at_run_start_are_report_warnings() {
+        use lab::doctor::{Finding, Report as Doctor, Status};
+        let finding = |name: &str, status: Status| Finding {
+            name: name.into(),
+            status,
+            value: format!("{name} value"),
+            advice: format!("fix {name}"),
+        };
+        let doctor = Doctor {
+            schema: lab::doctor::SCHEMA.into(),
+            checked_at: "2026-11-22T00:00:00Z".into(),
+            findings: vec![
+                finding("load", Status::Warn),
+                finding("swap", Status::Ok),
+                finding("aslr", Status::Info),
+            ],
+            failed_checks: vec![],
+        };
+        let mut src = source(blocked(|_| "m"));
+        // A run and its resume found the same thing: said once.
+        src.doctor = vec![doctor.clone(), doctor];
+        let r = analyze(&[src], &Options::default()).unwrap();
+        let machine: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "machine").collect();
+        assert_eq!(machine.len(), 1, "{:?}", r.warnings);
+        assert_eq!(
+            machine[0].message,
+            "rubyrace doctor when the run started: load: load value → fix load"
+        );
     }
 
     #[test]

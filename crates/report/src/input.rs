@@ -60,6 +60,8 @@ pub struct SourceData {
     pub created_at: String,
     pub commands: Vec<String>,
     pub smoke: bool,
+    /// What `rubyrace doctor` found when each session of the run started.
+    pub doctor: Vec<lab::doctor::Report>,
     pub trials: Vec<TrialData>,
 }
 
@@ -211,6 +213,7 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
         created_at: store.meta("created_at")?.unwrap_or_default(),
         commands: store.session_commands()?,
         smoke: store.meta("smoke")?.as_deref() == Some("true"),
+        doctor: store.doctor_reports()?,
         trials,
     })
 }
