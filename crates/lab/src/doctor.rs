@@ -18,12 +18,9 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -1186,8 +1183,8 @@ struct Ran {
 }
 
 /// Runs `program args...` (no shell) with stdin closed, in a process group of its own,
-/// capturing its output. Past `timeout` the group (which only this child and its own
-/// children are in) is killed.
+/// capturing its output ([`crate::rubies::run_captured`]). Past `timeout` the group (which
+/// only this child and its own children are in) is killed.
 fn run_program(
     program: &Path,
     args: &[&OsStr],
@@ -1195,70 +1192,16 @@ fn run_program(
     timeout: Duration,
 ) -> std::io::Result<Ran> {
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.args(args);
     for name in env_remove {
         cmd.env_remove(name);
     }
-    let deadline = Instant::now() + timeout;
-    let mut child = cmd.spawn()?;
-    let pgid = child.id() as libc::pid_t;
-    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>)>();
-    let streams: [Option<Box<dyn Read + Send>>; 2] = [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ];
-    for (i, stream) in streams.into_iter().enumerate() {
-        let Some(mut stream) = stream else { continue };
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stream.by_ref().take(256 * 1024).read_to_end(&mut bytes);
-            // Drain the rest so the child never blocks on a full pipe.
-            let _ = std::io::copy(&mut stream, &mut std::io::sink());
-            let _ = tx.send((i, bytes));
-        });
-    }
-    drop(tx);
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait()? {
-            Some(status) => break Some(status),
-            None if Instant::now() >= deadline => {
-                timed_out = true;
-                // SAFETY: signals the process group this function created for its child.
-                unsafe {
-                    libc::kill(-pgid, libc::SIGKILL);
-                }
-                break child.wait().ok();
-            }
-            None => std::thread::sleep(Duration::from_millis(5)),
-        }
-    };
-    let mut out = [Vec::new(), Vec::new()];
-    // A grandchild holding a pipe open must not hang the doctor: wait for the output only
-    // until the deadline (plus a moment).
-    let until = deadline.max(Instant::now()) + Duration::from_millis(200);
-    for _ in 0..2 {
-        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok((i, bytes)) => out[i] = bytes,
-            Err(_) => break,
-        }
-    }
+    let out = crate::rubies::run_captured(cmd, timeout)?;
     Ok(Ran {
-        status,
-        stdout: String::from_utf8_lossy(&out[0]).into_owned(),
-        stderr: String::from_utf8_lossy(&out[1]).into_owned(),
-        timed_out,
+        status: Some(out.status),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        timed_out: out.timed_out,
     })
 }
 

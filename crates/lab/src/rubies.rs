@@ -804,11 +804,12 @@ pub fn bundle_check(argv_prefix: &[String], env: &[(String, String)]) -> anyhow:
     Ok(())
 }
 
-struct Captured {
-    status: ExitStatus,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    timed_out: bool,
+/// What a program run by [`run_captured`] did and printed.
+pub(crate) struct Captured {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub timed_out: bool,
 }
 
 /// Keep at most this much of each output stream (the rest is read and dropped so the child
@@ -817,7 +818,7 @@ const OUTPUT_CAP: usize = 256 * 1024;
 
 /// Runs `cmd` with stdin closed and stdout/stderr captured, in a new process group that is
 /// killed (SIGKILL) when `timeout` passes.
-fn run_captured(mut cmd: Command, timeout: Duration) -> std::io::Result<Captured> {
+pub(crate) fn run_captured(mut cmd: Command, timeout: Duration) -> std::io::Result<Captured> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
