@@ -19,7 +19,7 @@ use serde_json::{json, Value as J};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::knobs::{self, AllocatorSetting, Compact, Jit, COMPACTS, JITS};
-use crate::rubies::RubyCapabilities;
+use crate::rubies::{DiscoveredRuby, RubyCapabilities};
 use crate::servers::ServerKind;
 
 /// Apps shipped in `ruby/apps/`.
@@ -399,6 +399,10 @@ struct Parser<'a> {
     bundles: HashMap<RubyKey, Result<(), String>>,
     /// What each Ruby (argv and environment) answered, asked once.
     capabilities: HashMap<RubyKey, Result<RubyCapabilities, String>>,
+    /// Where `[matrix]` says `ruby = "all"`, if it does.
+    ruby_all: Option<Span>,
+    /// Finds the Rubies of the machine, for `ruby = "all"` without `[rubies]`.
+    discover: &'a dyn Fn() -> Vec<DiscoveredRuby>,
 }
 
 impl<'a> Parser<'a> {
@@ -595,7 +599,28 @@ impl<'a> Parser<'a> {
                 self.unknown_key(&key_span, &dotted, name, &setting_names());
                 continue;
             };
+            // `ruby = "all"`: every Ruby of [rubies], or of the machine; the values are
+            // filled in once the Rubies are known (see `expand_ruby_all`).
+            if name == "ruby" && item.as_str() == Some(RUBY_ALL) {
+                self.ruby_all = Some(item.span());
+                axes.push((name.to_string(), Vec::new()));
+                continue;
+            }
             let Some(array) = item.as_array() else {
+                let help = match item.as_str() {
+                    Some(s) if name == "ruby" && did_you_mean(s, &[RUBY_ALL]).is_some() => format!(
+                        "did you mean ruby = \"{RUBY_ALL}\" (every Ruby of [rubies], or of this \
+                         machine)? Otherwise list the Rubies: ruby = [a, b]"
+                    ),
+                    _ if name == "ruby" => "a matrix axis lists the values to compare, e.g. \
+                         ruby = [a, b], or ruby = \"all\" for every Ruby; a single value \
+                         belongs in [settings]"
+                        .to_string(),
+                    _ => format!(
+                        "a matrix axis lists the values to compare, e.g. {name} = [a, b]; a \
+                         single value belongs in [settings]"
+                    ),
+                };
                 self.error(
                     &item.span(),
                     &dotted,
@@ -603,10 +628,7 @@ impl<'a> Parser<'a> {
                         "expected an array of alternatives, found {}",
                         describe(item)
                     ),
-                    Some(format!(
-                        "a matrix axis lists the values to compare, e.g. {name} = [a, b]; a \
-                         single value belongs in [settings]"
-                    )),
+                    Some(help),
                 );
                 continue;
             };
@@ -723,16 +745,31 @@ impl<'a> Parser<'a> {
                             Some(g) => {
                                 let path = self.resolve_path(g);
                                 if !path.is_file() {
-                                    self.error(&v.span(), &key, format!("no such Gemfile: {}", path.display()), None);
+                                    self.error(
+                                        &v.span(),
+                                        &key,
+                                        format!("no such Gemfile: {}", path.display()),
+                                        None,
+                                    );
                                 }
                                 gemfile = Some(path);
                             }
                             None => {
                                 let found = describe(v);
-                                self.error(&v.span(), &key, format!("expected a string, found {found}"), None)
+                                self.error(
+                                    &v.span(),
+                                    &key,
+                                    format!("expected a string, found {found}"),
+                                    None,
+                                )
                             }
                         },
-                        other => self.unknown_key(&key_span, &key, other, &["path", "argv", "env", "gemfile"]),
+                        other => self.unknown_key(
+                            &key_span,
+                            &key,
+                            other,
+                            &["path", "argv", "env", "gemfile"],
+                        ),
                     }
                 }
                 match argv {
@@ -918,6 +955,75 @@ fn excluded_by(layer: &Layer, exclusion: &Layer) -> bool {
     })
 }
 
+/// The `[matrix]` value of `ruby` that means every Ruby.
+pub const RUBY_ALL: &str = "all";
+
+/// The Rubies `ruby = "all"` stands for, in order: those of `[rubies]` in file order, or,
+/// without `[rubies]`, those `discover` finds that run (one per canonical executable, in
+/// discovery order: version managers, PATH, then /usr/bin), which then become the
+/// experiment's Rubies. `declared` is the file's `[rubies]` table, if it has one.
+fn expand_ruby_all(
+    p: &mut Parser,
+    span: &Span,
+    declared: Option<&dyn TableLike>,
+    rubies: &mut BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+) -> Vec<AxisValue> {
+    let names: Vec<String> = match declared {
+        // Rubies that failed to resolve are reported already and left out.
+        Some(t) => t
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| rubies.contains_key(k))
+            .collect(),
+        None => {
+            rubies.clear();
+            let mut seen = std::collections::HashSet::new();
+            let mut names = Vec::new();
+            for r in (p.discover)() {
+                // Those that do not run (`rubyrace rubies` says why) are left out.
+                if r.error.is_some() || r.description.is_none() {
+                    continue;
+                }
+                let canonical = std::fs::canonicalize(&r.path).unwrap_or_else(|_| r.path.clone());
+                if !seen.insert(canonical) || rubies.contains_key(&r.name) {
+                    continue;
+                }
+                let def = RubyDef {
+                    argv: vec![r.path.display().to_string()],
+                    env: BTreeMap::new(),
+                    gemfile: None,
+                };
+                rubies.insert(r.name.clone(), (def, None));
+                names.push(r.name);
+            }
+            if names.is_empty() {
+                p.error(
+                    span,
+                    "matrix.ruby",
+                    "ruby = \"all\": no Ruby that runs was found on this machine",
+                    Some(
+                        "`rubyrace rubies` lists what was found; or name the Rubies in [rubies]"
+                            .into(),
+                    ),
+                );
+            }
+            names
+        }
+    };
+    names
+        .into_iter()
+        .map(|name| AxisValue {
+            placed: Placed {
+                value: json!(name),
+                span: span.clone(),
+                key: "matrix.ruby".into(),
+            },
+            label: name,
+            chosen: false,
+        })
+        .collect()
+}
+
 impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
@@ -937,6 +1043,16 @@ impl Experiment {
     /// Checks an experiment given as text; `file` names it in messages and anchors
     /// relative paths (apps, URL mixes, scripts).
     pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
+        Experiment::parse_with(file, text, &crate::rubies::discover)
+    }
+
+    /// [`Experiment::parse`] with the machine's Rubies found by `discover` (for
+    /// `ruby = "all"` without `[rubies]`), so tests need not depend on the machine.
+    fn parse_with(
+        file: &Path,
+        text: &str,
+        discover: &dyn Fn() -> Vec<DiscoveredRuby>,
+    ) -> Result<Experiment, ExperimentErrors> {
         let base_dir = file
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -950,6 +1066,8 @@ impl Experiment {
             errors: Vec::new(),
             capabilities: HashMap::new(),
             bundles: HashMap::new(),
+            ruby_all: None,
+            discover,
         };
         let doc = match ImDocument::parse(text.to_string()) {
             Ok(doc) => doc,
@@ -1061,8 +1179,25 @@ impl Experiment {
             }
         }
 
+        // `ruby = "all"` in [matrix]: every Ruby of [rubies], or of the machine.
+        let ruby_all = p.ruby_all.clone();
+        if let Some(span) = &ruby_all {
+            let declared = root.get("rubies").and_then(|r| r.as_table_like());
+            let declared_or_broken = root.get("rubies").is_some();
+            let values = if declared_or_broken && declared.is_none() {
+                Vec::new() // `rubies` is not a table: reported already
+            } else {
+                expand_ruby_all(&mut p, span, declared, &mut rubies)
+            };
+            if let Some((_, v)) = axes.iter_mut().find(|(axis, _)| axis == "ruby") {
+                *v = values;
+            }
+        }
+        // An axis left without values ([rubies] empty or broken) expands to nothing.
+        axes.retain(|(_, values)| !values.is_empty());
+
         // Without [rubies], the `ruby` on PATH is the only Ruby, named "system".
-        if rubies.is_empty() && root.get("rubies").is_none() {
+        if ruby_all.is_none() && rubies.is_empty() && root.get("rubies").is_none() {
             match crate::rubies::resolve_executable("ruby") {
                 Ok(path) => {
                     rubies.insert(
@@ -1120,7 +1255,9 @@ impl Experiment {
                         let mut c = combo.clone();
                         c.insert(axis.clone(), v.placed.clone());
                         let mut l = labels.clone();
-                        if values.len() > 1 {
+                        // `ruby = "all"` names the Ruby even when it finds only one: what
+                        // it expands to depends on the machine, and the label should say.
+                        if values.len() > 1 || (axis == "ruby" && ruby_all.is_some()) {
                             l.push(if axis == "env" || v.chosen {
                                 v.label.clone()
                             } else {
@@ -1325,8 +1462,13 @@ fn resolve(
         }
     };
     let Some((def, _)) = rubies.get(&ruby) else {
-        let help = did_you_mean(&ruby, &ruby_names)
-            .map(|k| format!("did you mean `{k}`?"))
+        let all_outside_matrix =
+            ruby == RUBY_ALL && get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
+        let help = all_outside_matrix
+            .then(|| {
+                "ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]".to_string()
+            })
+            .or_else(|| did_you_mean(&ruby, &ruby_names).map(|k| format!("did you mean `{k}`?")))
             .or_else(|| {
                 Some(format!(
                     "define it in [rubies]; defined: {}",
@@ -1350,7 +1492,9 @@ fn resolve(
     }
 
     // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
-    let jit = get("jit").and_then(|v| v.value.as_str()).and_then(Jit::parse);
+    let jit = get("jit")
+        .and_then(|v| v.value.as_str())
+        .and_then(Jit::parse);
     let compact = get("compact")
         .and_then(|v| v.value.as_str())
         .and_then(Compact::parse);
@@ -1456,7 +1600,11 @@ fn resolve(
             p.error(
                 &span_of("compact"),
                 &key_of("compact"),
-                format!("{} has no {m}, so compact = \"{}\" cannot run", c.description, cm.as_str()),
+                format!(
+                    "{} has no {m}, so compact = \"{}\" cannot run",
+                    c.description,
+                    cm.as_str()
+                ),
                 None,
             );
         }
@@ -1561,9 +1709,12 @@ fn resolve(
             .or_else(|| {
                 (workload == Workload::Http)
                     .then(|| {
-                        [app_dir.join(format!("Gemfile.{ruby}")), app_dir.join("Gemfile")]
-                            .into_iter()
-                            .find(|g| g.is_file())
+                        [
+                            app_dir.join(format!("Gemfile.{ruby}")),
+                            app_dir.join("Gemfile"),
+                        ]
+                        .into_iter()
+                        .find(|g| g.is_file())
                     })
                     .flatten()
             }),
@@ -1575,12 +1726,23 @@ fn resolve(
                 env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
                 // Point at what chose the Gemfile: `gemfile`, else the app that has it.
-                let chosen_by = if get("gemfile").is_some() { "gemfile" } else { "app" };
+                let chosen_by = if get("gemfile").is_some() {
+                    "gemfile"
+                } else {
+                    "app"
+                };
                 p.error(
                     &span_of(chosen_by),
                     &key_of(chosen_by),
-                    format!("the gems of {} are not all installed for Ruby {ruby:?}: {e}", g.display()),
-                    Some(format!("install them: BUNDLE_GEMFILE={} {} -S bundle install", g.display(), def.argv.join(" "))),
+                    format!(
+                        "the gems of {} are not all installed for Ruby {ruby:?}: {e}",
+                        g.display()
+                    ),
+                    Some(format!(
+                        "install them: BUNDLE_GEMFILE={} {} -S bundle install",
+                        g.display(),
+                        def.argv.join(" ")
+                    )),
                 );
             }
         }
@@ -1626,7 +1788,11 @@ fn resolve(
         // A JVM needs far longer than CRuby before its JIT has settled.
         warmup: duration(
             "warmup",
-            Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") { 30 } else { 5 }),
+            Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") {
+                30
+            } else {
+                5
+            }),
         ),
         mode,
         close_grace: duration("close_grace", Duration::from_millis(100)),
@@ -2052,6 +2218,131 @@ env = { RUBY_YJIT_ENABLE = "0" }
         assert_eq!(
             (load.warmup, load.duration),
             (Duration::from_millis(500), Duration::from_secs(2))
+        );
+    }
+
+    /// A Ruby as `rubyrace rubies` would report it; `error` makes it one that does not run.
+    fn found(name: &str, path: &str, error: bool) -> DiscoveredRuby {
+        DiscoveredRuby {
+            name: name.into(),
+            path: path.into(),
+            source: "PATH".into(),
+            description: (!error).then(|| format!("{name} (fake)")),
+            version: Some("3.3.0".into()),
+            error: error.then(|| "exit status 1".into()),
+        }
+    }
+
+    fn no_discovery() -> Vec<DiscoveredRuby> {
+        panic!("discovery must not run when the file has [rubies]")
+    }
+
+    #[test]
+    fn ruby_all_in_the_matrix_is_every_ruby_of_the_rubies_table_in_file_order() {
+        let text = "[rubies]\nzz = \"/bin/sh\"\naa = { argv = [\"/bin/sh\", \"-e\"], env = { X = \"1\" } }\n\
+                    [matrix]\nruby = \"all\"\nthreads = [1, 2]\n";
+        let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &no_discovery).unwrap();
+        assert_eq!(
+            labels(&e),
+            [
+                "ruby=zz threads=1",
+                "ruby=zz threads=2",
+                "ruby=aa threads=1",
+                "ruby=aa threads=2"
+            ]
+        );
+        let aa = &e.configs[2].settings;
+        assert_eq!(
+            (aa.ruby.as_str(), aa.ruby_argv.as_slice()),
+            ("aa", &["/bin/sh".to_string(), "-e".to_string()][..])
+        );
+        assert_eq!(aa.env["X"], "1");
+        assert_eq!(e.configs[0].axes["ruby"], "zz");
+        // Exclusions match the names it expanded to.
+        let text = format!("{text}[[exclude]]\nruby = \"aa\"\nthreads = 2\n");
+        let e = Experiment::parse_with(Path::new("/tmp/e.toml"), &text, &no_discovery).unwrap();
+        assert_eq!(
+            labels(&e),
+            [
+                "ruby=zz threads=1",
+                "ruby=zz threads=2",
+                "ruby=aa threads=1"
+            ]
+        );
+        // One Ruby: still named in the label, since what "all" finds depends on the machine.
+        let e = parse("[matrix]\nruby = \"all\"\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(labels(&e), ["ruby=r threads=1", "ruby=r threads=2"]);
+    }
+
+    #[test]
+    fn ruby_all_without_a_rubies_table_is_every_ruby_found_on_the_machine() {
+        // A second name for /bin/sh's executable: the same Ruby found twice.
+        let link = std::env::temp_dir().join(format!("rubyrace-exp-all-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        let other = std::fs::canonicalize("/bin/true").unwrap();
+        let machine = || {
+            vec![
+                found("rbenv-3.4.1", sh.to_str().unwrap(), false),
+                found("broken", "/bin/false", true),
+                found("system", link.to_str().unwrap(), false),
+                found("3.3.0", other.to_str().unwrap(), false),
+            ]
+        };
+        let text = "[matrix]\nruby = \"all\"\n[settings]\nthreads = 2\n";
+        let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &machine).unwrap();
+        assert_eq!(labels(&e), ["ruby=rbenv-3.4.1", "ruby=3.3.0"]);
+        assert_eq!(
+            e.configs[1].settings.ruby_argv,
+            [other.display().to_string()]
+        );
+        assert_eq!(
+            e.rubies.keys().collect::<Vec<_>>(),
+            ["3.3.0", "rbenv-3.4.1"]
+        );
+        std::fs::remove_file(&link).unwrap();
+
+        let nothing = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &|| {
+            vec![found("broken", "/bin/false", true)]
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            nothing.starts_with("/tmp/e.toml:2:8: matrix.ruby: ruby = \"all\": no Ruby that runs was found on this machine"),
+            "{nothing}"
+        );
+    }
+
+    #[test]
+    fn ruby_all_is_only_a_matrix_value_and_near_misses_keep_their_error() {
+        let errs = errors("[matrix]\nruby = \"al\"\n");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("/tmp/exp.toml:2:8: matrix.ruby: expected an array of alternatives, found the string \"al\""),
+            "{errs:?}"
+        );
+        assert!(
+            errs[0].contains("help: did you mean ruby = \"all\""),
+            "{errs:?}"
+        );
+        let errs = errors("[matrix]\nthreads = \"all\"\n");
+        assert!(
+            errs[0].contains(
+                "matrix.threads: expected an array of alternatives, found the string \"all\""
+            ),
+            "{errs:?}"
+        );
+        let errs = errors("[settings]\nruby = \"all\"\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:2:8: settings.ruby: no Ruby named \"all\" in [rubies]\n    help: ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]"]
+        );
+        // In an array, "all" is a Ruby's name like any other.
+        let errs = errors("[matrix]\nruby = [\"all\"]\n");
+        assert!(
+            errs[0].contains("no Ruby named \"all\" in [rubies]"),
+            "{errs:?}"
         );
     }
 
