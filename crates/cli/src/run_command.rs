@@ -619,12 +619,17 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
         );
     }
     let interrupt = install_interrupt()?;
+    // As in `run`: a server that daemonizes comes back to rubyrace and is killed.
+    if let Err(e) = lab::process::become_subreaper() {
+        eprintln!("rubyrace: cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial");
+    }
     let result = match run_trial(&spec, &interrupt) {
         TrialOutcome::Done(r) => r,
         TrialOutcome::Interrupted => {
             eprintln!("rubyrace: trial interrupted; nothing recorded");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
+        TrialOutcome::WriteFailed(what) => bail!("{what}; nothing recorded"),
     };
     let json = serde_json::to_string_pretty(&result)? + "\n";
     match &args.json {

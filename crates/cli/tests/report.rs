@@ -143,13 +143,21 @@ fn markdown_csv_and_benchstat_are_well_formed() {
     // Two tables: the summary, then what the probe saw in the server.
     let tables: Vec<Vec<&str>> = md
         .split("\n\n")
-        .map(|block| block.lines().filter(|l| l.starts_with('|')).collect::<Vec<_>>())
+        .map(|block| {
+            block
+                .lines()
+                .filter(|l| l.starts_with('|'))
+                .collect::<Vec<_>>()
+        })
         .filter(|t| !t.is_empty())
         .collect();
     assert_eq!(tables.len(), 2, "{md}");
     let runtime = &tables[1];
     assert_eq!(runtime.len(), 4, "{md}");
-    assert!(runtime[0].starts_with("| cohort | verified in the server | GC /1k req |"), "{md}");
+    assert!(
+        runtime[0].starts_with("| cohort | verified in the server | GC /1k req |"),
+        "{md}"
+    );
     assert!(
         runtime
             .iter()

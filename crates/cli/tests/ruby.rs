@@ -23,7 +23,14 @@ fn maps_allocator(process: &Value, prefix: &str) -> bool {
         .as_array()
         .unwrap()
         .iter()
-        .any(|l| l.as_str().unwrap().rsplit('/').next().unwrap().starts_with(prefix))
+        .any(|l| {
+            l.as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .starts_with(prefix)
+        })
 }
 
 #[test]
@@ -90,11 +97,21 @@ allocator = ["system", "jemalloc"]
                 snapshots.contains(&"measure_start") && snapshots.contains(&"measure_end"),
                 "{p}"
             );
-            assert!(p["ruby_description"].as_str().unwrap().starts_with("ruby 3"), "{p}");
+            assert!(
+                p["ruby_description"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("ruby 3"),
+                "{p}"
+            );
             // The JIT state each process reported.
             assert_eq!(p["jit"]["yjit"], jit == "yjit", "{p}");
             // jemalloc is mapped exactly in the jemalloc trials, in every process.
-            assert_eq!(maps_allocator(p, "libjemalloc"), allocator == "jemalloc", "{p}");
+            assert_eq!(
+                maps_allocator(p, "libjemalloc"),
+                allocator == "jemalloc",
+                "{p}"
+            );
             assert!(p["errors"].as_array().unwrap().is_empty(), "{p}");
         }
         // Workers loaded the app after fork, and served.
@@ -105,11 +122,25 @@ allocator = ["system", "jemalloc"]
                 && p["first_request_after_s"].as_f64().unwrap()
                     >= p["app_loaded_after_s"].as_f64().unwrap()));
         let measured = &r["probe"]["measured"];
-        assert!(measured["allocated_objects_per_request"].as_f64().unwrap() > 1.0, "{measured}");
-        assert!(measured["heap_allocated_pages"].as_u64().unwrap() > 0, "{measured}");
-        assert_eq!(measured["yjit_code_bytes"].is_u64(), jit == "yjit", "{measured}");
+        assert!(
+            measured["allocated_objects_per_request"].as_f64().unwrap() > 1.0,
+            "{measured}"
+        );
+        assert!(
+            measured["heap_allocated_pages"].as_u64().unwrap() > 0,
+            "{measured}"
+        );
+        assert_eq!(
+            measured["yjit_code_bytes"].is_u64(),
+            jit == "yjit",
+            "{measured}"
+        );
         // The gems the server loaded, with versions.
-        assert!(r["probe"]["gems"]["puma"].as_str().is_some(), "{}", r["probe"]["gems"]);
+        assert!(
+            r["probe"]["gems"]["puma"].as_str().is_some(),
+            "{}",
+            r["probe"]["gems"]
+        );
         // LD_PRELOAD is what put jemalloc there, and it is recorded.
         assert_eq!(
             r["environment"]["env"]["LD_PRELOAD"].is_string(),
@@ -135,8 +166,18 @@ allocator = ["system", "jemalloc"]
     for c in v["cohorts"].as_array().unwrap() {
         let verified = c["verified"].as_array().unwrap();
         assert_eq!(verified.len(), 2, "{c}");
-        assert!(verified.iter().all(|s| s["verified"] == 1 && s["checked"] == 1), "{c}");
-        assert!(c["runtime"]["gc_per_1000_requests"]["p50"].as_f64().is_some(), "{c}");
+        assert!(
+            verified
+                .iter()
+                .all(|s| s["verified"] == 1 && s["checked"] == 1),
+            "{c}"
+        );
+        assert!(
+            c["runtime"]["gc_per_1000_requests"]["p50"]
+                .as_f64()
+                .is_some(),
+            "{c}"
+        );
     }
 }
 
@@ -177,7 +218,8 @@ jit = "zjit"
     let (code, stderr) = check_only(&lab);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("settings.jit: ruby 3.") && stderr.contains(" has no ZJIT: RubyVM::ZJIT is not defined (built without it)"),
+        stderr.contains("settings.jit: ruby 3.")
+            && stderr.contains(" has no ZJIT: RubyVM::ZJIT is not defined (built without it)"),
         "{stderr}"
     );
 
@@ -193,7 +235,9 @@ ruby_opts = ["--yjit"]
     let (code, stderr) = check_only(&lab);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("settings.ruby_opts: `--yjit` chooses a JIT, but `jit` = \"none\" is set too"),
+        stderr.contains(
+            "settings.ruby_opts: `--yjit` chooses a JIT, but `jit` = \"none\" is set too"
+        ),
         "{stderr}"
     );
 }
@@ -226,10 +270,17 @@ duration = "1s"
     assert_eq!(rows[0].status, "invalid", "{:?}", rows[0].reason);
     assert_eq!(
         rows[0].reason.as_deref(),
-        Some("settings not verified: jit = \"yjit\" not in force: every JIT off in 1 of 1 processes")
+        Some(
+            "settings not verified: jit = \"yjit\" not in force: every JIT off in 1 of 1 processes"
+        )
     );
     // The measurement is kept, so the cohort is visible but excluded.
-    assert!(rows[0].result["derived"]["requests_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        rows[0].result["derived"]["requests_per_s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     let results = lab.results();
     let report = rubyrace(&["report", results.to_str().unwrap()]);
     assert!(report.stdout.contains("jit=yjit ✗ 0/1"), "{report:?}");
@@ -288,7 +339,11 @@ fn an_app_with_a_gemfile_runs_through_bundle_exec_and_records_its_gems() {
     )
     .unwrap();
     // The Ruby's own installed gems satisfy it (no network needed).
-    std::fs::write(app.join("Gemfile"), "source \"https://rubygems.org\"\ngem \"rack\"\ngem \"puma\"\n").unwrap();
+    std::fs::write(
+        app.join("Gemfile"),
+        "source \"https://rubygems.org\"\ngem \"rack\"\ngem \"puma\"\n",
+    )
+    .unwrap();
     lab.experiment(
         r#"
 batches = 1
@@ -310,18 +365,28 @@ duration = "1s"
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    assert!(argv.windows(3).any(|w| w == ["bundle", "exec", "puma"]), "{argv:?}");
+    assert!(
+        argv.windows(3).any(|w| w == ["bundle", "exec", "puma"]),
+        "{argv:?}"
+    );
     let gemfile = app.join("Gemfile").display().to_string();
     assert_eq!(r["server"]["env"]["BUNDLE_GEMFILE"], gemfile.as_str());
     assert_eq!(r["settings"]["gemfile"], gemfile.as_str());
     // Bundler resolved them, and the probe saw the versions in the server.
     let gems = &r["probe"]["gems"];
     for name in ["rack", "puma", "bundler"] {
-        assert!(gems[name].as_str().is_some_and(|v| !v.is_empty()), "{name}: {gems}");
+        assert!(
+            gems[name].as_str().is_some_and(|v| !v.is_empty()),
+            "{name}: {gems}"
+        );
     }
 
     // A Gemfile whose gems are not installed is an error before the run.
-    std::fs::write(app.join("Gemfile"), "source \"https://rubygems.org\"\ngem \"rack\"\ngem \"no-such-gem-rubyrace\"\n").unwrap();
+    std::fs::write(
+        app.join("Gemfile"),
+        "source \"https://rubygems.org\"\ngem \"rack\"\ngem \"no-such-gem-rubyrace\"\n",
+    )
+    .unwrap();
     std::fs::remove_file(app.join("Gemfile.lock")).ok();
     let (code, stderr) = check_only(&lab);
     assert_eq!(code, Some(2), "{stderr}");
@@ -329,7 +394,10 @@ duration = "1s"
         stderr.contains(&format!("experiment.toml:6:7: settings.app: the gems of {gemfile} are not all installed for Ruby \"system\": `")),
         "{stderr}"
     );
-    assert!(stderr.contains("Bundler can't satisfy your Gemfile's dependencies"), "{stderr}");
+    assert!(
+        stderr.contains("Bundler can't satisfy your Gemfile's dependencies"),
+        "{stderr}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
@@ -372,7 +440,16 @@ duration = "10s"
         .iter()
         .map(|u| u["path"].as_str().unwrap())
         .collect();
-    for path in ["/posts", "/posts/1", "/api/posts", "/posts/100/comments", "/posts/17/like", "/cpu", "/files", "/"] {
+    for path in [
+        "/posts",
+        "/posts/1",
+        "/api/posts",
+        "/posts/100/comments",
+        "/posts/17/like",
+        "/cpu",
+        "/files",
+        "/",
+    ] {
         assert!(planned.contains(&path), "{path}: {planned:?}");
     }
     // Active Record was loaded in the server. (Debian's sqlite3 is loaded from vendor_ruby,

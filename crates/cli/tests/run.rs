@@ -1,6 +1,6 @@
 //! End-to-end tests of `rubyrace run`: the real binary runs real experiments against real
-//! servers (Puma with the bundled Rack app, and a misbehaving Ruby server started as a
-//! `custom` server), and the tests read the real SQLite store it writes.
+//! servers (Puma with the bundled Rack app), and the tests read the real SQLite store it
+//! writes. The faults (misbehaving servers, signals, a full disk) are in tests/faults.rs.
 //!
 //! Every server an experiment starts carries a unique `RUBYRACE_TEST_MARKER` in its
 //! environment, so a test can find any process left behind by scanning /proc, and kill
@@ -9,54 +9,12 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
 use serde_json::Value;
-use support::lab::{schedule, trials, Lab, TrialRow};
-use support::{rubyrace, spawn, Run};
-
-const FAULT_SERVER: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/fault_server.rb"
-);
-
-fn fault_experiment(mode: &str, extra_settings: &str) -> String {
-    format!(
-        r#"
-name = "fault-{mode}"
-batches = 1
-
-[settings]
-server = "custom"
-server_argv = ["{{ruby}}", "{FAULT_SERVER}", "{{port}}", "{mode}"]
-app = "rack-hello"
-warmup = "500ms"
-duration = "2s"
-readiness_timeout = "3s"
-connections = 2
-{extra_settings}
-"#
-    )
-}
-
-/// Runs a one-trial experiment against the fault server in `mode`; checks that the run
-/// went on to the end (exit status 3: a trial is not valid), that exactly one trial with
-/// `status` is stored, and that nothing is left running.
-fn one_fault_trial(mode: &str, extra_settings: &str, status: &str) -> (Lab, Run, TrialRow) {
-    let lab = Lab::new(mode);
-    lab.experiment(&fault_experiment(mode, extra_settings));
-    let run = lab.run(&[], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    let mut rows = trials(&lab.db());
-    assert_eq!(rows.len(), 1, "{run:?}");
-    let row = rows.remove(0);
-    assert_eq!(row.status, status, "{:?}", row.reason);
-    lab.assert_no_leftovers(Duration::from_secs(2));
-    (lab, run, row)
-}
+use support::lab::{schedule, trials, Lab, INTERRUPTIBLE};
+use support::rubyrace;
 
 #[test]
 fn a_real_experiment_stores_every_trial_in_schedule_order() {
@@ -187,116 +145,6 @@ ruby_opts = [[], { label = "yjit", value = ["--yjit"] }]
 }
 
 #[test]
-fn a_server_that_never_becomes_ready_fails_its_trial_and_the_run_goes_on() {
-    let (_lab, run, row) = one_fault_trial("never-ready", "", "failed");
-    let reason = row.reason.unwrap();
-    assert!(
-        reason.starts_with("the server was not ready after 3s: 127.0.0.1:"),
-        "{reason}"
-    );
-    assert!(
-        reason.ends_with("accepted the connection but never answered GET /"),
-        "{reason}"
-    );
-    assert!(
-        run.stderr.contains("FAILED: the server was not ready"),
-        "{run:?}"
-    );
-}
-
-#[test]
-fn a_500_at_readiness_fails_the_trial_with_the_server_stderr() {
-    let (_lab, _run, row) = one_fault_trial("error", "", "failed");
-    assert_eq!(
-        row.reason.as_deref(),
-        Some("the readiness check GET / answered 500, not 2xx")
-    );
-    let tail = row.result["server"]["stderr_tail"].as_str().unwrap();
-    assert!(tail.contains("listening on"), "{tail}");
-}
-
-#[test]
-fn errors_during_the_measurement_make_the_trial_invalid_not_silent() {
-    let (_lab, run, row) = one_fault_trial("flaky", "", "invalid");
-    let reason = row.reason.unwrap();
-    assert!(
-        reason.starts_with("error rate 100.000% exceeds max_error_rate 0%"),
-        "{reason}"
-    );
-    assert!(reason.contains("× 500"), "{reason}");
-    // The measurement is kept, and the summary counts the trial as invalid.
-    assert!(row.result["load"]["status"]["500"].as_u64().unwrap() > 0);
-    let summary = run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("default"))
-        .unwrap_or_default();
-    assert_eq!(
-        summary.split_whitespace().take(4).collect::<Vec<_>>(),
-        ["default", "0", "1", "0"],
-        "{run:?}"
-    );
-}
-
-#[test]
-fn a_server_that_exits_mid_trial_fails_it_with_the_exit_status() {
-    let (_lab, _run, row) = one_fault_trial("exit-after-1s", "max_error_rate = 100.0", "failed");
-    assert_eq!(
-        row.reason.as_deref(),
-        Some("the server exited during the measurement (exit status 7)")
-    );
-    assert_eq!(row.result["server"]["ended"]["stopped_by"], "exited");
-}
-
-#[test]
-fn a_server_that_answers_garbage_fails_its_trial() {
-    let (_lab, _run, row) = one_fault_trial("garbage", "", "failed");
-    let reason = row.reason.unwrap();
-    let expected = "the readiness check GET / got an answer that is not HTTP (malformed head: \"SSH-2.0-not-http";
-    assert!(reason.starts_with(expected), "{reason}");
-}
-
-#[test]
-fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
-    let started = Instant::now();
-    let (_lab, run, row) = one_fault_trial("crash-on-boot", "", "failed");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "waited for the readiness timeout: {run:?}"
-    );
-    assert_eq!(
-        row.reason.as_deref(),
-        Some("the server exited (exit status 3) before it was ready")
-    );
-    assert!(run.stderr.contains("simulated crash on boot"), "{run:?}");
-}
-
-#[test]
-fn a_fixed_port_already_in_use_fails_the_trial_without_loading_the_other_server() {
-    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = holder.local_addr().unwrap().port();
-    let (_lab, _run, row) = one_fault_trial("good", &format!("port = {port}"), "failed");
-    let reason = row.reason.unwrap();
-    assert!(
-        reason.starts_with(&format!("port {port} is already in use on 127.0.0.1")),
-        "{reason}"
-    );
-    drop(holder);
-}
-
-#[test]
-fn fail_fast_stops_at_the_first_failed_trial() {
-    let lab = Lab::new("fail-fast");
-    let toml = fault_experiment("crash-on-boot", "").replace("batches = 1", "batches = 3");
-    lab.experiment(&toml);
-    let run = lab.run(&["--fail-fast"], Duration::from_secs(60));
-    assert_eq!(run.code(), Some(3), "{run:?}");
-    assert_eq!(trials(&lab.db()).len(), 1);
-    assert!(run.stderr.contains("--fail-fast"), "{run:?}");
-    assert!(run.stderr.contains("rubyrace run --resume"), "{run:?}");
-}
-
-#[test]
 fn a_malformed_experiment_file_is_reported_with_file_line_column_and_suggestion() {
     let lab = Lab::new("malformed");
     let file = lab.experiment(
@@ -328,137 +176,6 @@ mode = ["keepalive", "close-headers"]
         !lab.results().exists(),
         "a results directory was created for a broken file"
     );
-}
-
-/// Waits until the store holds `n` trials.
-fn wait_for_trials(lab: &Lab, n: usize, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    loop {
-        if lab.results().join("results.db").exists() {
-            if let Ok(db) = Connection::open(lab.results().join("results.db")) {
-                let count: i64 = db
-                    .query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
-                    .unwrap_or(0);
-                if count as usize >= n {
-                    return;
-                }
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} trials were not stored within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-const INTERRUPTIBLE: &str = r#"
-name = "interrupt-me"
-batches = 3
-
-[settings]
-app = "rack-hello"
-server = "puma"
-processes = 2
-threads = 1
-warmup = "500ms"
-duration = "2s"
-
-[matrix]
-connections = [2, 4]
-"#;
-
-/// Interrupts a run mid-trial with `signal`, checks nothing is left running, resumes, and
-/// checks the store holds every scheduled trial exactly once.
-fn interrupt_and_resume(name: &str, signal: i32) {
-    let lab = Lab::new(name);
-    lab.experiment(INTERRUPTIBLE);
-    let file = lab.dir.path("").join("experiment.toml");
-    let results = lab.results();
-    let running = spawn(&[
-        "run",
-        file.to_str().unwrap(),
-        "-o",
-        results.to_str().unwrap(),
-    ]);
-    wait_for_trials(&lab, 2, Duration::from_secs(60));
-    // Into the middle of the third trial: past its boot, inside its measurement.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        !lab.leftovers().is_empty(),
-        "no server was running when the signal was sent"
-    );
-    // SAFETY: the pid of the rubyrace this test started.
-    unsafe { libc::kill(running.pid() as i32, signal) };
-    let run = running.wait(Duration::from_secs(30));
-    lab.assert_no_leftovers(Duration::from_secs(10));
-    let stored_before: Vec<i64> = trials(&lab.db()).iter().map(|t| t.trial_id).collect();
-    assert!(
-        stored_before.len() >= 2 && stored_before.len() < 6,
-        "{stored_before:?}"
-    );
-    if signal == libc::SIGINT {
-        assert_eq!(run.code(), Some(130), "{run:?}");
-        let resume = format!("rubyrace run --resume {}", results.display());
-        assert!(run.stderr.contains(&resume), "{run:?}");
-    }
-
-    let resumed =
-        spawn(&["run", "--resume", results.to_str().unwrap()]).wait(Duration::from_secs(120));
-    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
-    assert!(
-        resumed.stderr.contains(&format!(
-            "{} of 6 trials already stored",
-            stored_before.len()
-        )),
-        "{resumed:?}"
-    );
-    let db = lab.db();
-    let rows = trials(&db);
-    let planned = schedule(&db);
-    let ids: Vec<i64> = rows.iter().map(|r| r.trial_id).collect();
-    assert_eq!(
-        ids,
-        vec![0, 1, 2, 3, 4, 5],
-        "a trial was lost or duplicated"
-    );
-    for (row, (_, block, position, label)) in rows.iter().zip(&planned) {
-        assert_eq!(
-            (row.block, row.position, &row.label),
-            (*block, *position, label)
-        );
-        assert_eq!(row.status, "valid", "{:?}", row.reason);
-    }
-    let sessions: Vec<(String, Option<String>)> = db
-        .prepare("SELECT kind, outcome FROM sessions ORDER BY session_id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let first_outcome = if signal == libc::SIGINT {
-        Some("interrupted".to_string())
-    } else {
-        None
-    };
-    assert_eq!(
-        sessions,
-        vec![
-            ("start".to_string(), first_outcome),
-            ("resume".to_string(), Some("complete".to_string()))
-        ]
-    );
-    lab.assert_no_leftovers(Duration::from_secs(2));
-}
-
-#[test]
-fn ctrl_c_mid_trial_then_resume_loses_and_duplicates_nothing() {
-    interrupt_and_resume("sigint", libc::SIGINT);
-}
-
-#[test]
-fn sigkill_mid_trial_leaves_no_server_and_resume_completes_the_run() {
-    interrupt_and_resume("sigkill", libc::SIGKILL);
 }
 
 #[test]

@@ -233,7 +233,9 @@ pub fn resolve_allocator(
         if let Some(l) = linked {
             if l != name {
                 return Err((
-                    format!("{ruby} is linked against {l} (MAINLIBS), so it cannot run with {name}"),
+                    format!(
+                        "{ruby} is linked against {l} (MAINLIBS), so it cannot run with {name}"
+                    ),
                     None,
                 ));
             }
@@ -350,7 +352,13 @@ pub fn check_jit(
 mod tests {
     use super::*;
 
-    fn caps(engine: &str, version: &str, built: &[&str], on: &[&str], mainlibs: &str) -> RubyCapabilities {
+    fn caps(
+        engine: &str,
+        version: &str,
+        built: &[&str],
+        on: &[&str],
+        mainlibs: &str,
+    ) -> RubyCapabilities {
         RubyCapabilities {
             engine: engine.into(),
             version: version.into(),
@@ -367,7 +375,10 @@ mod tests {
         assert_eq!(Jit::Yjit.flag("3.1.2"), Ok(Some("--yjit")));
         assert_eq!(Jit::Mjit.flag("2.7.4"), Ok(Some("--jit")));
         assert_eq!(Jit::Mjit.flag("3.2.0"), Ok(Some("--mjit")));
-        assert!(Jit::Mjit.flag("3.3.8").unwrap_err().contains("removed in Ruby 3.3"));
+        assert!(Jit::Mjit
+            .flag("3.3.8")
+            .unwrap_err()
+            .contains("removed in Ruby 3.3"));
         assert_eq!(Jit::None.flag("3.3.8"), Ok(None));
     }
 
@@ -395,16 +406,30 @@ mod tests {
         let plain = caps("ruby", "3.1.2", &["yjit", "mjit"], &[], "");
         let off = caps("ruby", "3.1.2", &["yjit", "mjit"], &[], "");
         let err = check_jit(Jit::Mjit, &plain, |_| Ok(off)).unwrap_err();
-        assert!(err.0.contains("started with `--jit` but RubyVM::MJIT.enabled? is false"), "{}", err.0);
+        assert!(
+            err.0
+                .contains("started with `--jit` but RubyVM::MJIT.enabled? is false"),
+            "{}",
+            err.0
+        );
         let on = caps("ruby", "3.1.2", &["yjit"], &["yjit"], "");
-        assert_eq!(check_jit(Jit::Yjit, &plain, |_| Ok(on)), Ok(Some("--yjit".into())));
+        assert_eq!(
+            check_jit(Jit::Yjit, &plain, |_| Ok(on)),
+            Ok(Some("--yjit".into()))
+        );
         let jruby = caps("jruby", "3.1.4", &[], &[], "");
-        assert!(check_jit(Jit::Yjit, &jruby, |_| unreachable!()).unwrap_err().0.contains("applies to CRuby"));
+        assert!(check_jit(Jit::Yjit, &jruby, |_| unreachable!())
+            .unwrap_err()
+            .0
+            .contains("applies to CRuby"));
     }
 
     #[test]
     fn linked_allocators_are_recognised() {
-        assert_eq!(linked_allocator("-lz -lpthread -ljemalloc -lm"), Some("jemalloc"));
+        assert_eq!(
+            linked_allocator("-lz -lpthread -ljemalloc -lm"),
+            Some("jemalloc")
+        );
         assert_eq!(linked_allocator("-lz -lpthread -lm"), None);
         let linked = caps("ruby", "3.3.8", &[], &[], "-ljemalloc -lm");
         let setting = resolve_allocator("jemalloc", &linked).unwrap();
@@ -418,8 +443,17 @@ mod tests {
         let plain = caps("ruby", "3.1.2", &[], &[], "-lm");
         let err = resolve_allocator("/nonexistent/libjemalloc.so.2", &plain).unwrap_err();
         assert_eq!(err.0, "no such library: /nonexistent/libjemalloc.so.2");
-        assert_eq!(allocator_name_of(Path::new("/x/libjemalloc.so.2")), "jemalloc");
-        assert_eq!(allocator_name_of(Path::new("/x/libtcmalloc_minimal.so.4")), "tcmalloc");
-        assert_eq!(allocator_name_of(Path::new("/x/libmimalloc.so")), "libmimalloc");
+        assert_eq!(
+            allocator_name_of(Path::new("/x/libjemalloc.so.2")),
+            "jemalloc"
+        );
+        assert_eq!(
+            allocator_name_of(Path::new("/x/libtcmalloc_minimal.so.4")),
+            "tcmalloc"
+        );
+        assert_eq!(
+            allocator_name_of(Path::new("/x/libmimalloc.so")),
+            "libmimalloc"
+        );
     }
 }

@@ -87,7 +87,13 @@ pub fn read_records(dir: &Path) -> Vec<Value> {
 fn is_alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(false)
 }
 
@@ -244,7 +250,11 @@ fn process_of(record: &Value, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess
         .unwrap_or_default();
     let probe_maps: Vec<String> = serving
         .and_then(|s| s["allocator_libraries"].as_array())
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let snapshots = record["snapshots"]
         .as_object()
@@ -253,7 +263,10 @@ fn process_of(record: &Value, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess
     ProbeProcess {
         pid,
         forked: record["forked"].as_bool().unwrap_or(false),
-        ruby_description: record["ruby_description"].as_str().unwrap_or("").to_string(),
+        ruby_description: record["ruby_description"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
         app_loaded_after_s: record["app_loaded_after_s"].as_f64(),
         first_request_after_s: record["first_request_after_s"].as_f64(),
         snapshots,
@@ -264,7 +277,11 @@ fn process_of(record: &Value, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess
         allocator_libraries: maps.get(&pid).cloned().unwrap_or(probe_maps),
         errors: record["errors"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
@@ -275,9 +292,8 @@ fn delta(start: &Value, end: &Value, key: &str) -> Option<u64> {
 }
 
 fn yjit_code_bytes(yjit: &Value) -> Option<u64> {
-    u64_at(yjit, "code_region_size").or_else(|| {
-        Some(u64_at(yjit, "inline_code_size")? + u64_at(yjit, "outlined_code_size")?)
-    })
+    u64_at(yjit, "code_region_size")
+        .or_else(|| Some(u64_at(yjit, "inline_code_size")? + u64_at(yjit, "outlined_code_size")?))
 }
 
 /// Sums the measured phase over processes. `requests`: measured requests, for the rates.
@@ -314,7 +330,10 @@ fn measured_runtime(records: &[Value], requests: Option<u64>) -> Option<Measured
         add(&mut pages, u64_at(ge, "heap_allocated_pages"));
         add(&mut live, u64_at(ge, "heap_live_slots"));
         add(&mut code, yjit_code_bytes(&end["yjit"]));
-        add(&mut invalidations, delta(&start["yjit"], &end["yjit"], "invalidation_count"));
+        add(
+            &mut invalidations,
+            delta(&start["yjit"], &end["yjit"], "invalidation_count"),
+        );
         if let Some(ratio) = end["yjit"]["ratio_in_yjit"].as_f64() {
             ratios.push(ratio);
         }
@@ -363,9 +382,8 @@ pub fn summarize(
             }
         }
     }
-    let slowest = |f: fn(&ProbeProcess) -> Option<f64>| {
-        processes.iter().filter_map(f).max_by(f64::total_cmp)
-    };
+    let slowest =
+        |f: fn(&ProbeProcess) -> Option<f64>| processes.iter().filter_map(f).max_by(f64::total_cmp);
     Some(ProbeSummary {
         ruby_description: processes.first().map(|p| p.ruby_description.clone()),
         app_loaded_after_s: slowest(|p| p.app_loaded_after_s),
@@ -401,7 +419,12 @@ impl Verification {
             .checks
             .iter()
             .filter(|c| !c.ok)
-            .map(|c| format!("{} = \"{}\" not in force: {}", c.setting, c.expected, c.observed))
+            .map(|c| {
+                format!(
+                    "{} = \"{}\" not in force: {}",
+                    c.setting, c.expected, c.observed
+                )
+            })
             .collect();
         (!failed.is_empty()).then(|| format!("settings not verified: {}", failed.join("; ")))
     }
@@ -414,11 +437,17 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
     if settings.jit.is_none() && settings.allocator.is_none() && settings.compact.is_none() {
         return None;
     }
-    let all: Vec<&ProbeProcess> = summary.map(|s| s.processes.iter().collect()).unwrap_or_default();
+    let all: Vec<&ProbeProcess> = summary
+        .map(|s| s.processes.iter().collect())
+        .unwrap_or_default();
     let serving: Vec<&ProbeProcess> = all
         .iter()
         .copied()
-        .filter(|p| p.snapshots.iter().any(|s| s == MEASURE_START || s == MEASURE_END))
+        .filter(|p| {
+            p.snapshots
+                .iter()
+                .any(|s| s == MEASURE_START || s == MEASURE_END)
+        })
         .collect();
     let procs = if serving.is_empty() { all } else { serving };
     let n = procs.len();
@@ -433,7 +462,9 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
             let matching = procs
                 .iter()
                 .filter(|p| {
-                    p.jit.iter().all(|(name, on)| *on == (jit != Jit::None && name == jit.as_str()))
+                    p.jit
+                        .iter()
+                        .all(|(name, on)| *on == (jit != Jit::None && name == jit.as_str()))
                         && (jit == Jit::None || p.jit.get(jit.as_str()) == Some(&true))
                 })
                 .count();
@@ -488,7 +519,10 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
         let (ok, observed) = if n == 0 {
             (false, none_answered.to_string())
         } else if a.name == "system" {
-            let clean = procs.iter().filter(|p| p.allocator_libraries.is_empty()).count();
+            let clean = procs
+                .iter()
+                .filter(|p| p.allocator_libraries.is_empty())
+                .count();
             let mapped: Vec<&str> = procs
                 .iter()
                 .flat_map(|p| p.allocator_libraries.iter().map(String::as_str))
@@ -509,7 +543,10 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
                 .next()
                 .cloned()
                 .unwrap_or_else(|| format!("lib{}", a.name));
-            (with == n, format!("{lib} mapped in {with} of {n} processes"))
+            (
+                with == n,
+                format!("{lib} mapped in {with} of {n} processes"),
+            )
         };
         checks.push(Check {
             setting: "allocator".into(),
@@ -525,12 +562,17 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
         } else {
             match c {
                 Compact::Auto => {
-                    let on = procs.iter().filter(|p| p.gc_auto_compact == Some(true)).count();
+                    let on = procs
+                        .iter()
+                        .filter(|p| p.gc_auto_compact == Some(true))
+                        .count();
                     (on == n, count_of(on, "GC.auto_compact true"))
                 }
                 Compact::AfterBoot => {
-                    let booted: Vec<&&ProbeProcess> =
-                        procs.iter().filter(|p| p.app_loaded_after_s.is_some()).collect();
+                    let booted: Vec<&&ProbeProcess> = procs
+                        .iter()
+                        .filter(|p| p.app_loaded_after_s.is_some())
+                        .collect();
                     let done = booted
                         .iter()
                         .filter(|p| p.compacted_after_boot && p.compact_count != Some(0))
@@ -624,7 +666,11 @@ mod tests {
         );
         set.jit = Some(Jit::None);
         assert!(!verify(&set, Some(&all_on)).unwrap().ok);
-        assert!(verify(&set, Some(&summary(vec![process(1, false, &[])]))).unwrap().ok);
+        assert!(
+            verify(&set, Some(&summary(vec![process(1, false, &[])])))
+                .unwrap()
+                .ok
+        );
     }
 
     #[test]
@@ -635,10 +681,16 @@ mod tests {
             preload: Some(JEMALLOC.into()),
             linked: false,
         });
-        let mapped = summary(vec![process(1, false, &[JEMALLOC]), process(2, false, &[JEMALLOC])]);
+        let mapped = summary(vec![
+            process(1, false, &[JEMALLOC]),
+            process(2, false, &[JEMALLOC]),
+        ]);
         let v = verify(&set, Some(&mapped)).unwrap();
         assert!(v.ok, "{v:?}");
-        assert_eq!(v.checks[0].observed, format!("{JEMALLOC} mapped in 2 of 2 processes"));
+        assert_eq!(
+            v.checks[0].observed,
+            format!("{JEMALLOC} mapped in 2 of 2 processes")
+        );
         let half = summary(vec![process(1, false, &[JEMALLOC]), process(2, false, &[])]);
         assert!(!verify(&set, Some(&half)).unwrap().ok);
         set.allocator = Some(AllocatorSetting {
@@ -650,7 +702,10 @@ mod tests {
         let clean = summary(vec![process(1, false, &[])]);
         let v = verify(&set, Some(&clean)).unwrap();
         assert!(v.ok);
-        assert_eq!(v.checks[0].observed, "no allocator library mapped in any of 1 processes");
+        assert_eq!(
+            v.checks[0].observed,
+            "no allocator library mapped in any of 1 processes"
+        );
     }
 
     #[test]
@@ -670,7 +725,11 @@ mod tests {
             "GC.compact after boot in 1 of the 1 processes that loaded the app"
         );
         worker.compacted_after_boot = false;
-        assert!(!verify(&set, Some(&summary(vec![master, worker]))).unwrap().ok);
+        assert!(
+            !verify(&set, Some(&summary(vec![master, worker])))
+                .unwrap()
+                .ok
+        );
     }
 
     #[test]
@@ -681,7 +740,9 @@ mod tests {
         let v = verify(&set, None).unwrap();
         assert!(!v.ok);
         assert_eq!(v.checks.len(), 2);
-        assert!(v.checks.iter().all(|c| c.observed.starts_with("no Ruby process of the server answered the probe")));
+        assert!(v.checks.iter().all(|c| c
+            .observed
+            .starts_with("no Ruby process of the server answered the probe")));
     }
 
     #[test]
@@ -700,7 +761,10 @@ mod tests {
         let s = summarize(&records, &BTreeMap::new(), Some(2000)).unwrap();
         let m = s.measured.unwrap();
         assert_eq!(m.processes, 2);
-        assert_eq!((m.gc_count, m.minor_gc_count, m.major_gc_count), (14, 12, 2));
+        assert_eq!(
+            (m.gc_count, m.minor_gc_count, m.major_gc_count),
+            (14, 12, 2)
+        );
         assert_eq!(m.gc_time_ms, Some(40.0));
         assert_eq!(m.allocated_objects, Some(10_000));
         assert_eq!(m.heap_allocated_pages, Some(120));

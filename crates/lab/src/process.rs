@@ -13,11 +13,15 @@
 //! The parent-death signal fires when the *thread* that spawned the child exits, so
 //! servers must be spawned from a thread that outlives them (rubyrace uses its main thread).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -153,6 +157,7 @@ impl Supervised {
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {program}: {e}")))?;
         let pgid = child.id() as i32;
+        own(pgid);
         let registration = registry.join(format!("{pgid}.pid"));
         let started = start_time(pgid).unwrap_or(0);
         fs::write(&registration, format!("{pgid} {started}\n"))?;
@@ -170,6 +175,12 @@ impl Supervised {
         self.pgid
     }
 
+    /// Records the first process's end; from now on its pid is no longer ours.
+    fn note_exit(&mut self, status: ExitStatus) {
+        self.exit = Some(status);
+        disown(self.pgid);
+    }
+
     pub fn stdout_path(&self) -> &Path {
         &self.stdout_path
     }
@@ -181,7 +192,9 @@ impl Supervised {
     /// The exit status if the first process has ended (it is reaped).
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {
-            self.exit = self.child.try_wait().ok().flatten();
+            if let Some(s) = self.child.try_wait().ok().flatten() {
+                self.note_exit(s);
+            }
         }
         self.exit
     }
@@ -228,7 +241,7 @@ impl Supervised {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok((r, status, usage, wall)) if r == pid => {
                     let status = ExitStatus::from_raw(status);
-                    self.exit = Some(status);
+                    self.note_exit(status);
                     return Some((status, usage, wall));
                 }
                 Ok(_) => return None,
@@ -266,7 +279,7 @@ impl Supervised {
                         .child
                         .wait()
                         .unwrap_or_else(|_| ExitStatus::from_raw(libc::SIGKILL));
-                    self.exit = Some(s);
+                    self.note_exit(s);
                     ("kill", s)
                 }
             }
@@ -288,10 +301,19 @@ impl Supervised {
             // Workers whose master is gone: give them the grace period, then KILL.
             signal_group(self.pgid, libc::SIGTERM);
             let deadline = Instant::now() + grace.min(Duration::from_secs(5));
+            // Members re-parented to rubyrace (a subreaper) stay zombies, and so "alive",
+            // until rubyrace reaps them.
             while group_alive(self.pgid) && Instant::now() < deadline {
+                reap_zombies();
                 std::thread::sleep(Duration::from_millis(10));
             }
             signal_group(self.pgid, libc::SIGKILL);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while group_alive(self.pgid) && Instant::now() < deadline {
+                if reap_zombies() == 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
         }
         if let Some(r) = self.registration.take() {
             let _ = fs::remove_file(r);
@@ -304,6 +326,7 @@ impl Drop for Supervised {
         if self.registration.is_some() {
             signal_group(self.pgid, libc::SIGKILL);
             let _ = self.child.wait();
+            disown(self.pgid);
             if let Some(r) = self.registration.take() {
                 let _ = fs::remove_file(r);
             }
@@ -360,6 +383,333 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
         let _ = fs::remove_file(&path);
     }
     killed
+}
+
+// ---------------------------------------------------------------------------------------
+// Orphans: processes that left the server's process group
+// ---------------------------------------------------------------------------------------
+//
+// A server that daemonizes (Process.daemon, or fork + setsid + fork) leaves its process
+// group, where neither the group signals nor the parent-death signal reach it. rubyrace makes
+// itself a child subreaper (`become_subreaper`), so such a process is re-parented to
+// rubyrace when its parent exits; at the end of every trial `kill_orphans` kills and reaps
+// every child of rubyrace that rubyrace did not start itself, and reports them.
+
+/// Pids of the children rubyrace started and has not reaped yet: never touched by
+/// `kill_orphans` or `reap_zombies` (their owner waits for them).
+static OWNED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn own(pid: i32) {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+}
+
+fn disown(pid: i32) {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+}
+
+fn owned(pid: i32) -> bool {
+    OWNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&pid)
+}
+
+/// Makes this process a child subreaper: orphaned descendants (a daemonized server, a
+/// worker whose master died) are re-parented to it instead of to init, so
+/// `kill_orphans` can find and kill them.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this process is a child subreaper.
+pub fn is_subreaper() -> bool {
+    let mut flag: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer given.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut flag as *mut libc::c_int as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    r == 0 && flag != 0
+}
+
+/// The fields of /proc/PID/stat rubyrace needs.
+#[derive(Clone, Debug)]
+pub(crate) struct ProcStat {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgid: i32,
+    /// The wait status of a zombie (field 52), 0 otherwise.
+    pub exit_code: i32,
+}
+
+pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] is field 3 (state).
+    Some(ProcStat {
+        pid,
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgid: f.get(2)?.parse().ok()?,
+        exit_code: f.get(49).and_then(|v| v.parse().ok()).unwrap_or(0),
+    })
+}
+
+/// The command line of a process, NULs as spaces, at most 200 characters.
+pub fn cmdline(pid: i32) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut text: String = String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.chars().count() > 200 {
+        text = text.chars().take(200).collect::<String>() + "…";
+    }
+    text
+}
+
+/// The children of this process that rubyrace did not start (or has already reaped).
+fn foreign_children() -> Vec<ProcStat> {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .filter(|s| s.ppid == me && !owned(s.pid))
+        .collect()
+}
+
+/// Reaps the zombie children of this process that rubyrace did not start (workers whose
+/// master died, re-parented here). Returns how many were reaped.
+pub fn reap_zombies() -> usize {
+    let mut n = 0;
+    for s in foreign_children().into_iter().filter(|s| s.state == 'Z') {
+        let mut status = 0;
+        // SAFETY: waits for one zombie child of ours by pid, without blocking.
+        if unsafe { libc::waitpid(s.pid, &mut status, libc::WNOHANG) } == s.pid {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A process that outlived its trial outside the server's process group.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Orphan {
+    pub pid: i32,
+    pub pgid: i32,
+    pub cmdline: String,
+}
+
+/// Kills (SIGKILL) and reaps every child of this process that rubyrace did not start,
+/// until none is left (a killed orphan's own children are re-parented here and killed in
+/// the next round). Only direct children are signalled: a child's pid cannot be reused
+/// before it is reaped, so no other process is ever hit. Returns the live ones that were
+/// outside process group `group` (members of `group` were already signalled with it).
+pub fn kill_orphans(group: i32) -> Vec<Orphan> {
+    let mut found: Vec<Orphan> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = foreign_children();
+        if children.is_empty() {
+            break;
+        }
+        for s in &children {
+            if s.state != 'Z' {
+                if s.pgid != group && !found.iter().any(|o| o.pid == s.pid) {
+                    found.push(Orphan {
+                        pid: s.pid,
+                        pgid: s.pgid,
+                        cmdline: cmdline(s.pid),
+                    });
+                }
+                // SAFETY: a child of ours (its pid cannot be recycled until we reap it).
+                unsafe { libc::kill(s.pid, libc::SIGKILL) };
+            }
+            let mut status = 0;
+            // SAFETY: as above; WNOHANG, so a child still dying is reaped next round.
+            unsafe { libc::waitpid(s.pid, &mut status, libc::WNOHANG) };
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    found
+}
+
+/// Describes orphans for a trial's reason.
+pub fn describe_orphans(orphans: &[Orphan]) -> String {
+    let list: Vec<String> = orphans
+        .iter()
+        .map(|o| format!("pid {} ({})", o.pid, o.cmdline))
+        .collect();
+    format!(
+        "{} left running outside its process group, killed by rubyrace: {}",
+        if orphans.len() == 1 {
+            "1 process was".to_string()
+        } else {
+            format!("{} processes were", orphans.len())
+        },
+        list.join(", ")
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Deaths during the measurement
+// ---------------------------------------------------------------------------------------
+
+/// A process of the server's tree that ended while it was watched.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Death {
+    pub pid: i32,
+    pub cmdline: String,
+    /// "killed by signal 9 (SIGKILL)", "exit status 1"; None when its parent reaped it
+    /// before rubyrace could read it.
+    pub status: Option<String>,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// How long it had been watched when it ended.
+    pub watched_s: f64,
+}
+
+impl Death {
+    /// A death that spoils a measurement: by a signal, with a non-zero status, or of a
+    /// process that had lived for a while (a status rubyrace could not read). A short-lived
+    /// helper that exits 0 is normal.
+    pub fn is_abnormal(&self) -> bool {
+        self.signal.is_some()
+            || self.code.is_some_and(|c| c != 0)
+            || (self.status.is_none() && self.watched_s >= 1.0)
+    }
+
+    pub fn describe(&self) -> String {
+        match &self.status {
+            Some(s) => format!("pid {} ({}) ended: {s}", self.pid, self.cmdline),
+            None => format!(
+                "pid {} ({}) ended (its parent reaped it before its status could be read)",
+                self.pid, self.cmdline
+            ),
+        }
+    }
+}
+
+/// Watches the processes of a server's tree (root, its process group, their descendants)
+/// and records every one that ends: a pidfd per process wakes the watcher the moment it
+/// exits, while it is still a zombie, so its wait status (field 52 of /proc/PID/stat) can be
+/// read before its parent reaps it. The tree is rescanned every 200 ms for new processes.
+pub struct DeathWatch {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Death>>,
+}
+
+struct Watched {
+    fd: Option<OwnedFd>,
+    cmdline: String,
+    since: Instant,
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh fd we own.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+impl DeathWatch {
+    pub fn start(root: i32, pgid: i32) -> DeathWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || watch(root, pgid, &flag));
+        DeathWatch { stop, thread }
+    }
+
+    /// Stops watching; returns the deaths seen.
+    pub fn finish(self) -> Vec<Death> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+fn watch(root: i32, pgid: i32, stop: &AtomicBool) -> Vec<Death> {
+    const RESCAN: Duration = Duration::from_millis(200);
+    let mut watched: BTreeMap<i32, Watched> = BTreeMap::new();
+    let mut deaths = Vec::new();
+    let mut next_scan = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        if Instant::now() >= next_scan {
+            for pid in crate::resources::tree_pids(root, pgid).unwrap_or_default() {
+                if watched.contains_key(&pid) || deaths.iter().any(|d: &Death| d.pid == pid) {
+                    continue;
+                }
+                // A zombie already: too late to watch.
+                if proc_stat(pid).is_none_or(|s| s.state == 'Z') {
+                    continue;
+                }
+                watched.insert(
+                    pid,
+                    Watched {
+                        fd: pidfd_open(pid),
+                        cmdline: cmdline(pid),
+                        since: Instant::now(),
+                    },
+                );
+            }
+            next_scan = Instant::now() + RESCAN;
+        }
+        let mut fds: Vec<libc::pollfd> = watched
+            .values()
+            .filter_map(|w| w.fd.as_ref())
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: polls our own fds; with none, it is a 50 ms sleep.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+        let ended: Vec<i32> = watched
+            .iter()
+            .filter(|(pid, w)| match &w.fd {
+                Some(fd) => fds.iter().any(|p| p.fd == fd.as_raw_fd() && p.revents != 0),
+                // No pidfd (an old kernel): poll /proc.
+                None => proc_stat(**pid).is_none_or(|s| s.state == 'Z'),
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in ended {
+            let w = watched.remove(&pid).expect("watched");
+            let zombie = proc_stat(pid).filter(|s| s.state == 'Z');
+            let status = zombie.map(|s| ExitStatus::from_raw(s.exit_code));
+            deaths.push(Death {
+                pid,
+                cmdline: w.cmdline,
+                status: status.map(describe_status),
+                code: status.and_then(|s| s.code()),
+                signal: status.and_then(|s| s.signal()),
+                watched_s: w.since.elapsed().as_secs_f64(),
+            });
+        }
+    }
+    deaths
 }
 
 #[cfg(test)]
@@ -463,6 +813,155 @@ mod tests {
             "a process that was not ours got killed"
         );
         s.stop(Duration::from_secs(1));
+    }
+
+    /// Waits until the process's stderr has `lines` lines; returns them.
+    fn stderr_lines(s: &Supervised, lines: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = s.stderr_tail(1000);
+            let got: Vec<String> = text.lines().map(str::to_string).collect();
+            if got.len() >= lines || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        proc_stat(pid).is_some_and(|s| s.state != 'Z')
+    }
+
+    /// Becoming a subreaper changes the whole process, and `kill_orphans` kills every child
+    /// it did not start: that test runs alone, in a child process of the test binary.
+    #[test]
+    fn daemons_come_back_to_the_subreaper_and_are_killed() {
+        const NAME: &str = "process::tests::daemons_come_back_to_the_subreaper_and_are_killed";
+        if std::env::var_os("RUBYRACE_SUBREAPER_TEST").is_none() {
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--test-threads=1", "--nocapture"])
+                .env("RUBYRACE_SUBREAPER_TEST", "1")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(text.contains("1 passed"), "the test did not run: {text}");
+            return;
+        }
+        assert!(!is_subreaper());
+        become_subreaper().unwrap();
+        assert!(is_subreaper());
+        let tmp = TempDir::new("process-subreaper");
+        let dir = tmp.0.clone();
+
+        // Process.daemon: fork, setsid, the first process exits at once.
+        let mut s = Supervised::spawn(
+            &launch(&[
+                "ruby",
+                "-e",
+                "Process.daemon(true, true); $stderr.puts Process.pid; sleep 60",
+            ]),
+            &dir,
+            "daemon",
+            &dir.join("live"),
+        )
+        .unwrap();
+        let daemon: i32 = stderr_lines(&s, 1)[0].parse().unwrap();
+        assert!(s.wait_for_exit(Duration::from_secs(10)).is_some());
+        assert!(alive(daemon));
+        assert_eq!(proc_stat(daemon).unwrap().ppid, unsafe { libc::getpid() });
+        s.stop(Duration::from_secs(1));
+        let orphans = kill_orphans(s.pid());
+        assert_eq!(orphans.len(), 1, "{orphans:?}");
+        assert_eq!(orphans[0].pid, daemon);
+        assert!(
+            orphans[0].cmdline.starts_with("ruby -e Process.daemon"),
+            "{orphans:?}"
+        );
+        assert!(!alive(daemon), "the daemon survived");
+        assert!(describe_orphans(&orphans).starts_with(&format!(
+            "1 process was left running outside its process group, killed by rubyrace: pid {daemon} (ruby -e"
+        )));
+
+        // fork + setsid + fork: the middle process leaves the group, the grandchild is its
+        // child until the middle one is killed, then comes back here and is killed too.
+        let mut s = Supervised::spawn(
+            &launch(&[
+                "ruby",
+                "-e",
+                "fork { Process.setsid; fork { $stderr.puts Process.pid; sleep 60 }; sleep 60 }; sleep 60",
+            ]),
+            &dir,
+            "double",
+            &dir.join("live"),
+        )
+        .unwrap();
+        let grandchild: i32 = stderr_lines(&s, 1)[0].parse().unwrap();
+        s.stop(Duration::from_secs(1));
+        assert!(alive(grandchild));
+        let orphans = kill_orphans(s.pid());
+        assert_eq!(orphans.len(), 2, "{orphans:?}");
+        assert!(orphans.iter().any(|o| o.pid == grandchild), "{orphans:?}");
+        assert!(!alive(grandchild));
+        // Nothing is left, and a child rubyrace owns is never touched.
+        let mut owned =
+            Supervised::spawn(&launch(&["sleep", "60"]), &dir, "own", &dir.join("live")).unwrap();
+        assert!(kill_orphans(0).is_empty());
+        assert!(owned.exited().is_none(), "an owned child was killed");
+        owned.stop(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_worker_killed_by_a_signal_is_seen_with_its_signal() {
+        let tmp = TempDir::new("process-death");
+        let dir = tmp.0.clone();
+        // A master that forks a worker and reaps nothing for 30 s.
+        let mut s = Supervised::spawn(
+            &launch(&[
+                "ruby",
+                "-e",
+                "pid = fork { sleep 60 }; $stderr.puts pid; sleep 30",
+            ]),
+            &dir,
+            "server",
+            &dir.join("live"),
+        )
+        .unwrap();
+        let worker: i32 = stderr_lines(&s, 1)[0].parse().unwrap();
+        let watch = DeathWatch::start(s.pid(), s.pid());
+        std::thread::sleep(Duration::from_millis(400));
+        // SAFETY: the worker of the server this test started.
+        unsafe { libc::kill(worker, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(200));
+        let deaths = watch.finish();
+        s.stop(Duration::from_secs(1));
+        assert_eq!(deaths.len(), 1, "{deaths:?}");
+        let d = &deaths[0];
+        assert_eq!(
+            (d.pid, d.signal, d.code),
+            (worker, Some(libc::SIGKILL), None)
+        );
+        assert!(d.is_abnormal());
+        assert!(
+            d.describe()
+                .ends_with(") ended: killed by signal 9 (SIGKILL)"),
+            "{}",
+            d.describe()
+        );
+        // A helper that exits 0 is normal.
+        let helper = Death {
+            pid: 1,
+            cmdline: String::new(),
+            status: Some("exit status 0".into()),
+            code: Some(0),
+            signal: None,
+            watched_s: 5.0,
+        };
+        assert!(!helper.is_abnormal());
     }
 
     #[test]

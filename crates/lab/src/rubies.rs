@@ -396,7 +396,11 @@ fn manager_rubies(dir: &Path, links_first: bool) -> Vec<(String, PathBuf)> {
         })
         .collect();
     found.sort_by(|a, b| {
-        let links = if links_first { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) };
+        let links = if links_first {
+            b.0.cmp(&a.0)
+        } else {
+            a.0.cmp(&b.0)
+        };
         links.then_with(|| natural_cmp(&a.1, &b.1))
     });
     found
@@ -795,7 +799,10 @@ pub fn bundle_check(argv_prefix: &[String], env: &[(String, String)]) -> anyhow:
     let out = run_captured(cmd, DESCRIPTION_TIMEOUT)
         .map_err(|e| anyhow!("could not run `{shown}`: {e}"))?;
     if out.timed_out {
-        bail!("`{shown}` did not answer within {} s", DESCRIPTION_TIMEOUT.as_secs());
+        bail!(
+            "`{shown}` did not answer within {} s",
+            DESCRIPTION_TIMEOUT.as_secs()
+        );
     }
     if !out.status.success() {
         let said = format!("{} {}", tail(&out.stdout), tail(&out.stderr));

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::experiment::Config;
-use crate::process::kill_registered_leftovers;
+use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::schedule::ScheduledTrial;
 use crate::store::Store;
 use crate::trial::{
@@ -76,6 +76,13 @@ pub fn run_pending(
     interrupt: &Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> Result<RunEnd> {
+    // Orphaned descendants (a server that daemonized) come back to rubyrace, which kills
+    // them at the end of their trial.
+    if let Err(e) = become_subreaper() {
+        progress.note(&format!(
+            "cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial"
+        ));
+    }
     for killed in kill_registered_leftovers(&store.registry()) {
         progress.note(&format!(
             "killed {killed}, a server left running by an earlier rubyrace that did not exit cleanly"
@@ -149,11 +156,18 @@ fn run_schedule(
                 end = RunEnd::Interrupted;
                 break;
             }
+            TrialOutcome::WriteFailed(what) => {
+                anyhow::bail!(
+                    "{what} (trial {} is not stored; every trial before it is: free space or fix the problem, then resume)",
+                    trial.trial_id
+                );
+            }
             TrialOutcome::Done(result) => {
                 store.insert_trial(session, &result).with_context(|| {
                     format!(
-                        "cannot store trial {} (every trial before it is stored; free space or fix the problem, then resume)",
-                        trial.trial_id
+                        "cannot store trial {} in {} (every trial before it is stored; free space or fix the problem, then resume)",
+                        trial.trial_id,
+                        store.db_path().display()
                     )
                 })?;
                 progress.trial_finished(&result);

@@ -115,6 +115,18 @@ fn open_connection(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Whether the creating transaction of a results database was committed (its tables exist).
+/// `Err` when the database cannot be read at all (then nothing is assumed about it).
+fn created_completely(db: &Path) -> Result<bool> {
+    let conn = open_connection(db)?;
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(n == 1)
+}
+
 fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
@@ -132,6 +144,16 @@ impl Store {
         let dir = &std::path::absolute(dir)
             .with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
+        if db.exists() && matches!(created_completely(&db), Ok(false)) {
+            // rubyrace was killed while creating the store (one transaction): nothing in it.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let f = dir.join(format!("{DB_FILE}{suffix}"));
+                if f.exists() {
+                    std::fs::remove_file(&f)
+                        .with_context(|| format!("cannot remove {}", f.display()))?;
+                }
+            }
+        }
         if db.exists() {
             bail!(
                 "{} already holds results; continue it with `rubyrace run --resume {}`, or choose another directory with -o",
@@ -210,6 +232,13 @@ impl Store {
                 DB_FILE
             );
         }
+        if matches!(created_completely(&db), Ok(false)) {
+            bail!(
+                "{} was not created completely (rubyrace was stopped while creating it) and holds no trial; start the run again with `rubyrace run EXPERIMENT -o {}`",
+                db.display(),
+                dir.display()
+            );
+        }
         let conn = open_connection(&db)?;
         let store = Store {
             conn,
@@ -230,6 +259,23 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.join(DB_FILE)
+    }
+
+    /// Adds the operating system's error (ENOSPC, EFBIG...) to an SQLite error, which
+    /// alone says only "disk I/O error".
+    fn explain(&self, e: rusqlite::Error) -> anyhow::Error {
+        // SAFETY: the handle of our open connection; sqlite3_system_errno only reads it.
+        let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(self.conn.handle()) };
+        if errno != 0 {
+            anyhow::Error::new(e).context(format!("{}", std::io::Error::from_raw_os_error(errno)))
+        } else {
+            anyhow::Error::new(e)
+        }
     }
 
     /// Where a trial's files go.
@@ -360,6 +406,14 @@ impl Store {
 
     /// Stores one trial in one transaction.
     pub fn insert_trial(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
+        self.insert_trial_inner(session_id, r)
+            .map_err(|e| match e.downcast::<rusqlite::Error>() {
+                Ok(sql) => self.explain(sql),
+                Err(other) => other,
+            })
+    }
+
+    fn insert_trial_inner(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
         let json = serde_json::to_string(r)?;
         let latency = |q: &str| {
             r.load

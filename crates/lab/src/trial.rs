@@ -19,7 +19,10 @@ use stats::median;
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
 use crate::probe::{self, ProbeSummary, Verification};
-use crate::process::{describe_status, Ended, Launch, Supervised};
+use crate::process::{
+    describe_orphans, describe_status, kill_orphans, Death, DeathWatch, Ended, Launch, Orphan,
+    Supervised,
+};
 use crate::readiness::{wait_ready, Readiness};
 use crate::resources::{ResourceSummary, Sampler};
 use crate::servers::{server_command, ServerLaunch};
@@ -83,6 +86,14 @@ pub struct ServerRecord {
     /// The end of the server's stderr (the whole file is `server.stderr` in the trial
     /// directory).
     pub stderr_tail: String,
+    /// Processes of the server's tree that ended during the warmup or the measurement
+    /// (the first process excepted: its end is `ended`).
+    #[serde(default)]
+    pub deaths: Vec<Death>,
+    /// Processes the server left running outside its process group (it daemonized, or a
+    /// child called setsid), found and killed by rubyrace after the stop.
+    #[serde(default)]
+    pub orphans: Vec<Orphan>,
 }
 
 /// Figures derived from the load and the resource samples.
@@ -173,6 +184,28 @@ pub enum TrialOutcome {
     Done(Box<TrialResult>),
     /// Ctrl-C: the server is stopped and nothing is recorded; a resume runs it again.
     Interrupted,
+    /// A file of the trial could not be written (a full disk, a file size limit): the
+    /// server is stopped and nothing is recorded; the run must stop, and a resume runs the
+    /// trial again. The message names the path and the cause.
+    WriteFailed(String),
+}
+
+/// Why a trial stopped without a result.
+enum Stop {
+    Interrupted,
+    WriteFailed(String),
+}
+
+/// Errors that mean "the disk cannot take more", not "this trial went wrong".
+pub fn is_storage_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT | libc::EROFS | libc::EIO)
+    )
+}
+
+fn write_failed(path: &Path, e: &std::io::Error) -> Stop {
+    Stop::WriteFailed(format!("cannot write {}: {e}", path.display()))
 }
 
 fn now_rfc3339() -> String {
@@ -217,8 +250,10 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
     if let Err(e) =
         fs::create_dir_all(&spec.out_dir).and_then(|_| remove_trial_files(&spec.out_dir))
     {
-        result.reason = Some(format!("cannot create {}: {e}", spec.out_dir.display()));
-        return finish(result, started, &spec.out_dir);
+        return TrialOutcome::WriteFailed(format!(
+            "cannot prepare the trial directory {}: {e}",
+            spec.out_dir.display()
+        ));
     }
     let (environment, ruby_error) = capture_environment(spec);
     result.environment = environment;
@@ -226,14 +261,15 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         result.reason = Some(format!("the Ruby does not run: {e}"));
         return finish(result, started, &spec.out_dir);
     }
-    let interrupted = match spec.settings.workload {
+    let outcome = match spec.settings.workload {
         Workload::Http => http_trial(spec, interrupt, &mut result),
         Workload::Script => script_trial(spec, interrupt, &mut result),
     };
-    if interrupted {
-        return TrialOutcome::Interrupted;
+    match outcome {
+        Ok(()) => finish(result, started, &spec.out_dir),
+        Err(Stop::Interrupted) => TrialOutcome::Interrupted,
+        Err(Stop::WriteFailed(what)) => TrialOutcome::WriteFailed(what),
     }
-    finish(result, started, &spec.out_dir)
 }
 
 /// Names of the files a trial writes in its directory.
@@ -246,8 +282,7 @@ fn is_trial_file(name: &str) -> bool {
     matches!(
         name,
         "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
-    )
-        || name == crate::servers::UNICORN_CONFIG
+    ) || name == crate::servers::UNICORN_CONFIG
         || name == crate::servers::PUMA_CONFIG
         || run_log
 }
@@ -307,8 +342,11 @@ fn capture_environment(spec: &TrialSpec) -> (EnvironmentRecord, Option<String>) 
     (record, ruby_error)
 }
 
-/// Returns true when interrupted.
-fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
+fn http_trial(
+    spec: &TrialSpec,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<(), Stop> {
     let s = &spec.settings;
 
     // 1. A port.
@@ -317,7 +355,7 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
             Ok(p) => p,
             Err(e) => {
                 result.reason = Some(format!("cannot find a free port: {e}"));
-                return false;
+                return Ok(());
             }
         }
     } else {
@@ -327,7 +365,7 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
                 "port {} is already in use on 127.0.0.1 ({e}); another server is listening there",
                 s.port
             ));
-            return false;
+            return Ok(());
         }
         s.port
     };
@@ -349,7 +387,7 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
         Ok(c) => c,
         Err(e) => {
             result.reason = Some(format!("cannot build the server command: {e:#}"));
-            return false;
+            return Ok(());
         }
     };
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
@@ -359,7 +397,7 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
         Ok(()) => {}
         Err(e) => {
             result.reason = Some(e);
-            return false;
+            return Ok(());
         }
     }
     // Record the environment the server really gets: rubyrace's, the server command's
@@ -381,10 +419,16 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
     };
     let mut server = match Supervised::spawn(&launch, &spec.out_dir, "server", &spec.registry) {
         Ok(server) => server,
+        Err(e) if is_storage_error(&e) => {
+            return Err(Stop::WriteFailed(format!(
+                "cannot write the server's output files in {}: {e}",
+                spec.out_dir.display()
+            )))
+        }
         Err(e) => {
             result.reason = Some(format!("the server did not start: {e}"));
             result.server = Some(record);
-            return false;
+            return Ok(());
         }
     };
     record.pid = Some(server.pid());
@@ -398,29 +442,60 @@ fn http_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialR
         interrupt,
     );
     let mut maps = BTreeMap::new();
-    let interrupted = match ready {
+    let outcome = match ready {
         Readiness::Ready { after } => {
             record.ready_after_s = Some(after.as_secs_f64());
-            measure(spec, addr, &mut server, interrupt, result, &mut maps)
+            measure(
+                spec,
+                addr,
+                &mut server,
+                interrupt,
+                result,
+                &mut maps,
+                &mut record,
+            )
         }
         Readiness::Failed(reason) => {
             result.reason = Some(reason);
-            false
+            Ok(())
         }
-        Readiness::Interrupted => true,
+        Readiness::Interrupted => Err(Stop::Interrupted),
     };
 
-    // 6. Stop.
+    // 6. Stop, then kill whatever escaped the process group.
     let ended = server.stop(s.stop_timeout);
+    record.orphans = kill_orphans(server.pid());
     record.stderr_tail = server.stderr_tail(STDERR_TAIL);
     record.ended = Some(ended);
+    let orphans = record.orphans.clone();
     result.server = Some(record);
-    if !interrupted && result.load.is_some() {
+    outcome?;
+    if result.load.is_some() {
         let requests = result.load.as_ref().and_then(|l| l["requests"].as_u64());
         let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
         apply_probe(result, summary);
     }
-    interrupted
+    if !orphans.is_empty() {
+        note_orphans(result, &orphans);
+    }
+    Ok(())
+}
+
+/// A server that left processes outside its process group: they were not measured with
+/// it and would outlive it, so a valid trial becomes invalid, and the reason says what
+/// happened.
+fn note_orphans(result: &mut TrialResult, orphans: &[Orphan]) {
+    let what = format!(
+        "{} (a server must stay in the foreground and in its process group: does it daemonize?)",
+        describe_orphans(orphans)
+    );
+    if result.status == TrialStatus::Valid {
+        result.status = TrialStatus::Invalid;
+    }
+    result.reason = Some(match result.reason.take() {
+        Some(r) => format!("{r}; {what}"),
+        None => what,
+    });
 }
 
 /// Adds the probe to a server's or script's environment (RUBYOPT, its directory, the
@@ -431,7 +506,10 @@ fn with_probe(
     s: &ConfigSettings,
 ) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let rubyopt = env.get("RUBYOPT").cloned().or_else(|| std::env::var("RUBYOPT").ok());
+    let rubyopt = env
+        .get("RUBYOPT")
+        .cloned()
+        .or_else(|| std::env::var("RUBYOPT").ok());
     let vars = probe::probe_env(dir, rubyopt.as_deref(), s.compact)?;
     env.extend(vars);
     Ok(())
@@ -459,7 +537,6 @@ fn apply_probe(result: &mut TrialResult, summary: Option<ProbeSummary>) {
 }
 
 /// Warmup and measurement with resource sampling; sets status, load, resources, derived.
-/// Returns true when interrupted.
 fn measure(
     spec: &TrialSpec,
     addr: SocketAddr,
@@ -467,14 +544,15 @@ fn measure(
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
     maps: &mut BTreeMap<i32, Vec<String>>,
-) -> bool {
+    record: &mut ServerRecord,
+) -> Result<(), Stop> {
     let s = &spec.settings;
     let url = format!("http://{addr}{}", s.load.path.as_deref().unwrap_or("/"));
     let load_spec = match s.load.build_spec(&url) {
         Ok(l) => l,
         Err(e) => {
             result.reason = Some(format!("invalid load settings: {e}"));
-            return false;
+            return Ok(());
         }
     };
     let pid = server.pid();
@@ -503,7 +581,11 @@ fn measure(
             maps
         })
     };
+    let watch = DeathWatch::start(pid, pid);
     let outcome = load::run(&load_spec, None, interrupt.clone());
+    record.deaths = watch.finish();
+    // The first process's own end is told by its exit status.
+    record.deaths.retain(|d| d.pid != pid);
     let resources = sampler.finish();
     if let Ok(found) = starter.join() {
         *maps = found;
@@ -512,19 +594,24 @@ fn measure(
         probe::request_snapshot(&probe_dir, probe::MEASURE_END, pid, pid);
     }
     if interrupt.load(Ordering::SeqCst) {
-        return true;
+        return Err(Stop::Interrupted);
     }
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             result.reason = Some(format!("the load generator failed: {e}"));
-            return false;
+            return Ok(());
         }
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
     let hdr_path = spec.out_dir.join("latency.hlog");
-    if let Ok(mut f) = fs::File::create(&hdr_path) {
-        let _ = load::report::write_hdr_log(&mut f, &outcome.stats.latency, report.elapsed_s);
+    // A histogram cut short by a full disk must not be stored as if whole: the run stops.
+    let written = fs::File::create(&hdr_path).and_then(|mut f| {
+        load::report::write_hdr_log(&mut f, &outcome.stats.latency, report.elapsed_s)?;
+        std::io::Write::flush(&mut f)
+    });
+    if let Err(e) = written {
+        return Err(write_failed(&hdr_path, &e));
     }
     let mut derived = Derived {
         requests_per_s: Some(report.requests_per_s),
@@ -553,10 +640,40 @@ fn measure(
         ));
     } else if report.requests == 0 {
         result.status = TrialStatus::Failed;
-        result.reason = Some(format!(
-            "no response was completed ({} errors)",
-            report.errors.total
-        ));
+        let breakdown = error_breakdown(&report);
+        result.reason = Some(if breakdown.is_empty() {
+            format!("no response was completed ({} errors)", report.errors.total)
+        } else {
+            format!(
+                "no response was completed ({} errors: {breakdown})",
+                report.errors.total
+            )
+        });
+    } else if record.deaths.iter().any(Death::is_abnormal) {
+        let died: Vec<String> = record
+            .deaths
+            .iter()
+            .filter(|d| d.is_abnormal())
+            .map(Death::describe)
+            .collect();
+        result.status = TrialStatus::Invalid;
+        let mut reason = format!(
+            "{} of the server died during the measurement: {}",
+            if died.len() == 1 {
+                "a process".to_string()
+            } else {
+                format!("{} processes", died.len())
+            },
+            died.join("; ")
+        );
+        if report.error_rate > 0.0 {
+            reason.push_str(&format!(
+                "; error rate {:.3}% ({})",
+                100.0 * report.error_rate,
+                error_breakdown(&report)
+            ));
+        }
+        result.reason = Some(reason);
     } else if 100.0 * report.error_rate > s.max_error_rate {
         result.status = TrialStatus::Invalid;
         result.reason = Some(format!(
@@ -565,13 +682,23 @@ fn measure(
             s.max_error_rate,
             error_breakdown(&report)
         ));
+    } else if report.close_ignored > 0 {
+        // close-header mode measures a new connection per request; a server that keeps
+        // the connection open makes every request wait close_grace for a close.
+        result.status = TrialStatus::Invalid;
+        result.reason = Some(format!(
+            "the server ignored `Connection: close` on {} of {} responses: rubyrace waited {} ms for each close, then closed itself, so the figures measure that wait, not the server",
+            report.close_ignored,
+            report.requests,
+            (report.settings.close_grace_s * 1000.0).round()
+        ));
     } else if let Err(e) = &resources {
         result.status = TrialStatus::Invalid;
         result.reason = Some(format!("the server's resources could not be sampled: {e}"));
     } else {
         result.status = TrialStatus::Valid;
     }
-    false
+    Ok(())
 }
 
 fn error_breakdown(report: &load::LoadReport) -> String {
@@ -596,12 +723,15 @@ fn error_breakdown(report: &load::LoadReport) -> String {
     parts.join(", ")
 }
 
-/// Returns true when interrupted.
-fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut TrialResult) -> bool {
+fn script_trial(
+    spec: &TrialSpec,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<(), Stop> {
     let s = &spec.settings;
     let Some(script) = &s.script else {
         result.reason = Some("a script workload without a script".into());
-        return false;
+        return Ok(());
     };
     let mut argv = s.ruby_argv.clone();
     if s.gemfile.is_some() {
@@ -614,7 +744,7 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
     if let Err(e) = with_probe(&mut env, &probe_dir, s) {
         result.reason = Some(e);
-        return false;
+        return Ok(());
     }
     let launch = Launch {
         argv: argv.clone(),
@@ -635,17 +765,24 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
         let since = Instant::now();
         let mut child = match Supervised::spawn(&launch, &spec.out_dir, &name, &spec.registry) {
             Ok(c) => c,
+            Err(e) if is_storage_error(&e) => {
+                return Err(Stop::WriteFailed(format!(
+                    "cannot write the script's output files in {}: {e}",
+                    spec.out_dir.display()
+                )))
+            }
             Err(e) => {
                 result.reason = Some(format!("the script did not start: {e}"));
                 result.script = Some(outcome);
-                return false;
+                return Ok(());
             }
         };
         let waited = child.wait_with_usage(since, limit, interrupt);
         let Some((status, usage, wall)) = waited else {
             child.stop(Duration::from_secs(1));
+            kill_orphans(child.pid());
             if interrupt.load(Ordering::SeqCst) {
-                return true;
+                return Err(Stop::Interrupted);
             }
             result.reason = Some(format!(
                 "run {} did not finish within {}",
@@ -653,9 +790,19 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
                 humantime::format_duration(limit)
             ));
             result.script = Some(outcome);
-            return false;
+            return Ok(());
         };
         child.stop(Duration::from_secs(1));
+        let orphans = kill_orphans(child.pid());
+        if !orphans.is_empty() {
+            result.reason = Some(format!(
+                "run {} of the script: {}",
+                run + 1,
+                describe_orphans(&orphans)
+            ));
+            result.script = Some(summarize_script(outcome));
+            return Ok(());
+        }
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         let stdout = fs::read_to_string(child.stdout_path()).unwrap_or_default();
         outcome.runs.push(ScriptRun {
@@ -674,14 +821,14 @@ fn script_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>, result: &mut Tria
                 child.stderr_tail(STDERR_TAIL).trim()
             ));
             result.script = Some(summarize_script(outcome));
-            return false;
+            return Ok(());
         }
     }
     result.script = Some(summarize_script(outcome));
     result.status = TrialStatus::Valid;
     let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
     apply_probe(result, summary);
-    false
+    Ok(())
 }
 
 fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {

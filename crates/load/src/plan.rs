@@ -337,9 +337,21 @@ mod tests {
             .iter()
             .map(|r| String::from_utf8(r.bytes.clone()).unwrap())
             .collect();
-        assert!(texts[0].starts_with("POST /posts HTTP/1.1\r\n"), "{}", texts[0]);
-        assert!(texts[0].ends_with("Content-Length: 0\r\n\r\n"), "{}", texts[0]);
-        assert!(texts[1].ends_with("Content-Length: 0\r\n\r\n"), "{}", texts[1]);
+        assert!(
+            texts[0].starts_with("POST /posts HTTP/1.1\r\n"),
+            "{}",
+            texts[0]
+        );
+        assert!(
+            texts[0].ends_with("Content-Length: 0\r\n\r\n"),
+            "{}",
+            texts[0]
+        );
+        assert!(
+            texts[1].ends_with("Content-Length: 0\r\n\r\n"),
+            "{}",
+            texts[1]
+        );
         assert!(!texts[2].contains("Content-Length"), "{}", texts[2]);
     }
 

@@ -166,7 +166,10 @@ pub fn verified_cell(c: &crate::model::Cohort) -> String {
             if v.verified == v.checked {
                 format!("{}={} ✓", v.setting, v.expected)
             } else {
-                format!("{}={} ✗ {}/{}", v.setting, v.expected, v.verified, v.checked)
+                format!(
+                    "{}={} ✗ {}/{}",
+                    v.setting, v.expected, v.verified, v.checked
+                )
             }
         })
         .collect::<Vec<_>>()

@@ -151,3 +151,21 @@ pub fn schedule(db: &Connection) -> Vec<(i64, i64, i64, String)> {
         .collect()
 }
 
+/// A short Puma experiment (2 × 2 configurations × 3 blocks) that the run tests and the
+/// fault suite interrupt and resume.
+#[allow(dead_code)]
+pub const INTERRUPTIBLE: &str = r#"
+name = "interrupt-me"
+batches = 3
+
+[settings]
+app = "rack-hello"
+server = "puma"
+processes = 2
+threads = 1
+warmup = "500ms"
+duration = "2s"
+
+[matrix]
+connections = [2, 4]
+"#;
