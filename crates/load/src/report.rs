@@ -473,8 +473,7 @@ pub fn write_hdr_log<W: io::Write>(
         .with_base_time(now)
         .with_max_value_divisor(1_000_000.0)
         .add_comment("rubyrace load: latency in nanoseconds; max column in milliseconds")
-        .begin_log_with(out, &mut serializer)
-        .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        .begin_log_with(out, &mut serializer)?;
     writer
         .write_histogram(
             histogram,
@@ -482,8 +481,28 @@ pub fn write_hdr_log<W: io::Write>(
             std::time::Duration::from_secs_f64(elapsed_s.max(0.0)),
             hdrhistogram::serialization::interval_log::Tag::new("latency"),
         )
-        .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        .map_err(hdr_log_error)?;
     Ok(())
+}
+
+/// The I/O error inside a histogram log error, kept as it is (so "No space left on device"
+/// reads as such, and its OS code survives); the others described in words.
+fn hdr_log_error(
+    e: hdrhistogram::serialization::interval_log::IntervalLogWriterError<
+        hdrhistogram::serialization::V2SerializeError,
+    >,
+) -> io::Error {
+    use hdrhistogram::serialization::interval_log::IntervalLogWriterError as Log;
+    use hdrhistogram::serialization::V2SerializeError as V2;
+    match e {
+        Log::IoError(e) | Log::SerializeError(V2::IoError(e)) => e,
+        Log::SerializeError(V2::CountNotSerializable) => {
+            io::Error::other("a latency count is too large to serialize")
+        }
+        Log::SerializeError(V2::UsizeTypeTooSmall) => {
+            io::Error::other("the latency histogram is too large to serialize")
+        }
+    }
 }
 
 #[cfg(test)]
