@@ -21,7 +21,7 @@
 # are not in calls_per_s (rubyrace's wall time includes them). It checks that every call
 # happened and returned the file's mtime; otherwise it exits with status 1. Prints:
 #
-#   rubyrace-metric calls_per_s=... threads=N
+#   rubyrace-metric calls_per_s=...
 
 threads = Integer(ARGV[0] || "1")
 calls = Integer(ARGV[1] || "200000")
@@ -62,5 +62,5 @@ if done.sum != calls || wrong.sum != 0
   warn "mtime.rb: #{done.sum} of #{calls} calls done, #{wrong.sum} returned another mtime"
   exit 1
 end
-puts "rubyrace-metric calls_per_s=#{(calls / elapsed).round(1)} threads=#{threads}"
+puts "rubyrace-metric calls_per_s=#{(calls / elapsed).round(1)}"
 puts "#{threads} threads, #{calls} File.mtime calls, #{elapsed.round(3)} s (#{RUBY_DESCRIPTION})"

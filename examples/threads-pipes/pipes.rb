@@ -32,7 +32,7 @@
 # answers is the expected one; forked workers check their own count and the master checks
 # their exit status. Any mismatch or error exits with a non-zero status. On success:
 #
-#   rubyrace-metric messages_per_s=... workers=N window=W
+#   rubyrace-metric messages_per_s=...
 #
 # timed from the moment every worker is running (threads and fibers started, children
 # forked) to the last answer, so Ruby's boot is excluded; rubyrace's wall time includes it.
@@ -251,5 +251,5 @@ unless problems.empty?
   warn "pipes.rb: #{model} #{WORKERS} workers: #{problems.join('; ')}"
   exit 1
 end
-puts "rubyrace-metric messages_per_s=#{(MESSAGES / elapsed).round(1)} workers=#{WORKERS} window=#{WINDOW}"
+puts "rubyrace-metric messages_per_s=#{(MESSAGES / elapsed).round(1)}"
 puts "#{model}: #{MESSAGES} messages, #{WORKERS} workers, window #{WINDOW}, #{elapsed.round(3)} s, checksum #{sum} ok (#{RUBY_DESCRIPTION})"

@@ -41,70 +41,125 @@ pub struct Options {
 
 /// One metric the comparisons cover.
 struct Metric {
-    name: &'static str,
+    name: String,
     higher_is_better: bool,
-    value: fn(&TrialData) -> Option<f64>,
+    value: MetricValue,
     /// Words for "more" and "less" of it.
-    more: &'static str,
-    less: &'static str,
+    more: String,
+    less: String,
 }
 
-const HTTP_METRICS: [Metric; 5] = [
-    Metric {
-        name: "throughput",
-        higher_is_better: true,
-        value: |t| t.requests_per_s,
-        more: "faster",
-        less: "slower",
-    },
-    Metric {
-        name: "latency_p50",
-        higher_is_better: false,
-        value: |t| t.latency_p50_us,
-        more: "higher p50 latency",
-        less: "lower p50 latency",
-    },
-    Metric {
-        name: "latency_p99",
-        higher_is_better: false,
-        value: |t| t.latency_p99_us,
-        more: "higher p99 latency",
-        less: "lower p99 latency",
-    },
-    Metric {
-        name: "pss_end",
-        higher_is_better: false,
-        value: |t| t.pss_end,
-        more: "more memory (PSS)",
-        less: "less memory (PSS)",
-    },
-    Metric {
-        name: "cpu_per_request",
-        higher_is_better: false,
-        value: |t| t.cpu_per_request,
-        more: "more CPU per request",
-        less: "less CPU per request",
-    },
-];
+/// Where a metric's value comes from.
+enum MetricValue {
+    /// A figure rubyrace measures.
+    Measured(fn(&TrialData) -> Option<f64>),
+    /// A figure the script printed (`rubyrace-metric NAME=VALUE`).
+    Script(String),
+}
 
-const SCRIPT_METRICS: [Metric; 2] = [
-    Metric {
-        name: "wall",
-        higher_is_better: false,
-        value: |t| t.wall_s,
-        more: "slower (wall time)",
-        less: "faster (wall time)",
-    },
-    Metric {
-        name: "max_rss",
-        higher_is_better: false,
-        value: |t| t.max_rss,
-        more: "more peak memory",
-        less: "less peak memory",
-    },
-];
+impl Metric {
+    fn measured(
+        name: &str,
+        higher_is_better: bool,
+        value: fn(&TrialData) -> Option<f64>,
+        more: &str,
+        less: &str,
+    ) -> Metric {
+        Metric {
+            name: name.into(),
+            higher_is_better,
+            value: MetricValue::Measured(value),
+            more: more.into(),
+            less: less.into(),
+        }
+    }
 
-fn values(trials: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> Vec<f64> {
+    /// A script's own metric. Rates (names ending in `_per_s`, `_per_sec` or
+    /// `_per_second`) are better higher; every other figure (a time, a size, a count) is
+    /// better lower (docs/report.md).
+    fn script(name: &str) -> Metric {
+        Metric {
+            name: name.into(),
+            higher_is_better: script_metric_higher_is_better(name),
+            value: MetricValue::Script(name.into()),
+            more: format!("higher {name}"),
+            less: format!("lower {name}"),
+        }
+    }
+
+    fn of(&self, t: &TrialData) -> Option<f64> {
+        match &self.value {
+            MetricValue::Measured(f) => f(t),
+            MetricValue::Script(name) => t.metrics.get(name).copied(),
+        }
+    }
+}
+
+/// Whether a script metric is better higher: rates are.
+pub fn script_metric_higher_is_better(name: &str) -> bool {
+    ["_per_s", "_per_sec", "_per_second"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+}
+
+fn http_metrics() -> Vec<Metric> {
+    vec![
+        Metric::measured("throughput", true, |t| t.requests_per_s, "faster", "slower"),
+        Metric::measured(
+            "latency_p50",
+            false,
+            |t| t.latency_p50_us,
+            "higher p50 latency",
+            "lower p50 latency",
+        ),
+        Metric::measured(
+            "latency_p99",
+            false,
+            |t| t.latency_p99_us,
+            "higher p99 latency",
+            "lower p99 latency",
+        ),
+        Metric::measured(
+            "pss_end",
+            false,
+            |t| t.pss_end,
+            "more memory (PSS)",
+            "less memory (PSS)",
+        ),
+        Metric::measured(
+            "cpu_per_request",
+            false,
+            |t| t.cpu_per_request,
+            "more CPU per request",
+            "less CPU per request",
+        ),
+    ]
+}
+
+/// Wall time and peak RSS, then every metric the script printed (in name order).
+fn script_metrics(trials: &[&TrialData]) -> Vec<Metric> {
+    let mut metrics = vec![
+        Metric::measured(
+            "wall",
+            false,
+            |t| t.wall_s,
+            "slower (wall time)",
+            "faster (wall time)",
+        ),
+        Metric::measured(
+            "max_rss",
+            false,
+            |t| t.max_rss,
+            "more peak memory",
+            "less peak memory",
+        ),
+    ];
+    let names: BTreeSet<&String> = trials.iter().flat_map(|t| t.metrics.keys()).collect();
+    metrics.extend(names.into_iter().map(|n| Metric::script(n)));
+    metrics
+}
+
+fn values(trials: &[&TrialData], f: impl Fn(&TrialData) -> Option<f64>) -> Vec<f64> {
     trials.iter().filter_map(|t| f(t)).collect()
 }
 
@@ -216,10 +271,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     }
 
     // Comparisons with the baseline.
-    let metrics: &[Metric] = if workload == "script" {
-        &SCRIPT_METRICS
+    let metrics: Vec<Metric> = if workload == "script" {
+        script_metrics(&all)
     } else {
-        &HTTP_METRICS
+        http_metrics()
     };
     let mut comparisons = Vec::new();
     let base_valid: Vec<&TrialData> = members[&baseline]
@@ -233,7 +288,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .copied()
             .filter(|t| t.status == "valid")
             .collect();
-        for m in metrics {
+        for m in &metrics {
             if let Some(c) = compare(name, &valid, &baseline, &base_valid, m) {
                 comparisons.push(c);
             }
@@ -670,7 +725,7 @@ fn latency(valid: &[&TrialData]) -> Option<Latency> {
 fn pairs(
     a: &[&TrialData],
     b: &[&TrialData],
-    f: fn(&TrialData) -> Option<f64>,
+    f: impl Fn(&TrialData) -> Option<f64>,
 ) -> (Vec<f64>, Vec<f64>) {
     let index: BTreeMap<(usize, u32), f64> = b
         .iter()
@@ -694,9 +749,10 @@ fn compare(
     base: &[&TrialData],
     m: &Metric,
 ) -> Option<Comparison> {
-    let (pa, pb) = pairs(valid, base, m.value);
-    let a = values(valid, m.value);
-    let b = values(base, m.value);
+    let value = |t: &TrialData| m.of(t);
+    let (pa, pb) = pairs(valid, base, value);
+    let a = values(valid, value);
+    let b = values(base, value);
     if a.is_empty() || b.is_empty() {
         return None;
     }
@@ -730,7 +786,7 @@ fn compare(
         .map(|p| format!("p={}", format_p(p)))
         .unwrap_or_else(|| "no test".into());
     let verdict = if significant {
-        let words = if pct > 0.0 { m.more } else { m.less };
+        let words = if pct > 0.0 { &m.more } else { &m.less };
         format!(
             "{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_text}",
             ci.ratio,
@@ -748,7 +804,7 @@ fn compare(
     Some(Comparison {
         cohort: name.to_string(),
         baseline: baseline.to_string(),
-        metric: m.name.into(),
+        metric: m.name.clone(),
         higher_is_better: m.higher_is_better,
         method: if paired { "paired" } else { "unpaired" }.into(),
         n,
@@ -977,6 +1033,43 @@ mod tests {
             c.verdict
         );
         assert_eq!(c.p_value, Some(2.0 / 256.0));
+    }
+
+    /// Script trials: wall time, and the script's own metrics compared like any other, a
+    /// rate (`_per_s`) being better higher and a time better lower.
+    #[test]
+    fn script_metrics_are_compared_with_the_baseline() {
+        let mut trials = Vec::new();
+        for b in 0..8u32 {
+            for (label, slower) in [("base", 1.0), ("slow", 2.0 + 0.01 * f64::from(b))] {
+                let mut t = trial(0, trials.len(), b, label, 0.0, "m1");
+                t.requests_per_s = None;
+                t.wall_s = Some(1.0 * slower);
+                t.metrics.insert("calls_per_s".into(), 1000.0 / slower);
+                t.metrics.insert("setup_ms".into(), 5.0 * slower);
+                trials.push(t);
+            }
+        }
+        let r = analyze(&[source(trials)], &Options::default()).unwrap();
+        let find = |metric: &str| {
+            r.comparisons
+                .iter()
+                .find(|c| c.metric == metric)
+                .unwrap_or_else(|| panic!("no {metric} in {:?}", r.comparisons))
+        };
+        let rate = find("calls_per_s");
+        assert!(rate.higher_is_better && rate.significant, "{rate:?}");
+        assert!((rate.ratio - 1.0 / 2.035).abs() < 0.01, "{rate:?}");
+        assert!(
+            rate.verdict.starts_with("0.49×, 50.9% lower calls_per_s ["),
+            "{}",
+            rate.verdict
+        );
+        let time = find("setup_ms");
+        assert!(!time.higher_is_better && time.significant, "{time:?}");
+        assert!(time.verdict.contains("higher setup_ms"), "{}", time.verdict);
+        assert!(find("wall").verdict.contains("slower (wall time)"));
+        assert!(r.comparisons.iter().all(|c| c.metric != "throughput"));
     }
 
     #[test]

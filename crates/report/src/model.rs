@@ -131,8 +131,8 @@ pub struct Cohort {
 pub struct Comparison {
     pub cohort: String,
     pub baseline: String,
-    /// "throughput", "latency_p50", "latency_p99", "pss_end", "rss_end", "cpu_per_request",
-    /// "wall".
+    /// "throughput", "latency_p50", "latency_p99", "pss_end", "cpu_per_request"; for scripts
+    /// "wall", "max_rss" and each `rubyrace-metric` name.
     pub metric: String,
     pub higher_is_better: bool,
     /// "paired" (per-block ratios of the blocked design) or "unpaired" (bootstrap).
