@@ -429,6 +429,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 trials: s.trials.len(),
                 commands: s.commands.clone(),
                 smoke: s.smoke,
+                doctor: s.doctor.clone(),
             })
             .collect(),
         workload: workload.into(),

@@ -1877,6 +1877,7 @@ pub(crate) mod tests {
                 trials: 9,
                 commands: vec!["rubyrace run exp.toml".to_string()],
                 smoke: false,
+                doctor: vec![],
             }],
             workload: "http".to_string(),
             group_by: vec!["label".to_string()],

@@ -759,6 +759,39 @@ fn sources(h: &mut String, report: &Report) {
         let lines: Vec<String> = s.commands.iter().map(|c| escape(c)).collect();
         let _ = writeln!(h, "<pre><code>{}</code></pre>", lines.join("\n"));
     }
+    for s in &report.sources {
+        for d in &s.doctor {
+            doctor_findings(h, &s.dir, d);
+        }
+    }
+}
+
+/// What `rubyrace doctor` found when a run (or a resume) started: every finding, so a reader
+/// sees the machine the numbers came from, not only what was wrong with it.
+fn doctor_findings(h: &mut String, dir: &str, d: &lab::doctor::Report) {
+    let _ = writeln!(
+        h,
+        "<h3>The machine for <code>{}</code>: <code>rubyrace doctor</code> at {}</h3>\n\
+         <div class=\"table-wrap\"><table class=\"doctor\">\n<thead><tr><th>Status</th><th>Check</th>\
+         <th>Value and advice</th></tr></thead>\n<tbody>",
+        escape(dir),
+        escape(&d.checked_at)
+    );
+    for f in &d.findings {
+        let advice = if f.advice.is_empty() {
+            String::new()
+        } else {
+            format!("<br><small>→ {}</small>", escape(&f.advice))
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td><span class=\"kind\">{}</span></td><td>{}</td><td class=\"value\">{}{advice}</td></tr>",
+            f.status.as_str(),
+            escape(&f.name),
+            escape(&f.value).replace('\n', "<br>")
+        );
+    }
+    h.push_str("</tbody></table></div>\n");
 }
 
 #[cfg(test)]
@@ -897,6 +930,38 @@ mod tests {
             rest = &rest[end..];
         }
         tags
+    }
+
+    #[test]
+    fn every_doctor_finding_of_a_run_is_shown_escaped() {
+        use lab::doctor::{Finding, Report as Doctor, Status, SCHEMA};
+        let mut r = report();
+        let finding = |name: &str, status, value: &str, advice: &str| Finding {
+            name: name.into(),
+            status,
+            value: value.into(),
+            advice: advice.into(),
+        };
+        r.sources[0].doctor = vec![Doctor {
+            schema: SCHEMA.into(),
+            checked_at: "2026-11-23T11:45:14Z".into(),
+            findings: vec![
+                finding("cpus", Status::Ok, "2 online", ""),
+                finding("load", Status::Warn, "4.48 3.72 2.82", "stop <other> work"),
+                finding("aslr", Status::Info, "2\nrandomized", ""),
+            ],
+            failed_checks: vec![],
+        }];
+        let page = render(&r);
+        assert!(page.contains("<code>rubyrace doctor</code> at 2026-11-23T11:45:14Z"));
+        // Every finding, "ok" ones included, with its status, value and advice.
+        for row in [
+            "<td><span class=\"kind\">ok</span></td><td>cpus</td><td class=\"value\">2 online</td>",
+            "<td><span class=\"kind\">warn</span></td><td>load</td><td class=\"value\">4.48 3.72 2.82<br><small>→ stop &lt;other&gt; work</small></td>",
+            "<td><span class=\"kind\">info</span></td><td>aslr</td><td class=\"value\">2<br>randomized</td>",
+        ] {
+            assert!(page.contains(row), "{row} not in the page");
+        }
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct Source {
     /// The `rubyrace run` command lines that produced it (start and resumes).
     pub commands: Vec<String>,
     pub smoke: bool,
+    /// What `rubyrace doctor` found on the machine when the run and each resume started.
+    #[serde(default)]
+    pub doctor: Vec<lab::doctor::Report>,
 }
 
 /// Latency of a cohort: percentiles of the merged histograms of its valid trials, and the
