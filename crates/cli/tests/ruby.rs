@@ -114,13 +114,22 @@ allocator = ["system", "jemalloc"]
             );
             assert!(p["errors"].as_array().unwrap().is_empty(), "{p}");
         }
-        // Workers loaded the app after fork, and served.
-        assert!(processes
-            .iter()
-            .filter(|p| p["forked"] == true)
-            .all(|p| p["app_loaded_after_s"].as_f64().unwrap() > 0.0
-                && p["first_request_after_s"].as_f64().unwrap()
-                    >= p["app_loaded_after_s"].as_f64().unwrap()));
+        // Workers loaded the app after fork; those that served did so after loading it, and
+        // at least one served. (Puma does not promise every worker a request: on a busy
+        // machine one worker can take all of a short trial's connections.)
+        let workers: Vec<&Value> = processes.iter().filter(|p| p["forked"] == true).collect();
+        assert!(!workers.is_empty(), "{processes:?}");
+        for w in &workers {
+            let loaded = w["app_loaded_after_s"].as_f64().unwrap();
+            assert!(loaded > 0.0, "{w}");
+            if let Some(first) = w["first_request_after_s"].as_f64() {
+                assert!(first >= loaded, "{w}");
+            }
+        }
+        assert!(
+            workers.iter().any(|w| w["first_request_after_s"].is_f64()),
+            "no worker served: {workers:?}"
+        );
         let measured = &r["probe"]["measured"];
         assert!(
             measured["allocated_objects_per_request"].as_f64().unwrap() > 1.0,
