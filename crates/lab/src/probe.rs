@@ -85,16 +85,7 @@ pub fn read_records(dir: &Path) -> Vec<Value> {
 }
 
 fn is_alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(false)
+    crate::process::proc_stat(pid).is_some_and(|s| s.state != 'Z')
 }
 
 /// Asks every probed process of the server (its registered pids that are in the server's

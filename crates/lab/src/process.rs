@@ -85,11 +85,7 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// The start time of a process (clock ticks since boot), to tell a pid from its reuse.
 fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // Field 22 overall is the 20th after the command name.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    proc_stat(pid).map(|s| s.start_time)
 }
 
 fn group_alive(pgid: i32) -> bool {
@@ -441,7 +437,7 @@ pub fn is_subreaper() -> bool {
     r == 0 && flag != 0
 }
 
-/// The fields of /proc/PID/stat rubyrace needs.
+/// The fields of /proc/PID/stat rubyrace needs (read with `procfs`, as `resources` does).
 #[derive(Clone, Debug)]
 pub(crate) struct ProcStat {
     pub pid: i32,
@@ -450,19 +446,19 @@ pub(crate) struct ProcStat {
     pub pgid: i32,
     /// The wait status of a zombie (field 52), 0 otherwise.
     pub exit_code: i32,
+    /// Clock ticks from boot to the process's start (field 22).
+    pub start_time: u64,
 }
 
 pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state).
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
     Some(ProcStat {
         pid,
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgid: f.get(2)?.parse().ok()?,
-        exit_code: f.get(49).and_then(|v| v.parse().ok()).unwrap_or(0),
+        state: stat.state,
+        ppid: stat.ppid,
+        pgid: stat.pgrp,
+        exit_code: stat.exit_code.unwrap_or(0),
+        start_time: stat.starttime,
     })
 }
 
