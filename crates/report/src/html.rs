@@ -817,6 +817,7 @@ mod tests {
             method: "paired".to_string(),
             n: 3,
             n_baseline: 3,
+            configs_per_block: 1,
             ratio: 1.1,
             ci_low: 1.05,
             ci_high: 1.15,

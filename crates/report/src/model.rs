@@ -143,6 +143,10 @@ pub struct Comparison {
     /// Blocks compared (paired) or trials per side (unpaired).
     pub n: usize,
     pub n_baseline: usize,
+    /// How many configurations a side's value per block combines (geometric mean), when a
+    /// cohort holds several (`--by` a key that not every axis is part of); 1 otherwise.
+    #[serde(default = "one")]
+    pub configs_per_block: usize,
     /// cohort / baseline, e.g. 0.67.
     pub ratio: f64,
     pub ci_low: f64,
@@ -158,6 +162,10 @@ pub struct Comparison {
     /// that would bring it to ±1%.
     pub half_width_pct: f64,
     pub needed_for_1pct: Option<usize>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// `--overhead A B`: extra time per request of A over B, µs (1/rate_A − 1/rate_B).
