@@ -1,8 +1,39 @@
 //! The `rubyrace` binary: parses arguments and wires the crates together. No measurement
 //! or analysis logic lives here.
 
+/// `println!` and `eprintln!` that never panic. The standard ones panic when stdout or
+/// stderr is closed (`rubyrace ruby build ... | head`), and a panic printing to a closed
+/// stderr aborts. Here a closed stream is the end of that output: the command goes on (a
+/// build finishes, a run stores its trials) and its exit code still tells the outcome.
+/// Defined before the modules, so it shadows the standard macros in all of them.
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod doctor_command;
 mod load_command;
+mod output;
 mod report_command;
 mod ruby_command;
 mod run_command;

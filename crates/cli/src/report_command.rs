@@ -1,14 +1,15 @@
 //! `rubyrace report` and `rubyrace compare`: argument parsing and output wiring; the
 //! analysis and the renderings are in the `report` crate.
 
-use std::fs;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use report::{Options, Report, SourceData};
+
+use crate::output;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -87,6 +88,7 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
         only: Vec::new(),
         command: command_line(),
     };
+    check_outputs(&args.common, &args.dirs[0])?;
     let (report, sources) = report::build(&args.dirs, &options)?;
     emit(&report, &sources, &args.common, &args.dirs[0])
 }
@@ -125,24 +127,31 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
         );
         options.by = vec!["source".into()];
     }
+    check_outputs(&args.common, &dirs[0])?;
     let (report, sources) = report::build(&dirs, &options)?;
     emit(&report, &sources, &args.common, &dirs[0])
 }
 
-/// Writes `bytes` to `-o FILE` or stdout (a closed pipe is not an error).
-fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
-    match output {
-        Some(path) => {
-            fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-        }
-        None => {
-            let mut out = io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-                other => Ok(other?),
-            }
-        }
+/// Where the HTML report goes: `-o FILE`, or `report.html` in the first directory.
+fn html_path(common: &CommonArgs, first_dir: &std::path::Path) -> PathBuf {
+    common
+        .output
+        .clone()
+        .unwrap_or_else(|| first_dir.join("report.html"))
+}
+
+/// Checks `-o` and `--charts` before anything is read or printed, so a bad path fails at
+/// once and never after the report was shown.
+fn check_outputs(common: &CommonArgs, first_dir: &std::path::Path) -> Result<()> {
+    if common.format == Format::Html {
+        output::check_output_file(&html_path(common, first_dir))?;
+    } else if let Some(path) = &common.output {
+        output::check_output_file(path)?;
     }
+    if let Some(dir) = &common.charts {
+        output::prepare_charts_dir(dir)?;
+    }
+    Ok(())
 }
 
 fn emit(
@@ -155,30 +164,23 @@ fn emit(
         .iter()
         .flat_map(|s| s.trials.iter().cloned())
         .collect();
+    let to = common.output.as_deref();
     match common.format {
         Format::Table => {
-            let color = common.output.is_none() && io::stdout().is_terminal();
-            write_out(&common.output, &report::text::table(report, color))?;
+            let color = to.is_none() && io::stdout().is_terminal();
+            output::write(to, &report::text::table(report, color))?;
         }
-        Format::Markdown => write_out(&common.output, &report::text::markdown(report))?,
-        Format::Csv => write_out(&common.output, &report::text::csv(report)?)?,
-        Format::Json => write_out(
-            &common.output,
-            &(serde_json::to_string_pretty(report)? + "\n"),
-        )?,
-        Format::Benchstat => write_out(&common.output, &report::text::benchstat(report, &trials))?,
+        Format::Markdown => output::write(to, &report::text::markdown(report))?,
+        Format::Csv => output::write(to, &report::text::csv(report)?)?,
+        Format::Json => output::write(to, &(serde_json::to_string_pretty(report)? + "\n"))?,
+        Format::Benchstat => output::write(to, &report::text::benchstat(report, &trials))?,
         Format::Html => {
-            let path = common
-                .output
-                .clone()
-                .unwrap_or_else(|| first_dir.join("report.html"));
-            fs::write(&path, report::html::render(report))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            let path = html_path(common, first_dir);
+            output::write_file(&path, report::html::render(report).as_bytes())?;
             eprintln!("rubyrace: wrote {}", path.display());
         }
     }
     if let Some(dir) = &common.charts {
-        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let files = report::png::export_charts(report, dir)?;
         eprintln!(
             "rubyrace: wrote {} chart files into {}",

@@ -20,6 +20,8 @@ use lab::trial::{run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus};
 use load::report::{bytes, micros};
 use stats::median;
 
+use crate::output::{self, write_stdout};
+
 /// Exit status of a malformed experiment file.
 pub const EXIT_BAD_EXPERIMENT: u8 = 2;
 /// Exit status of a run that completed with failed or invalid trials (or stopped by
@@ -124,6 +126,15 @@ fn install_interrupt() -> Result<Arc<AtomicBool>> {
 
 fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// "1 configuration", "4 configurations".
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 fn default_output(name: &str, smoke: bool) -> PathBuf {
@@ -271,10 +282,10 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         experiment.file.display()
     );
     println!(
-        "{} configurations × {} blocks = {} trials, order {}, seed {}\n",
-        experiment.configs.len(),
-        experiment.batches,
-        plan.len(),
+        "{} × {} = {}, order {}, seed {}\n",
+        count(experiment.configs.len(), "configuration"),
+        count(experiment.batches as usize, "block"),
+        count(plan.len(), "trial"),
         match experiment.order {
             Order::Random => "random",
             Order::Sequential => "sequential",
@@ -287,12 +298,12 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         let s = &c.settings;
         let what = match s.workload {
             Workload::Http => format!(
-                "{} on {} ({}×{}), {} connections, {}, warmup {}, duration {}",
+                "{} on {} ({}×{}), {}, {}, warmup {}, duration {}",
                 s.app,
                 s.server,
                 s.processes,
                 s.threads,
-                s.load.connections,
+                count(s.load.connections, "connection"),
                 s.load.mode.as_str(),
                 humantime::format_duration(s.load.warmup),
                 humantime::format_duration(s.load.duration)
@@ -656,7 +667,10 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.dir)?;
+    if let Some(path) = &args.output {
+        output::check_output_file(path)?;
+    }
+    let store = Store::open_read_only(&args.dir)?;
     let meta_keys = [
         "schema_version",
         "rubyrace_version",
@@ -685,22 +699,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "trials": store.trial_results()?,
     });
     let text = serde_json::to_string_pretty(&export)? + "\n";
-    match &args.output {
-        None => write_stdout(&text)?,
-        Some(path) => {
-            fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?
-        }
-    }
+    output::write(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn write_stdout(text: &str) -> Result<()> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }
 
 pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {

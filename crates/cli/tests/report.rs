@@ -228,11 +228,7 @@ fn overhead_and_compare_answer_the_quick_questions() {
     assert_eq!(v["baseline"], "four");
     assert_eq!(v["comparisons"][0]["cohort"], "one <b>connection</b>");
 
-    // Two directories: one cohort each, unpaired.
-    let run = spawn(&["compare", dir, dir, "--format", "json"]).wait(Duration::from_secs(60));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["group_by"][0], "source");
+    // Two directories (one cohort each, unpaired) are compared in tests/readers.rs.
 
     let bad = spawn(&["report", dir, "--baseline", "nope"]).wait(Duration::from_secs(60));
     assert_eq!(bad.code(), Some(1));

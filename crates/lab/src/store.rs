@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::experiment::{Config, Experiment};
 use crate::schedule::ScheduledTrial;
@@ -98,6 +98,12 @@ pub fn registry(dir: &Path) -> PathBuf {
     dir.join("live")
 }
 
+/// Whether a results database is opened to add trials or only to read them.
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
 /// An open results directory.
 pub struct Store {
     conn: Connection,
@@ -115,10 +121,39 @@ fn open_connection(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// A read-only connection for readers (`report`, `export`, `compare`), which must never
+/// change a byte of a results directory and must work on read-only media: no
+/// `journal_mode` pragma, no `-wal` or `-shm` file created. When no `-wal` file exists, no
+/// run is writing and every committed trial is in the main file, so it is opened
+/// `immutable` (no locks, no shared-memory file). When a `-wal` exists (a run in progress,
+/// or one that was killed), SQLite must read it, through its shared-memory index.
+fn open_read_only_connection(db: &Path) -> Result<Connection> {
+    let wal = db.with_file_name(format!("{DB_FILE}-wal"));
+    let absolute = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+    // A URI path: '%', '?' and '#' would otherwise be read as escapes, query or fragment.
+    let mut path = String::new();
+    for c in absolute.to_string_lossy().chars() {
+        match c {
+            '%' => path.push_str("%25"),
+            '?' => path.push_str("%3f"),
+            '#' => path.push_str("%23"),
+            c => path.push(c),
+        }
+    }
+    let options = if wal.exists() { "mode=ro" } else { "mode=ro&immutable=1" };
+    let conn = Connection::open_with_flags(
+        format!("file:{path}?{options}"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open {} for reading", db.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
 /// Whether the creating transaction of a results database was committed (its tables exist).
 /// `Err` when the database cannot be read at all (then nothing is assumed about it).
 fn created_completely(db: &Path) -> Result<bool> {
-    let conn = open_connection(db)?;
+    let conn = open_read_only_connection(db)?;
     let n: i64 = conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
         [],
@@ -220,8 +255,18 @@ impl Store {
         })
     }
 
-    /// Opens an existing results directory.
+    /// Opens an existing results directory to add trials (`run --resume`).
     pub fn open(dir: &Path) -> Result<Store> {
+        Store::open_with(dir, Access::ReadWrite)
+    }
+
+    /// Opens an existing results directory to read it, changing nothing in it (see
+    /// `open_read_only_connection`). Every error names the database file.
+    pub fn open_read_only(dir: &Path) -> Result<Store> {
+        Store::open_with(dir, Access::ReadOnly)
+    }
+
+    fn open_with(dir: &Path, access: Access) -> Result<Store> {
         let dir = &std::path::absolute(dir)
             .with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
@@ -232,6 +277,22 @@ impl Store {
                 DB_FILE
             );
         }
+        let header = std::fs::File::open(&db).and_then(|mut f| {
+            let mut buf = [0u8; 16];
+            let n = std::io::Read::read(&mut f, &mut buf)?;
+            Ok(buf[..n].to_vec())
+        });
+        match header {
+            Err(e) => bail!("cannot read {}: {e}", db.display()),
+            Ok(h) if h.is_empty() => bail!(
+                "{} is empty: not a results database (rubyrace was stopped while creating it, or the file was truncated)",
+                db.display()
+            ),
+            Ok(h) if h != b"SQLite format 3\0" => {
+                bail!("{} is not an SQLite database (its first bytes are not \"SQLite format 3\")", db.display())
+            }
+            Ok(_) => {}
+        }
         if matches!(created_completely(&db), Ok(false)) {
             bail!(
                 "{} was not created completely (rubyrace was stopped while creating it) and holds no trial; start the run again with `rubyrace run EXPERIMENT -o {}`",
@@ -239,15 +300,19 @@ impl Store {
                 dir.display()
             );
         }
-        let conn = open_connection(&db)?;
+        let conn = match access {
+            Access::ReadWrite => open_connection(&db)?,
+            Access::ReadOnly => open_read_only_connection(&db)?,
+        };
         let store = Store {
             conn,
             dir: dir.to_path_buf(),
         };
         let version: i64 = store
-            .meta("schema_version")?
+            .meta("schema_version")
+            .with_context(|| format!("cannot read {}", db.display()))?
             .and_then(|v| v.parse().ok())
-            .context("the results database has no schema version")?;
+            .with_context(|| format!("{} has no schema version", db.display()))?;
         if version != SCHEMA_VERSION {
             bail!(
                 "{} was written with results schema {version}; this rubyrace reads schema {SCHEMA_VERSION}",

@@ -167,11 +167,25 @@ fn summary(trials: &[&TrialData], f: fn(&TrialData) -> Option<f64>) -> Option<Su
     Summary::of(&values(trials, f))
 }
 
-/// The cohort name of a trial under the grouping keys.
+/// The cohort name of a trial under the grouping keys, as one line of plain text: a control
+/// character in a value (a newline in an environment variable, a terminal escape) is shown
+/// escaped (`\n`, `\u{1b}`), so it cannot break a table row or recolour a terminal.
 fn cohort_name(t: &TrialData, by: &[String]) -> String {
-    if by == ["label"] {
-        return t.label.clone();
+    let name = if by == ["label"] {
+        t.label.clone()
+    } else {
+        joined_key_values(t, by)
+    };
+    if name.chars().any(char::is_control) {
+        name.chars()
+            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .collect()
+    } else {
+        name
     }
+}
+
+fn joined_key_values(t: &TrialData, by: &[String]) -> String {
     by.iter()
         .map(|k| {
             let v = t.keys.get(k).map(String::as_str).unwrap_or("-");
@@ -328,6 +342,11 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             cohort: None,
             message: format!("{} is a --smoke run: two short blocks, for checking an experiment, not for conclusions", s.dir.display()),
         });
+    }
+    incomplete_warnings(sources, &baseline, &mut warnings);
+    latency_file_warnings(&order, &members, &mut warnings);
+    if by == ["source"] {
+        differing_sides_warnings(&order, &members, &mut warnings);
     }
     if machines.len() > 1 && !by.iter().any(|k| k == "machine") {
         warnings.push(Warning {
@@ -926,6 +945,131 @@ fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
     }
 }
 
+/// Says which runs are incomplete (interrupted, or still running), how much is missing, and
+/// how to finish them: the cohorts shown are only what exists, and the baseline may not be
+/// the configuration the experiment meant.
+fn incomplete_warnings(sources: &[SourceData], baseline: &str, warnings: &mut Vec<Warning>) {
+    for s in sources.iter().filter(|s| !s.unfinished.is_empty()) {
+        let stored = s.trials.len();
+        let missing: Vec<String> = s
+            .unfinished
+            .iter()
+            .map(|(label, n, planned)| format!("{label} {n} of {planned}"))
+            .collect();
+        let absent: Vec<&str> = s
+            .unfinished
+            .iter()
+            .filter(|(_, n, _)| *n == 0)
+            .map(|(label, _, _)| label.as_str())
+            .collect();
+        let absent = if absent.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} {} no trial yet and {} not in this report (the baseline is {baseline})",
+                absent.join(", "),
+                if absent.len() == 1 { "has" } else { "have" },
+                if absent.len() == 1 { "is" } else { "are" },
+            )
+        };
+        warnings.push(Warning {
+            kind: "incomplete-run".into(),
+            cohort: None,
+            message: format!(
+                "{} is incomplete: {stored} of {} planned trials are stored ({}){absent}; finish it with `rubyrace run --resume {}`",
+                s.dir.display(),
+                s.scheduled,
+                missing.join(", "),
+                s.dir.display()
+            ),
+        });
+    }
+}
+
+/// Names the valid HTTP trials whose latency histogram is missing or damaged: the merged
+/// percentiles of their cohort leave them out.
+fn latency_file_warnings(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    warnings: &mut Vec<Warning>,
+) {
+    for name in order {
+        let damaged: Vec<&&TrialData> = members[name]
+            .iter()
+            .filter(|t| t.hlog_problem.is_some())
+            .collect();
+        let Some(first) = damaged.first() else {
+            continue;
+        };
+        let valid = members[name]
+            .iter()
+            .filter(|t| t.status == "valid" && t.requests_per_s.is_some())
+            .count();
+        let ids: Vec<String> = damaged.iter().map(|t| t.trial_id.to_string()).collect();
+        warnings.push(Warning {
+            kind: "latency-files".into(),
+            cohort: Some(name.clone()),
+            message: format!(
+                "the latency histograms of trial{} {} cannot be read ({}{}): the merged latency percentiles (p50 to max, the latency curve and chart) use {} of {valid} trials; per-trial p50/p99, their comparisons and every other figure come from the database and are unaffected",
+                if ids.len() == 1 { "" } else { "s" },
+                ids.join(", "),
+                first.hlog_problem.as_deref().unwrap_or(""),
+                if ids.len() > 1 { ", ..." } else { "" },
+                valid - damaged.len(),
+            ),
+        });
+    }
+}
+
+/// `rubyrace compare A B`: the two runs should differ in one thing. Names every setting and
+/// recorded value in which the sides differ, so a Rails app against a Rack app, or four
+/// connections against one, is never read as the effect of one change.
+fn differing_sides_warnings(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    warnings: &mut Vec<Warning>,
+) {
+    let [a, b] = order else { return };
+    // Values that differ between any two trials by design, not between setups.
+    let own = |k: &str| {
+        k == "source" || k == "label" || k == "env.RUBYRACE_PROBE_DIR" || k.starts_with("gem.")
+    };
+    let values = |name: &String| {
+        let mut v: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for t in &members[name] {
+            for (k, x) in &t.keys {
+                if !own(k) {
+                    v.entry(k.as_str()).or_default().insert(x.as_str());
+                }
+            }
+        }
+        v
+    };
+    let (va, vb) = (values(a), values(b));
+    let keys: BTreeSet<&str> = va.keys().chain(vb.keys()).copied().collect();
+    let show = |v: Option<&BTreeSet<&str>>| match v {
+        None => "unset".to_string(),
+        Some(set) => set.iter().copied().collect::<Vec<_>>().join(" | "),
+    };
+    let differing: Vec<String> = keys
+        .into_iter()
+        .filter(|k| va.get(k) != vb.get(k))
+        .map(|k| format!("{k} ({} vs {})", show(va.get(k)), show(vb.get(k))))
+        .collect();
+    if !differing.is_empty() {
+        warnings.push(Warning {
+            kind: "sides-differ".into(),
+            cohort: Some(b.clone()),
+            message: format!(
+                "the compared runs differ in {} setting{}: {}; the ratio is the effect of all of them together",
+                differing.len(),
+                if differing.len() == 1 { "" } else { "s" },
+                differing.join(", ")
+            ),
+        });
+    }
+}
+
 /// Says when a comparison combined several configurations per block, and how.
 fn pooled_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
     let mut seen = BTreeSet::new();
@@ -1077,6 +1221,8 @@ mod tests {
             commands: vec![],
             smoke: false,
             doctor: vec![],
+            scheduled: trials.len(),
+            unfinished: vec![],
             trials,
         }
     }
@@ -1403,5 +1549,23 @@ mod tests {
         assert!(rate(false_positives) <= 0.08, "false positives {}", rate(false_positives));
         assert!((0.92..=0.98).contains(&rate(covered)), "coverage {}", rate(covered));
         assert!(rate(found) >= 0.90, "power {}", rate(found));
+    }
+
+    /// Issue 13 item 18: a value with a newline or a terminal escape (grouped by an
+    /// environment variable) made a cohort name that broke every table row.
+    #[test]
+    fn cohort_names_show_control_characters_escaped() {
+        let mut t = blocked(|_| "m");
+        for x in &mut t {
+            let v = if x.label == "base" { "a\nb" } else { "\u{1b}[31mred" };
+            x.keys.insert("env.X".into(), v.into());
+        }
+        let options = Options {
+            by: vec!["env.X".into()],
+            ..Options::default()
+        };
+        let r = analyze(&[source(t)], &options).unwrap();
+        let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["env.X=a\\nb", "env.X=\\u{1b}[31mred"]);
     }
 }

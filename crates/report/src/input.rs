@@ -48,8 +48,11 @@ pub struct TrialData {
     pub runtime: BTreeMap<String, f64>,
     /// The verification of `jit`, `allocator`, `compact`: (setting, expected, observed, ok).
     pub checks: Vec<(String, String, String, bool)>,
-    /// The trial's latency histogram (HdrHistogram interval log), if it has one.
+    /// The trial's latency histogram (HdrHistogram interval log), if it has a readable one.
     pub hlog: Option<PathBuf>,
+    /// Why a valid HTTP trial has no readable histogram (the file is missing or damaged):
+    /// the merged percentiles of its cohort then leave it out, and the report says so.
+    pub hlog_problem: Option<String>,
 }
 
 /// One results directory.
@@ -63,6 +66,10 @@ pub struct SourceData {
     /// What `rubyrace doctor` found when each session of the run started.
     pub doctor: Vec<lab::doctor::Report>,
     pub trials: Vec<TrialData>,
+    /// Trials the run planned; fewer stored means the run is incomplete.
+    pub scheduled: usize,
+    /// Per configuration with fewer stored trials than planned: (label, stored, planned).
+    pub unfinished: Vec<(String, usize, usize)>,
 }
 
 fn num(v: &Value, pointer: &str) -> Option<f64> {
@@ -92,10 +99,16 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// Reads one results directory.
+/// Reads one results directory, changing nothing in it. Every error names the database.
 pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
-    let store = lab::store::Store::open(dir)?;
+    let store = lab::store::Store::open_read_only(dir)?;
+    read_store(&store, index)
+        .with_context(|| format!("cannot read {}", store.db_path().display()))
+}
+
+fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
     let configs = store.configs()?;
+    let schedule = store.schedule()?;
     let axes_of: BTreeMap<usize, BTreeMap<String, String>> =
         configs.iter().map(|c| (c.id, c.axes.clone())).collect();
     let mut trials = Vec::new();
@@ -166,6 +179,18 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
             .unwrap_or_default();
         let trial_dir = lab::store::trial_dir(store.dir(), trial_id);
         let hlog = trial_dir.join("latency.hlog");
+        let status = text(&r["status"]);
+        let requests_per_s = num(&r, "/derived/requests_per_s");
+        // Only a valid HTTP trial must have one; a failed trial may have stopped before.
+        let hlog_problem = if status != "valid" || requests_per_s.is_none() {
+            None
+        } else if !trial_dir.is_dir() {
+            Some(format!("{} is missing", trial_dir.display()))
+        } else if !hlog.is_file() {
+            Some(format!("{} is missing", hlog.display()))
+        } else {
+            read_histogram(&hlog).err().map(|e| format!("{e:#}"))
+        };
         let metrics = r["script"]["median_metrics"]
             .as_object()
             .map(|m| {
@@ -180,12 +205,12 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
             block: r["block"].as_u64().unwrap_or(0) as u32,
             config_id,
             label,
-            status: text(&r["status"]),
+            status,
             reason: r["reason"].as_str().map(str::to_string),
             started_at: text(&r["started_at"]),
             keys,
             axes,
-            requests_per_s: num(&r, "/derived/requests_per_s"),
+            requests_per_s,
             latency_p50_us: num(&r, "/load/latency_us/p50"),
             latency_p99_us: num(&r, "/load/latency_us/p99"),
             error_rate: num(&r, "/derived/error_rate"),
@@ -204,10 +229,21 @@ pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
             metrics,
             runtime,
             checks,
-            hlog: hlog.is_file().then_some(hlog),
+            hlog: (hlog.is_file() && hlog_problem.is_none()).then_some(hlog),
+            hlog_problem,
         });
     }
+    let mut unfinished = Vec::new();
+    for c in &configs {
+        let planned = schedule.iter().filter(|s| s.config_id == c.id).count();
+        let stored = trials.iter().filter(|t| t.config_id == c.id).count();
+        if stored < planned {
+            unfinished.push((c.label.clone(), stored, planned));
+        }
+    }
     Ok(SourceData {
+        scheduled: schedule.len(),
+        unfinished,
         dir: store.dir().to_path_buf(),
         experiment: store.meta("experiment_name")?.unwrap_or_default(),
         created_at: store.meta("created_at")?.unwrap_or_default(),

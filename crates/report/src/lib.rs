@@ -20,6 +20,7 @@ pub use model::Report;
 
 /// Reads the results directories and analyses them.
 pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceData>)> {
+    refuse_repeated_directories(dirs)?;
     let sources = dirs
         .iter()
         .enumerate()
@@ -28,6 +29,24 @@ pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceD
     let report = analysis::analyze(&sources, options)?;
     Ok((report, sources))
 }
+/// The same results directory given twice would count every trial twice, as one cohort
+/// (`compare DIR DIR`) or as two identical ones: refused, with what to do instead.
+fn refuse_repeated_directories(dirs: &[PathBuf]) -> Result<()> {
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    for dir in dirs {
+        let resolved = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        if let Some((_, first)) = seen.iter().find(|(r, _)| *r == resolved) {
+            anyhow::bail!(
+                "{} and {} are the same results directory: its trials would be counted twice. To measure the noise between identical setups, run an A/A experiment (two [[configs]] with the same settings) and compare its two cohorts with `rubyrace compare DIR A B`",
+                first.display(),
+                dir.display()
+            );
+        }
+        seen.push((resolved, dir));
+    }
+    Ok(())
+}
+
 pub mod charts;
 pub mod html;
 pub mod png;

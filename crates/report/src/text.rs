@@ -335,8 +335,13 @@ fn title(report: &Report) -> String {
         .iter()
         .map(|s| s.experiment.as_str())
         .collect();
+    let incomplete = if report.warnings.iter().any(|w| w.kind == "incomplete-run") {
+        " · INCOMPLETE RUN (see the warnings)"
+    } else {
+        ""
+    };
     format!(
-        "rubyrace report: {} · baseline {} · grouped by {} · 95% confidence intervals",
+        "rubyrace report: {} · baseline {} · grouped by {} · 95% confidence intervals{incomplete}",
         experiments.join(", "),
         report.baseline,
         report.group_by.join(", ")
@@ -432,8 +437,11 @@ fn method_words(report: &Report) -> String {
     }
 }
 
+/// Text for a Markdown table cell: `&` first (so `&lt;` in a name stays literal), then the
+/// table's `|`, and `<`, `>` that GitHub would read as HTML.
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    s.replace('&', "&amp;")
+        .replace('|', "\\|")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
@@ -569,10 +577,23 @@ pub fn csv(report: &Report) -> anyhow::Result<String> {
 }
 
 /// A benchstat name: no spaces (benchstat splits on them).
+/// A name as one part of a Go benchmark name: no whitespace or control characters (they end
+/// or break the line), no `/` (benchstat's sub-benchmark separator; shown as `∕`, U+2215),
+/// and no trailing `-N` (benchstat reads it as GOMAXPROCS; a `_` is added after it).
 fn bench_name(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_whitespace() { '_' } else { c })
-        .collect()
+    let mut name: String = s
+        .chars()
+        .map(|c| match c {
+            c if c.is_whitespace() || c.is_control() => '_',
+            '/' => '∕',
+            c => c,
+        })
+        .collect();
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 && name[..name.len() - digits].ends_with('-') {
+        name.push('_');
+    }
+    name
 }
 
 /// Go benchmark format, one line per valid trial, for `benchstat`.
@@ -623,4 +644,28 @@ pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13 item 18: `&` was left as is (GitHub then reads `&lt;` in a label as `<`).
+    #[test]
+    fn markdown_cells_escape_ampersands_pipes_and_markup() {
+        assert_eq!(md_escape("a & b"), "a &amp; b");
+        assert_eq!(md_escape("&lt;b&gt;"), "&amp;lt;b&amp;gt;");
+        assert_eq!(md_escape("x | <b>"), "x \\| &lt;b&gt;");
+    }
+
+    /// Issue 13 item 18: `/` split a cohort into sub-benchmarks, and a trailing `-4` was read
+    /// as GOMAXPROCS by Go's benchstat.
+    #[test]
+    fn benchstat_names_keep_one_part_and_no_gomaxprocs_suffix() {
+        assert_eq!(bench_name("/tmp/results run"), "∕tmp∕results_run");
+        assert_eq!(bench_name("threads=puma-4"), "threads=puma-4_");
+        assert_eq!(bench_name("a\nb\tc"), "a_b_c");
+        assert_eq!(bench_name("x-y"), "x-y");
+        assert_eq!(bench_name("v4"), "v4");
+    }
 }
