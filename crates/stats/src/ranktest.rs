@@ -5,15 +5,20 @@
 //!   the same block), on the per-block differences.
 //! - `mann_whitney_u`: two independent groups.
 //!
-//! Both are two-sided and follow R's `wilcox.test` (and SciPy's `wilcoxon` /
-//! `mannwhitneyu`): exact null distribution for small untied samples, otherwise the normal
-//! approximation with tie and continuity corrections.
+//! Both are two-sided, with R's `wilcox.test` p-value convention (twice the smaller tail),
+//! and exact up to 49 values per group, as R is (`exact = NULL` means n < 50). Unlike R,
+//! ties do not switch to the normal approximation: the exact permutation distribution of
+//! the mid-ranks is used (the exact conditional test given the tie pattern, as the `coin`
+//! package's `distribution = "exact"`), because rubyrace's small samples are where the
+//! approximation is worst (8 equal differences, 7 positive: exact 18/256 = 0.070, normal
+//! approximation 0.041). Above 49 the normal approximation with the tie and continuity
+//! corrections is used.
 //!
 //! Small samples cannot be significant at all: with n blocks the smallest two-sided
 //! signed-rank p-value is 2/2ⁿ (n = 3: 0.25, n = 5: 0.0625, n = 6: 0.03125), and with
 //! m + n trials it is 2/C(m+n, m) (3 + 3: 0.1). `wilcoxon_min_p` and `mann_whitney_min_p`
-//! say so for given data, so that a report can say "too few blocks to detect anything"
-//! instead of a bare "no significant difference".
+//! say so for given data, so that a report can say "too few blocks to test" instead of a
+//! bare "no significant difference".
 
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +33,8 @@ pub struct TestResult {
     pub exact: bool,
 }
 
-/// The largest sample size (per group) for which the exact distributions are used.
-pub const EXACT_MAX_N: usize = 25;
+/// The largest sample size (per group) for which the exact distributions are used (R: n < 50).
+pub const EXACT_MAX_N: usize = 49;
 
 /// Wilcoxon's signed-rank test that the per-block differences `diffs` (a − b) are
 /// symmetric around 0, two-sided.
@@ -37,9 +42,10 @@ pub const EXACT_MAX_N: usize = 25;
 /// - Zero differences are dropped before ranking (Wilcoxon's method, R's and SciPy's
 ///   default `zero_method="wilcox"`); non-finite differences are ignored.
 /// - The statistic is V, the sum of the ranks of the positive differences (R's `V`).
-/// - Exact p-value when at most `EXACT_MAX_N` differences remain and their absolute values
-///   have no ties; otherwise the normal approximation with the tie correction of the
-///   variance and a continuity correction of 1/2 (as R with `correct = TRUE`).
+/// - Exact p-value when at most `EXACT_MAX_N` differences remain, over the 2ⁿ sign
+///   assignments of their (mid-)ranks; otherwise the normal approximation with the tie
+///   correction of the variance and a continuity correction of 1/2 (as R with
+///   `correct = TRUE`).
 ///   Note: R switches to the approximation whenever there were zeros; here the exact
 ///   distribution of the remaining non-zero differences is used, which is the exact test
 ///   conditional on the number of zeros (and what SciPy gives on the non-zero differences).
@@ -63,10 +69,11 @@ pub fn wilcoxon_signed_rank(diffs: &[f64]) -> Option<TestResult> {
         .map(|(_, r)| r)
         .sum();
     let nf = n as f64;
-    if n <= EXACT_MAX_N && ties.is_empty() {
-        let counts = signed_rank_counts(n);
-        let v_int = v.round() as usize;
-        let p = two_sided_exact(&counts, v_int);
+    if n <= EXACT_MAX_N {
+        // Mid-ranks are multiples of 1/2: doubled, they are integers.
+        let doubled: Vec<usize> = ranks.iter().map(|r| (2.0 * r).round() as usize).collect();
+        let counts = signed_rank_counts(&doubled);
+        let p = two_sided_exact(&counts, (2.0 * v).round() as usize);
         return Some(TestResult {
             statistic: v,
             p_value: p,
@@ -105,9 +112,9 @@ pub fn wilcoxon_min_p(diffs: &[f64]) -> Option<f64> {
 ///
 /// - The statistic is U of `a`: the number of pairs (aᵢ, bⱼ) with aᵢ > bⱼ, ties counting
 ///   1/2 (R's `W`, SciPy's `U1`).
-/// - Exact p-value when both groups have at most `EXACT_MAX_N` values and the pooled sample
-///   has no ties; otherwise the normal approximation with the tie correction of the
-///   variance and a continuity correction of 1/2.
+/// - Exact p-value when both groups have at most `EXACT_MAX_N` values: over the C(m+n, m)
+///   ways to split the pooled (mid-)ranks; otherwise the normal approximation with the tie
+///   correction of the variance and a continuity correction of 1/2.
 /// - `None` when either group is empty.
 pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> Option<TestResult> {
     let a: Vec<f64> = a.iter().copied().filter(|x| x.is_finite()).collect();
@@ -121,9 +128,14 @@ pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> Option<TestResult> {
     let (mf, nf) = (m as f64, n as f64);
     let rank_sum_a: f64 = ranks[..m].iter().sum();
     let u = rank_sum_a - mf * (mf + 1.0) / 2.0;
-    if m <= EXACT_MAX_N && n <= EXACT_MAX_N && ties.is_empty() {
-        let counts = rank_sum_counts(m, n);
-        let p = two_sided_exact(&counts, u.round() as usize);
+    if m <= EXACT_MAX_N && n <= EXACT_MAX_N {
+        let p = if ties.is_empty() {
+            two_sided_exact(&rank_sum_counts(m, n), u.round() as usize)
+        } else {
+            let doubled: Vec<usize> = ranks.iter().map(|r| (2.0 * r).round() as usize).collect();
+            let counts = tied_rank_sum_counts(&doubled, m);
+            two_sided_exact(&counts, (2.0 * rank_sum_a).round() as usize)
+        };
         return Some(TestResult {
             statistic: u,
             p_value: p,
@@ -181,15 +193,17 @@ pub(crate) fn average_ranks(values: &[f64]) -> (Vec<f64>, Vec<usize>) {
     (ranks, ties)
 }
 
-/// counts[v] = number of the 2ⁿ sign assignments of ranks 1..=n whose positive ranks sum
-/// to v. At most 2²⁵ in total for n ≤ 25: exact in u64.
-fn signed_rank_counts(n: usize) -> Vec<u64> {
-    let max = n * (n + 1) / 2;
+/// counts[s] = number of the 2ⁿ sign assignments of the (doubled mid-)ranks `weights` whose
+/// positive weights sum to s. At most 2⁴⁹ in total for n ≤ 49: exact in u64.
+fn signed_rank_counts(weights: &[usize]) -> Vec<u64> {
+    let max: usize = weights.iter().sum();
     let mut counts = vec![0u64; max + 1];
     counts[0] = 1;
-    for k in 1..=n {
-        for v in (k..=k * (k + 1) / 2).rev() {
-            counts[v] += counts[v - k];
+    let mut reach = 0;
+    for &w in weights {
+        reach += w;
+        for s in (w..=reach).rev() {
+            counts[s] += counts[s - w];
         }
     }
     counts
@@ -199,9 +213,9 @@ fn signed_rank_counts(n: usize) -> Vec<u64> {
 /// U = (sum of a's ranks) − m(m+1)/2 equals u: the coefficients of the Gaussian binomial
 /// coefficient [m+n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built one factor
 /// at a time in O(m²n) (after step i the polynomial is [n+i choose i]_q, with
-/// non-negative integer coefficients). C(50, 25) ≈ 1.3e14: exact in i64.
-fn rank_sum_counts(m: usize, n: usize) -> Vec<u64> {
-    let mut c = vec![0i64; m * n + m + 1];
+/// non-negative integer coefficients). C(98, 49) ≈ 2.5e28: exact in i128.
+fn rank_sum_counts(m: usize, n: usize) -> Vec<u128> {
+    let mut c = vec![0i128; m * n + m + 1];
     c[0] = 1;
     for i in 1..=m {
         let step = n + i;
@@ -216,16 +230,38 @@ fn rank_sum_counts(m: usize, n: usize) -> Vec<u64> {
     }
     debug_assert!(c[m * n + 1..].iter().all(|&x| x == 0));
     c.truncate(m * n + 1);
-    c.into_iter().map(|x| x as u64).collect()
+    c.into_iter().map(|x| x as u128).collect()
 }
 
-/// Two-sided exact p-value of an observed statistic `x` under a symmetric null
-/// distribution given by counts: min(1, 2·min(P(X ≤ x), P(X ≥ x))), as R's `wilcox.test`.
-fn two_sided_exact(counts: &[u64], x: usize) -> f64 {
-    let total: u64 = counts.iter().sum();
+/// With ties: counts[s] = number of the C(N, m) ways to choose m of the pooled (doubled
+/// mid-)ranks `weights` whose sum is s. A subset-sum count by size, O(N·m·Σw) (about 5·10⁷
+/// steps for 49 vs 49); C(98, 49) ≈ 2.5e28: exact in u128.
+fn tied_rank_sum_counts(weights: &[usize], m: usize) -> Vec<u128> {
+    let total: usize = weights.iter().sum();
+    // by_size[j][s]: subsets of j weights summing to s.
+    let mut by_size = vec![vec![0u128; total + 1]; m + 1];
+    by_size[0][0] = 1;
+    let mut reach = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        reach += w;
+        for j in (1..=m.min(i + 1)).rev() {
+            let (smaller, larger) = by_size.split_at_mut(j);
+            let (from, to) = (&smaller[j - 1], &mut larger[0]);
+            for s in (w..=reach).rev() {
+                to[s] += from[s - w];
+            }
+        }
+    }
+    by_size.swap_remove(m)
+}
+
+/// Two-sided exact p-value of an observed statistic `x` under the null distribution given by
+/// counts: min(1, 2·min(P(X ≤ x), P(X ≥ x))), as R's `wilcox.test`.
+fn two_sided_exact<C: Copy + Into<u128>>(counts: &[C], x: usize) -> f64 {
+    let total: u128 = counts.iter().map(|&c| c.into()).sum();
     let x = x.min(counts.len() - 1);
-    let lower: u64 = counts[..=x].iter().sum();
-    let upper: u64 = counts[x..].iter().sum();
+    let lower: u128 = counts[..=x].iter().map(|&c| c.into()).sum();
+    let upper: u128 = counts[x..].iter().map(|&c| c.into()).sum();
     (2.0 * lower.min(upper) as f64 / total as f64).min(1.0)
 }
 
@@ -265,21 +301,32 @@ mod tests {
     #[test]
     fn exact_distributions() {
         // n = 3: V takes 0..=6 with counts 1,1,1,2,1,1,1 (of 8).
-        assert_eq!(signed_rank_counts(3), vec![1, 1, 1, 2, 1, 1, 1]);
-        assert_eq!(signed_rank_counts(25).iter().sum::<u64>(), 1 << 25);
+        assert_eq!(signed_rank_counts(&[1, 2, 3]), vec![1, 1, 1, 2, 1, 1, 1]);
+        let ranks: Vec<usize> = (1..=49).collect();
+        assert_eq!(signed_rank_counts(&ranks).iter().sum::<u64>(), 1 << 49);
         // m = 2, n = 2: U takes 0..=4 with counts 1,1,2,1,1 (of C(4,2) = 6).
         assert_eq!(rank_sum_counts(2, 2), vec![1, 1, 2, 1, 1]);
         assert_eq!(
-            rank_sum_counts(25, 25).iter().sum::<u64>(),
+            rank_sum_counts(25, 25).iter().sum::<u128>(),
             126_410_606_437_752
         );
+        // C(98, 49), the largest exact case.
+        assert_eq!(
+            rank_sum_counts(49, 49).iter().sum::<u128>(),
+            25_477_612_258_980_856_902_730_428_600
+        );
+        // Without ties the subset-sum count of doubled ranks is the same distribution.
+        let doubled: Vec<usize> = (1..=9).map(|r| 2 * r).collect();
+        let tied_way = tied_rank_sum_counts(&doubled, 4);
+        let nonzero: Vec<u128> = tied_way.into_iter().filter(|&c| c > 0).collect();
+        assert_eq!(nonzero, rank_sum_counts(4, 5));
         assert_eq!(rank_sum_counts(1, 3), vec![1, 1, 1, 1]);
         assert_eq!(rank_sum_counts(3, 1), vec![1, 1, 1, 1]);
         // 3 vs 2: U = 0..=6, counts 1,1,2,2,2,1,1 (of 10), the table of Mann & Whitney 1947.
         assert_eq!(rank_sum_counts(3, 2), vec![1, 1, 2, 2, 2, 1, 1]);
         assert_eq!(rank_sum_counts(2, 3), vec![1, 1, 2, 2, 2, 1, 1]);
         // Brute force over all 4-subsets of 1..=9 (C(9,4) = 126).
-        let mut brute = vec![0u64; 4 * 5 + 1];
+        let mut brute = vec![0u128; 4 * 5 + 1];
         for mask in 0u32..(1 << 9) {
             if mask.count_ones() == 4 {
                 let rank_sum: usize = (0..9).filter(|b| mask & (1 << b) != 0).map(|b| b + 1).sum();
@@ -346,18 +393,36 @@ mod tests {
         );
     }
 
+    // Reference values with ties: the exact permutation distribution, enumerated by brute
+    // force in Python (all 2ⁿ sign assignments of `scipy.stats.rankdata(abs(d))`, or all
+    // C(m+n, m) splits of the pooled mid-ranks; p = min(1, 2·min(P(S ≤ s), P(S ≥ s)))) by
+    // the author on 2026-11-23; /tmp scripts are not kept, the method is in this comment.
+
     #[test]
-    fn signed_rank_ties_use_normal_approximation() {
-        // |d| has ties (1,1), (2,2), (4,4,4): V = 48.5, SciPy method="approx": 0.035927899120529315
+    fn signed_rank_ties_use_the_exact_distribution_of_mid_ranks() {
+        // Issue 14: 8 equal differences, 7 positive. Every rank is 4.5, so V counts the
+        // positives: P(7 or 8 positive) = 9/256, two-sided 18/256 = 0.0703125. The normal
+        // approximation said 0.041.
+        let d = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0];
+        let r = wilcoxon_signed_rank(&d).unwrap();
+        assert_eq!(
+            r,
+            TestResult {
+                statistic: 31.5,
+                p_value: 18.0 / 256.0,
+                exact: true
+            }
+        );
+        // Five blocks, ties (1,1), (2,2), all positive: the smallest p 5 blocks allow, 2/32
+        // (the approximation said 0.037: "significant" with 5 blocks).
+        let r = wilcoxon_signed_rank(&[2.0, 2.0, 1.0, 1.0, 3.0]).unwrap();
+        assert_eq!((r.statistic, r.p_value, r.exact), (15.0, 0.0625, true));
+        assert_eq!(wilcoxon_min_p(&[2.0, 2.0, 1.0, 1.0, 3.0]), Some(0.0625));
+        // |d| has ties (1,1), (2,2), (4,4,4): V = 48.5, brute force 30/1024 = 0.029296875
+        // (SciPy's normal approximation: 0.0359).
         let d = [1.0, 2.0, 2.0, -3.0, 4.0, 4.0, 4.0, 5.0, -1.0, 6.0];
         let r = wilcoxon_signed_rank(&d).unwrap();
-        assert_eq!(r.statistic, 48.5);
-        assert!(!r.exact);
-        assert!(
-            close(r.p_value, 0.035927899120529315, 1e-12),
-            "{}",
-            r.p_value
-        );
+        assert_eq!((r.statistic, r.p_value, r.exact), (48.5, 0.029296875, true));
     }
 
     #[test]
@@ -392,18 +457,14 @@ mod tests {
         assert!(r.exact);
         assert_eq!(r.statistic, 188.0);
         assert!(close(r.p_value, 0.507703959941864, 1e-12), "{}", r.p_value);
-        // n = 26 (one more value, 1.2345): approximation. V = 212, SciPy: 0.36054495211475723
+        // n = 26 (one more value, 1.2345): exact. V = 212, SciPy exact: 0.3666093051433563
         let mut d26 = d25.to_vec();
         d26.push(1.2345);
         let r = wilcoxon_signed_rank(&d26).unwrap();
-        assert!(!r.exact);
+        assert!(r.exact);
         assert_eq!(r.statistic, 212.0);
-        assert!(
-            close(r.p_value, 0.36054495211475723, 1e-12),
-            "{}",
-            r.p_value
-        );
-        // n = 30: V = 263, SciPy approx: 0.5372016275482592
+        assert!(close(r.p_value, 0.3666093051433563, 1e-12), "{}", r.p_value);
+        // n = 30: V = 263, SciPy exact: 0.5425279382616282
         let d30 = [
             0.089, -0.218, 0.45, -1.49, 0.584, -0.022, -0.426, 0.399, -1.651, 0.142, -0.431, 0.71,
             0.742, -0.628, -0.633, -1.17, -0.488, 0.619, 1.157, 0.529, 0.335, -0.567, 0.496,
@@ -411,7 +472,26 @@ mod tests {
         ];
         let r = wilcoxon_signed_rank(&d30).unwrap();
         assert_eq!(r.statistic, 263.0);
-        assert!(close(r.p_value, 0.5372016275482592, 1e-12), "{}", r.p_value);
+        assert!(close(r.p_value, 0.5425279382616282, 1e-12), "{}", r.p_value);
+        // n = 49, the exact limit (numpy.random.default_rng(20261123).normal(0.3, 1, 49),
+        // rounded to 3 places): V = 898, SciPy exact: 0.003941524975058286. With one more
+        // value (0.4321) n = 50 uses the approximation: SciPy 0.0036650650423073077.
+        let d49 = [
+            0.651, 3.796, 0.893, -0.318, 1.564, 0.391, -0.187, 2.136, 1.464, 0.397, -0.976,
+            0.404, 0.382, 1.786, 0.865, 2.151, 1.095, 1.21, 1.176, 0.081, -1.271, 0.584, -0.053,
+            -1.407, -0.381, -0.773, -2.435, 0.861, 0.429, -0.447, 1.286, -0.262, 0.446, -0.671,
+            1.758, 1.17, 1.306, 1.575, -2.076, 0.937, 0.155, 0.939, -1.981, 1.049, -0.072,
+            0.557, 0.437, 0.269, 1.934,
+        ];
+        let r = wilcoxon_signed_rank(&d49).unwrap();
+        assert!(r.exact);
+        assert_eq!(r.statistic, 898.0);
+        assert!(close(r.p_value, 0.003941524975058286, 1e-12), "{}", r.p_value);
+        let mut d50 = d49.to_vec();
+        d50.push(0.4321);
+        let r = wilcoxon_signed_rank(&d50).unwrap();
+        assert!(!r.exact);
+        assert!(close(r.p_value, 0.0036650650423073077, 1e-12), "{}", r.p_value);
     }
 
     #[test]
@@ -451,26 +531,26 @@ mod tests {
         let p = mann_whitney_min_p(&[0.0; 4], &[0.0; 4]).unwrap();
         assert!(close(p, 2.0 / 70.0, 1e-15));
         assert_eq!(mann_whitney_u(&[], &[1.0]), None);
-        // All values equal: no evidence at all (SciPy: 1.0).
+        // All values equal: no evidence at all (SciPy: 1.0; exact: every split has U = 3).
         let r = mann_whitney_u(&[5.0, 5.0, 5.0], &[5.0, 5.0]).unwrap();
-        assert_eq!((r.statistic, r.p_value, r.exact), (3.0, 1.0, false));
+        assert_eq!((r.statistic, r.p_value, r.exact), (3.0, 1.0, true));
     }
 
     #[test]
-    fn rank_sum_ties() {
-        // Ties across groups (2, 3): U = 11.5, SciPy asymptotic: 0.19482267881995718
+    fn rank_sum_ties_use_the_exact_distribution_of_mid_ranks() {
+        // Ties across groups (2, 3): U = 11.5, brute force over the C(13, 6) = 1716 splits:
+        // 318/1716 = 0.1853146853146853 (SciPy's asymptotic: 0.1948).
         let r = mann_whitney_u(
             &[1.0, 2.0, 2.0, 3.0, 5.0, 7.0],
             &[2.0, 3.0, 4.0, 4.0, 6.0, 8.0, 9.0],
         )
         .unwrap();
-        assert_eq!(r.statistic, 11.5);
-        assert!(!r.exact);
-        assert!(
-            close(r.p_value, 0.19482267881995718, 1e-12),
-            "{}",
-            r.p_value
-        );
+        assert_eq!((r.statistic, r.exact), (11.5, true));
+        assert!(close(r.p_value, 0.1853146853146853, 1e-14), "{}", r.p_value);
+        // 4 vs 5 with ties within and across: U = 2.5, brute force 14/126 = 0.1111...
+        let r = mann_whitney_u(&[1.0, 1.0, 2.0, 3.0], &[2.0, 3.0, 3.0, 4.0, 5.0]).unwrap();
+        assert_eq!((r.statistic, r.exact), (2.5, true));
+        assert!(close(r.p_value, 1.0 / 9.0, 1e-14), "{}", r.p_value);
     }
 
     #[test]
@@ -494,18 +574,18 @@ mod tests {
             "{}",
             r.p_value
         );
-        // 25 vs 26 (b plus 10.2345): approximation, U = 147, SciPy: 0.0008243233414888918
+        // 25 vs 26 (b plus 10.2345): exact, U = 147, SciPy exact: 0.0005863723450610192
         let mut b26 = b25.to_vec();
         b26.push(10.2345);
         let r = mann_whitney_u(&a25, &b26).unwrap();
-        assert!(!r.exact);
+        assert!(r.exact);
         assert_eq!(r.statistic, 147.0);
         assert!(
-            close(r.p_value, 0.0008243233414888918, 1e-12),
+            close(r.p_value, 0.0005863723450610192, 1e-12),
             "{}",
             r.p_value
         );
-        // 30 vs 28: U = 169, SciPy asymptotic: 9.70232358077057e-05
+        // 30 vs 28: U = 169, SciPy exact: 5.232643383137727e-05
         let a30 = [
             10.877, 8.805, 8.633, 9.452, 10.092, 8.479, 9.496, 9.996, 9.964, 10.876, 10.784,
             10.333, 10.913, 10.94, 8.891, 12.185, 9.951, 9.394, 10.6, 9.511, 10.627, 8.799, 10.725,
@@ -519,7 +599,7 @@ mod tests {
         let r = mann_whitney_u(&a30, &b28).unwrap();
         assert_eq!(r.statistic, 169.0);
         assert!(
-            close(r.p_value, 9.70232358077057e-05, 1e-11),
+            close(r.p_value, 5.232643383137727e-05, 1e-11),
             "{}",
             r.p_value
         );
