@@ -174,6 +174,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
             }
         };
+        // Before the plan (on stderr, so `--dry-run --json` stays JSON).
+        if let Some(note) = experiment.defaults_note() {
+            eprintln!("rubyrace: {note}");
+        }
         let mut experiment = if args.smoke {
             experiment.smoke()
         } else {

@@ -341,3 +341,85 @@ threads = [1, 2]
         "{run:?}"
     );
 }
+
+#[test]
+fn an_experiment_that_relies_on_defaults_says_which_before_the_plan() {
+    let lab = Lab::new("defaults");
+    let file = lab.experiment("");
+    let note = format!(
+        "rubyrace: {} does not set these, so their defaults apply: batches = 5, app = \"rack-hello\", server = \"puma\", processes = 1, threads = 1, warmup = \"5s\", duration = \"10s\"\n",
+        file.display()
+    );
+    let dry = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(dry.code(), Some(0), "{dry:?}");
+    assert_eq!(dry.stderr, note, "{dry:?}");
+    assert!(
+        dry.stdout.contains("1 configurations × 5 blocks"),
+        "{dry:?}"
+    );
+    // On stderr, so the JSON plan stays JSON.
+    let json = lab.run(&["--dry-run", "--json"], Duration::from_secs(20));
+    assert_eq!(json.code(), Some(0), "{json:?}");
+    assert_eq!(json.stderr, note, "{json:?}");
+    serde_json::from_str::<Value>(&json.stdout).expect("the plan is JSON");
+    // A real run says it before anything else (here it then fails: its results
+    // directory cannot be made under a regular file).
+    lab.dir.write("plain-file", "");
+    let out = lab.dir.path("plain-file").join("results");
+    let file_arg = file.display().to_string();
+    let run = rubyrace(&["run", &file_arg, "-o", out.to_str().unwrap()]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.starts_with(&note), "{run:?}");
+    // A file that sets them gets no note.
+    lab.experiment(
+        "batches = 2\n[settings]\napp = \"rack-hello\"\nserver = \"puma\"\nprocesses = 1\nthreads = 1\nwarmup = \"1s\"\nrequests = 100\n",
+    );
+    let quiet = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(quiet.code(), Some(0), "{quiet:?}");
+    assert_eq!(quiet.stderr, "", "{quiet:?}");
+}
+
+#[test]
+fn a_missing_experiment_file_is_reported_without_a_position() {
+    let lab = Lab::new("missing");
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    let file = lab.dir.path("").join("experiment.toml");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "cannot read {}: No such file or directory\n1 error in the experiment file; nothing was run\n",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn every_problem_of_an_experiment_file_is_reported_at_once() {
+    let lab = Lab::new("all-at-once");
+    let file = lab.experiment(
+        r#"[settings]
+path = "nope"
+method = "get"
+headers = ["NoColon"]
+timeout = "0s"
+threads = 4
+
+[matrix]
+threads = [1, 2]
+"#,
+    );
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    let f = file.display();
+    // The marker line added to [settings] shifts lines below it by one.
+    let expected = format!(
+        "{f}:3:8: settings.path: path \"nope\" must start with '/'\n    help: did you mean \"/nope\"?\n\
+         {f}:4:10: settings.method: method \"get\" is not an upper-case HTTP method\n    help: did you mean \"GET\"?\n\
+         {f}:5:12: settings.headers[0]: header \"NoColon\": expected \"Name: value\"\n\
+         {f}:6:11: settings.timeout: timeout must be longer than zero\n    help: a request needs time to answer, e.g. timeout = \"10s\"\n\
+         {f}:7:11: settings.threads: `threads` is also a [matrix] axis, at {f}:10:1, whose values would replace this one\n    help: set it in one place: in [settings] or in [matrix]\n\
+         5 errors in the experiment file; nothing was run\n"
+    );
+    assert_eq!(run.stderr, expected);
+}

@@ -4,8 +4,10 @@
 //! settings of every configuration, the matrix axes, explicit configurations and exclusions.
 //! Parsing walks the file with its source spans, so every mistake is reported with the file,
 //! line and column, the key, what was expected and a "did you mean" suggestion; all mistakes
-//! are collected and reported together, and no key is ever ignored. The result is an
-//! `Experiment`: run-level settings plus the expanded, labelled list of `Config`s.
+//! are collected and reported together (never one per attempt), none is followed by errors
+//! that only repeat it, and no key is ever ignored or silently replaced. The result is an
+//! `Experiment`: run-level settings plus the expanded, labelled list of `Config`s, and the
+//! defaults the file relies on, which `rubyrace run` names before it runs anything.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -64,8 +66,10 @@ pub enum Workload {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExperimentError {
     pub file: PathBuf,
-    pub line: usize,
-    pub column: usize,
+    /// Line and column (1-based; the column counts characters) of what the problem is
+    /// about; none when it is about the file as a whole (it cannot be read, or it lacks
+    /// something), never a made-up one.
+    pub position: Option<(usize, usize)>,
     /// Dotted key, e.g. `settings.threads`; empty for file-level problems.
     pub key: String,
     pub message: String,
@@ -74,7 +78,13 @@ pub struct ExperimentError {
 
 impl fmt::Display for ExperimentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        match self.position {
+            Some((line, column)) => write!(f, "{}:{line}:{column}: ", self.file.display())?,
+            // A problem of the file as a whole, without a key, names the file itself
+            // ("cannot read FILE: ...").
+            None if self.key.is_empty() => {}
+            None => write!(f, "{}: ", self.file.display())?,
+        }
         if !self.key.is_empty() {
             write!(f, "{}: ", self.key)?;
         }
@@ -213,6 +223,9 @@ pub struct Experiment {
     pub record_env: Vec<String>,
     pub rubies: BTreeMap<String, RubyDef>,
     pub configs: Vec<Config>,
+    /// What the file leaves to defaults that decide what runs and for how long, as
+    /// `key = value` (`batches = 5`, `warmup = "5s"`); see [`Experiment::defaults_note`].
+    pub defaults: Vec<String>,
 }
 
 /// The type and range of one setting.
@@ -364,6 +377,8 @@ struct Placed {
     span: Option<Range<usize>>,
     /// The dotted key where it was written, for messages.
     key: String,
+    /// Where each element was written, for an array (so a bad header is pointed at).
+    items: Vec<Span>,
 }
 
 /// A layer of settings: `[settings]`, one `[[configs]]` entry or one matrix point.
@@ -372,11 +387,38 @@ type Layer = BTreeMap<String, Placed>;
 /// Where something was written in the file (a byte range), when known.
 type Span = Option<Range<usize>>;
 
-/// One `[[configs]]` entry: its settings, its `label`, where it is.
-type ConfigEntry = (Layer, Option<String>, Span);
+/// One `[[configs]]` entry.
+struct ConfigEntry {
+    layer: Layer,
+    /// Its `label`, if it has one.
+    label: Option<Placed>,
+    span: Span,
+    /// One of its values was rejected (so a label made of its keys is not the real one).
+    broken: bool,
+}
 
-/// One expanded configuration before it is resolved: settings, label, axis labels, where.
-type Point = (Layer, String, BTreeMap<String, String>, Span);
+/// One part of a configuration's label (the `[[configs]]` entry's, or one axis value's),
+/// with where it comes from, so a duplicate label can be pointed at.
+#[derive(Clone, Debug)]
+struct LabelPart {
+    text: String,
+    span: Span,
+    /// The dotted key it comes from, e.g. `configs[1].label` or `matrix.threads[0]`.
+    key: String,
+    /// The matrix axis it comes from, if any.
+    axis: Option<String>,
+}
+
+/// One expanded configuration before it is resolved.
+struct Point {
+    layer: Layer,
+    label: String,
+    parts: Vec<LabelPart>,
+    /// The matrix axes and their value labels.
+    axes: BTreeMap<String, String>,
+    /// The `[[configs]]` entry it comes from.
+    span: Span,
+}
 
 /// One value of a matrix axis.
 #[derive(Clone, Debug)]
@@ -385,6 +427,17 @@ struct AxisValue {
     label: String,
     /// The user chose the label: it is used as it is, without `axis=`.
     chosen: bool,
+}
+
+/// One `[matrix]` axis.
+#[derive(Clone, Debug)]
+struct Axis {
+    name: String,
+    values: Vec<AxisValue>,
+    /// Where its key is written.
+    span: Span,
+    /// Two of its values have the same label (reported already).
+    duplicate_labels: bool,
 }
 
 /// A Ruby as run: its argv and the environment added to rubyrace's.
@@ -401,17 +454,31 @@ struct Parser<'a> {
     capabilities: HashMap<RubyKey, Result<RubyCapabilities, String>>,
     /// Where `[matrix]` says `ruby = "all"`, if it does.
     ruby_all: Option<Span>,
+    /// Settings with a value that was rejected somewhere in the file. Checks that depend
+    /// on one of them are skipped: their errors would follow from the first one.
+    rejected: std::collections::BTreeSet<String>,
+    /// Rubies of `[rubies]` (or `system`) whose definition was rejected.
+    failed_rubies: Vec<String>,
+    /// Something about the Rubies as a whole was reported (`[rubies]` is not a table, is
+    /// empty, no `ruby` on PATH, `ruby = "all"` found none).
+    rubies_reported: bool,
+    /// Where `[rubies]` is written.
+    rubies_span: Span,
     /// Finds the Rubies of the machine, for `ruby = "all"` without `[rubies]`.
     discover: &'a dyn Fn() -> Vec<DiscoveredRuby>,
 }
 
 impl<'a> Parser<'a> {
-    fn position(&self, span: &Option<Range<usize>>) -> (usize, usize) {
-        let Some(span) = span else { return (1, 1) };
-        let before = &self.text[..span.start.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        (line, column)
+    fn position(&self, span: &Option<Range<usize>>) -> Option<(usize, usize)> {
+        span.as_ref().map(|span| line_column(self.text, span.start))
+    }
+
+    /// `FILE:LINE:COLUMN` of a span, to name a second place in a message.
+    fn at(&self, span: &Span) -> String {
+        match self.position(span) {
+            Some((line, column)) => format!("{}:{line}:{column}", self.file.display()),
+            None => self.file.display().to_string(),
+        }
     }
 
     fn error(
@@ -421,11 +488,10 @@ impl<'a> Parser<'a> {
         message: impl Into<String>,
         help: Option<String>,
     ) {
-        let (line, column) = self.position(span);
+        let position = self.position(span);
         self.errors.push(ExperimentError {
             file: self.file.to_path_buf(),
-            line,
-            column,
+            position,
             key: key.to_string(),
             message: message.into(),
             help,
@@ -437,6 +503,45 @@ impl<'a> Parser<'a> {
             .map(|k| format!("did you mean `{k}`?"))
             .or_else(|| Some(format!("known keys here: {}", known.join(", "))));
         self.error(span, key, format!("unknown key `{name}`"), help);
+    }
+
+    /// Reports a `name` that cannot name a results directory (`results/NAME-...`).
+    fn check_name(&mut self, span: &Span, name: &str) {
+        let problem = if name.trim().is_empty() {
+            format!("expected a non-empty name, found {name:?}")
+        } else if let Some(c) = name.chars().find(|c| matches!(c, '/' | '\\')) {
+            format!("a name cannot contain {c:?}, found {name:?}")
+        } else if control_character(name).is_some() {
+            format!("a name cannot contain control characters, found {name:?}")
+        } else {
+            return;
+        };
+        self.error(
+            span,
+            "name",
+            problem,
+            Some(
+                "it names the results directory, results/NAME-YYYYMMDD-HHMMSS: e.g. \
+                 name = \"yjit-rack-hello\""
+                    .into(),
+            ),
+        );
+    }
+
+    /// Reports a label (chosen, or made from a value) with a control character in it.
+    fn check_label(&mut self, span: &Span, key: &str, label: &str) {
+        if control_character(label).is_some() {
+            self.error(
+                span,
+                key,
+                format!("a label cannot contain control characters, found {label:?}"),
+                Some(
+                    "labels name configurations in progress lines, tables and Markdown: use \
+                     printable characters"
+                        .into(),
+                ),
+            );
+        }
     }
 
     /// Checks a value against a kind; returns its normalized JSON form.
@@ -483,6 +588,19 @@ impl<'a> Parser<'a> {
                 }
             }
             Kind::Duration => match value.as_str() {
+                // humantime would say "expected number at 0".
+                Some(s) if s.trim_start().starts_with('-') => {
+                    self.error(
+                        &span,
+                        key,
+                        format!(
+                            "expected {}, found {s:?}: a duration cannot be negative",
+                            kind.expected()
+                        ),
+                        Some("write a positive duration, e.g. \"5s\"".into()),
+                    );
+                    None
+                }
                 Some(s) => match humantime::parse_duration(s) {
                     Ok(_) => Some(json!(s)),
                     Err(e) => wrong(self, Some(format!("found {s:?} ({e})"))),
@@ -556,9 +674,11 @@ impl<'a> Parser<'a> {
                             value: json!(s),
                             span: item.span(),
                             key: dotted,
+                            items: Vec::new(),
                         },
                     );
                 } else {
+                    self.rejected.insert(name.to_string());
                     let found = describe(item);
                     self.error(
                         &item.span(),
@@ -575,13 +695,19 @@ impl<'a> Parser<'a> {
                 self.unknown_key(&key_span, &dotted, name, &known);
                 continue;
             };
-            if let Some(value) = self.check_value(&dotted, kind, item) {
+            let errors_before = self.errors.len();
+            let checked = self.check_value(&dotted, kind, item);
+            if self.errors.len() > errors_before {
+                self.rejected.insert(name.to_string());
+            }
+            if let Some(value) = checked {
                 layer.insert(
                     name.to_string(),
                     Placed {
                         value,
                         span: item.span(),
                         key: dotted,
+                        items: element_spans(item.as_value()),
                     },
                 );
             }
@@ -590,7 +716,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Reads `[matrix]`: each key is a setting and its value an array of alternatives.
-    fn matrix(&mut self, table: &dyn TableLike) -> Vec<(String, Vec<AxisValue>)> {
+    fn matrix(&mut self, table: &dyn TableLike) -> Vec<Axis> {
         let mut axes = Vec::new();
         for (name, item) in table.iter() {
             let key_span = table.get_key_value(name).and_then(|(k, _)| k.span());
@@ -603,7 +729,12 @@ impl<'a> Parser<'a> {
             // filled in once the Rubies are known (see `expand_ruby_all`).
             if name == "ruby" && item.as_str() == Some(RUBY_ALL) {
                 self.ruby_all = Some(item.span());
-                axes.push((name.to_string(), Vec::new()));
+                axes.push(Axis {
+                    name: name.to_string(),
+                    values: Vec::new(),
+                    span: key_span,
+                    duplicate_labels: false,
+                });
                 continue;
             }
             let Some(array) = item.as_array() else {
@@ -630,6 +761,7 @@ impl<'a> Parser<'a> {
                     ),
                     Some(help),
                 );
+                self.rejected.insert(name.to_string());
                 continue;
             };
             if array.is_empty() {
@@ -639,6 +771,7 @@ impl<'a> Parser<'a> {
                     "a matrix axis needs at least one value",
                     None,
                 );
+                self.rejected.insert(name.to_string());
                 continue;
             }
             let mut values = Vec::new();
@@ -649,22 +782,33 @@ impl<'a> Parser<'a> {
                     Some((inner, label)) => (inner, Some(label)),
                     None => (v.clone(), None),
                 };
+                let items = element_spans(Some(&inner));
                 let inner_item = Item::Value(inner);
-                if let Some(checked) = self.check_value(&element_key, kind, &inner_item) {
+                let errors_before = self.errors.len();
+                let checked = self.check_value(&element_key, kind, &inner_item);
+                if self.errors.len() > errors_before {
+                    self.rejected.insert(name.to_string());
+                }
+                if let Some(checked) = checked {
                     let chosen = label.is_some();
                     let label = label.unwrap_or_else(|| value_label(name, &checked));
+                    // Every value's label is recorded with its configurations (`axes`),
+                    // even on an axis of one value.
+                    self.check_label(&v.span(), &element_key, &label);
                     values.push(AxisValue {
                         chosen,
                         placed: Placed {
                             value: checked,
                             span: v.span(),
                             key: element_key,
+                            items,
                         },
                         label,
                     });
                 }
             }
             let mut seen: Vec<&str> = Vec::new();
+            let mut duplicate_labels = false;
             for v in &values {
                 if seen.contains(&v.label.as_str()) {
                     let (span, key) = (v.placed.span.clone(), dotted.clone());
@@ -677,11 +821,17 @@ impl<'a> Parser<'a> {
                                 .into(),
                         ),
                     );
+                    duplicate_labels = true;
                     break;
                 }
                 seen.push(&v.label);
             }
-            axes.push((name.to_string(), values));
+            axes.push(Axis {
+                name: name.to_string(),
+                values,
+                span: key_span,
+                duplicate_labels,
+            });
         }
         axes
     }
@@ -775,12 +925,16 @@ impl<'a> Parser<'a> {
                 match argv {
                     Some(a) => (a, env, gemfile),
                     None => {
-                        self.error(
-                            &span,
-                            &dotted,
-                            "expected `path` (the Ruby executable) or `argv` (executable and options)",
-                            Some(format!("e.g. {name} = {{ path = \"/usr/bin/ruby\" }}")),
-                        );
+                        // Not said again when `path` or `argv` was there but wrong.
+                        if t.get("path").is_none() && t.get("argv").is_none() {
+                            self.error(
+                                &span,
+                                &dotted,
+                                "expected `path` (the Ruby executable) or `argv` (executable and options)",
+                                Some(format!("e.g. {name} = {{ path = \"/usr/bin/ruby\" }}")),
+                            );
+                        }
+                        self.failed_rubies.push(name.to_string());
                         continue;
                     }
                 }
@@ -794,6 +948,7 @@ impl<'a> Parser<'a> {
                     ),
                     None,
                 );
+                self.failed_rubies.push(name.to_string());
                 continue;
             };
             // Resolve the executable now: a missing Ruby is an error before anything runs.
@@ -810,6 +965,7 @@ impl<'a> Parser<'a> {
                         format!("{e:#}"),
                         Some("`rubyrace rubies` lists the Rubies found on this machine".into()),
                     );
+                    self.failed_rubies.push(name.to_string());
                     continue;
                 }
             }
@@ -855,6 +1011,24 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The 1-based line and column (in characters) of a byte offset of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The first control character of a label (a newline, a tab, an escape...), which would
+/// break progress lines, tables and Markdown.
+fn control_character(label: &str) -> Option<char> {
+    label.chars().find(|c| c.is_control())
+}
+
 /// `{ label = "...", value = ... }`: a matrix value with a chosen label.
 fn labelled(v: &Value) -> Option<(Value, String)> {
     let t = v.as_inline_table()?;
@@ -864,6 +1038,14 @@ fn labelled(v: &Value) -> Option<(Value, String)> {
     let label = t.get("label")?.as_str()?.to_string();
     let value = t.get("value")?.clone();
     Some((value, label))
+}
+
+/// Where each element of an array value is written (empty for anything else).
+fn element_spans(value: Option<&Value>) -> Vec<Span> {
+    value
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(Value::span).collect())
+        .unwrap_or_default()
 }
 
 /// The default label of a matrix value, e.g. `--yjit` or `RUBY_YJIT_ENABLE=1`.
@@ -970,11 +1152,19 @@ fn expand_ruby_all(
 ) -> Vec<AxisValue> {
     let names: Vec<String> = match declared {
         // Rubies that failed to resolve are reported already and left out.
-        Some(t) => t
-            .iter()
-            .map(|(k, _)| k.to_string())
-            .filter(|k| rubies.contains_key(k))
-            .collect(),
+        Some(t) => {
+            let names: Vec<String> = t
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .filter(|k| rubies.contains_key(k))
+                .collect();
+            // Each name is a label part (`ruby=NAME`).
+            for name in &names {
+                let key_span = t.get_key_value(name).and_then(|(k, _)| k.span());
+                p.check_label(&key_span, &format!("rubies.{name}"), name);
+            }
+            names
+        }
         None => {
             rubies.clear();
             let mut seen = std::collections::HashSet::new();
@@ -988,6 +1178,7 @@ fn expand_ruby_all(
                 if !seen.insert(canonical) || rubies.contains_key(&r.name) {
                     continue;
                 }
+                p.check_label(span, "matrix.ruby", &r.name);
                 let def = RubyDef {
                     argv: vec![r.path.display().to_string()],
                     env: BTreeMap::new(),
@@ -1006,6 +1197,7 @@ fn expand_ruby_all(
                             .into(),
                     ),
                 );
+                p.rubies_reported = true;
             }
             names
         }
@@ -1017,6 +1209,7 @@ fn expand_ruby_all(
                 value: json!(name),
                 span: span.clone(),
                 key: "matrix.ruby".into(),
+                items: Vec::new(),
             },
             label: name,
             chosen: false,
@@ -1024,19 +1217,62 @@ fn expand_ruby_all(
         .collect()
 }
 
+/// An OS error's message without its number: "No such file or directory".
+fn os_message(e: &std::io::Error) -> String {
+    let message = e.to_string();
+    match message.rfind(" (os error ") {
+        Some(i) if message.ends_with(')') => message[..i].to_string(),
+        _ => message,
+    }
+}
+
+/// What `defaults_note` names when the file leaves it out: what runs, and for how long.
+const NOTED_SETTINGS: [&str; 7] = [
+    "app",
+    "server",
+    "processes",
+    "threads",
+    "warmup",
+    "duration",
+    "runs",
+];
+
 impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
-        let text = std::fs::read_to_string(file).map_err(|e| {
+        let whole_file = |position, message: String, help: Option<&str>| {
             ExperimentErrors(vec![ExperimentError {
                 file: file.to_path_buf(),
-                line: 1,
-                column: 1,
+                position,
                 key: String::new(),
-                message: format!("cannot read the experiment file: {e}"),
-                help: None,
+                message,
+                help: help.map(str::to_string),
             }])
+        };
+        let bytes = std::fs::read(file).map_err(|e| {
+            whole_file(
+                None,
+                format!("cannot read {}: {}", file.display(), os_message(&e)),
+                None,
+            )
         })?;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                // Where the first invalid byte is: everything before it is valid.
+                let offset = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+                return Err(whole_file(
+                    Some(line_column(valid, offset)),
+                    format!(
+                        "the file is not valid UTF-8: invalid byte 0x{:02X} at byte offset {offset}",
+                        bytes[offset]
+                    ),
+                    Some("save it as UTF-8"),
+                ));
+            }
+        };
         Experiment::parse(file, &text)
     }
 
@@ -1044,6 +1280,18 @@ impl Experiment {
     /// relative paths (apps, URL mixes, scripts).
     pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
         Experiment::parse_with(file, text, &crate::rubies::discover)
+    }
+
+    /// What the file leaves to defaults that decide what runs and for how long, as one
+    /// line for `rubyrace run` to print before the plan; none when it sets all of them.
+    pub fn defaults_note(&self) -> Option<String> {
+        (!self.defaults.is_empty()).then(|| {
+            format!(
+                "{} does not set these, so their defaults apply: {}",
+                self.file.display(),
+                self.defaults.join(", ")
+            )
+        })
     }
 
     /// [`Experiment::parse`] with the machine's Rubies found by `discover` (for
@@ -1067,6 +1315,10 @@ impl Experiment {
             capabilities: HashMap::new(),
             bundles: HashMap::new(),
             ruby_all: None,
+            rejected: Default::default(),
+            failed_rubies: Vec::new(),
+            rubies_reported: false,
+            rubies_span: None,
             discover,
         };
         let doc = match ImDocument::parse(text.to_string()) {
@@ -1087,20 +1339,25 @@ impl Experiment {
         let mut description = None;
         let mut seed = 1u64;
         let mut batches = 5u32;
+        let mut batches_written = false;
         let mut order = Order::Random;
         let mut record_env = Vec::new();
         let mut rubies = BTreeMap::new();
         let mut base = Layer::new();
-        let mut axes = Vec::new();
+        let mut axes: Vec<Axis> = Vec::new();
         let mut configs: Vec<ConfigEntry> = Vec::new();
-        let mut exclusions: Vec<(Layer, Option<Range<usize>>)> = Vec::new();
+        // Each exclusion, where it is, and whether one of its values was rejected.
+        let mut exclusions: Vec<(Layer, Span, bool)> = Vec::new();
 
         for (key, item) in root.iter() {
             let key_span = root.key(key).and_then(|k| k.span());
             let span = item.span();
             match key {
                 "name" | "description" => match item.as_str() {
-                    Some(s) if key == "name" => name = s.to_string(),
+                    Some(s) if key == "name" => {
+                        p.check_name(&span, s);
+                        name = s.to_string();
+                    }
                     Some(s) => description = Some(s.to_string()),
                     None => {
                         let found = describe(item);
@@ -1113,6 +1370,7 @@ impl Experiment {
                     }
                 }
                 "batches" => {
+                    batches_written = true;
                     if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
                         batches = n.as_u64().unwrap_or(1) as u32;
                     }
@@ -1126,10 +1384,20 @@ impl Experiment {
                         record_env = a.iter().map(|v| v.as_str().unwrap().to_string()).collect();
                     }
                 }
-                "rubies" => match item.as_table_like() {
-                    Some(t) => rubies = p.rubies(t),
-                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
-                },
+                "rubies" => {
+                    p.rubies_span = span.clone();
+                    match item.as_table_like() {
+                        Some(t) if t.is_empty() => {
+                            p.error(&span, key, "no Ruby is defined: [rubies] is empty", Some("add one, e.g. system = \"ruby\", or remove [rubies] to use the ruby on PATH".into()));
+                            p.rubies_reported = true;
+                        }
+                        Some(t) => rubies = p.rubies(t),
+                        None => {
+                            p.error(&span, key, format!("expected a table, found {}", describe(item)), None);
+                            p.rubies_reported = true;
+                        }
+                    }
+                }
                 "settings" => match item.as_table_like() {
                     Some(t) => base = p.settings_layer(t, "settings", &[]).0,
                     None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
@@ -1141,9 +1409,14 @@ impl Experiment {
                 "configs" => match table_list(item) {
                     Some(list) => {
                         for (i, (t, tspan)) in list.into_iter().enumerate() {
-                            let (layer, others) = p.settings_layer(t, &format!("configs[{i}]"), &["label"]);
-                            let label = others.get("label").and_then(|l| l.value.as_str()).map(str::to_string);
-                            configs.push((layer, label, tspan));
+                            let errors_before = p.errors.len();
+                            let (layer, mut others) = p.settings_layer(t, &format!("configs[{i}]"), &["label"]);
+                            configs.push(ConfigEntry {
+                                layer,
+                                label: others.remove("label"),
+                                span: tspan,
+                                broken: p.errors.len() > errors_before,
+                            });
                         }
                     }
                     None => p.error(&span, key, format!("expected an array of tables ([[configs]]), found {}", describe(item)), None),
@@ -1151,11 +1424,17 @@ impl Experiment {
                 "exclude" => match table_list(item) {
                     Some(list) => {
                         for (i, (t, tspan)) in list.into_iter().enumerate() {
+                            let errors_before = p.errors.len();
+                            // A rejected value here makes this exclusion unreliable (`broken`),
+                            // not the configurations' checks: they do not use it.
+                            let rejected = p.rejected.clone();
                             let (layer, _) = p.settings_layer(t, &format!("exclude[{i}]"), &[]);
-                            if layer.is_empty() {
+                            p.rejected = rejected;
+                            if layer.is_empty() && p.errors.len() == errors_before {
                                 p.error(&tspan, &format!("exclude[{i}]"), "an exclusion needs at least one setting to match", None);
                             }
-                            exclusions.push((layer, tspan));
+                            let broken = p.errors.len() > errors_before;
+                            exclusions.push((layer, tspan, broken));
                         }
                     }
                     None => p.error(&span, key, format!("expected an array of tables ([[exclude]]), found {}", describe(item)), None),
@@ -1189,12 +1468,45 @@ impl Experiment {
             } else {
                 expand_ruby_all(&mut p, span, declared, &mut rubies)
             };
-            if let Some((_, v)) = axes.iter_mut().find(|(axis, _)| axis == "ruby") {
-                *v = values;
+            if let Some(axis) = axes.iter_mut().find(|axis| axis.name == "ruby") {
+                axis.values = values;
+            }
+        }
+
+        // A key set in [settings] or in a [[configs]] entry and also as a matrix axis would
+        // be replaced by the axis's values, never used: an error at both places. `env` is
+        // merged instead.
+        for axis in axes.iter().filter(|axis| axis.name != "env") {
+            let at = p.at(&axis.span);
+            if let Some(placed) = base.get(&axis.name) {
+                p.error(
+                    &placed.span,
+                    &placed.key,
+                    format!(
+                        "`{}` is also a [matrix] axis, at {at}, whose values would replace this one",
+                        axis.name
+                    ),
+                    Some("set it in one place: in [settings] or in [matrix]".into()),
+                );
+            }
+            for entry in &configs {
+                if let Some(placed) = entry.layer.get(&axis.name) {
+                    p.error(
+                        &placed.span,
+                        &placed.key,
+                        format!(
+                            "`{}` is also a [matrix] axis, at {at}, whose values would replace this one",
+                            axis.name
+                        ),
+                        Some(
+                            "set it in one place: in the [[configs]] entries or in [matrix]".into(),
+                        ),
+                    );
+                }
             }
         }
         // An axis left without values ([rubies] empty or broken) expands to nothing.
-        axes.retain(|(_, values)| !values.is_empty());
+        axes.retain(|axis| !axis.values.is_empty());
 
         // Without [rubies], the `ruby` on PATH is the only Ruby, named "system".
         if ruby_all.is_none() && rubies.is_empty() && root.get("rubies").is_none() {
@@ -1212,124 +1524,207 @@ impl Experiment {
                         ),
                     );
                 }
-                Err(e) => p.error(
-                    &None,
-                    "rubies",
-                    format!("no [rubies] given and {e:#}"),
-                    None,
-                ),
-            }
-        }
-
-        // A key set both by a [[configs]] entry and by a matrix axis would be overridden.
-        for (layer, _, _) in &configs {
-            for (key, placed) in layer {
-                if key != "env" && axes.iter().any(|(axis, _)| axis == key) {
+                Err(e) => {
+                    // About the file as a whole: nothing in it names a Ruby.
                     p.error(
-                        &placed.span,
-                        &placed.key,
-                        format!(
-                            "`{key}` is also a [matrix] axis, whose values would replace this one"
-                        ),
-                        Some(
-                            "set it in one place: in the [[configs]] entries or in [matrix]".into(),
-                        ),
+                        &None,
+                        "rubies",
+                        format!("no [rubies] given and {e:#}"),
+                        None,
                     );
+                    p.failed_rubies.push("system".into());
+                    p.rubies_reported = true;
                 }
             }
         }
 
         // Expand: explicit configurations (or one empty one) × the matrix product.
         if configs.is_empty() {
-            configs.push((Layer::new(), None, None));
+            configs.push(ConfigEntry {
+                layer: Layer::new(),
+                label: None,
+                span: None,
+                broken: false,
+            });
         }
-        let explicit_labels = labels_for_configs(&configs);
+        let config_parts = labels_for_configs(&mut p, &configs);
         let mut points: Vec<Point> = Vec::new();
-        for ((layer, _, span), config_label) in configs.iter().zip(explicit_labels) {
-            let mut combos: Vec<(Layer, Vec<String>, BTreeMap<String, String>)> =
+        for (entry, config_part) in configs.iter().zip(config_parts) {
+            let mut combos: Vec<(Layer, Vec<LabelPart>, BTreeMap<String, String>)> =
                 vec![(Layer::new(), Vec::new(), BTreeMap::new())];
-            for (axis, values) in &axes {
+            for axis in &axes {
                 let mut next = Vec::new();
-                for (combo, labels, axis_labels) in &combos {
-                    for v in values {
+                for (combo, parts, axis_labels) in &combos {
+                    for v in &axis.values {
                         let mut c = combo.clone();
-                        c.insert(axis.clone(), v.placed.clone());
-                        let mut l = labels.clone();
+                        c.insert(axis.name.clone(), v.placed.clone());
+                        let mut l = parts.clone();
                         // `ruby = "all"` names the Ruby even when it finds only one: what
                         // it expands to depends on the machine, and the label should say.
-                        if values.len() > 1 || (axis == "ruby" && ruby_all.is_some()) {
-                            l.push(if axis == "env" || v.chosen {
-                                v.label.clone()
-                            } else {
-                                format!("{axis}={}", v.label)
+                        if axis.values.len() > 1 || (axis.name == "ruby" && ruby_all.is_some()) {
+                            l.push(LabelPart {
+                                text: if axis.name == "env" || v.chosen {
+                                    v.label.clone()
+                                } else {
+                                    format!("{}={}", axis.name, v.label)
+                                },
+                                span: v.placed.span.clone(),
+                                key: v.placed.key.clone(),
+                                axis: Some(axis.name.clone()),
                             });
                         }
                         let mut al = axis_labels.clone();
-                        al.insert(axis.clone(), v.label.clone());
+                        al.insert(axis.name.clone(), v.label.clone());
                         next.push((c, l, al));
                     }
                 }
                 combos = next;
             }
-            for (combo, labels, axis_labels) in combos {
-                let merged = merge(&[&base, layer, &combo]);
+            for (combo, axis_parts, axis_labels) in combos {
+                let layer = merge(&[&base, &entry.layer, &combo]);
                 let mut parts = Vec::new();
-                parts.extend(config_label.clone());
-                parts.extend(labels);
+                parts.extend(config_part.clone());
+                parts.extend(axis_parts);
                 let label = if parts.is_empty() {
                     "default".to_string()
                 } else {
-                    parts.join(" ")
+                    parts
+                        .iter()
+                        .map(|part| part.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 };
-                points.push((merged, label, axis_labels, span.clone()));
+                points.push(Point {
+                    layer,
+                    label,
+                    parts,
+                    axes: axis_labels,
+                    span: entry.span.clone(),
+                });
             }
         }
-        for (i, (exclusion, span)) in exclusions.iter().enumerate() {
+        // An exclusion with a rejected value, or on a setting whose value was rejected
+        // elsewhere, cannot be matched reliably: it is left out rather than reported as
+        // matching nothing (or everything).
+        let mut emptied_by = None;
+        for (i, (exclusion, span, broken)) in exclusions.iter().enumerate() {
+            if *broken || exclusion.keys().any(|k| p.rejected.contains(k)) {
+                continue;
+            }
             let before = points.len();
-            points.retain(|(layer, ..)| !excluded_by(layer, exclusion));
-            if points.len() == before && !exclusion.is_empty() {
+            points.retain(|point| !excluded_by(&point.layer, exclusion));
+            if points.len() == before {
                 p.error(
                     span,
                     &format!("exclude[{i}]"),
                     "this exclusion matches no configuration",
                     Some("check its values against [matrix]; values must match exactly".into()),
                 );
+            } else if points.is_empty() {
+                emptied_by = Some((i, span.clone()));
             }
         }
-        if points.is_empty() && p.errors.is_empty() {
+        if let Some((i, span)) = &emptied_by {
             p.error(
-                &None,
-                "exclude",
+                span,
+                &format!("exclude[{i}]"),
                 "every configuration is excluded; nothing would run",
-                None,
+                Some(
+                    "an exclusion leaves out every configuration that matches all its keys".into(),
+                ),
             );
         }
-        let mut seen_labels: HashMap<String, usize> = HashMap::new();
-        let mut expanded = Vec::new();
-        for (id, (layer, label, axes, span)) in points.into_iter().enumerate() {
-            if let Some(first) = seen_labels.insert(label.clone(), id) {
-                p.error(
-                    &span,
-                    "configs",
-                    format!("configurations {first} and {id} have the same label {label:?}"),
-                    Some("give them distinct labels: `label` in [[configs]], or { label = \"...\", value = ... } in [matrix]".into()),
-                );
+        // Labels are unique. When a value that makes labels was rejected, the labels are not
+        // the ones the file will give: a clash among them would follow from that error.
+        let labels_broken = axes.iter().any(|axis| p.rejected.contains(&axis.name))
+            || p.rejected.contains("label")
+            || (configs.len() > 1 && configs.iter().any(|c| c.label.is_none() && c.broken));
+        let duplicate_axes: Vec<&str> = axes
+            .iter()
+            .filter(|axis| axis.duplicate_labels)
+            .map(|axis| axis.name.as_str())
+            .collect();
+        let mut first_with_label: HashMap<&str, usize> = HashMap::new();
+        for (id, point) in points.iter().enumerate() {
+            match first_with_label.get(point.label.as_str()) {
+                Some(&first) if !labels_broken => duplicate_label(
+                    &mut p,
+                    &duplicate_axes,
+                    (first, &points[first]),
+                    (id, point),
+                ),
+                Some(_) => {}
+                None => {
+                    first_with_label.insert(&point.label, id);
+                }
             }
-            if let Some(settings) = resolve(&mut p, &layer, &rubies, &span) {
+        }
+        let mut expanded = Vec::new();
+        for (id, point) in points.iter().enumerate() {
+            if let Some(settings) = resolve(&mut p, &point.layer, &rubies, &point.span) {
                 expanded.push(Config {
                     id,
-                    label,
-                    axes,
+                    label: point.label.clone(),
+                    axes: point.axes.clone(),
                     settings,
                 });
             }
         }
         if !p.errors.is_empty() {
-            // Report in file order.
-            p.errors.sort_by_key(|e| (e.line, e.column));
-            p.errors.dedup();
-            return Err(ExperimentErrors(p.errors));
+            // Each problem once (a [settings] mistake is found in every configuration),
+            // in file order; problems of the file as a whole first.
+            let mut errors: Vec<ExperimentError> = Vec::new();
+            for e in p.errors {
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+            errors.sort_by_key(|e| e.position);
+            return Err(ExperimentErrors(errors));
         }
+
+        // What the file leaves to defaults that decide what runs and for how long.
+        let written: std::collections::BTreeSet<&str> = base
+            .keys()
+            .chain(configs.iter().flat_map(|c| c.layer.keys()))
+            .map(String::as_str)
+            .chain(axes.iter().map(|axis| axis.name.as_str()))
+            .collect();
+        let mut defaults = Vec::new();
+        if !batches_written {
+            defaults.push(format!("batches = {batches}"));
+        }
+        for key in NOTED_SETTINGS {
+            if written.contains(key) || (key == "duration" && written.contains("requests")) {
+                continue;
+            }
+            let mut values: Vec<String> = Vec::new();
+            for s in expanded.iter().map(|c| &c.settings) {
+                let value = match (s.workload, key) {
+                    (Workload::Http, "app") => format!("{:?}", s.app),
+                    (Workload::Http, "server") => format!("{:?}", s.server.as_str()),
+                    (Workload::Http, "processes") => s.processes.to_string(),
+                    (Workload::Http, "threads") => s.threads.to_string(),
+                    (Workload::Http, "warmup") => {
+                        format!("\"{}\"", humantime::format_duration(s.load.warmup))
+                    }
+                    (Workload::Http, "duration") => {
+                        format!("\"{}\"", humantime::format_duration(s.load.duration))
+                    }
+                    (Workload::Script, "runs") => {
+                        s.script.as_ref().map_or(0, |x| x.runs).to_string()
+                    }
+                    _ => continue, // does not apply to this workload
+                };
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+            if !values.is_empty() {
+                defaults.push(format!("{key} = {}", values.join(" or ")));
+            }
+        }
+
         Ok(Experiment {
             file: file.to_path_buf(),
             text: text.to_string(),
@@ -1341,6 +1736,7 @@ impl Experiment {
             record_env,
             rubies: rubies.into_iter().map(|(k, (def, _))| (k, def)).collect(),
             configs: expanded,
+            defaults,
         })
     }
 
@@ -1360,34 +1756,168 @@ impl Experiment {
     }
 }
 
-/// Labels of explicit `[[configs]]` entries: their `label`, or else every key they set.
-fn labels_for_configs(configs: &[ConfigEntry]) -> Vec<Option<String>> {
-    if configs.len() < 2 {
-        return configs.iter().map(|(_, l, _)| l.clone()).collect();
+/// Reports configuration `id` having the same label as configuration `first`, at the
+/// part of its label where the two differ (the second `[[configs]]` label, or a matrix
+/// value), naming where the first one's comes from.
+fn duplicate_label(
+    p: &mut Parser,
+    duplicate_axes: &[&str],
+    (first_id, first): (usize, &Point),
+    (id, second): (usize, &Point),
+) {
+    let n = first.parts.len().max(second.parts.len());
+    let differs = (0..n).find(|&i| match (first.parts.get(i), second.parts.get(i)) {
+        (Some(a), Some(b)) => a.span != b.span || a.text != b.text,
+        _ => true,
+    });
+    let part_of =
+        |point: &Point| differs.and_then(|i| point.parts.get(i).or(point.parts.last()).cloned());
+    let (theirs, ours) = (part_of(first), part_of(second));
+    // Two values of one axis with the same label are reported at the axis already.
+    if ours
+        .as_ref()
+        .and_then(|part| part.axis.as_ref())
+        .is_some_and(|axis| duplicate_axes.contains(&axis.as_str()))
+    {
+        return;
     }
+    let first_at = p.at(&theirs
+        .as_ref()
+        .map_or(first.span.clone(), |part| part.span.clone()));
+    let (span, key) = match ours {
+        Some(part) => (part.span, part.key),
+        None => (second.span.clone(), "configs".to_string()),
+    };
+    p.error(
+        &span,
+        &key,
+        format!(
+            "configurations {first_id} and {id} have the same label {:?}; the first is from {first_at}",
+            second.label
+        ),
+        Some("give them distinct labels: `label` in [[configs]], or { label = \"...\", value = ... } in [matrix]".into()),
+    );
+}
+
+/// The label part of each `[[configs]]` entry: its `label`, or else, when there are several
+/// entries, every key it sets; a single entry without `label` adds nothing.
+fn labels_for_configs(p: &mut Parser, configs: &[ConfigEntry]) -> Vec<Option<LabelPart>> {
+    let several = configs.len() > 1;
     configs
         .iter()
-        .map(|(layer, label, _)| {
-            label.clone().or_else(|| {
-                let parts: Vec<String> = layer
-                    .iter()
-                    .map(|(k, v)| {
-                        let l = value_label(k, &v.value);
-                        if k == "env" {
-                            l
-                        } else {
-                            format!("{k}={l}")
-                        }
-                    })
-                    .collect();
-                Some(if parts.is_empty() {
+        .enumerate()
+        .map(|(i, entry)| {
+            if let Some(label) = &entry.label {
+                let text = label.value.as_str().unwrap_or_default().to_string();
+                p.check_label(&label.span, &label.key, &text);
+                return Some(LabelPart {
+                    text,
+                    span: label.span.clone(),
+                    key: label.key.clone(),
+                    axis: None,
+                });
+            }
+            if !several {
+                return None;
+            }
+            let parts: Vec<String> = entry
+                .layer
+                .iter()
+                .map(|(k, v)| {
+                    let l = value_label(k, &v.value);
+                    p.check_label(&v.span, &v.key, &l);
+                    if k == "env" {
+                        l
+                    } else {
+                        format!("{k}={l}")
+                    }
+                })
+                .collect();
+            Some(LabelPart {
+                text: if parts.is_empty() {
                     "base".into()
                 } else {
                     parts.join(" ")
-                })
+                },
+                span: entry.span.clone(),
+                key: format!("configs[{i}]"),
+                axis: None,
             })
         })
         .collect()
+}
+
+/// The setting a dotted key is about: `threads` for `configs[0].threads` or
+/// `matrix.threads[1]`.
+fn setting_of(key: &str) -> &str {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    last.split('[').next().unwrap_or(last)
+}
+
+/// Every problem `LoadSettings::check` finds, as (setting, message). `check` stops at the
+/// first one; so that all are reported at once, the setting it names is put back to its
+/// default and the check run again, until it passes. The messages stay those of
+/// `rubyrace load`.
+fn load_problems(load: &LoadSettings) -> Vec<(String, String)> {
+    let defaults = LoadSettings::default();
+    let mut load = load.clone();
+    let mut problems = Vec::new();
+    // Each round puts one setting back, so there are at most as many rounds as settings.
+    for _ in 0..16 {
+        let Err(e) = load.check() else { break };
+        let message = e.to_string();
+        let key = match message.split_whitespace().next().unwrap_or("") {
+            "threads" => "load_threads",
+            "seed" => "url_seed",
+            "header" => "headers",
+            k => k,
+        }
+        .to_string();
+        let known = match key.as_str() {
+            "connections" => {
+                load.connections = 1;
+                true
+            }
+            "load_threads" => {
+                load.threads = 1;
+                true
+            }
+            "pipeline" => {
+                load.pipeline = 1;
+                true
+            }
+            "rate" => {
+                load.rate = None;
+                true
+            }
+            "timeout" => {
+                load.timeout = defaults.timeout;
+                true
+            }
+            "requests" => {
+                load.requests = None;
+                true
+            }
+            "headers" => {
+                load.headers.clear();
+                true
+            }
+            "method" => {
+                load.method = defaults.method.clone();
+                true
+            }
+            "path" => {
+                load.path = Some("/".into());
+                true
+            }
+            _ => false,
+        };
+        problems.push((key, message));
+        if !known {
+            break;
+        }
+    }
+    problems
 }
 
 /// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
@@ -1434,55 +1964,88 @@ fn resolve(
             .unwrap_or_default()
     };
 
-    // The Ruby.
-    let ruby_names: Vec<&str> = rubies.keys().map(String::as_str).collect();
+    // Settings whose value was rejected (reported already): checks that depend on them
+    // would only report what follows from that error, so they are skipped.
+    let rejected = p.rejected.clone();
+
+    // The Ruby. When it cannot be known (its definition or the `ruby` value was rejected,
+    // which is reported already), the checks that need it are skipped and the others run.
+    let failed_rubies = p.failed_rubies.clone();
+    let mut declared: Vec<&str> = rubies
+        .keys()
+        .map(String::as_str)
+        .chain(failed_rubies.iter().map(String::as_str))
+        .collect();
+    declared.sort_unstable();
+    declared.dedup();
     let ruby = match get("ruby").and_then(|v| v.value.as_str()) {
-        Some(r) => r.to_string(),
-        None if rubies.len() == 1 => rubies.keys().next().unwrap().clone(),
-        None if rubies.is_empty() => {
-            // Rubies that were declared but failed are reported already.
-            if p.errors.is_empty() {
-                p.error(config_span, "rubies", "no Ruby is defined: [rubies] is empty", Some("add one, e.g. system = \"ruby\", or remove [rubies] to use the ruby on PATH".into()));
-            }
-            return None;
-        }
-        None => {
-            {
+        Some(r) => Some(r.to_string()),
+        None if rejected.contains("ruby") => None,
+        None if declared.len() == 1 => Some(declared[0].to_string()),
+        None if declared.is_empty() => {
+            if !p.rubies_reported {
                 p.error(
                     config_span,
-                    "settings.ruby",
-                    format!(
-                        "several Rubies are defined ({}); say which one each configuration uses",
-                        ruby_names.join(", ")
-                    ),
-                    Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()),
+                    "rubies",
+                    "no Ruby is defined",
+                    Some("add one to [rubies], e.g. system = \"ruby\"".into()),
                 );
             }
-            return None;
+            None
+        }
+        None => {
+            let span = config_span.clone().or_else(|| p.rubies_span.clone());
+            p.error(
+                &span,
+                "settings.ruby",
+                format!(
+                    "several Rubies are defined ({}); say which one each configuration uses",
+                    declared.join(", ")
+                ),
+                Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()),
+            );
+            None
         }
     };
-    let Some((def, _)) = rubies.get(&ruby) else {
-        let all_outside_matrix =
-            ruby == RUBY_ALL && get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
-        let help = all_outside_matrix
-            .then(|| {
-                "ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]".to_string()
-            })
-            .or_else(|| did_you_mean(&ruby, &ruby_names).map(|k| format!("did you mean `{k}`?")))
-            .or_else(|| {
-                Some(format!(
-                    "define it in [rubies]; defined: {}",
-                    ruby_names.join(", ")
-                ))
-            });
-        p.error(
-            &span_of("ruby"),
-            &key_of("ruby"),
-            format!("no Ruby named {ruby:?} in [rubies]"),
-            help,
-        );
-        return None;
+    let def = match &ruby {
+        None => None,
+        Some(r) => match rubies.get(r) {
+            Some((def, _)) => Some(def),
+            None if failed_rubies.contains(r) => None,
+            None if rubies.is_empty() && p.rubies_reported => None,
+            None => {
+                let all_outside_matrix =
+                    r == RUBY_ALL && get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
+                let help = all_outside_matrix
+                    .then(|| {
+                        "ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]"
+                            .to_string()
+                    })
+                    .or_else(|| did_you_mean(r, &declared).map(|k| format!("did you mean `{k}`?")))
+                    .or_else(|| {
+                        Some(format!(
+                            "define it in [rubies]; defined: {}",
+                            declared.join(", ")
+                        ))
+                    });
+                p.error(
+                    &span_of("ruby"),
+                    &key_of("ruby"),
+                    format!("no Ruby named {r:?} in [rubies]"),
+                    help,
+                );
+                None
+            }
+        },
     };
+    let ruby = ruby.unwrap_or_default();
+    let empty_def = RubyDef {
+        argv: Vec::new(),
+        env: BTreeMap::new(),
+        gemfile: None,
+    };
+    let ruby_known = def.is_some();
+    let def = def.unwrap_or(&empty_def);
     let ruby_opts = list("ruby_opts");
     let mut env = def.env.clone();
     if let Some(J::Object(m)) = get("env").map(|v| &v.value) {
@@ -1508,9 +2071,10 @@ fn resolve(
     let knob = ["jit", "allocator", "compact"]
         .into_iter()
         .find(|k| get(k).is_some());
-    let caps = match p.capabilities(&plain_argv, &env_pairs) {
-        Ok(c) => Some(c),
-        Err(e) => {
+    let caps = match ruby_known.then(|| p.capabilities(&plain_argv, &env_pairs)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
             if let Some(k) = knob {
                 p.error(
                     &span_of(k),
@@ -1648,10 +2212,15 @@ fn resolve(
             );
         }
         let server_argv = list("server_argv");
-        if server == ServerKind::Custom && server_argv.is_empty() {
+        // Which server, and with how many processes and threads, is unknown when one of
+        // them was rejected.
+        let server_known = !["server", "server_argv", "processes", "threads"]
+            .iter()
+            .any(|k| rejected.contains(*k));
+        if server_known && server == ServerKind::Custom && server_argv.is_empty() {
             p.error(&span_of("server"), &key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
         }
-        if server != ServerKind::Custom && !server_argv.is_empty() {
+        if server_known && server != ServerKind::Custom && !server_argv.is_empty() {
             p.error(
                 &span_of("server_argv"),
                 &key_of("server_argv"),
@@ -1662,7 +2231,7 @@ fn resolve(
                 None,
             );
         }
-        if processes > 1 && !server.supports_processes() {
+        if server_known && processes > 1 && !server.supports_processes() {
             p.error(
                 &span_of("processes"),
                 &key_of("processes"),
@@ -1673,7 +2242,7 @@ fn resolve(
                 None,
             );
         }
-        if threads > 1 && !server.supports_threads() {
+        if server_known && threads > 1 && !server.supports_threads() {
             p.error(
                 &span_of("threads"),
                 &key_of("threads"),
@@ -1692,7 +2261,8 @@ fn resolve(
         Some("none") => None,
         Some(g) => {
             let path = p.resolve_path(&g.replace("{ruby}", &ruby));
-            if !path.is_file() {
+            // With `{ruby}` and no known Ruby, the path is unknown too.
+            if !path.is_file() && (ruby_known || !g.contains("{ruby}")) {
                 p.error(
                     &span_of("gemfile"),
                     &key_of("gemfile"),
@@ -1812,16 +2382,43 @@ fn resolve(
             .and_then(|s| humantime::parse_duration(s).ok()),
     };
     if workload == Workload::Http {
-        if let Err(e) = load.check() {
-            let message = e.to_string();
-            let first = message.split_whitespace().next().unwrap_or("");
-            let key = match first {
-                "threads" => "load_threads",
-                "seed" => "url_seed",
-                "header" => "headers",
-                k => k,
+        for (key, message) in load_problems(&load) {
+            if key == "headers" {
+                // Each header that is not `Name: value`, where it is written.
+                let spans = get("headers").map(|v| v.items.clone()).unwrap_or_default();
+                for (i, h) in load.headers.iter().enumerate() {
+                    if let Err(e) = load::parse_header(h) {
+                        let span = spans.get(i).cloned().flatten();
+                        let (span, key) = match span {
+                            Some(s) => (Some(s), format!("{}[{i}]", key_of("headers"))),
+                            None => (span_of("headers"), key_of("headers")),
+                        };
+                        p.error(&span, &key, e.to_string(), None);
+                    }
+                }
+                continue;
+            }
+            let help = match key.as_str() {
+                "method" => {
+                    let upper = load.method.to_ascii_uppercase();
+                    (upper != load.method
+                        && load::parse_url_mix(&format!("{upper} /"), "method").is_ok())
+                    .then(|| format!("did you mean {upper:?}?"))
+                }
+                "path" => load.path.as_ref().map(|path| match path.split_once("://") {
+                    // The server's address is the trial's; only the path is given.
+                    Some((_, rest)) => format!(
+                        "give the path alone, e.g. {:?}",
+                        rest.find('/').map_or("/", |i| &rest[i..])
+                    ),
+                    None => format!("did you mean {:?}?", format!("/{path}")),
+                }),
+                "timeout" => {
+                    Some("a request needs time to answer, e.g. timeout = \"10s\"".to_string())
+                }
+                _ => None,
             };
-            p.error(&span_of(key), &key_of(key), message, None);
+            p.error(&span_of(&key), &key_of(&key), message, help);
         }
         let readiness = string("readiness_path", "/");
         if !readiness.starts_with('/') {
@@ -1834,8 +2431,10 @@ fn resolve(
         }
     }
 
-    // A script workload.
+    // A script workload. With a rejected `workload`, which settings apply is unknown.
+    let workload_known = !rejected.contains("workload");
     let script = match (workload, get("script").and_then(|v| v.value.as_str())) {
+        _ if !workload_known => None,
         (Workload::Script, Some(s)) => {
             let path = p.resolve_path(s);
             if !path.is_file() {
@@ -1880,7 +2479,7 @@ fn resolve(
         (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };
     for (key, placed) in layer {
-        if !applies(key) && key != "script" {
+        if workload_known && !applies(key) && key != "script" {
             let kind = match workload {
                 Workload::Http => "http",
                 Workload::Script => "script",
@@ -1904,9 +2503,23 @@ fn resolve(
             None,
         );
     }
-    // A custom argv is checked now, with a stand-in port, rather than failing every trial.
-    if workload == Workload::Http && server == ServerKind::Custom && p.errors.len() == errors_before
-    {
+    // A custom argv is checked now, with a stand-in port, rather than failing every trial;
+    // unless what it is built from (the Ruby, the app, the counts) has an error already.
+    let argv_inputs = [
+        "ruby",
+        "ruby_opts",
+        "jit",
+        "app",
+        "server",
+        "server_argv",
+        "processes",
+        "threads",
+    ];
+    let inputs_wrong = argv_inputs.iter().any(|k| rejected.contains(*k))
+        || p.errors[errors_before..]
+            .iter()
+            .any(|e| argv_inputs.contains(&setting_of(&e.key)));
+    if workload == Workload::Http && server == ServerKind::Custom && ruby_known && !inputs_wrong {
         let launch = crate::servers::ServerLaunch {
             kind: server,
             ruby: &ruby_argv,
@@ -1928,7 +2541,7 @@ fn resolve(
             );
         }
     }
-    if p.errors.len() > errors_before {
+    if p.errors.len() > errors_before || !ruby_known {
         return None;
     }
     Some(ConfigSettings {
@@ -2344,6 +2957,202 @@ env = { RUBY_YJIT_ENABLE = "0" }
             errs[0].contains("no Ruby named \"all\" in [rubies]"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn a_settings_key_that_is_also_a_matrix_axis_is_an_error_at_both_places() {
+        let errs = errors("[settings]\nthreads = 4\n[matrix]\nthreads = [1, 2]\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:2:11: settings.threads: `threads` is also a [matrix] axis, at /tmp/exp.toml:4:1, whose values would replace this one\n    help: set it in one place: in [settings] or in [matrix]"]
+        );
+        // The same clash with a [[configs]] entry names the axis's place too.
+        let errs = errors("[matrix]\nthreads = [1, 2]\n[[configs]]\nthreads = 1\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:4:11: configs[0].threads: `threads` is also a [matrix] axis, at /tmp/exp.toml:2:1, whose values would replace this one\n    help: set it in one place: in the [[configs]] entries or in [matrix]"]
+        );
+        // `env` is merged, not replaced.
+        let e = parse(
+            "[settings]\nenv = { A = \"1\" }\n[matrix]\nenv = [{ B = \"1\" }, { B = \"2\" }]\n",
+        )
+        .unwrap();
+        assert_eq!(e.configs[1].settings.env["A"], "1");
+    }
+
+    #[test]
+    fn every_problem_of_a_configuration_is_reported_at_once() {
+        let errs = errors("[settings]\npath = \"nope\"\nmethod = \"get\"\nheaders = [\"A: b\", \"NoColon\"]\ntimeout = \"0s\"\n");
+        assert_eq!(
+            errs,
+            [
+                "/tmp/exp.toml:2:8: settings.path: path \"nope\" must start with '/'\n    help: did you mean \"/nope\"?",
+                "/tmp/exp.toml:3:10: settings.method: method \"get\" is not an upper-case HTTP method\n    help: did you mean \"GET\"?",
+                "/tmp/exp.toml:4:20: settings.headers[1]: header \"NoColon\": expected \"Name: value\"",
+                "/tmp/exp.toml:5:11: settings.timeout: timeout must be longer than zero\n    help: a request needs time to answer, e.g. timeout = \"10s\"",
+            ]
+        );
+        // An unknown Ruby does not hide the other problems of its configuration.
+        let errs = errors("[settings]\nruby = \"rr\"\napp = \"no-such-app\"\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(
+            errs[0].contains("settings.ruby: no Ruby named \"rr\""),
+            "{errs:#?}"
+        );
+        assert!(
+            errs[1].contains("settings.app: no config.ru in"),
+            "{errs:#?}"
+        );
+        // Nor does another problem hide a custom server argv's.
+        let errs = errors("[settings]\nserver = \"custom\"\nserver_argv = [\"{ruby}\", \"{prot}\"]\npath = \"x\"\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(errs[0].contains("settings.server_argv: "), "{errs:#?}");
+        assert!(errs[1].contains("settings.path: "), "{errs:#?}");
+    }
+
+    #[test]
+    fn an_earlier_error_causes_no_follow_on_errors() {
+        // A Ruby that does not resolve is reported once, not again where it is used.
+        let text = "[rubies]\n\"3.9\" = \"/no/such/ruby3.9\"\n[settings]\nruby = \"3.9\"\n";
+        let errs = Experiment::parse(Path::new("/tmp/e.toml"), text).unwrap_err();
+        assert_eq!(errs.0.len(), 1, "{errs}");
+        assert!(
+            errs.0[0]
+                .to_string()
+                .starts_with("/tmp/e.toml:2:9: rubies.3.9: "),
+            "{errs}"
+        );
+        let text = "[rubies]\n\"3.9\" = \"/no/such/ruby3.9\"\nok = \"/bin/sh\"\n[matrix]\nruby = [\"3.9\", \"ok\"]\n";
+        let errs = Experiment::parse(Path::new("/tmp/e.toml"), text).unwrap_err();
+        assert_eq!(errs.0.len(), 1, "{errs}");
+        // A mistyped workload does not make its script settings errors of their own.
+        let errs = errors("[settings]\nworkload = \"scrip\"\nscript = \"x.rb\"\nruns = 3\n");
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(
+            errs[0].contains("settings.workload: expected one of"),
+            "{errs:#?}"
+        );
+        // Two values of an axis with one label: said once, at the axis, not also at 1:1.
+        let errs =
+            errors("[matrix]\nenv = [{ A = \"1\" }, { label = \"A=1\", value = { B = \"2\" } }]\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:2:21: matrix.env: two values of this axis have the label \"A=1\"\n    help: give each value its own label: { label = \"...\", value = ... }"]
+        );
+        // A rejected value does not make an exclusion that uses it match nothing, and a
+        // rejected value in an exclusion hides no error of the configurations.
+        let errs = errors("[settings]\nthreads = \"4\"\n[[exclude]]\nthreads = 4\n");
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        let errs =
+            errors("[settings]\nserver = \"unicorn\"\nthreads = 4\n[[exclude]]\nthreads = \"x\"\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(
+            errs[0].contains("unicorn does not take a thread count"),
+            "{errs:#?}"
+        );
+        // A Ruby table with a wrong `path` is not also said to lack one.
+        let errs = Experiment::parse(Path::new("/tmp/e.toml"), "[rubies]\nx = { path = 3 }\n")
+            .unwrap_err();
+        assert_eq!(errs.0.len(), 1, "{errs}");
+    }
+
+    #[test]
+    fn unreadable_files_say_why_with_a_real_position_or_none() {
+        let dir = std::env::temp_dir().join(format!("rubyrace-exp-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("nope.toml");
+        let err = Experiment::load(&missing).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot read {}: No such file or directory\n1 error in the experiment file; nothing was run",
+                missing.display()
+            )
+        );
+        let latin1 = dir.join("latin1.toml");
+        std::fs::write(&latin1, b"name = \"x\"\ndescription = \"caf\xe9\"\n").unwrap();
+        let err = Experiment::load(&latin1).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{}:2:19: the file is not valid UTF-8: invalid byte 0xE9 at byte offset 29\n    help: save it as UTF-8",
+                latin1.display()
+            )),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn duplicate_labels_point_at_the_second_label_and_mention_the_first() {
+        let errs = errors("[[configs]]\nlabel = \"a\"\n[[configs]]\nlabel = \"a\"\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:4:9: configs[1].label: configurations 0 and 1 have the same label \"a\"; the first is from /tmp/exp.toml:2:9\n    help: give them distinct labels: `label` in [[configs]], or { label = \"...\", value = ... } in [matrix]"]
+        );
+        // Across two axes: at the value of the second configuration where they part.
+        let errs = errors("[matrix]\nruby_opts = [{ label = \"a\", value = [] }, { label = \"a b\", value = [\"-W0\"] }]\nthreads = [{ label = \"b c\", value = 1 }, { label = \"c\", value = 2 }]\n");
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(
+            errs[0].starts_with("/tmp/exp.toml:2:43: matrix.ruby_opts[1]: configurations 0 and 3 have the same label \"a b c\"; the first is from /tmp/exp.toml:2:14"),
+            "{errs:#?}"
+        );
+    }
+
+    #[test]
+    fn negative_durations_say_they_cannot_be_negative() {
+        let errs = errors("[settings]\nduration = \"-5s\"\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:2:12: settings.duration: expected a duration string such as \"500ms\", \"10s\" or \"2m\", found \"-5s\": a duration cannot be negative\n    help: write a positive duration, e.g. \"5s\""]
+        );
+    }
+
+    #[test]
+    fn labels_with_control_characters_are_rejected() {
+        let errs = errors("[[configs]]\nlabel = \"a\\nb\"\n[[configs]]\nlabel = \"c\"\n");
+        assert_eq!(
+            errs,
+            ["/tmp/exp.toml:2:9: configs[0].label: a label cannot contain control characters, found \"a\\nb\"\n    help: labels name configurations in progress lines, tables and Markdown: use printable characters"]
+        );
+        // Labels made from values: a chosen label, a string value, an env value.
+        let errs = errors("[matrix]\nthreads = [{ label = \"one\\u0007\", value = 1 }, 2]\nenv = [{ A = \"1\\t2\" }, {}]\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(errs[0].starts_with("/tmp/exp.toml:2:12: matrix.threads[0]: a label cannot contain control characters, found \"one\\u{7}\""), "{errs:#?}");
+        assert!(errs[1].starts_with("/tmp/exp.toml:3:8: matrix.env[0]: a label cannot contain control characters, found \"A=1\\t2\""), "{errs:#?}");
+        // Labels made from the keys of [[configs]] entries.
+        let errs = errors("[[configs]]\nenv = { A = \"x\\ry\" }\n[[configs]]\nthreads = 2\n");
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(
+            errs[0].starts_with(
+                "/tmp/exp.toml:2:7: configs[0].env: a label cannot contain control characters"
+            ),
+            "{errs:#?}"
+        );
+    }
+
+    #[test]
+    fn the_name_must_make_a_results_directory() {
+        for (name, why) in [
+            ("", "expected a non-empty name, found \"\""),
+            ("  ", "expected a non-empty name, found \"  \""),
+            ("a/b", "a name cannot contain '/', found \"a/b\""),
+            ("a\\\\b", "a name cannot contain '\\\\', found \"a\\\\b\""),
+            (
+                "a\\nb",
+                "a name cannot contain control characters, found \"a\\nb\"",
+            ),
+        ] {
+            let errs = errors(&format!("name = \"{name}\"\n"));
+            assert_eq!(errs.len(), 1, "{errs:#?}");
+            assert!(
+                errs[0].starts_with(&format!("/tmp/exp.toml:1:8: name: {why}")),
+                "{errs:#?}"
+            );
+            assert!(
+                errs[0].contains("results/NAME-YYYYMMDD-HHMMSS"),
+                "{errs:#?}"
+            );
+        }
     }
 
     #[test]
