@@ -354,7 +354,7 @@ fn an_experiment_that_relies_on_defaults_says_which_before_the_plan() {
     assert_eq!(dry.code(), Some(0), "{dry:?}");
     assert_eq!(dry.stderr, note, "{dry:?}");
     assert!(
-        dry.stdout.contains("1 configurations × 5 blocks"),
+        dry.stdout.contains("1 configuration × 5 blocks"),
         "{dry:?}"
     );
     // On stderr, so the JSON plan stays JSON.
