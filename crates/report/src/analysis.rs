@@ -13,6 +13,8 @@ use crate::model::*;
 
 /// Confidence level of every interval.
 pub const CONFIDENCE: f64 = 0.95;
+/// Significance level of every test (after Holm's adjustment within a metric).
+pub const ALPHA: f64 = 0.05;
 /// Bootstrap resamples of unpaired comparisons.
 const RESAMPLES: usize = 10_000;
 /// Seed of the bootstrap, so a report is reproducible.
@@ -306,6 +308,14 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             if let Some(c) = compare(name, &valid, &baseline, &base_valid, m) {
                 comparisons.push(c);
             }
+        }
+    }
+    for m in &metrics {
+        let mut family: Vec<&mut Comparison> =
+            comparisons.iter_mut().filter(|c| c.metric == m.name).collect();
+        holm_adjust(&mut family);
+        for c in family {
+            decide(c, m);
         }
     }
     too_few_warnings(&comparisons, &mut warnings);
@@ -868,28 +878,14 @@ fn compare(
         )
     };
     let p = test.map(|t| t.p_value);
-    let excludes_one = ci.low > 1.0 || ci.high < 1.0;
-    let significant = excludes_one && p.is_some_and(|p| p < 0.05);
-    let pct = (ci.ratio - 1.0) * 100.0;
-    let p_text = p
-        .map(|p| format!("p={}", format_p(p)))
-        .unwrap_or_else(|| "no test".into());
-    let verdict = if significant {
-        let words = if pct > 0.0 { &m.more } else { &m.less };
-        format!(
-            "{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_text}",
-            ci.ratio,
-            pct.abs(),
-            ci.low,
-            ci.high
-        )
+    let min_p = if paired {
+        let diffs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
+        stats::ranktest::wilcoxon_min_p(&diffs)
     } else {
-        format!(
-            "~ no significant difference ({:.2}× [{:.2}–{:.2}], {p_text})",
-            ci.ratio, ci.low, ci.high
-        )
+        stats::ranktest::mann_whitney_min_p(&a, &b)
     };
     let half_width_pct = 100.0 * (ci.high - ci.low) / 2.0 / ci.ratio;
+    let log_half_width = (ci.high.ln() - ci.low.ln()) / 2.0;
     Some(Comparison {
         cohort: name.to_string(),
         baseline: baseline.to_string(),
@@ -904,11 +900,104 @@ fn compare(
         ci_high: ci.high,
         test: test_name.into(),
         p_value: p,
-        significant,
-        verdict,
+        p_adjusted: p,
+        family_size: 1,
+        min_p_value: min_p,
+        // Without any test (every difference zero) there is nothing a test could find.
+        testable: min_p.is_some_and(|q| q <= ALPHA),
+        significant: false,
+        verdict: String::new(),
         half_width_pct,
-        needed_for_1pct: stats::advice::needed_for_half_width(half_width_pct, n, 1.0),
+        needed_for_1pct: stats::advice::blocks_for_log_half_width(
+            log_half_width,
+            n.min(n_base),
+            0.01,
+            CONFIDENCE,
+        ),
     })
+}
+
+/// Holm's step-down adjustment of the p-values of one family (one metric, every cohort
+/// against the baseline): the i-th smallest of m p-values becomes
+/// max over j ≤ i of min(1, (m − j + 1)·p₍ⱼ₎), which keeps the chance of any false
+/// "significant" in the family at most α, where eight A/A cohorts tested one by one reach
+/// 17–23%.
+fn holm_adjust(family: &mut [&mut Comparison]) {
+    let mut order: Vec<usize> = (0..family.len()).filter(|&i| family[i].p_value.is_some()).collect();
+    let m = order.len();
+    order.sort_by(|&i, &j| family[i].p_value.unwrap().total_cmp(&family[j].p_value.unwrap()));
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        let scaled = ((m - rank) as f64 * family[i].p_value.unwrap()).min(1.0);
+        running = running.max(scaled);
+        family[i].p_adjusted = Some(running);
+    }
+    for c in family.iter_mut() {
+        c.family_size = m.max(1);
+    }
+}
+
+/// The decision and its words, once the family's p-values are adjusted.
+fn decide(c: &mut Comparison, m: &Metric) {
+    let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
+    c.significant = c.testable && excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA);
+    let interval = format!("{:.2}× [{:.2}–{:.2}]", c.ratio, c.ci_low, c.ci_high);
+    let p_words = match (c.p_value, c.p_adjusted) {
+        (Some(_), Some(adjusted)) if c.family_size > 1 => {
+            format!("{} (Holm, {} cohorts)", p_text(adjusted), c.family_size)
+        }
+        (Some(p), _) => p_text(p),
+        _ => "no test".to_string(),
+    };
+    c.verdict = if !c.testable {
+        let sample = if c.method == "paired" {
+            format!("{} blocks allow", c.n)
+        } else {
+            format!("{} and {} trials allow", c.n, c.n_baseline)
+        };
+        match c.min_p_value {
+            Some(q) => format!(
+                "too few {} to test: the smallest p-value {sample} is {} ({interval})",
+                if c.method == "paired" { "blocks" } else { "trials" },
+                format_min_p(q)
+            ),
+            None => format!("~ no difference at all ({interval}, every block equal)"),
+        }
+    } else if c.significant {
+        let pct = (c.ratio - 1.0) * 100.0;
+        let words = if pct > 0.0 { &m.more } else { &m.less };
+        format!(
+            "{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_words}",
+            c.ratio,
+            pct.abs(),
+            c.ci_low,
+            c.ci_high
+        )
+    } else if excludes_one && c.p_value.is_some_and(|p| p < ALPHA) && c.family_size > 1 {
+        format!(
+            "~ no significant difference after Holm's adjustment over {} cohorts ({interval}, {} unadjusted, {} adjusted)",
+            c.family_size,
+            p_text(c.p_value.unwrap_or(1.0)),
+            p_text(c.p_adjusted.unwrap_or(1.0))
+        )
+    } else {
+        format!("~ no significant difference ({interval}, {p_words})")
+    };
+}
+
+/// The smallest p-value a sample allows, exactly enough to check by hand: 2/32 = 0.0625.
+fn format_min_p(q: f64) -> String {
+    let text = format!("{q:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// "p<0.001" or "p=0.021".
+pub fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={}", format_p(p))
+    }
 }
 
 /// p-values as people read them.
@@ -920,26 +1009,28 @@ pub fn format_p(p: f64) -> String {
     }
 }
 
+/// Names the cohorts whose comparisons cannot be significant whatever the data: the
+/// smallest p-value their blocks (or trials) allow is above α. The same rule decides the
+/// verdict, so "too few" never sits next to a significant result.
 fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
-    let min_blocks = stats::advice::min_blocks_for_signed_rank(0.05).unwrap_or(6);
-    let min_trials = stats::advice::min_trials_for_rank_sum(0.05).unwrap_or(4);
+    let min_blocks = stats::advice::min_blocks_for_signed_rank(ALPHA).unwrap_or(6);
+    let min_trials = stats::advice::min_trials_for_rank_sum(ALPHA).unwrap_or(4);
     let mut seen = BTreeSet::new();
-    for c in comparisons {
-        // Below these counts the exact two-sided rank tests cannot reach p < 0.05 at all.
-        let (too_few, need, what) = if c.method == "paired" {
-            (c.n < min_blocks, format!("{min_blocks} blocks"), "blocks")
+    for c in comparisons.iter().filter(|c| !c.testable) {
+        let Some(q) = c.min_p_value else { continue };
+        let (what, need) = if c.method == "paired" {
+            (format!("{} blocks", c.n), format!("{min_blocks} blocks"))
         } else {
             (
-                c.n.min(c.n_baseline) < min_trials,
+                format!("{} and {} trials", c.n, c.n_baseline),
                 format!("{min_trials} trials per cohort"),
-                "trials",
             )
         };
-        if too_few && seen.insert(c.cohort.clone()) {
+        if seen.insert(c.cohort.clone()) {
             warnings.push(Warning {
                 kind: "too-few-trials".into(),
                 cohort: Some(c.cohort.clone()),
-                message: format!("{} {what} against {}: the rank test needs at least {need} to ever reach p<0.05, so no difference can be called significant", c.n, c.baseline),
+                message: format!("{what} against {}: the smallest p-value they allow is {}, so no difference can be called significant; the rank test needs at least {need}", c.baseline, format_min_p(q)),
             });
         }
     }
@@ -1567,5 +1658,104 @@ mod tests {
         let r = analyze(&[source(t)], &options).unwrap();
         let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["env.X=a\\nb", "env.X=\\u{1b}[31mred"]);
+    }
+
+    /// `n` blocks of `cohorts` configurations ("c0" the baseline), cohort k `effect(k)`× the
+    /// baseline, block levels with SD 0.2 and trial noise with SD `sd` (log scale).
+    fn blocks_of(
+        rng: &mut stats::SeededRng,
+        n: u32,
+        cohorts: usize,
+        sd: f64,
+        effect: impl Fn(usize) -> f64,
+    ) -> Vec<TrialData> {
+        let mut t = Vec::new();
+        for b in 0..n {
+            let level = 1000.0 * (0.2 * rng.standard_normal()).exp();
+            for k in 0..cohorts {
+                let rps = level * effect(k) * (sd * rng.standard_normal()).exp();
+                let mut x = trial(0, t.len(), b, &format!("c{k}"), rps, "m");
+                x.config_id = k;
+                t.push(x);
+            }
+        }
+        t
+    }
+
+    /// Issue 14 item 3: with 5 blocks a plain 1.5× effect read "~ no significant
+    /// difference", and "too-few-trials" could sit next to a significant verdict. Both now
+    /// come from the smallest p-value the data allow.
+    #[test]
+    fn too_few_blocks_say_so_instead_of_no_difference() {
+        let mut rng = stats::SeededRng::new(3);
+        let r = analyze(&[source(blocks_of(&mut rng, 5, 2, 0.02, |k| if k == 1 { 1.5 } else { 1.0 }))], &Options::default()).unwrap();
+        let c = throughput(&r);
+        assert!(!c.testable && !c.significant, "{c:?}");
+        assert!(
+            c.verdict.starts_with("too few blocks to test: the smallest p-value 5 blocks allow is 0.0625 (1.4"),
+            "{}",
+            c.verdict
+        );
+        assert!(c.ci_low > 1.4, "{c:?}");
+        assert!(kinds(&r).contains(&"too-few-trials"));
+        let r = analyze(&[source(blocks_of(&mut rng, 6, 2, 0.02, |k| if k == 1 { 1.5 } else { 1.0 }))], &Options::default()).unwrap();
+        let c = throughput(&r);
+        assert!(c.testable && c.significant, "{c:?}");
+        assert!(c.verdict.ends_with("p=0.031"), "{}", c.verdict);
+        assert!(!kinds(&r).contains(&"too-few-trials"), "{:?}", r.warnings);
+        // p-values below 0.001 read "p<0.001", not "p=<0.001".
+        assert_eq!(p_text(0.0004), "p<0.001");
+        assert_eq!(p_text(0.0213), "p=0.021");
+    }
+
+    /// Holm's method against reference values: p = (0.01, 0.04, 0.03, 0.5) adjust to
+    /// (0.04, 0.09, 0.09, 0.5) (R: p.adjust(c(0.01, 0.04, 0.03, 0.5), "holm")).
+    #[test]
+    fn holm_adjusts_like_r() {
+        let mut rng = stats::SeededRng::new(1);
+        let r = analyze(&[source(blocks_of(&mut rng, 8, 2, 0.02, |_| 1.0))], &Options::default()).unwrap();
+        let mut cs: Vec<Comparison> = [0.01, 0.04, 0.03, 0.5]
+            .iter()
+            .map(|&p| Comparison { p_value: Some(p), ..throughput(&r).clone() })
+            .collect();
+        let mut family: Vec<&mut Comparison> = cs.iter_mut().collect();
+        holm_adjust(&mut family);
+        let adjusted: Vec<f64> = cs.iter().map(|c| c.p_adjusted.unwrap()).collect();
+        let want = [0.04, 0.09, 0.09, 0.5];
+        for (a, w) in adjusted.iter().zip(want) {
+            assert!((a - w).abs() < 1e-12, "{adjusted:?}");
+        }
+        assert!(cs.iter().all(|c| c.family_size == 4));
+    }
+
+    /// Seeded simulations through `analyze()` of A/A experiments (no effect anywhere):
+    /// one cohort against the baseline over 10 blocks, false "significant" ≤ 5% and 95%
+    /// coverage ± 1.5; eight cohorts against the baseline, the chance of any false
+    /// "significant" ≤ 5% with Holm (17–23% without, found by the audit of issue 14).
+    #[test]
+    fn a_over_a_false_positives_and_coverage_with_and_without_many_cohorts() {
+        let mut rng = stats::SeededRng::new(20261123);
+        let runs = 2000;
+        let (mut false_positives, mut covered) = (0, 0);
+        for _ in 0..runs {
+            let r = analyze(&[source(blocks_of(&mut rng, 10, 2, 0.05, |_| 1.0))], &Options::default()).unwrap();
+            let c = throughput(&r);
+            false_positives += usize::from(c.significant);
+            covered += usize::from(c.ci_low <= 1.0 && 1.0 <= c.ci_high);
+        }
+        let rate = |k: usize, n: usize| k as f64 / n as f64;
+        assert!(rate(false_positives, runs) <= 0.05, "A/A false positives {}", rate(false_positives, runs));
+        assert!((rate(covered, runs) - 0.95).abs() <= 0.015, "coverage {}", rate(covered, runs));
+
+        let runs = 400;
+        let mut any = 0;
+        for _ in 0..runs {
+            let r = analyze(&[source(blocks_of(&mut rng, 10, 9, 0.05, |_| 1.0))], &Options::default()).unwrap();
+            let family: Vec<&Comparison> = r.comparisons.iter().filter(|c| c.metric == "throughput").collect();
+            assert_eq!(family.len(), 8);
+            assert!(family.iter().all(|c| c.family_size == 8));
+            any += usize::from(family.iter().any(|c| c.significant));
+        }
+        assert!(rate(any, runs) <= 0.05, "any of 8 A/A cohorts significant: {}", rate(any, runs));
     }
 }

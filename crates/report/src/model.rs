@@ -153,13 +153,27 @@ pub struct Comparison {
     pub ci_high: f64,
     /// "wilcoxon-signed-rank" or "mann-whitney-u".
     pub test: String,
+    /// The rank test's two-sided p-value, unadjusted.
     pub p_value: Option<f64>,
-    /// The CI excludes 1 and the rank test agrees (p < 0.05).
+    /// `p_value` adjusted by Holm's method over the `family_size` comparisons of the same
+    /// metric against the baseline (one per other cohort); equal to `p_value` when there is
+    /// one.
+    #[serde(default)]
+    pub p_adjusted: Option<f64>,
+    #[serde(default = "one")]
+    pub family_size: usize,
+    /// The smallest p-value the rank test could give with these blocks (or trials) at all;
+    /// above 0.05 no difference can be called significant (`testable` is false).
+    #[serde(default)]
+    pub min_p_value: Option<f64>,
+    #[serde(default)]
+    pub testable: bool,
+    /// Testable, the CI excludes 1, and the Holm-adjusted p < 0.05.
     pub significant: bool,
     /// Plain words: "0.67×, 33.1% slower" or "~ no significant difference (1.01×)".
     pub verdict: String,
-    /// Half-width of the CI in percent of the ratio, and the number of blocks (or trials)
-    /// that would bring it to ±1%.
+    /// Half-width of the CI in percent of the ratio, and the number of blocks (or trials per
+    /// side) that would bring it to ±1% (t(N−1)·s/√N ≤ ln 1.01, s from this interval).
     pub half_width_pct: f64,
     pub needed_for_1pct: Option<usize>,
 }

@@ -58,7 +58,7 @@ impl RatioCi {
     }
 
     /// Half the width of the interval, in percent of the ratio: the "± x %" precision
-    /// that `advice::needed_for_half_width` works with.
+    /// a report shows (`advice::blocks_for_log_half_width` works on the log scale).
     pub fn half_width_pct(&self) -> f64 {
         50.0 * (self.high - self.low) / self.ratio
     }

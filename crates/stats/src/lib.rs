@@ -30,7 +30,7 @@ pub mod rng;
 pub mod summary;
 pub mod trend;
 
-pub use advice::{min_blocks_for_signed_rank, min_trials_for_rank_sum, needed_for_half_width};
+pub use advice::{blocks_for_log_half_width, min_blocks_for_signed_rank, min_trials_for_rank_sum};
 pub use ci::{
     paired_ratio, paired_reciprocal_difference, unpaired_ratio, unpaired_reciprocal_difference,
     RatioCi, BOOTSTRAP, PAIRED_T_LOG,
