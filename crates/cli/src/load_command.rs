@@ -12,11 +12,17 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use load::{
-    parse_url_mix, ConnectionMode, LoadReport, LoadSettings, LoadSpec, RawLog, SettingsError,
+    parse_url_mix, ConnectionMode, LoadReport, LoadSettings, LoadSpec, PlanError, RawLog,
+    SettingsError,
 };
 
+/// Exit status of invalid usage: an option or the URL is wrong in itself (clap uses the
+/// same status for what it rejects).
+const EXIT_USAGE: u8 = 2;
 /// Exit status when `--max-error-rate` is exceeded.
 const EXIT_ERROR_RATE: u8 = 3;
+/// Exit status when not a single response came back in the recorded phase.
+const EXIT_NO_RESPONSE: u8 = 4;
 /// Exit status after Ctrl-C (the summary of what ran is still printed).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -176,24 +182,39 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
     })
 }
 
+/// Why `rubyrace load` does not start; it decides the exit status.
+enum Refusal {
+    /// The command line is wrong in itself (an option's value, the URL): exit status 2.
+    Usage(String),
+    /// Something it names cannot be used: a file, the URL mix in it, a host name that does
+    /// not resolve: exit status 1.
+    Input(anyhow::Error),
+}
+
 /// Builds the spec from the arguments, checking everything before any load is sent.
 /// The messages name the command-line options.
-fn build_spec(args: &LoadArgs) -> Result<LoadSpec> {
+fn build_spec(args: &LoadArgs) -> Result<LoadSpec, Refusal> {
     if let Some(limit) = args.max_error_rate {
         if !(0.0..=100.0).contains(&limit) {
-            bail!("--max-error-rate is a percentage between 0 and 100 (got {limit})");
+            return Err(Refusal::Usage(format!(
+                "--max-error-rate is a percentage between 0 and 100 (got {limit})"
+            )));
         }
     }
-    settings(args)?.build_spec(&args.url).map_err(|e| match e {
+    let settings = settings(args).map_err(Refusal::Input)?;
+    settings.build_spec(&args.url).map_err(|e| match e {
         SettingsError::Invalid(m) => {
             let option = m.split_whitespace().next().unwrap_or("");
             let flag = match option {
                 "method" => "-m".to_string(),
                 o => format!("--{o}"),
             };
-            anyhow::anyhow!("{}", m.replacen(option, &flag, 1))
+            Refusal::Usage(m.replacen(option, &flag, 1))
         }
-        other => anyhow::anyhow!(other),
+        e @ (SettingsError::Url { .. } | SettingsError::Plan(PlanError::Header(_))) => {
+            Refusal::Usage(e.to_string())
+        }
+        other => Refusal::Input(anyhow::anyhow!(other)),
     })
 }
 
@@ -234,7 +255,17 @@ fn ensure_file_limit(connections: usize, threads: usize) -> Result<()> {
 }
 
 pub fn run(args: LoadArgs) -> Result<ExitCode> {
-    let spec = build_spec(&args)?;
+    let spec = match build_spec(&args) {
+        Ok(spec) => spec,
+        Err(Refusal::Usage(message)) => {
+            // Worded like clap's own usage errors, which exit with the same status.
+            eprintln!(
+                "rubyrace: error: {message}\n\nFor more information, try 'rubyrace load --help'."
+            );
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        Err(Refusal::Input(e)) => return Err(e),
+    };
     ensure_file_limit(spec.connections, spec.threads)?;
     // Open every output before the load, so a bad path fails in a second, not after it.
     let raw = args
@@ -313,6 +344,12 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
             eprintln!("rubyrace: error rate {percent:.3}% exceeds --max-error-rate {limit}%");
             return Ok(ExitCode::from(EXIT_ERROR_RATE));
         }
+    }
+    if report.requests == 0 {
+        eprintln!(
+            "rubyrace: no response came back during the recorded phase (exit status {EXIT_NO_RESPONSE})"
+        );
+        return Ok(ExitCode::from(EXIT_NO_RESPONSE));
     }
     Ok(ExitCode::SUCCESS)
 }

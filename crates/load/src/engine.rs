@@ -6,10 +6,15 @@
 //!
 //! Hot-path rules: request bytes come pre-serialized from the plan; buffers are allocated
 //! once per connection; no channel, lock or atomic is touched per request.
+//!
+//! How many connections are open at once is counted by each thread at every connect, first
+//! response and close (plain integers). With several threads, each publishes its counts at
+//! its timer checks (at least every 10 ms, not per request) in an atomic of its own, and
+//! the main thread samples their sum; see `OpenPeak`.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +24,9 @@ use mio::{Events, Interest, Poll, Token};
 use crate::plan::UrlPicker;
 use crate::raw::{RawLog, RawRecord, RawWriter};
 use crate::response::{Completed, ParseError, ResponseParser};
+use crate::sockets::{self, TimeWait};
 use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
-use crate::stats::{ErrorKind, ThreadStats, STATUS_SLOTS};
+use crate::stats::{ConnectFailure, ErrorKind, ThreadStats, STATUS_SLOTS};
 use crate::timer::PreciseTimer;
 
 /// Size of each connection's read buffer, and so the largest response head accepted.
@@ -37,6 +43,9 @@ const TIMER_TOKEN: Token = Token(usize::MAX);
 /// A reconnect time that never comes.
 const FOREVER: Duration = Duration::from_secs(86_400 * 365);
 
+/// With several threads, how often the main thread sums their open-connection counts.
+pub const OPEN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
+
 /// The merged outcome of a run.
 pub struct RunOutcome {
     pub stats: ThreadStats,
@@ -48,6 +57,102 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// The first error writing the raw log, if any.
     pub raw_error: Option<io::Error>,
+    /// The most connections open at once over the run, warmup included.
+    pub peak_open: OpenPeak,
+    /// Sockets in TIME_WAIT to and at the target when the run ended; `None` when
+    /// /proc/net/tcp could not be read.
+    pub time_wait: Option<TimeWait>,
+}
+
+/// The most connections open at once over the whole run, warmup included.
+///
+/// Open means connected from the client's side (the kernel completed the handshake) and
+/// not closed yet. That includes connections waiting in the server's accept queue, and
+/// half-open ones whose handshake's last ACK the server dropped because that queue was
+/// full: the client cannot tell them apart from served ones, except that no response
+/// comes. So the most open connections at once that had received a response is
+/// counted too.
+///
+/// Each thread counts its own connections exactly, at every connect, first response and
+/// close (plain integers). With one thread those counts give the peaks. With several, the
+/// main thread sums, every `OPEN_SAMPLE_INTERVAL`, the counts each thread last published
+/// at its timer check (at least every 10 ms): a sample can miss a peak shorter than that,
+/// or add counts up to 10 ms apart. Each peak reported is the larger of the sampled sums
+/// and of the largest single thread's exact peak (a true lower bound); the sum of the
+/// threads' own peaks in `per_thread` is an upper bound of `open`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenPeak {
+    /// Connections open at the busiest moment.
+    pub open: u64,
+    /// Connections still in their TCP handshake at that moment.
+    pub connecting: u64,
+    /// The most open connections at once that had each received a response.
+    pub answered: u64,
+    /// Each thread's own exact peak of `open`.
+    pub per_thread: Vec<u64>,
+    /// True with one thread: the peaks are then exact rather than sampled.
+    pub exact: bool,
+}
+
+/// A thread's connection counts at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct OpenCount {
+    /// Connected and not closed.
+    open: u64,
+    /// In their TCP handshake.
+    connecting: u64,
+    /// Open, and a response has arrived on them since they connected.
+    answered: u64,
+}
+
+impl OpenCount {
+    fn plus(self, other: OpenCount) -> OpenCount {
+        OpenCount {
+            open: self.open + other.open,
+            connecting: self.connecting + other.connecting,
+            answered: self.answered + other.answered,
+        }
+    }
+}
+
+/// One thread's `OpenCount`, published at its timer checks for the main thread to sample.
+/// On a cache line of its own, so that the sampler's reads cost the thread nothing.
+#[repr(align(64))]
+#[derive(Default)]
+struct OpenGauge(AtomicU64);
+
+/// Bits of each count packed in an `OpenGauge`: up to 2,097,151 connections per thread,
+/// more than the kernel's maximum number of open files (`fs.nr_open`, 1,048,576).
+const GAUGE_BITS: u32 = 21;
+const GAUGE_MASK: u64 = (1 << GAUGE_BITS) - 1;
+
+impl OpenGauge {
+    fn publish(&self, count: OpenCount) {
+        let packed = count.open.min(GAUGE_MASK)
+            | count.connecting.min(GAUGE_MASK) << GAUGE_BITS
+            | count.answered.min(GAUGE_MASK) << (2 * GAUGE_BITS);
+        self.0.store(packed, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> OpenCount {
+        let packed = self.0.load(Ordering::Relaxed);
+        OpenCount {
+            open: packed & GAUGE_MASK,
+            connecting: packed >> GAUGE_BITS & GAUGE_MASK,
+            answered: packed >> (2 * GAUGE_BITS) & GAUGE_MASK,
+        }
+    }
+}
+
+/// What a load thread hands back when it ends.
+struct WorkerEnd {
+    stats: ThreadStats,
+    raw_result: io::Result<()>,
+    interrupted: bool,
+    /// The thread's own exact peak of open connections, with its other counts then.
+    peak: OpenCount,
+    /// The thread's own exact peak of answered open connections.
+    peak_answered: u64,
 }
 
 /// Runs the load described by `spec`. `interrupt` ends the run early, as if its time were up.
@@ -74,6 +179,7 @@ pub fn run(
     };
 
     let mut handles = Vec::with_capacity(per_thread.len());
+    let mut gauges = Vec::with_capacity(per_thread.len());
     let mut first_connection = 0usize;
     for (thread_index, &connections) in per_thread.iter().enumerate() {
         let quota = per_connection_quota.as_ref().map(|q| {
@@ -82,6 +188,8 @@ pub fn run(
                 .sum()
         });
         let raw_writer = raw.map(RawLog::writer).transpose()?;
+        let gauge = Arc::new(OpenGauge::default());
+        gauges.push(gauge.clone());
         let worker = Worker::new(
             spec.clone(),
             Timeline {
@@ -94,6 +202,7 @@ pub fn run(
             connections,
             raw_writer,
             interrupt.clone(),
+            gauge,
         )?;
         handles.push(
             std::thread::Builder::new()
@@ -103,22 +212,66 @@ pub fn run(
         first_connection += connections;
     }
 
+    // One thread counts its peaks exactly; several are sampled while they run.
+    let mut sampled = OpenCount::default();
+    let mut sampled_answered = 0;
+    if handles.len() > 1 {
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(OPEN_SAMPLE_INTERVAL);
+            let now = gauges
+                .iter()
+                .map(|g| g.read())
+                .fold(OpenCount::default(), OpenCount::plus);
+            if now.open > sampled.open {
+                sampled = now;
+            }
+            sampled_answered = sampled_answered.max(now.answered);
+        }
+    }
+
     let mut merged: Option<ThreadStats> = None;
     let mut raw_error = None;
     let mut interrupted = false;
+    let mut thread_peaks = Vec::with_capacity(handles.len());
+    let mut thread_peaks_answered = Vec::with_capacity(handles.len());
     for handle in handles {
-        let (stats, raw_result, was_interrupted) = handle
+        let end = handle
             .join()
             .map_err(|_| io::Error::other("a load thread panicked"))??;
-        interrupted |= was_interrupted;
-        if let Err(e) = raw_result {
+        interrupted |= end.interrupted;
+        if let Err(e) = end.raw_result {
             raw_error.get_or_insert(e);
         }
+        thread_peaks.push(end.peak);
+        thread_peaks_answered.push(end.peak_answered);
         match &mut merged {
-            None => merged = Some(stats),
-            Some(m) => m.merge(&stats),
+            None => merged = Some(end.stats),
+            Some(m) => m.merge(&end.stats),
         }
     }
+    let busiest_thread = thread_peaks
+        .iter()
+        .copied()
+        .max_by_key(|p| p.open)
+        .unwrap_or_default();
+    let exact = thread_peaks.len() == 1;
+    let peak = if exact || busiest_thread.open > sampled.open {
+        busiest_thread
+    } else {
+        sampled
+    };
+    let busiest_thread_answered = thread_peaks_answered.iter().copied().max().unwrap_or(0);
+    let peak_open = OpenPeak {
+        open: peak.open,
+        connecting: peak.connecting,
+        answered: if exact {
+            busiest_thread_answered
+        } else {
+            busiest_thread_answered.max(sampled_answered)
+        },
+        per_thread: thread_peaks.iter().map(|p| p.open).collect(),
+        exact,
+    };
     let stats = merged.unwrap_or_else(|| ThreadStats::new(spec.rate.is_some()));
     let recorded = Duration::from_nanos(
         stats
@@ -131,6 +284,8 @@ pub fn run(
         recorded,
         interrupted,
         raw_error,
+        peak_open,
+        time_wait: sockets::time_wait(spec.addr),
     })
 }
 
@@ -168,6 +323,25 @@ enum ConnState {
     Draining { until: Instant },
 }
 
+/// Where a connection stands for the open-connection counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Closed,
+    Connecting,
+    /// Connected and not closed (open or draining).
+    Open,
+}
+
+impl ConnState {
+    fn phase(self) -> Phase {
+        match self {
+            ConnState::Closed { .. } => Phase::Closed,
+            ConnState::Connecting => Phase::Connecting,
+            ConnState::Open | ConnState::Draining { .. } => Phase::Open,
+        }
+    }
+}
+
 struct Conn {
     /// Global connection slot, stable across reconnects; appears in the raw log.
     id: u64,
@@ -191,6 +365,8 @@ struct Conn {
     peer_closed: bool,
     /// This connection's share of `-n` attempts still to issue.
     quota_left: Option<u64>,
+    /// A response has arrived since this connection connected.
+    answered: bool,
 }
 
 struct Worker {
@@ -207,6 +383,16 @@ struct Worker {
     /// Earliest time at which a timer may be due.
     next_scan: Instant,
     recording: bool,
+    /// Connections open, connecting and answered now, kept by `set_state` and
+    /// `count_answered`.
+    now_open: OpenCount,
+    /// The largest `now_open.open` so far, with the other counts at that moment.
+    peak: OpenCount,
+    /// The largest `now_open.answered` so far.
+    peak_answered: u64,
+    /// Where `now_open` is published for the main thread, and what was published last.
+    gauge: Arc<OpenGauge>,
+    published: OpenCount,
 }
 
 /// What the event handlers decide about a connection.
@@ -224,6 +410,7 @@ impl Worker {
         connections: usize,
         raw: Option<RawWriter>,
         interrupt: Arc<AtomicBool>,
+        gauge: Arc<OpenGauge>,
     ) -> io::Result<Self> {
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
@@ -265,6 +452,7 @@ impl Worker {
                     connect_started: time.origin,
                     peer_closed: false,
                     quota_left: per_connection_quota.as_ref().map(|q| q[global]),
+                    answered: false,
                 }
             })
             .collect();
@@ -280,11 +468,16 @@ impl Worker {
             send_interval,
             next_scan: time.origin,
             recording: false,
+            now_open: OpenCount::default(),
+            peak: OpenCount::default(),
+            peak_answered: 0,
+            gauge,
+            published: OpenCount::default(),
             spec,
         })
     }
 
-    fn run(mut self) -> io::Result<(ThreadStats, io::Result<()>, bool)> {
+    fn run(mut self) -> io::Result<WorkerEnd> {
         let mut events = Events::with_capacity(1024);
         let mut interrupted = false;
         // The deadline the timerfd is armed for, so it is not re-armed for the same one.
@@ -352,7 +545,65 @@ impl Worker {
             }
         }
         let raw_result = self.raw.take().map(RawWriter::finish).unwrap_or(Ok(()));
-        Ok((self.stats, raw_result, interrupted))
+        Ok(WorkerEnd {
+            stats: self.stats,
+            raw_result,
+            interrupted,
+            peak: self.peak,
+            peak_answered: self.peak_answered,
+        })
+    }
+
+    /// Moves a connection to `state`, keeping the open, connecting and answered counts
+    /// (plain integers of this thread) and the peak.
+    #[inline]
+    fn set_state(&mut self, index: usize, state: ConnState) {
+        let before = std::mem::replace(&mut self.conns[index].state, state).phase();
+        let after = state.phase();
+        if before == after {
+            return;
+        }
+        match before {
+            Phase::Open => {
+                self.now_open.open -= 1;
+                let conn = &mut self.conns[index];
+                if conn.answered {
+                    conn.answered = false;
+                    self.now_open.answered -= 1;
+                }
+            }
+            Phase::Connecting => self.now_open.connecting -= 1,
+            Phase::Closed => {}
+        }
+        match after {
+            Phase::Open => {
+                self.now_open.open += 1;
+                if self.now_open.open > self.peak.open {
+                    self.peak = self.now_open;
+                }
+            }
+            Phase::Connecting => self.now_open.connecting += 1,
+            Phase::Closed => {}
+        }
+    }
+
+    /// Counts an open connection as answered at its first response.
+    #[inline]
+    fn count_answered(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        if !conn.answered {
+            conn.answered = true;
+            self.now_open.answered += 1;
+            self.peak_answered = self.peak_answered.max(self.now_open.answered);
+        }
+    }
+
+    /// Publishes the connection counts for the main thread's samples.
+    fn publish_open_count(&mut self) {
+        if self.published != self.now_open {
+            self.gauge.publish(self.now_open);
+            self.published = self.now_open;
+        }
     }
 
     fn ns_since_origin(&self, t: Instant) -> u64 {
@@ -374,6 +625,7 @@ impl Worker {
     /// Connects what is due, sends what the schedule wants, aborts what timed out and
     /// closes connections whose server ignored `Connection: close`.
     fn scan_timers(&mut self, now: Instant) {
+        self.publish_open_count();
         let mut next = now + MAX_TICK;
         if !self.recording {
             next = next.min(self.time.record_start);
@@ -405,7 +657,7 @@ impl Worker {
                     let deadline = conn.connect_started + self.spec.timeout;
                     if deadline <= now {
                         // A full accept queue or a silent host: count it, as with a refusal.
-                        self.connect_failed(index, now);
+                        self.connect_failed(index, now, ConnectFailure::TimedOut);
                     } else {
                         next = next.min(deadline);
                     }
@@ -458,9 +710,12 @@ impl Worker {
     fn connect(&mut self, index: usize, now: Instant) {
         if self.recording && self.conns[index].quota_left == Some(0) {
             // This connection has issued its share of -n; it is not needed any more.
-            self.conns[index].state = ConnState::Closed {
-                reconnect_at: now + FOREVER,
-            };
+            self.set_state(
+                index,
+                ConnState::Closed {
+                    reconnect_at: now + FOREVER,
+                },
+            );
             return;
         }
         let addr = self.spec.addr;
@@ -473,32 +728,37 @@ impl Worker {
                     Token(index),
                     Interest::READABLE | Interest::WRITABLE,
                 );
-                if registered.is_err() {
-                    self.connect_failed(index, now);
+                if let Err(e) = registered {
+                    self.connect_failed(index, now, ConnectFailure::of(&e));
                     return;
                 }
                 let conn = &mut self.conns[index];
                 conn.socket = Some(socket);
-                conn.state = ConnState::Connecting;
                 conn.connect_started = now;
                 conn.peer_closed = false;
+                self.set_state(index, ConnState::Connecting);
                 let deadline = now + self.spec.timeout;
                 self.wake_at(deadline);
             }
-            Err(_) => self.connect_failed(index, now),
+            Err(e) => self.connect_failed(index, now, ConnectFailure::of(&e)),
         }
     }
 
-    fn connect_failed(&mut self, index: usize, now: Instant) {
+    fn connect_failed(&mut self, index: usize, now: Instant, why: ConnectFailure) {
         let recording = self.recording;
+        self.stats.connect_failures[why as usize] += 1;
         let conn = &mut self.conns[index];
         conn.socket = None;
         conn.connect_failures += 1;
         // Back off up to 100 ms so a dead server does not turn into a busy loop.
         let backoff = Duration::from_millis(u64::from(conn.connect_failures.min(100)));
-        conn.state = ConnState::Closed {
-            reconnect_at: now + backoff,
-        };
+        self.set_state(
+            index,
+            ConnState::Closed {
+                reconnect_at: now + backoff,
+            },
+        );
+        let conn = &mut self.conns[index];
         if recording {
             // A failed connect uses up one attempt of -n, so a dead server ends the run.
             if let Some(left) = &mut conn.quota_left {
@@ -510,19 +770,25 @@ impl Worker {
     }
 
     /// The pending connect finished. epoll reports a connect's end as writable, with an
-    /// error or hang-up flag when it failed, so no extra syscall is needed to tell which.
+    /// error or hang-up flag when it failed, so no extra syscall is needed to tell which;
+    /// only a failure asks the socket for its cause.
     fn on_connected(&mut self, index: usize, failed: bool) -> Fate {
         let now = Instant::now();
         if failed {
-            self.connect_failed(index, now);
+            let why = self.conns[index]
+                .socket
+                .as_ref()
+                .and_then(|s| s.take_error().ok().flatten())
+                .map_or(ConnectFailure::Other, |e| ConnectFailure::of(&e));
+            self.connect_failed(index, now, why);
             return Fate::Keep;
         }
         let conn = &mut self.conns[index];
         self.stats.connections_opened += 1;
         conn.connect_failures = 0;
-        conn.state = ConnState::Open;
         conn.in_start = 0;
         conn.in_end = 0;
+        self.set_state(index, ConnState::Open);
         self.send_due(index, now)
     }
 
@@ -732,6 +998,7 @@ impl Worker {
             let next_has_body = self.spec.plan.requests[next.url as usize].response_has_body;
             conn.parser.expect(!next_has_body);
         }
+        self.count_answered(index);
         if request.recorded {
             let status = usize::from(completed.status).min(STATUS_SLOTS - 1);
             self.stats.status[status] += 1;
@@ -759,7 +1026,7 @@ impl Worker {
             ConnectionMode::CloseHeader => {
                 // No `Connection: close` in the answer: does the server close anyway?
                 let until = now + self.spec.close_grace;
-                self.conns[index].state = ConnState::Draining { until };
+                self.set_state(index, ConnState::Draining { until });
                 self.wake_at(until);
                 Fate::Keep
             }
@@ -859,7 +1126,7 @@ impl Worker {
         conn.in_start = 0;
         conn.in_end = 0;
         conn.parser = ResponseParser::new();
-        conn.state = ConnState::Closed { reconnect_at: now };
+        self.set_state(index, ConnState::Closed { reconnect_at: now });
         if self.time.end.is_some_and(|end| now >= end) {
             return; // the run is over; finish() closes everything
         }
@@ -870,6 +1137,10 @@ impl Worker {
     fn finish(&mut self, now: Instant) {
         let end = self.time.end.map_or(now, |end| end.min(now));
         self.stats.recording_ended_ns = self.ns_since_origin(end.max(self.time.record_start));
+        self.stats.open_at_end = self.now_open.open;
+        self.stats.connecting_at_end = self.now_open.connecting;
+        // This thread's connections close now: the samples must not count them on.
+        self.gauge.publish(OpenCount::default());
         for conn in &mut self.conns {
             self.stats.in_flight_at_end +=
                 conn.in_flight.iter().filter(|f| f.recorded).count() as u64;

@@ -15,13 +15,15 @@ pub mod raw;
 pub mod report;
 pub mod response;
 pub mod settings;
+pub mod sockets;
 pub mod spec;
 pub mod stats;
 mod timer;
 
-pub use engine::{run, RunOutcome};
+pub use engine::{run, OpenPeak, RunOutcome};
 pub use plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
 pub use raw::RawLog;
 pub use report::LoadReport;
 pub use settings::{LoadSettings, SettingsError};
+pub use sockets::TimeWait;
 pub use spec::{ConnectionMode, LoadSpec, StopCondition};

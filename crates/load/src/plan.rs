@@ -75,55 +75,40 @@ pub fn parse_header(raw: &str) -> Result<(String, String), PlanError> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
+/// An upper-case HTTP method: an RFC 9110 token starting with a letter, without
+/// lower-case letters (every registered method looks so; `5` or `-1` is a typo).
+pub(crate) fn is_method(s: &str) -> bool {
+    is_token(s)
+        && s.starts_with(|c: char| c.is_ascii_uppercase())
+        && !s.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+/// A request target rubyrace sends: an absolute path (with its query), or `*`.
+pub(crate) fn is_path(s: &str) -> bool {
+    s.starts_with('/') || s == "*"
+}
+
+/// What a URL-mix line looks like, quoted in every error about one.
+const URL_LINE_FORM: &str = "a line is \"[WEIGHT] [METHOD] PATH\"";
+
 /// Parses a URL mix. Each non-blank line not starting with `#` is
 /// `[WEIGHT] [METHOD] PATH`: the weight defaults to 1 and the method to GET.
+///
+/// An error names the source, the line, the field (1-based) and what was expected there.
 pub fn parse_url_mix(text: &str, source_name: &str) -> Result<Vec<UrlLine>, PlanError> {
     let mut lines = Vec::new();
     for (index, raw) in text.lines().enumerate() {
-        let err = |message: String| PlanError::UrlFile {
-            source_name: source_name.to_string(),
-            line: index + 1,
-            message,
-        };
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut fields: Vec<&str> = line.split_whitespace().collect();
-        let mut weight = 1u32;
-        if fields[0].bytes().all(|b| b.is_ascii_digit()) {
-            weight = fields[0]
-                .parse()
-                .map_err(|_| err(format!("weight {:?} is too large", fields[0])))?;
-            if weight == 0 {
-                return Err(err("weight must be at least 1".into()));
-            }
-            fields.remove(0);
-        }
-        let (method, path) = match fields.as_slice() {
-            [path] => ("GET", *path),
-            [method, path] => (*method, *path),
-            [] => return Err(err("expected a path after the weight".into())),
-            _ => {
-                return Err(err(format!(
-                    "expected \"[WEIGHT] [METHOD] PATH\", found {} fields",
-                    fields.len() + usize::from(weight != 1)
-                )))
-            }
-        };
-        if !is_token(method) || method.bytes().any(|b| b.is_ascii_lowercase()) {
-            return Err(err(format!(
-                "method {method:?} is not an upper-case HTTP method"
-            )));
-        }
-        if !path.starts_with('/') && path != "*" {
-            return Err(err(format!("path {path:?} must start with '/'")));
-        }
-        lines.push(UrlLine {
-            weight,
-            method: method.to_string(),
-            path: path.to_string(),
-        });
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let url_line = parse_url_line(&fields).map_err(|message| PlanError::UrlFile {
+            source_name: source_name.to_string(),
+            line: index + 1,
+            message,
+        })?;
+        lines.push(url_line);
     }
     if lines.is_empty() {
         return Err(PlanError::UrlFile {
@@ -133,6 +118,77 @@ pub fn parse_url_mix(text: &str, source_name: &str) -> Result<Vec<UrlLine>, Plan
         });
     }
     Ok(lines)
+}
+
+/// One line of a URL mix, split into its fields (at least one). The error says which
+/// field is wrong and what it should have been.
+fn parse_url_line(fields: &[&str]) -> Result<UrlLine, String> {
+    let field = |n: usize, problem: &str| format!("field {n} {:?}: {problem}", fields[n - 1]);
+    if fields.len() > 3 {
+        let extra = match fields.len() - 3 {
+            1 => "one field too many".to_string(),
+            n => format!("{n} fields too many"),
+        };
+        return Err(format!("{}; {URL_LINE_FORM}", field(4, &extra)));
+    }
+    // With three fields the first is a weight; with two, a first field that starts like a
+    // number is taken for a (bad) weight rather than sent as a method.
+    let first = fields[0];
+    let looks_numeric = first.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-');
+    let has_weight = match fields.len() {
+        3 => true,
+        2 => looks_numeric,
+        _ => first.bytes().all(|b| b.is_ascii_digit()),
+    };
+    let mut weight = 1u32;
+    if has_weight {
+        if !first.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(if fields.len() == 3 {
+                format!(
+                    "{}; {URL_LINE_FORM}",
+                    field(
+                        1,
+                        "expected a weight (a positive integer), since the line has 3 fields"
+                    )
+                )
+            } else {
+                field(
+                    1,
+                    "expected a weight (a positive integer) or an upper-case method",
+                )
+            });
+        }
+        weight = first
+            .parse()
+            .map_err(|_| field(1, &format!("a weight must be at most {}", u32::MAX)))?;
+        if weight == 0 {
+            return Err(field(1, "a weight must be at least 1"));
+        }
+    }
+    let rest_start = usize::from(has_weight);
+    let (method, path, method_field) = match &fields[rest_start..] {
+        [path] => ("GET", *path, None),
+        [method, path] => (*method, *path, Some(rest_start + 1)),
+        _ => {
+            return Err(format!(
+                "{}; {URL_LINE_FORM}",
+                field(1, "a weight alone: expected a path after it")
+            ))
+        }
+    };
+    if let Some(n) = method_field {
+        if !is_method(method) {
+            return Err(field(n, "expected an upper-case HTTP method such as GET"));
+        }
+    }
+    if !is_path(path) {
+        return Err(field(fields.len(), "expected a path starting with '/'"));
+    }
+    Ok(UrlLine {
+        weight,
+        method: method.to_string(),
+        path: path.to_string(),
+    })
 }
 
 impl RequestPlan {
@@ -381,17 +437,57 @@ mod tests {
     }
 
     #[test]
-    fn url_mix_errors_name_the_line() {
-        let err = parse_url_mix("/ok\n0 /zero\n", "mix.txt").unwrap_err();
-        assert_eq!(err.to_string(), "mix.txt:2: weight must be at least 1");
-        let err = parse_url_mix("/ok\nget /lower\n", "mix.txt").unwrap_err();
-        assert!(
-            err.to_string().starts_with("mix.txt:2: method \"get\""),
-            "{err}"
+    fn url_mix_errors_name_the_line_and_the_field() {
+        let err = |text: &str| parse_url_mix(text, "mix.txt").unwrap_err().to_string();
+        assert_eq!(
+            err("/ok\n0 /zero\n"),
+            "mix.txt:2: field 1 \"0\": a weight must be at least 1"
         );
-        let err = parse_url_mix("GET nopath\n", "m").unwrap_err();
-        assert!(err.to_string().contains("must start with '/'"), "{err}");
-        assert!(parse_url_mix("# only comments\n", "m").is_err());
+        assert_eq!(
+            err("99999999999 /big\n"),
+            "mix.txt:1: field 1 \"99999999999\": a weight must be at most 4294967295"
+        );
+        assert_eq!(
+            err("/ok\nget /lower\n"),
+            "mix.txt:2: field 1 \"get\": expected an upper-case HTTP method such as GET"
+        );
+        assert_eq!(
+            err("3 get /lower\n"),
+            "mix.txt:1: field 2 \"get\": expected an upper-case HTTP method such as GET"
+        );
+        assert_eq!(
+            err("GET nopath\n"),
+            "mix.txt:1: field 2 \"nopath\": expected a path starting with '/'"
+        );
+        // Three fields: the first is a weight, whatever it looks like.
+        assert_eq!(
+            err("abc GET /x\n"),
+            "mix.txt:1: field 1 \"abc\": expected a weight (a positive integer), since the \
+             line has 3 fields; a line is \"[WEIGHT] [METHOD] PATH\""
+        );
+        // Four fields or more: the first extra one is named.
+        assert_eq!(
+            err("1 GET / extra\n"),
+            "mix.txt:1: field 4 \"extra\": one field too many; a line is \"[WEIGHT] [METHOD] PATH\""
+        );
+        assert_eq!(
+            err("1 GET / a b\n"),
+            "mix.txt:1: field 4 \"a\": 2 fields too many; a line is \"[WEIGHT] [METHOD] PATH\""
+        );
+        // A number-like first field of two is a bad weight, not a method.
+        assert_eq!(
+            err("-1 /a\n"),
+            "mix.txt:1: field 1 \"-1\": expected a weight (a positive integer) or an upper-case method"
+        );
+        assert_eq!(
+            err("5\n"),
+            "mix.txt:1: field 1 \"5\": a weight alone: expected a path after it; a line is \
+             \"[WEIGHT] [METHOD] PATH\""
+        );
+        assert_eq!(
+            err("# only comments\n"),
+            "mix.txt:1: no request lines found"
+        );
     }
 
     #[test]

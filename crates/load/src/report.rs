@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::engine::RunOutcome;
 use crate::plan::UrlLine;
 use crate::spec::{LoadSpec, StopCondition};
-use crate::stats::ErrorKind;
+use crate::stats::{ConnectFailure, ErrorKind};
 
 pub const SCHEMA: &str = "rubyrace.load/1";
 
@@ -92,6 +92,52 @@ pub struct Actual {
     /// Keepalive mode: connections the server closed during the recorded phase
     /// (`Connection: close` or an idle close); each was replaced.
     pub server_closed: u64,
+    /// The most connections open at once, warmup included: connected from the client's
+    /// side and not closed, which includes connections waiting in the server's accept
+    /// queue or half-open (see `engine::OpenPeak`).
+    pub peak_open: u64,
+    /// The most open connections at once that had each received a response: connections
+    /// the server certainly had.
+    pub peak_open_answered: u64,
+    /// True when `peak_open` is exact (one thread); with several threads it is sampled
+    /// (see `engine::OpenPeak`).
+    pub peak_open_exact: bool,
+    /// Each thread's own exact peak; their sum bounds `peak_open` from above.
+    pub peak_open_per_thread: Vec<u64>,
+    /// Connections still in their TCP handshake at the moment of `peak_open`.
+    pub connecting_at_peak: u64,
+    /// Connections open, and still connecting, when the run ended.
+    pub open_at_end: u64,
+    pub connecting_at_end: u64,
+    /// Failed connects by cause over the whole run, warmup included.
+    pub connect_failures: ConnectFailures,
+    /// Sockets in TIME_WAIT to and at the target when the run ended; null when
+    /// /proc/net/tcp cannot be read.
+    pub time_wait: Option<TimeWaitCounts>,
+}
+
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct ConnectFailures {
+    /// ECONNREFUSED: nothing listened.
+    pub refused: u64,
+    /// ECONNRESET during the handshake.
+    pub reset: u64,
+    /// No handshake within `--timeout` (a full accept queue), or ETIMEDOUT.
+    pub timed_out: u64,
+    /// EADDRNOTAVAIL: no local port left.
+    pub no_local_port: u64,
+    pub other: u64,
+    pub total: u64,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct TimeWaitCounts {
+    /// Local ports held in TIME_WAIT by closed connections to the target (any process).
+    pub local_ports: u64,
+    /// TIME_WAIT sockets whose local end is the target: the server's side, if it is local.
+    pub at_target: u64,
+    /// `net.ipv4.ip_local_port_range`, both ends included; null when unreadable.
+    pub local_port_range: Option<[u16; 2]>,
 }
 
 #[derive(Serialize, Debug, Clone, Default)]
@@ -230,6 +276,26 @@ impl LoadReport {
                 connections_opened: s.connections_opened,
                 reconnects: s.reconnects,
                 server_closed: s.server_closed,
+                peak_open: outcome.peak_open.open,
+                peak_open_answered: outcome.peak_open.answered,
+                peak_open_exact: outcome.peak_open.exact,
+                peak_open_per_thread: outcome.peak_open.per_thread.clone(),
+                connecting_at_peak: outcome.peak_open.connecting,
+                open_at_end: s.open_at_end,
+                connecting_at_end: s.connecting_at_end,
+                connect_failures: ConnectFailures {
+                    refused: s.connect_failure_count(ConnectFailure::Refused),
+                    reset: s.connect_failure_count(ConnectFailure::Reset),
+                    timed_out: s.connect_failure_count(ConnectFailure::TimedOut),
+                    no_local_port: s.connect_failure_count(ConnectFailure::NoLocalPort),
+                    other: s.connect_failure_count(ConnectFailure::Other),
+                    total: s.connect_failures.iter().sum(),
+                },
+                time_wait: outcome.time_wait.map(|t| TimeWaitCounts {
+                    local_ports: t.local_ports,
+                    at_target: t.at_target,
+                    local_port_range: t.local_port_range.map(|(low, high)| [low, high]),
+                }),
             },
             elapsed_s,
             requests: s.responses,
@@ -290,6 +356,9 @@ impl LoadReport {
                 ));
             }
         }
+        if let Some(why) = self.not_open_explained() {
+            w.push(why);
+        }
         if self.requests == 0 {
             w.push("no response was received during the recorded phase".into());
         }
@@ -297,6 +366,80 @@ impl LoadReport {
             w.push("every connect failed: is the server running?".into());
         }
         w
+    }
+
+    /// Failed connects by cause, e.g. "refused 12, reset 0, timed out 3, no local port 0,
+    /// other 0".
+    fn connect_failures_text(&self) -> String {
+        let f = &self.actual.connect_failures;
+        format!(
+            "refused {}, reset {}, timed out {}, no local port {}, other {}",
+            f.refused, f.reset, f.timed_out, f.no_local_port, f.other
+        )
+    }
+
+    /// Why connections were not open, or open but never answered, when something kept
+    /// them from it: connects that failed, handshakes the server did not complete, the
+    /// server's closes, no local port left. `None` when nothing did.
+    fn not_open_explained(&self) -> Option<String> {
+        let a = &self.actual;
+        let keepalive = self.settings.mode == "keepalive";
+        let fewer = keepalive && a.peak_open < a.connections as u64;
+        let unanswered = keepalive && a.peak_open_answered < a.peak_open;
+        let mut reasons = Vec::new();
+        if fewer && a.connecting_at_peak > 0 {
+            reasons.push(format!(
+                "{} were still connecting then (the server did not complete their \
+                 handshake: a full accept queue?)",
+                a.connecting_at_peak
+            ));
+        }
+        if unanswered {
+            reasons.push(format!(
+                "at most {} open at once had had a response, of {} open at once; the others \
+                 were waiting for the server to accept or serve them (in its accept queue, \
+                 or half-open when that queue was full)",
+                a.peak_open_answered, a.peak_open
+            ));
+        }
+        if fewer && a.server_closed > 0 {
+            reasons.push(format!(
+                "the server closed {} keepalive connections",
+                a.server_closed
+            ));
+        }
+        let failures = &a.connect_failures;
+        if failures.total > 0 {
+            reasons.push(format!(
+                "connects failed {} times ({})",
+                failures.total,
+                self.connect_failures_text()
+            ));
+            if failures.no_local_port > 0 {
+                reasons.push(match &a.time_wait {
+                    Some(t) => format!(
+                        "no local port was left: {} ports were in TIME_WAIT to the target \
+                         at the end",
+                        t.local_ports
+                    ),
+                    None => "no local port was left (ports in TIME_WAIT?)".to_string(),
+                });
+            }
+        }
+        if reasons.is_empty() {
+            return None;
+        }
+        let head = if fewer {
+            format!(
+                "only {} of {} connections were open at once{}: ",
+                a.peak_open,
+                a.connections,
+                if a.peak_open_exact { "" } else { " (sampled)" }
+            )
+        } else {
+            String::new()
+        };
+        Some(format!("{head}{}", reasons.join("; ")))
     }
 
     /// The summary a person reads in the terminal.
@@ -338,6 +481,57 @@ impl LoadReport {
             self.actual.server_closed,
             self.actual.reconnects
         );
+        let a = &self.actual;
+        let how = if a.peak_open_exact {
+            "exact".to_string()
+        } else {
+            let peaks = a
+                .peak_open_per_thread
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join("+");
+            format!(
+                "sampled every {} ms; the threads' own peaks: {peaks}",
+                crate::engine::OPEN_SAMPLE_INTERVAL.as_millis()
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  peak open     {} of {} open at once ({how}), {} still connecting then; \
+             at most {} open at once had had a response",
+            a.peak_open, a.connections, a.connecting_at_peak, a.peak_open_answered
+        );
+        let _ = writeln!(
+            out,
+            "  at the end    {} open, {} connecting",
+            a.open_at_end, a.connecting_at_end
+        );
+        let _ = writeln!(
+            out,
+            "  connects      {} failed over the run: {}",
+            a.connect_failures.total,
+            self.connect_failures_text()
+        );
+        match &a.time_wait {
+            Some(t) => {
+                let range = t
+                    .local_port_range
+                    .map(|[low, high]| {
+                        let ports = u32::from(high) + 1 - u32::from(low.min(high));
+                        format!(" (local port range {low}-{high}: {ports} ports)")
+                    })
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  TIME_WAIT     {} local ports to {}{range}, {} sockets at it, at the end",
+                    t.local_ports, self.target.addr, t.at_target
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  TIME_WAIT     unknown (/proc/net/tcp is unreadable)");
+            }
+        }
         if s.urls.len() > 1 {
             let _ = writeln!(out, "  url mix of {} lines, seed {}", s.urls.len(), s.seed);
         }

@@ -3,12 +3,14 @@
 //! the command line and `rubyrace run` from an experiment file, so both accept exactly the
 //! same things and reject them with the same messages.
 
-use std::net::ToSocketAddrs;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
+use crate::plan::{
+    is_method, is_path, parse_header, PlanError, RequestPlan, RequestTemplate, UrlLine,
+};
 use crate::spec::{ConnectionMode, LoadSpec, StopCondition};
 
 /// Everything `rubyrace load` accepts besides the URL and the outputs.
@@ -71,8 +73,16 @@ impl Default for LoadSettings {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SettingsError {
+    /// The URL itself is wrong (syntax, scheme, host, port): a mistake in what was typed.
     #[error("invalid URL {url:?}: {reason}")]
     Url { url: String, reason: String },
+    /// The URL is well formed but its host name does not resolve (here and now).
+    #[error("URL {url:?}: cannot resolve {host}: {reason}")]
+    Unresolved {
+        url: String,
+        host: String,
+        reason: String,
+    },
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -116,6 +126,9 @@ impl LoadSettings {
         if self.requests == Some(0) {
             return Err(invalid("requests must be at least 1"));
         }
+        if self.requests.is_none() && self.duration.is_zero() {
+            return Err(invalid("duration must be longer than zero"));
+        }
         for h in &self.headers {
             parse_header(h)?;
         }
@@ -129,18 +142,24 @@ impl LoadSettings {
     fn single_line(&self, url_path: &str) -> Result<UrlLine, SettingsError> {
         let path = self.path.as_deref().unwrap_or(url_path);
         let method = &self.method;
-        parse_url_mix(&format!("{method} {path}"), "method")
-            .map_err(|_| {
-                if path.starts_with('/') {
-                    invalid(format!(
-                        "method {method:?} is not an upper-case HTTP method"
-                    ))
-                } else {
-                    invalid(format!("path {path:?} must start with '/'"))
-                }
-            })?
-            .pop()
-            .ok_or_else(|| invalid("no request line"))
+        if !is_method(method) {
+            return Err(invalid(format!(
+                "method {method:?} is not an upper-case HTTP method"
+            )));
+        }
+        if !is_path(path) {
+            return Err(invalid(format!("path {path:?} must start with '/'")));
+        }
+        if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(format!(
+                "path {path:?} must not contain spaces or control characters"
+            )));
+        }
+        Ok(UrlLine {
+            weight: 1,
+            method: method.clone(),
+            path: path.to_string(),
+        })
     }
 
     /// Resolves `url` and serializes the requests: everything checked before any load is sent.
@@ -150,6 +169,16 @@ impl LoadSettings {
             url: url.to_string(),
             reason,
         };
+        if !url.contains("://") {
+            // `127.0.0.1:9/` is a relative URL to the parser and `localhost:9/` one with
+            // the scheme `localhost`: say what is missing rather than either.
+            let guess = format!("http://{url}");
+            if url::Url::parse(&guess).is_ok_and(|u| u.host().is_some()) {
+                return Err(url_err(format!(
+                    "http:// is missing: did you mean {guess}?"
+                )));
+            }
+        }
         let parsed = url::Url::parse(url).map_err(|e| url_err(e.to_string()))?;
         if parsed.scheme() != "http" {
             return Err(url_err(format!(
@@ -161,11 +190,29 @@ impl LoadSettings {
             .host_str()
             .ok_or_else(|| url_err("the URL has no host".into()))?;
         let port = parsed.port_or_known_default().unwrap_or(80);
-        let addr = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| url_err(format!("cannot resolve {host}:{port}: {e}")))?
-            .next()
-            .ok_or_else(|| url_err(format!("{host}:{port} resolves to no address")))?;
+        if port == 0 {
+            return Err(url_err(
+                "port 0 is not a port a server listens on; give the server's port".into(),
+            ));
+        }
+        // IP literals need no resolver; `host_str` of an IPv6 literal keeps its brackets,
+        // which no resolver accepts.
+        let addr = match parsed.host() {
+            Some(url::Host::Ipv4(ip)) => SocketAddr::from((ip, port)),
+            Some(url::Host::Ipv6(ip)) => SocketAddr::from((ip, port)),
+            _ => {
+                let unresolved = |reason: String| SettingsError::Unresolved {
+                    url: url.to_string(),
+                    host: format!("{host}:{port}"),
+                    reason,
+                };
+                (host, port)
+                    .to_socket_addrs()
+                    .map_err(|e| unresolved(e.to_string()))?
+                    .next()
+                    .ok_or_else(|| unresolved("it resolves to no address".into()))?
+            }
+        };
         let lines = match &self.urls {
             Some(lines) => lines.clone(),
             None => {
@@ -249,6 +296,29 @@ mod tests {
     }
 
     #[test]
+    fn urls_are_checked_and_ip_literals_need_no_resolver() {
+        let s = LoadSettings::default();
+        let reason = |url: &str| match s.build_spec(url).unwrap_err() {
+            SettingsError::Url { reason, .. } => reason,
+            other => panic!("{url}: {other}"),
+        };
+        assert_eq!(
+            reason("127.0.0.1:9/"),
+            "http:// is missing: did you mean http://127.0.0.1:9/?"
+        );
+        assert_eq!(
+            reason("localhost:9"),
+            "http:// is missing: did you mean http://localhost:9?"
+        );
+        assert!(reason("http://127.0.0.1:0/").starts_with("port 0 "));
+        assert!(reason("https://127.0.0.1/").starts_with("only http://"));
+        let spec = s.build_spec("http://[::1]:8080/x").unwrap();
+        assert_eq!(spec.addr, "[::1]:8080".parse().unwrap());
+        let bytes = String::from_utf8(spec.plan.requests[0].bytes.clone()).unwrap();
+        assert!(bytes.contains("\r\nHost: [::1]:8080\r\n"), "{bytes}");
+    }
+
+    #[test]
     fn bad_settings_are_named() {
         let bad = |s: LoadSettings| s.check().unwrap_err().to_string();
         let pipelined_close = LoadSettings {
@@ -273,5 +343,24 @@ mod tests {
             ..LoadSettings::default()
         };
         assert_eq!(bad(relative), "path \"items\" must start with '/'");
+        let numeric = LoadSettings {
+            method: "5".into(),
+            ..LoadSettings::default()
+        };
+        assert_eq!(
+            bad(numeric),
+            "method \"5\" is not an upper-case HTTP method"
+        );
+        let nothing = LoadSettings {
+            duration: Duration::ZERO,
+            ..LoadSettings::default()
+        };
+        assert_eq!(bad(nothing), "duration must be longer than zero");
+        let counted = LoadSettings {
+            duration: Duration::ZERO,
+            requests: Some(5),
+            ..LoadSettings::default()
+        };
+        assert_eq!(counted.check(), Ok(()), "-n ignores the duration");
     }
 }

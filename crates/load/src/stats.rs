@@ -1,6 +1,8 @@
 //! Counters and histograms. Each thread owns one `ThreadStats` and touches nothing shared;
 //! the threads' stats are merged once, after the run.
 
+use std::io;
+
 use hdrhistogram::Histogram;
 
 /// Status codes are counted in a flat array indexed by code; httparse only accepts three
@@ -42,6 +44,55 @@ impl ErrorKind {
     }
 }
 
+/// Why a connect failed. Counted over the whole run, warmup included, to explain
+/// connections that were not open; `ErrorKind::Connect` counts the recorded phase only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// ECONNREFUSED: nothing listens on the port (or the listener has gone).
+    Refused,
+    /// ECONNRESET: the server reset the connection during the handshake.
+    Reset,
+    /// The handshake did not complete within `--timeout` (a full accept queue drops the
+    /// SYN; a silent host never answers), or the kernel gave up (ETIMEDOUT).
+    TimedOut,
+    /// EADDRNOTAVAIL: no local port left for one more connection to the target (the
+    /// local port range is used up, typically by ports in TIME_WAIT).
+    NoLocalPort,
+    /// Anything else: an unreachable network, no file descriptor left, ...
+    Other,
+}
+
+impl ConnectFailure {
+    pub const ALL: [ConnectFailure; 5] = [
+        ConnectFailure::Refused,
+        ConnectFailure::Reset,
+        ConnectFailure::TimedOut,
+        ConnectFailure::NoLocalPort,
+        ConnectFailure::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectFailure::Refused => "refused",
+            ConnectFailure::Reset => "reset",
+            ConnectFailure::TimedOut => "timed_out",
+            ConnectFailure::NoLocalPort => "no_local_port",
+            ConnectFailure::Other => "other",
+        }
+    }
+
+    /// The kind of a failed `connect(2)` or of the error its socket reports afterwards.
+    pub fn of(error: &io::Error) -> Self {
+        match error.raw_os_error() {
+            Some(libc::ECONNREFUSED) => ConnectFailure::Refused,
+            Some(libc::ECONNRESET) => ConnectFailure::Reset,
+            Some(libc::ETIMEDOUT) => ConnectFailure::TimedOut,
+            Some(libc::EADDRNOTAVAIL) => ConnectFailure::NoLocalPort,
+            _ => ConnectFailure::Other,
+        }
+    }
+}
+
 /// A latency histogram in nanoseconds, 3 significant digits, growing as needed so that no
 /// value is ever too large to record.
 pub fn new_latency_histogram() -> Histogram<u64> {
@@ -65,6 +116,12 @@ pub struct ThreadStats {
     pub bytes_written: u64,
     /// TCP connections opened during the whole run, warmup included.
     pub connections_opened: u64,
+    /// Failed connects by `ConnectFailure`, during the whole run, warmup included.
+    pub connect_failures: [u64; ConnectFailure::ALL.len()],
+    /// Connections open (connected and not closed) when the run ended.
+    pub open_at_end: u64,
+    /// Connections still in their TCP handshake when the run ended.
+    pub connecting_at_end: u64,
     /// Connections that had to be replaced (error, timeout or close).
     pub reconnects: u64,
     /// Keepalive mode: connections the server closed (announced with `Connection: close`
@@ -94,6 +151,9 @@ impl ThreadStats {
             bytes_read: 0,
             bytes_written: 0,
             connections_opened: 0,
+            connect_failures: [0; ConnectFailure::ALL.len()],
+            open_at_end: 0,
+            connecting_at_end: 0,
             reconnects: 0,
             server_closed: 0,
             close_ignored: 0,
@@ -112,6 +172,10 @@ impl ThreadStats {
 
     pub fn error_count(&self, kind: ErrorKind) -> u64 {
         self.errors[kind as usize]
+    }
+
+    pub fn connect_failure_count(&self, why: ConnectFailure) -> u64 {
+        self.connect_failures[why as usize]
     }
 
     /// Responses whose status is not 2xx.
@@ -145,6 +209,15 @@ impl ThreadStats {
         self.bytes_read += other.bytes_read;
         self.bytes_written += other.bytes_written;
         self.connections_opened += other.connections_opened;
+        for (mine, theirs) in self
+            .connect_failures
+            .iter_mut()
+            .zip(other.connect_failures.iter())
+        {
+            *mine += theirs;
+        }
+        self.open_at_end += other.open_at_end;
+        self.connecting_at_end += other.connecting_at_end;
         self.reconnects += other.reconnects;
         self.server_closed += other.server_closed;
         self.close_ignored += other.close_ignored;
@@ -161,6 +234,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn connect_failures_are_told_apart_by_errno() {
+        let of = |errno| ConnectFailure::of(&io::Error::from_raw_os_error(errno));
+        assert_eq!(of(libc::ECONNREFUSED), ConnectFailure::Refused);
+        assert_eq!(of(libc::ECONNRESET), ConnectFailure::Reset);
+        assert_eq!(of(libc::ETIMEDOUT), ConnectFailure::TimedOut);
+        assert_eq!(of(libc::EADDRNOTAVAIL), ConnectFailure::NoLocalPort);
+        assert_eq!(of(libc::EMFILE), ConnectFailure::Other);
+        assert_eq!(
+            ConnectFailure::of(&io::Error::other("no errno")),
+            ConnectFailure::Other
+        );
+    }
+
+    #[test]
     fn merging_keeps_every_value_and_count() {
         let mut a = ThreadStats::new(true);
         let mut b = ThreadStats::new(true);
@@ -173,6 +260,9 @@ mod tests {
         a.status[200] = 3;
         b.status[503] = 1;
         b.count_error(ErrorKind::Timeout, 2);
+        a.connect_failures[ConnectFailure::Refused as usize] = 1;
+        b.connect_failures[ConnectFailure::Refused as usize] = 2;
+        b.open_at_end = 3;
         a.recording_started_ns = 10;
         b.recording_started_ns = 5;
         a.recording_ended_ns = 100;
@@ -184,6 +274,8 @@ mod tests {
         assert_eq!(a.status[200], 3);
         assert_eq!(a.status_errors(), 1);
         assert_eq!(a.error_count(ErrorKind::Timeout), 2);
+        assert_eq!(a.connect_failure_count(ConnectFailure::Refused), 3);
+        assert_eq!(a.open_at_end, 3);
         assert_eq!((a.recording_started_ns, a.recording_ended_ns), (5, 100));
     }
 }
