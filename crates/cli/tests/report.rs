@@ -123,12 +123,15 @@ fn json_follows_the_schema_and_pairs_by_block() {
             c["ci_high"].as_f64().unwrap(),
         );
         assert!(lo <= r && r <= hi, "{c}");
-        // 3 blocks: the smallest possible two-sided p is 0.25, so nothing is significant.
+        // 3 blocks: the smallest possible two-sided p is 0.25, so nothing is significant,
+        // and the verdict says why.
         assert_eq!(c["significant"], false, "{c}");
+        assert_eq!(c["testable"], false, "{c}");
+        assert_eq!(c["min_p_value"], 0.25, "{c}");
         assert!(c["verdict"]
             .as_str()
             .unwrap()
-            .starts_with("~ no significant difference"));
+            .starts_with("too few blocks to test: the smallest p-value 3 blocks allow is 0.25 ("));
     }
     assert_eq!(v["trials"].as_array().unwrap().len(), 6);
     assert!(v["environment"][0]["values"]["ruby_description"][0]
