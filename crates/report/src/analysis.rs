@@ -276,6 +276,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
 
     let mut warnings = Vec::new();
     let mut cohorts = Vec::new();
+    let all_valid: Vec<&TrialData> = all.iter().copied().filter(|t| t.status == "valid").collect();
+    let main: fn(&TrialData) -> Option<f64> = if http { |t| t.requests_per_s } else { |t| t.wall_s };
+    let context = RunContext {
+        residuals: block_residuals(&all_valid, main),
+        cohorts: order.len(),
+    };
     for name in &order {
         let trials = &members[name];
         let valid: Vec<&TrialData> = trials
@@ -283,7 +289,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .copied()
             .filter(|t| t.status == "valid")
             .collect();
-        cohorts.push(cohort(name, trials, &valid, &by, &mut warnings));
+        cohorts.push(cohort(name, trials, &valid, &by, &context, &mut warnings));
     }
 
     // Comparisons with the baseline.
@@ -475,12 +481,57 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     })
 }
 
+/// What the per-cohort warnings need to know of the whole run.
+struct RunContext {
+    /// Per (source, trial_id): the log of the trial's main value (throughput, or wall time)
+    /// minus the mean log of its block's valid trials, for blocks with trials of two or
+    /// more configurations. The noise and outlier warnings judge these, not the raw values:
+    /// differences between blocks are cancelled by the pairing and would otherwise make
+    /// every run look noisy (the raw CV fired in 92–100% of runs whose spread was between
+    /// blocks).
+    residuals: BTreeMap<(usize, usize), f64>,
+    /// How many cohorts are judged (for the Bonferroni bound of the drift test).
+    cohorts: usize,
+}
+
+fn block_residuals(valid: &[&TrialData], main: fn(&TrialData) -> Option<f64>) -> BTreeMap<(usize, usize), f64> {
+    let mut blocks: BTreeMap<(usize, u32), Vec<(&TrialData, f64)>> = BTreeMap::new();
+    for t in valid {
+        if let Some(v) = main(t).filter(|v| *v > 0.0) {
+            blocks.entry((t.source, t.block)).or_default().push((t, v.ln()));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for trials in blocks.values() {
+        let configs: BTreeSet<usize> = trials.iter().map(|(t, _)| t.config_id).collect();
+        if configs.len() < 2 {
+            continue;
+        }
+        let centre = trials.iter().map(|(_, v)| v).sum::<f64>() / trials.len() as f64;
+        for (t, v) in trials {
+            out.insert((t.source, t.trial_id), v - centre);
+        }
+    }
+    out
+}
+
+/// The sample standard deviation of values on the log scale (≈ the CV for small spreads);
+/// `None` below 3 values.
+fn log_sd(x: &[f64]) -> Option<f64> {
+    if x.len() < 3 {
+        return None;
+    }
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    Some((x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
+}
+
 /// Summaries and per-cohort warnings.
 fn cohort(
     name: &str,
     trials: &[&TrialData],
     valid: &[&TrialData],
     by: &[String],
+    context: &RunContext,
     warnings: &mut Vec<Warning>,
 ) -> Cohort {
     let count = |s: &str| trials.iter().filter(|t| t.status == s).count();
@@ -516,29 +567,55 @@ fn cohort(
     let mut in_time: Vec<&&TrialData> = valid.iter().collect();
     in_time.sort_by(|a, b| (a.source, &a.started_at).cmp(&(b.source, &b.started_at)));
     let series: Vec<f64> = in_time.iter().filter_map(|t| main(t)).collect();
-    let outliers: Vec<String> = stats::outliers::tukey_outliers(&series, 1.5)
+    // Within blocks: each trial's log value against its block's centre (block effects, which
+    // pairing cancels, taken out), when every trial has one; else the log values themselves.
+    let within: Option<Vec<(&TrialData, f64)>> = in_time
+        .iter()
+        .filter(|t| main(t).is_some())
+        .map(|t| context.residuals.get(&(t.source, t.trial_id)).map(|r| (**t, *r)))
+        .collect();
+    let (spread_values, spread_trials, within_blocks): (Vec<f64>, Vec<&TrialData>, bool) =
+        match &within {
+            Some(w) if w.len() >= 3 => (w.iter().map(|x| x.1).collect(), w.iter().map(|x| x.0).collect(), true),
+            _ => (
+                series.iter().map(|v| v.ln()).collect(),
+                in_time.iter().filter(|t| main(t).is_some()).map(|t| **t).collect(),
+                false,
+            ),
+        };
+    let outliers: Vec<String> = stats::outliers::robust_outliers(&spread_values)
         .into_iter()
-        .map(|i| format!("{}:{}", in_time[i].source, in_time[i].trial_id))
+        .map(|i| format!("{}:{}", spread_trials[i].source, spread_trials[i].trial_id))
         .collect();
     if !outliers.is_empty() {
         warn(
             warnings,
             "outliers",
             format!(
-                "{} {main_name} outlier(s) by Tukey's fences (trials {}); flagged, not dropped",
+                "{} {main_name} outlier(s){} beyond robust fences for {} trials (trials {}); flagged, not dropped",
                 outliers.len(),
+                if within_blocks { " within their blocks" } else { "" },
+                spread_values.len(),
                 outliers.join(", ")
             ),
         );
     }
     let main_summary = Summary::of(&series);
-    if let Some(s) = &main_summary {
-        if s.n >= 3 && s.cv > HIGH_CV {
-            warn(warnings, "high-cv", format!("{main_name} varies a lot between trials (CV {:.1}%): more blocks, longer trials or a quieter machine", 100.0 * s.cv));
+    if let Some(sd) = log_sd(&spread_values) {
+        if sd > HIGH_CV {
+            let what = if within_blocks {
+                format!("within blocks (SD {:.1}% of its trials against the other configurations of their blocks)", 100.0 * sd)
+            } else {
+                format!("between trials (SD {:.1}% on the log scale)", 100.0 * sd)
+            };
+            warn(warnings, "high-cv", format!("{main_name} varies a lot {what}: more blocks, longer trials or a quieter machine"));
         }
     }
+    // One test per cohort: Bonferroni over the cohorts keeps a clean run's chance of any
+    // drift warning near 5%.
+    let drift_alpha = ALPHA / context.cohorts.max(1) as f64;
     if let Some(t) = stats::trend::mann_kendall(&series) {
-        if t.p_value < 0.05 {
+        if t.p_value < drift_alpha {
             let slope = stats::trend::sen_slope(&series).unwrap_or(0.0);
             let per = main_summary
                 .as_ref()
@@ -1757,5 +1834,40 @@ mod tests {
             any += usize::from(family.iter().any(|c| c.significant));
         }
         assert!(rate(any, runs) <= 0.05, "any of 8 A/A cohorts significant: {}", rate(any, runs));
+    }
+
+    /// Issue 14 item 6, seeded simulation on clean data: 4 configurations × 10 blocks, the
+    /// blocks differing by 20% (which pairing cancels) and trials by 2% within a block. Each
+    /// warning fires in at most 10% of runs (raw Tukey fences fired in 45–59%, the raw CV in
+    /// 92–100%). And they still find what they are for: one trial 40% slow is flagged, and
+    /// 10% noise within blocks is called high.
+    #[test]
+    fn warnings_rarely_fire_on_clean_data_and_still_find_real_trouble() {
+        let mut rng = stats::SeededRng::new(61);
+        let runs = 500;
+        let mut fired: BTreeMap<String, usize> = BTreeMap::new();
+        for _ in 0..runs {
+            let r = analyze(&[source(blocks_of(&mut rng, 10, 4, 0.02, |k| 1.0 + 0.1 * k as f64))], &Options::default()).unwrap();
+            let kinds: BTreeSet<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+            for k in kinds {
+                *fired.entry(k.to_string()).or_default() += 1;
+            }
+        }
+        for kind in ["outliers", "high-cv", "drift"] {
+            let rate = fired.get(kind).copied().unwrap_or(0) as f64 / runs as f64;
+            assert!(rate <= 0.10, "{kind} fired in {rate} of clean runs ({fired:?})");
+        }
+
+        let (mut flagged, mut noisy) = (0, 0);
+        for _ in 0..100 {
+            let mut t = blocks_of(&mut rng, 10, 4, 0.02, |_| 1.0);
+            t[13].requests_per_s = t[13].requests_per_s.map(|v| v * 0.6);
+            let r = analyze(&[source(t)], &Options::default()).unwrap();
+            flagged += usize::from(r.warnings.iter().any(|w| w.kind == "outliers" && w.message.contains("0:13")));
+            let r = analyze(&[source(blocks_of(&mut rng, 10, 4, 0.10, |_| 1.0))], &Options::default()).unwrap();
+            noisy += usize::from(kinds(&r).contains(&"high-cv"));
+        }
+        assert!(flagged >= 90, "a 40% slow trial flagged in {flagged} of 100 runs");
+        assert!(noisy >= 90, "10% noise within blocks called high in {noisy} of 100 runs");
     }
 }

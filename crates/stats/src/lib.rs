@@ -35,7 +35,7 @@ pub use ci::{
     paired_ratio, paired_reciprocal_difference, unpaired_ratio, unpaired_reciprocal_difference,
     RatioCi, BOOTSTRAP, PAIRED_T_LOG,
 };
-pub use outliers::tukey_outliers;
+pub use outliers::{robust_outliers, tukey_outliers};
 pub use ranktest::{
     mann_whitney_min_p, mann_whitney_u, wilcoxon_min_p, wilcoxon_signed_rank, TestResult,
 };
