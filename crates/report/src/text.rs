@@ -302,6 +302,9 @@ pub fn table(report: &Report, color: bool) -> String {
         t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
+    if let Some(legend) = legend(report) {
+        let _ = writeln!(out, "{legend}");
+    }
     if let Some((headers, rows)) = runtime_table(report) {
         let mut t = new_table(color);
         t.set_header(
@@ -424,6 +427,30 @@ fn unit(c: &Comparison) -> &'static str {
     }
 }
 
+/// Which statistic each column of the summary table is: the medians there and the ratio
+/// against the baseline are different statistics (1188/700 is 1.70; the paired ratio of the
+/// same trials was 1.63). `None` without comparisons.
+fn legend(report: &Report) -> Option<String> {
+    if report.comparisons.is_empty() {
+        return None;
+    }
+    let paired = report.comparisons.iter().any(|c| c.method == "paired");
+    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
+    let ratio = match (paired, unpaired) {
+        (true, false) => "the geometric mean of the per-block ratios",
+        (false, true) => "the ratio of the geometric means",
+        _ => "the geometric mean of the per-block ratios (paired) or the ratio of the geometric means (unpaired)",
+    };
+    let first = if report.workload == "script" {
+        "wall: the median of the trials"
+    } else {
+        "req/s: the median of the trials, with their p10–p90"
+    };
+    Some(format!(
+        "{first}; vs baseline: {ratio}, with its 95% interval (not the ratio of the medians)"
+    ))
+}
+
 fn method_words(report: &Report) -> String {
     let paired = report.comparisons.iter().any(|c| c.method == "paired");
     let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
@@ -468,6 +495,9 @@ pub fn markdown(report: &Report) -> String {
         let mut cells = vec![md_escape(&r.cohort), r.trials, r.main, md_escape(&r.versus)];
         cells.extend(r.rest);
         let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some(legend) = legend(report) {
+        let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&legend));
     }
     if let Some((headers, rows)) = runtime_table(report) {
         let _ = writeln!(out, "\n{RUNTIME_TITLE}\n");
