@@ -236,6 +236,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     print_summary(&store)?;
+    if let Some(end) = store.precision_end()? {
+        println!("\n{}.", end.describe());
+    }
     let completed = store.completed()?.len();
     let total = store.schedule()?.len();
     match end {
@@ -367,6 +370,22 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
+    if let Some(t) = &experiment.precision {
+        let per_block = estimate / experiment.batches.max(1);
+        let budget = match t.max_duration {
+            Some(d) => format!(", or {} of trials", humantime::format_duration(d)),
+            None => String::new(),
+        };
+        println!(
+            "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} (97.5% intervals), at most {} blocks (about {}){budget}.",
+            t.first_stop(),
+            experiment.configs.first().map_or("the baseline", |c| c.label.as_str()),
+            100.0 * t.target,
+            t.metric.name(),
+            t.max_batches,
+            humantime::format_duration(Duration::from_secs((per_block * t.max_batches).as_secs()))
+        );
+    }
     write_stdout(&out)
 }
 
@@ -391,6 +410,7 @@ fn print_plan_json(
             "smoke": smoke,
             "seed": experiment.seed,
             "batches": experiment.batches,
+            "precision": experiment.precision,
             "order": experiment.order,
             "record_env": experiment.record_env,
         },
@@ -451,6 +471,8 @@ struct ConsoleProgress {
     run_this_session: usize,
     estimate_per_trial: Duration,
     last: String,
+    /// Configuration labels by id (the precision line names the comparisons).
+    labels: std::collections::BTreeMap<usize, String>,
 }
 
 impl ConsoleProgress {
@@ -478,6 +500,7 @@ impl ConsoleProgress {
             run_this_session: 0,
             estimate_per_trial: estimate,
             last: String::new(),
+            labels: configs.iter().map(|c| (c.id, c.label.clone())).collect(),
         })
     }
 
@@ -614,6 +637,57 @@ impl Progress for ConsoleProgress {
     fn note(&mut self, message: &str) {
         self.line(format!("rubyrace: {message}"));
     }
+
+    fn precision(
+        &mut self,
+        status: &lab::precision::PrecisionStatus,
+        target: &lab::precision::PrecisionTarget,
+        added: bool,
+        total: usize,
+    ) {
+        let labels: std::collections::BTreeMap<usize, String> = self.labels.clone();
+        let widths: Vec<String> = status
+            .comparisons
+            .iter()
+            .map(|c| {
+                let w = c
+                    .half_width
+                    .map(|h| format!("±{:.2}%", 100.0 * h))
+                    .unwrap_or_else(|| "±?".into());
+                format!("{} {w}", labels.get(&c.config_id).map_or("?", String::as_str))
+            })
+            .collect();
+        let per_block = if self.run_this_session > 0 {
+            self.started.elapsed() / self.run_this_session as u32 * labels.len().max(1) as u32
+        } else {
+            self.estimate_per_trial * labels.len().max(1) as u32
+        };
+        let left = match (added, status.blocks_left) {
+            (false, _) => "stopping".to_string(),
+            (true, Some(n)) => {
+                let n = n.min((target.max_batches - status.blocks_done) as usize);
+                format!(
+                    "about {n} more block{} (~{})",
+                    if n == 1 { "" } else { "s" },
+                    humantime::format_duration(Duration::from_secs((per_block * n as u32).as_secs()))
+                )
+            }
+            (true, None) => "adding a block".to_string(),
+        };
+        self.line(format!(
+            "precision after {} block{} ({}, 97.5% intervals, target ±{}%): {} · {left}",
+            status.blocks_done,
+            if status.blocks_done == 1 { "" } else { "s" },
+            target.metric.name(),
+            100.0 * target.target,
+            widths.join(", ")
+        ));
+        self.total = total;
+        self.blocks = (status.blocks_done + u32::from(added)).max(self.blocks);
+        if let Some(bar) = &self.bar {
+            bar.set_length(total as u64);
+        }
+    }
 }
 
 pub fn trial(args: TrialArgs) -> Result<ExitCode> {
@@ -688,6 +762,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "order",
         "record_env",
         "smoke",
+        "precision",
+        "precision_end",
     ];
     let mut meta = serde_json::Map::new();
     for k in meta_keys {

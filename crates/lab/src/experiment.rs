@@ -28,11 +28,15 @@ use crate::servers::ServerKind;
 pub const BUNDLED_APPS: [&str; 4] = ["rack-hello", "rails-hello", "sinatra-hello", "rails-mixed"];
 
 /// Keys at the top level of the file.
-const ROOT_KEYS: [&str; 11] = [
+const ROOT_KEYS: [&str; 15] = [
     "name",
     "description",
     "seed",
     "batches",
+    "precision",
+    "metric",
+    "max_batches",
+    "max_duration",
     "order",
     "record_env",
     "rubies",
@@ -226,6 +230,9 @@ pub struct Experiment {
     /// What the file leaves to defaults that decide what runs and for how long, as
     /// `key = value` (`batches = 5`, `warmup = "5s"`); see [`Experiment::defaults_note`].
     pub defaults: Vec<String>,
+    /// `precision = "1%"`: blocks are added after `batches` until every comparison is that
+    /// precise, or the budget is spent (crate::precision).
+    pub precision: Option<crate::precision::PrecisionTarget>,
 }
 
 /// The type and range of one setting.
@@ -1340,6 +1347,11 @@ impl Experiment {
         let mut seed = 1u64;
         let mut batches = 5u32;
         let mut batches_written = false;
+        // precision, metric, max_batches, max_duration: value and where it was written.
+        let mut precision: Option<(f64, Span)> = None;
+        let mut precision_metric: Option<(crate::precision::PrecisionMetric, Span)> = None;
+        let mut max_batches: Option<(u32, Span)> = None;
+        let mut max_duration: Option<(Duration, Span)> = None;
         let mut order = Order::Random;
         let mut record_env = Vec::new();
         let mut rubies = BTreeMap::new();
@@ -1373,6 +1385,32 @@ impl Experiment {
                     batches_written = true;
                     if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
                         batches = n.as_u64().unwrap_or(1) as u32;
+                    }
+                }
+                "precision" => match item.as_str().map(parse_percent) {
+                    Some(Some(x)) if x > 0.0 && x < 100.0 => precision = Some((x / 100.0, span.clone())),
+                    _ => p.error(
+                        &span,
+                        key,
+                        format!("expected a percentage between 0% and 100% such as \"1%\", found {}", describe(item)),
+                        Some("the half-width every comparison's interval must reach, e.g. precision = \"1%\"".into()),
+                    ),
+                },
+                "metric" => {
+                    if let Some(J::String(name)) = p.check_value(key, Kind::OneOf(&crate::precision::PrecisionMetric::NAMES), item) {
+                        precision_metric = crate::precision::PrecisionMetric::parse(&name).map(|m| (m, span.clone()));
+                    }
+                }
+                "max_batches" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        max_batches = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
+                    }
+                }
+                "max_duration" => {
+                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
+                        if let Ok(d) = humantime::parse_duration(&text) {
+                            max_duration = Some((d, span.clone()));
+                        }
                     }
                 }
                 "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
@@ -1725,7 +1763,56 @@ impl Experiment {
             }
         }
 
+        let precision = match precision {
+            Some((target, _)) => {
+                let max = max_batches.as_ref().map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
+                if let Some((m, span)) = &max_batches {
+                    if *m < batches {
+                        p.error(span, "max_batches", format!("max_batches = {m} is below batches = {batches}, the minimum of an adaptive run"), None);
+                    }
+                }
+                Some(crate::precision::PrecisionTarget {
+                    target,
+                    metric: precision_metric.as_ref().map_or(crate::precision::PrecisionMetric::Throughput, |m| m.0),
+                    min_batches: batches,
+                    max_batches: max,
+                    max_duration: max_duration.as_ref().map(|d| d.0),
+                })
+            }
+            None => {
+                // No key is silently ignored: these only mean something with `precision`.
+                let spans = [
+                    ("metric", precision_metric.clone().map(|m| m.1)),
+                    ("max_batches", max_batches.clone().map(|m| m.1)),
+                    ("max_duration", max_duration.map(|m| m.1)),
+                ];
+                for (key, span) in spans {
+                    if let Some(span) = span {
+                        p.error(&span, key, format!("{key} applies to adaptive runs, and this file sets no precision"), Some("add precision = \"1%\" (the half-width to reach), or remove it".into()));
+                    }
+                }
+                None
+            }
+        };
+        if let (Some(t), Some((_, span))) = (&precision, &precision_metric) {
+            let script_metric = t.metric == crate::precision::PrecisionMetric::Wall;
+            if let Some(c) = expanded.iter().find(|c| (c.settings.workload == Workload::Script) != script_metric) {
+                p.error(span, "metric", format!("metric = \"{}\" does not fit configuration {:?}, a {} workload", t.metric.name(), c.label, if c.settings.workload == Workload::Script { "script" } else { "http" }), Some("scripts use \"wall\"; HTTP workloads throughput, cpu_per_request, latency_p50, latency_p99 or pss_end".into()));
+            }
+        }
+        let precision = precision.map(|mut t| {
+            // A script experiment without `metric` targets its wall time.
+            if precision_metric.is_none() && expanded.iter().all(|c| c.settings.workload == Workload::Script) {
+                t.metric = crate::precision::PrecisionMetric::Wall;
+            }
+            t
+        });
+        if !p.errors.is_empty() {
+            return Err(ExperimentErrors(p.errors));
+        }
+
         Ok(Experiment {
+            precision,
             file: file.to_path_buf(),
             text: text.to_string(),
             name,
@@ -1740,9 +1827,10 @@ impl Experiment {
         })
     }
 
-    /// The same experiment cut down to a quick check: two short blocks.
+    /// The same experiment cut down to a quick check: two short blocks (never adaptive).
     pub fn smoke(mut self) -> Experiment {
         self.batches = 2;
+        self.precision = None;
         for c in &mut self.configs {
             let load = &mut c.settings.load;
             load.warmup = load.warmup.min(Duration::from_secs(1));
@@ -1754,6 +1842,11 @@ impl Experiment {
         }
         self
     }
+}
+
+/// "1%" → 1.0, "0.5 %" → 0.5; `None` without the percent sign or a number.
+fn parse_percent(text: &str) -> Option<f64> {
+    text.trim().strip_suffix('%')?.trim().parse().ok()
 }
 
 /// Reports configuration `id` having the same label as configuration `first`, at the

@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 
 use crate::experiment::Config;
 use crate::process::{become_subreaper, kill_registered_leftovers};
-use crate::schedule::ScheduledTrial;
+use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
+use crate::schedule::{one_block, ScheduledTrial};
 use crate::store::Store;
 use crate::trial::{
     run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
@@ -23,6 +24,9 @@ pub trait Progress {
     fn trial_started(&mut self, trial: &ScheduledTrial, label: &str);
     fn trial_finished(&mut self, result: &TrialResult);
     fn note(&mut self, message: &str);
+    /// An adaptive run looked at its precision after a block (`added` is true when it adds
+    /// another block, whose trials make the schedule `total` long).
+    fn precision(&mut self, _status: &PrecisionStatus, _target: &PrecisionTarget, _added: bool, _total: usize) {}
 }
 
 /// How a run ended.
@@ -107,7 +111,7 @@ pub fn run_pending(
         ..crate::doctor::Options::default()
     });
     store.record_doctor(session, &doctor)?;
-    let end = run_schedule(
+    let mut end = run_schedule(
         store,
         session,
         &configs,
@@ -118,6 +122,20 @@ pub fn run_pending(
         interrupt,
         progress,
     );
+    if let (Ok(RunEnd::Complete), Some(target)) = (&end, store.precision_target()?) {
+        if store.precision_end()?.is_none() {
+            end = run_until_precise(
+                store,
+                session,
+                &configs,
+                &record_env,
+                &target,
+                fail_fast,
+                interrupt,
+                progress,
+            );
+        }
+    }
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
@@ -129,6 +147,66 @@ pub fn run_pending(
     // Best effort: with a full disk even this may fail, and the error above matters more.
     let _ = store.end_session(session, &outcome);
     end
+}
+
+/// An adaptive run: after every complete block, evaluate the precision rule; add and run
+/// one more block until it is reached or the budget is spent, then record how it ended.
+#[allow(clippy::too_many_arguments)]
+fn run_until_precise(
+    store: &mut Store,
+    session: i64,
+    configs: &[Config],
+    record_env: &[String],
+    target: &PrecisionTarget,
+    fail_fast: bool,
+    interrupt: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> Result<RunEnd> {
+    let order: crate::experiment::Order = match store.meta("order")?.as_deref() {
+        Some("sequential") => crate::experiment::Order::Sequential,
+        _ => crate::experiment::Order::Random,
+    };
+    let seed: u64 = store
+        .meta("seed")?
+        .and_then(|s| s.parse().ok())
+        .context("the stored seed")?;
+    loop {
+        let schedule = store.schedule()?;
+        let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+        let status = evaluate(target, configs.len(), blocks_done, &store.observations(target.metric)?);
+        let reason = if status.reached {
+            Some("target-reached")
+        } else if blocks_done >= target.max_batches {
+            Some("max-batches")
+        } else if target
+            .max_duration
+            .is_some_and(|budget| store.trials_wall_time().is_ok_and(|spent| spent >= budget))
+        {
+            Some("max-duration")
+        } else {
+            None
+        };
+        let next = one_block(configs.len(), blocks_done, order, seed, schedule.len());
+        progress.precision(&status, target, reason.is_none(), schedule.len() + next.len());
+        if let Some(reason) = reason {
+            store.record_precision_end(&PrecisionEnd {
+                reason: reason.into(),
+                blocks: blocks_done,
+                target: target.target,
+                metric: target.metric,
+                widest_half_width: status.widest.and_then(|w| w.half_width),
+            })?;
+            return Ok(RunEnd::Complete);
+        }
+        store.append_block(&next)?;
+        let done = store.completed()?;
+        match run_schedule(
+            store, session, configs, &next, &done, record_env, fail_fast, interrupt, progress,
+        )? {
+            RunEnd::Complete => continue,
+            other => return Ok(other),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

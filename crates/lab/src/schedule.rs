@@ -31,24 +31,40 @@ pub struct ScheduledTrial {
 pub fn schedule(configs: usize, blocks: u32, order: Order, seed: u64) -> Vec<ScheduledTrial> {
     let mut trials = Vec::with_capacity(configs * blocks as usize);
     for block in 0..blocks {
-        let mut permutation: Vec<usize> = (0..configs).collect();
-        if order == Order::Random {
-            let mut rng = Pcg64Mcg::new(block_state(seed, block));
-            for i in (1..permutation.len()).rev() {
-                let j = uniform_below(&mut rng, i as u64 + 1) as usize;
-                permutation.swap(i, j);
-            }
-        }
-        for (position, config_id) in permutation.into_iter().enumerate() {
-            trials.push(ScheduledTrial {
-                trial_id: trials.len(),
-                block,
-                position,
-                config_id,
-            });
-        }
+        let first = trials.len();
+        trials.extend(one_block(configs, block, order, seed, first));
     }
     trials
+}
+
+/// The trials of block `block` alone, numbered from `first_trial_id`: what `schedule` gives
+/// for that block, so an adaptive run that adds blocks one at a time gets the same schedule
+/// as one planned with that many blocks from the start.
+pub fn one_block(
+    configs: usize,
+    block: u32,
+    order: Order,
+    seed: u64,
+    first_trial_id: usize,
+) -> Vec<ScheduledTrial> {
+    let mut permutation: Vec<usize> = (0..configs).collect();
+    if order == Order::Random {
+        let mut rng = Pcg64Mcg::new(block_state(seed, block));
+        for i in (1..permutation.len()).rev() {
+            let j = uniform_below(&mut rng, i as u64 + 1) as usize;
+            permutation.swap(i, j);
+        }
+    }
+    permutation
+        .into_iter()
+        .enumerate()
+        .map(|(position, config_id)| ScheduledTrial {
+            trial_id: first_trial_id + position,
+            block,
+            position,
+            config_id,
+        })
+        .collect()
 }
 
 /// SplitMix64's output function: a fixed, well-mixing map of 64-bit values.
@@ -146,5 +162,18 @@ mod tests {
             .map(|t| t.config_id)
             .collect();
         assert_eq!(ids, vec![0, 1, 2, 0, 1, 2]);
+    }
+
+    /// An adaptive run adds blocks one at a time: each must be the block a schedule planned
+    /// with that many blocks from the start would have.
+    #[test]
+    fn blocks_added_one_at_a_time_equal_a_planned_schedule() {
+        let planned = schedule(5, 9, Order::Random, 42);
+        let mut grown = schedule(5, 2, Order::Random, 42);
+        for block in 2..9 {
+            let first = grown.len();
+            grown.extend(one_block(5, block, Order::Random, 42, first));
+        }
+        assert_eq!(grown, planned);
     }
 }

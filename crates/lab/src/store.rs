@@ -224,6 +224,13 @@ impl Store {
             ),
             ("record_env", serde_json::to_string(&experiment.record_env)?),
             ("smoke", smoke.to_string()),
+            (
+                "precision",
+                match &experiment.precision {
+                    Some(t) => serde_json::to_string(t)?,
+                    None => String::new(),
+                },
+            ),
         ];
         for (k, v) in meta {
             tx.execute(
@@ -402,6 +409,75 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The precision target of an adaptive run (`precision = "1%"`), if it is one.
+    pub fn precision_target(&self) -> Result<Option<crate::precision::PrecisionTarget>> {
+        match self.meta("precision")? {
+            Some(text) if !text.is_empty() => Ok(Some(
+                serde_json::from_str(&text).context("the stored precision target")?,
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// How an adaptive run ended, once it has.
+    pub fn precision_end(&self) -> Result<Option<crate::precision::PrecisionEnd>> {
+        match self.meta("precision_end")? {
+            Some(text) => Ok(Some(serde_json::from_str(&text).context("the stored precision_end")?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn record_precision_end(&self, end: &crate::precision::PrecisionEnd) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('precision_end', ?1)",
+            params![serde_json::to_string(end)?],
+        )?;
+        Ok(())
+    }
+
+    /// The valid trials' values of `metric`, for the precision rule.
+    pub fn observations(
+        &self,
+        metric: crate::precision::PrecisionMetric,
+    ) -> Result<Vec<crate::precision::Observation>> {
+        let sql = format!(
+            "SELECT config_id, block, {} FROM trials WHERE status = 'valid' AND {} IS NOT NULL",
+            metric.column(),
+            metric.column()
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(crate::precision::Observation {
+                config_id: r.get::<_, i64>(0)? as usize,
+                block: r.get(1)?,
+                value: r.get::<_, f64>(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The measuring time spent so far: the stored trials' own wall time, summed.
+    pub fn trials_wall_time(&self) -> Result<std::time::Duration> {
+        let s: Option<f64> =
+            self.conn
+                .query_row("SELECT sum(wall_s) FROM trials", [], |r| r.get(0))?;
+        Ok(std::time::Duration::from_secs_f64(s.unwrap_or(0.0).max(0.0)))
+    }
+
+    /// Adds one block to the schedule (an adaptive run that is not precise enough yet), in
+    /// one transaction; the trials are those `schedule::schedule` gives for that block.
+    pub fn append_block(&mut self, trials: &[ScheduledTrial]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for t in trials {
+            tx.execute(
+                "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
+                params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Trials already stored (whatever their status).

@@ -298,6 +298,13 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     } else {
         http_metrics()
     };
+    // An adaptive run (it stopped when precise enough) is reported at the confidence its
+    // stopping rule used, which keeps the coverage at least 95% (lab::precision).
+    let confidence = if sources.iter().any(|s| s.adaptive) {
+        lab::precision::SEQUENTIAL_CONFIDENCE
+    } else {
+        CONFIDENCE
+    };
     let mut comparisons = Vec::new();
     let base_valid: Vec<&TrialData> = members[&baseline]
         .iter()
@@ -311,7 +318,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .filter(|t| t.status == "valid")
             .collect();
         for m in &metrics {
-            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m) {
+            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence) {
                 comparisons.push(c);
             }
         }
@@ -347,7 +354,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 .copied()
                 .filter(|t| t.status == "valid")
                 .collect();
-            overhead(a, &va, b, &vb)
+            overhead(a, &va, b, &vb, confidence)
         }
         None => None,
     };
@@ -446,9 +453,19 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         })
         .collect();
 
+    for s in sources {
+        if let Some(end) = &s.precision_end {
+            warnings.push(Warning {
+                kind: "adaptive-run".into(),
+                cohort: None,
+                message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which keeps their coverage at least 95%", s.dir.display(), end.describe()),
+            });
+        }
+    }
     Ok(Report {
         schema: REPORT_SCHEMA.into(),
         command: options.command.clone(),
+        confidence,
         sources: sources
             .iter()
             .map(|s| Source {
@@ -923,6 +940,7 @@ fn compare(
     baseline: &str,
     base: &[&TrialData],
     m: &Metric,
+    confidence: f64,
 ) -> Option<Comparison> {
     let value = |t: &TrialData| m.of(t);
     let pairs = pairs(valid, base, value);
@@ -935,7 +953,7 @@ fn compare(
     // Paired when most blocks pair up (the blocked design); unpaired otherwise.
     let paired = pa.len() >= 2 && pa.len() * 2 >= pairs.blocks_a.max(pairs.blocks_b);
     let (ci, test, test_name, n, n_base) = if paired {
-        let ci = stats::ci::paired_ratio(pa, pb, CONFIDENCE)?;
+        let ci = stats::ci::paired_ratio(pa, pb, confidence)?;
         let diffs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
         (
             ci,
@@ -945,7 +963,7 @@ fn compare(
             pb.len(),
         )
     } else {
-        let ci = stats::ci::unpaired_ratio(&a, &b, CONFIDENCE, RESAMPLES, BOOTSTRAP_SEED)?;
+        let ci = stats::ci::unpaired_ratio(&a, &b, confidence, RESAMPLES, BOOTSTRAP_SEED)?;
         (
             ci,
             stats::ranktest::mann_whitney_u(&a, &b),
@@ -989,7 +1007,7 @@ fn compare(
             log_half_width,
             n.min(n_base),
             0.01,
-            CONFIDENCE,
+            confidence,
         ),
     })
 }
@@ -1252,14 +1270,20 @@ fn pooled_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
     }
 }
 
-fn overhead(a: &str, va: &[&TrialData], b: &str, vb: &[&TrialData]) -> Option<Overhead> {
+fn overhead(
+    a: &str,
+    va: &[&TrialData],
+    b: &str,
+    vb: &[&TrialData],
+    confidence: f64,
+) -> Option<Overhead> {
     let f: fn(&TrialData) -> Option<f64> = |t| t.requests_per_s;
     let pairs = pairs(va, vb, f);
     let (method, n, (est, lo, hi)) = if pairs.a.len() >= 2 {
         (
             "paired",
             pairs.a.len(),
-            stats::ci::paired_reciprocal_difference(&pairs.a, &pairs.b, CONFIDENCE)?,
+            stats::ci::paired_reciprocal_difference(&pairs.a, &pairs.b, confidence)?,
         )
     } else {
         let xa = values(va, f);
@@ -1270,7 +1294,7 @@ fn overhead(a: &str, va: &[&TrialData], b: &str, vb: &[&TrialData]) -> Option<Ov
             stats::ci::unpaired_reciprocal_difference(
                 &xa,
                 &xb,
-                CONFIDENCE,
+                confidence,
                 RESAMPLES,
                 BOOTSTRAP_SEED,
             )?,
@@ -1389,6 +1413,8 @@ mod tests {
             commands: vec![],
             smoke: false,
             doctor: vec![],
+            adaptive: false,
+            precision_end: None,
             scheduled: trials.len(),
             unfinished: vec![],
             trials,

@@ -1869,6 +1869,7 @@ pub(crate) mod tests {
         Report {
             schema: REPORT_SCHEMA.to_string(),
             command: "rubyrace report results/ --label '<b>x</b>'".to_string(),
+            confidence: 0.95,
             sources: vec![Source {
                 dir: "results/<dir>".to_string(),
                 experiment: "exp & co".to_string(),

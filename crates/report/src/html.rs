@@ -248,7 +248,7 @@ fn how_to_read(h: &mut String, report: &Report) {
         h,
         "<p class=\"howto\"><b>How to read this.</b> A cohort is the set of trials that share \
          the values of {}. Each number is the median across valid trials, with the 10th–90th \
-         percentile of the trials underneath. “vs baseline” is cohort ÷ {} with its 95% \
+         percentile of the trials underneath. “vs baseline” is cohort ÷ {} with its {} \
          confidence interval and the rank test’s p-value; <b>~</b> means the difference is not \
          statistically significant, which is an answer too: the two cannot be told apart with \
          this many trials. Invalid and failed trials are counted and drawn, never used in a \
@@ -262,7 +262,8 @@ fn how_to_read(h: &mut String, report: &Report) {
             "the baseline".to_string()
         } else {
             format!("the baseline, <b>{}</b>,", escape(&report.baseline))
-        }
+        },
+        report.confidence_label()
     );
 }
 
@@ -373,10 +374,10 @@ fn summary_table(h: &mut String, report: &Report) {
     h.push_str("<h2 id=\"summary\">Summary</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th>\
                 <th class=\"num\">Trials<span class=\"sub\">valid / invalid / failed</span></th>");
     if has_rate {
-        h.push_str("<th class=\"num\">Median req/s<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">throughput, 95% CI</span></th>");
+        let _ = write!(h, "<th class=\"num\">Median req/s<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">throughput, {} CI</span></th>", report.confidence_label());
     }
     if has_wall {
-        h.push_str("<th class=\"num\">Median wall<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">wall time, 95% CI</span></th>");
+        let _ = write!(h, "<th class=\"num\">Median wall<span class=\"sub\">p10–p90</span></th><th>vs baseline<span class=\"sub\">wall time, {} CI</span></th>", report.confidence_label());
     }
     if has_latency {
         h.push_str("<th class=\"num\">Latency p50<span class=\"sub\">p99</span></th>");
@@ -562,15 +563,16 @@ fn comparisons_table(h: &mut String, report: &Report) {
     if report.comparisons.is_empty() {
         return;
     }
-    h.push_str(
+    h.push_str(&format!(
         "<h2 id=\"comparisons\">Comparisons with the baseline</h2>\n<p>Every metric of every cohort \
          against the baseline. The ratio is cohort ÷ baseline; “paired” compares the cohorts \
          block by block (the randomized design), “unpaired” resamples the trials. Precision is \
          the confidence interval’s half-width, and how many blocks (or trials) would narrow it \
          to ±1%.</p>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Metric</th>\
-         <th class=\"num\">Ratio</th><th class=\"num\">95% CI</th><th class=\"num\">p</th>\
+         <th class=\"num\">Ratio</th><th class=\"num\">{} CI</th><th class=\"num\">p</th>\
          <th>Verdict</th><th>Method</th><th class=\"num\">Precision</th></tr></thead>\n",
-    );
+        report.confidence_label()
+    ));
     // One row group per cohort, in the order the comparisons come.
     let mut cohorts: Vec<&str> = Vec::new();
     for c in &report.comparisons {
@@ -646,12 +648,13 @@ fn overhead(h: &mut String, report: &Report) {
     let _ = writeln!(
         h,
         "<h2 id=\"overhead\">Overhead per request</h2>\n<p class=\"overhead\"><b>{}</b> spends \
-         <b>{} µs {}</b> per request than <b>{}</b> (95% CI {} to {} µs; {}, n = {}). This is \
+         <b>{} µs {}</b> per request than <b>{}</b> ({} CI {} to {} µs; {}, n = {}). This is \
          1/rate − 1/rate of the two cohorts: the time each request costs on top of the other.</p>",
         escape(&o.cohort),
         fmt_sig(o.us_per_request.abs()),
         if more { "more" } else { "less" },
         escape(&o.baseline),
+        report.confidence_label(),
         fmt_sig(o.ci_low),
         fmt_sig(o.ci_high),
         escape(&o.method),
@@ -1028,6 +1031,7 @@ mod tests {
         let r = Report {
             schema: REPORT_SCHEMA.to_string(),
             command: String::new(),
+            confidence: 0.95,
             sources: vec![],
             workload: "http".to_string(),
             group_by: vec![],

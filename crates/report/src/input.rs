@@ -66,6 +66,9 @@ pub struct SourceData {
     /// What `rubyrace doctor` found when each session of the run started.
     pub doctor: Vec<lab::doctor::Report>,
     pub trials: Vec<TrialData>,
+    /// An adaptive run (`precision = ...`), and how it ended once it has.
+    pub adaptive: bool,
+    pub precision_end: Option<lab::precision::PrecisionEnd>,
     /// Trials the run planned; fewer stored means the run is incomplete.
     pub scheduled: usize,
     /// Per configuration with fewer stored trials than planned: (label, stored, planned).
@@ -242,6 +245,8 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         }
     }
     Ok(SourceData {
+        adaptive: store.precision_target()?.is_some(),
+        precision_end: store.precision_end()?,
         scheduled: schedule.len(),
         unfinished,
         dir: store.dir().to_path_buf(),

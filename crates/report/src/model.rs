@@ -178,6 +178,18 @@ pub struct Comparison {
     pub needed_for_1pct: Option<usize>,
 }
 
+fn default_confidence() -> f64 {
+    0.95
+}
+
+impl Report {
+    /// "95%" or "97.5%".
+    pub fn confidence_label(&self) -> String {
+        let pct = format!("{:.1}", 100.0 * self.confidence);
+        format!("{}%", pct.trim_end_matches(".0"))
+    }
+}
+
 fn one() -> usize {
     1
 }
@@ -246,6 +258,9 @@ pub struct Report {
     pub schema: String,
     /// The `rubyrace report` command line.
     pub command: String,
+    /// The confidence level of every interval: 0.95, or 0.975 for adaptive runs.
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
     pub sources: Vec<Source>,
     /// "http", "script" or "mixed".
     pub workload: String,

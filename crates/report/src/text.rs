@@ -344,10 +344,11 @@ fn title(report: &Report) -> String {
         ""
     };
     format!(
-        "rubyrace report: {} · baseline {} · grouped by {} · 95% confidence intervals{incomplete}",
+        "rubyrace report: {} · baseline {} · grouped by {} · {} confidence intervals{incomplete}",
         experiments.join(", "),
         report.baseline,
-        report.group_by.join(", ")
+        report.group_by.join(", "),
+        report.confidence_label()
     )
 }
 
@@ -447,7 +448,8 @@ fn legend(report: &Report) -> Option<String> {
         "req/s: the median of the trials, with their p10–p90"
     };
     Some(format!(
-        "{first}; vs baseline: {ratio}, with its 95% interval (not the ratio of the medians)"
+        "{first}; vs baseline: {ratio}, with its {} interval (not the ratio of the medians)",
+        report.confidence_label()
     ))
 }
 
