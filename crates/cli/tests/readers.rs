@@ -122,6 +122,15 @@ fn warnings(run: &Run) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The messages of the warnings of `kind` in a JSON report.
+fn warnings_of(run: &Run, kind: &str) -> Vec<String> {
+    warnings(run)
+        .into_iter()
+        .filter(|(k, _)| k == kind)
+        .map(|(_, m)| m)
+        .collect()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -369,10 +378,7 @@ fn missing_or_damaged_trial_files_are_named_with_the_figures_they_affect() {
     std::fs::remove_file(dir.join("trials/00000/latency.hlog")).unwrap();
     std::fs::write(dir.join("trials/00001/latency.hlog"), b"#[garbled\nnot a histogram\n").unwrap();
     let run = report(&dir);
-    let damaged: Vec<(String, String)> = warnings(&run)
-        .into_iter()
-        .filter(|(k, _)| k == "latency-files")
-        .collect();
+    let damaged = warnings_of(&run, "latency-files");
     assert_eq!(damaged.len(), 2, "{damaged:?}");
     let all = format!("{damaged:?}");
     assert!(all.contains("trials/00000/latency.hlog is missing"), "{all}");
@@ -384,10 +390,7 @@ fn missing_or_damaged_trial_files_are_named_with_the_figures_they_affect() {
 
     std::fs::remove_dir_all(dir.join("trials")).unwrap();
     let run = report(&dir);
-    let damaged: Vec<(String, String)> = warnings(&run)
-        .into_iter()
-        .filter(|(k, _)| k == "latency-files")
-        .collect();
+    let damaged = warnings_of(&run, "latency-files");
     assert_eq!(damaged.len(), 2, "{damaged:?}");
     assert!(format!("{damaged:?}").contains("use 0 of 3 trials"), "{damaged:?}");
 }
@@ -404,11 +407,7 @@ fn a_report_of_an_incomplete_run_says_so_with_the_resume_command() {
     }
     let run = rubyrace(&["report", s(&dir), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    let incomplete: Vec<String> = warnings(&run)
-        .into_iter()
-        .filter(|(k, _)| k == "incomplete-run")
-        .map(|(_, m)| m)
-        .collect();
+    let incomplete = warnings_of(&run, "incomplete-run");
     assert_eq!(incomplete.len(), 1, "{run:?}");
     let m = &incomplete[0];
     assert!(m.contains("is incomplete: 1 of 6 planned trials are stored"), "{m}");
@@ -459,11 +458,7 @@ duration = "700ms"
         .1;
     let run = rubyrace(&["compare", s(dir), s(other), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    let differ: Vec<String> = warnings(&run)
-        .into_iter()
-        .filter(|(k, _)| k == "sides-differ")
-        .map(|(_, m)| m)
-        .collect();
+    let differ = warnings_of(&run, "sides-differ");
     assert_eq!(differ.len(), 1, "{run:?}");
     assert!(differ[0].contains("settings.app (rack-hello vs sinatra-hello)"), "{}", differ[0]);
     assert!(differ[0].contains("settings.load.connections (1 | 2 vs 2)"), "{}", differ[0]);

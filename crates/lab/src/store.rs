@@ -162,6 +162,16 @@ fn created_completely(db: &Path) -> Result<bool> {
     Ok(n == 1)
 }
 
+fn insert_schedule(tx: &rusqlite::Transaction, trials: &[ScheduledTrial]) -> Result<()> {
+    for t in trials {
+        tx.execute(
+            "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
+            params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
+        )?;
+    }
+    Ok(())
+}
+
 fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
@@ -249,12 +259,7 @@ impl Store {
                 ],
             )?;
         }
-        for t in schedule {
-            tx.execute(
-                "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
-                params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
-            )?;
-        }
+        insert_schedule(&tx, schedule)?;
         tx.commit()?;
         Ok(Store {
             conn,
@@ -470,12 +475,7 @@ impl Store {
     /// one transaction; the trials are those `schedule::schedule` gives for that block.
     pub fn append_block(&mut self, trials: &[ScheduledTrial]) -> Result<()> {
         let tx = self.conn.transaction()?;
-        for t in trials {
-            tx.execute(
-                "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
-                params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
-            )?;
-        }
+        insert_schedule(&tx, trials)?;
         tx.commit()?;
         Ok(())
     }
