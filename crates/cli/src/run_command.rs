@@ -378,7 +378,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         };
         println!(
             "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} (97.5% intervals), at most {} blocks (about {}){budget}.",
-            t.first_stop(),
+            t.first_stop(experiment.configs.len()),
             experiment.configs.first().map_or("the baseline", |c| c.label.as_str()),
             100.0 * t.target,
             t.metric.name(),

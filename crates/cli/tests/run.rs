@@ -425,7 +425,8 @@ threads = [1, 2]
 }
 
 /// An adaptive run (issue 14): `precision` adds blocks until every comparison is within
-/// the target (never before 6 blocks, the fewest the rank test can use), or the budget
+/// the target (never before 6 blocks for one comparison, the fewest the rank test can
+/// use), or the budget
 /// ends; how it ended is stored, printed, and reported with 97.5% intervals.
 #[test]
 fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {

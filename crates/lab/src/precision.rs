@@ -91,15 +91,15 @@ pub struct PrecisionTarget {
     pub max_duration: Option<Duration>,
 }
 
-/// The fewest blocks with which the signed-rank test can reach p < 0.05 at all (2/2⁶): an
-/// adaptive run never stops before it, or its precise answer could not be tested.
-pub const MIN_TESTABLE_BLOCKS: u32 = 6;
-
 impl PrecisionTarget {
-    /// The blocks run before the rule may stop: `batches`, and at least
-    /// `MIN_TESTABLE_BLOCKS` (never more than `max_batches`).
-    pub fn first_stop(&self) -> u32 {
-        self.min_batches.max(MIN_TESTABLE_BLOCKS).min(self.max_batches)
+    /// The blocks run before the rule may stop: `batches`, and at least the fewest with
+    /// which the signed-rank test can reach p < 0.05 after Holm's adjustment over the
+    /// `configs − 1` comparisons (6 for one, 7 for two or three), never more than
+    /// `max_batches`: a precise answer that cannot be tested would read "too few blocks".
+    pub fn first_stop(&self, configs: usize) -> u32 {
+        let comparisons = configs.saturating_sub(1).max(1);
+        let testable = stats::min_blocks_for_signed_rank(0.05 / comparisons as f64).unwrap_or(6) as u32;
+        self.min_batches.max(testable).min(self.max_batches)
     }
 }
 
@@ -226,7 +226,7 @@ pub fn evaluate(
             w(a).total_cmp(&w(b))
         })
         .cloned();
-    let reached = blocks_done >= target.first_stop()
+    let reached = blocks_done >= target.first_stop(configs)
         && !comparisons.is_empty()
         && comparisons
             .iter()
@@ -235,7 +235,7 @@ pub fn evaluate(
         .as_ref()
         .and_then(|w| w.blocks_needed)
         .map(|n| n.saturating_sub(widest.as_ref().map_or(0, |w| w.blocks)))
-        .map(|n| n.max(target.first_stop().saturating_sub(blocks_done) as usize));
+        .map(|n| n.max(target.first_stop(configs).saturating_sub(blocks_done) as usize));
     PrecisionStatus {
         blocks_done,
         comparisons,
@@ -306,8 +306,9 @@ mod tests {
         assert!(!evaluate(&t, 2, 6, &only_exact).reached, "below the minimum");
         assert!(evaluate(&t, 2, 7, &only_exact).reached);
         // Never before the rank test can reach p < 0.05, whatever `batches` says.
-        assert_eq!(target(3, 50).first_stop(), 6);
-        assert_eq!(target(3, 4).first_stop(), 4);
+        assert_eq!(target(3, 50).first_stop(2), 6);
+        assert_eq!(target(3, 50).first_stop(4), 7);
+        assert_eq!(target(3, 4).first_stop(2), 4);
         // A configuration without a valid trial can never be precise.
         assert!(!evaluate(&t, 3, 4, &only_exact).reached);
     }

@@ -1034,6 +1034,12 @@ fn holm_adjust(family: &mut [&mut Comparison]) {
 
 /// The decision and its words, once the family's p-values are adjusted.
 fn decide(c: &mut Comparison, m: &Metric) {
+    // Holm's first step multiplies the smallest p by the family size, and no adjusted p is
+    // below it: with m cohorts a comparison is testable only if m × its smallest possible p
+    // can reach α (6 blocks and 3 cohorts cannot: 3 × 2/64 = 0.094).
+    c.testable = c
+        .min_p_value
+        .is_some_and(|q| q * c.family_size as f64 <= ALPHA);
     let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
     c.significant = c.testable && excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA);
     let interval = format!("{:.2}× [{:.2}–{:.2}]", c.ratio, c.ci_low, c.ci_high);
@@ -1051,6 +1057,13 @@ fn decide(c: &mut Comparison, m: &Metric) {
             format!("{} and {} trials allow", c.n, c.n_baseline)
         };
         match c.min_p_value {
+            Some(q) if c.family_size > 1 && q <= ALPHA => format!(
+                "too few {} to test {} cohorts: the smallest p-value {sample} is {}, {} after Holm's adjustment ({interval})",
+                if c.method == "paired" { "blocks" } else { "trials" },
+                c.family_size,
+                format_min_p(q),
+                format_min_p((q * c.family_size as f64).min(1.0))
+            ),
             Some(q) => format!(
                 "too few {} to test: the smallest p-value {sample} is {} ({interval})",
                 if c.method == "paired" { "blocks" } else { "trials" },
@@ -1108,24 +1121,28 @@ pub fn format_p(p: f64) -> String {
 /// smallest p-value their blocks (or trials) allow is above α. The same rule decides the
 /// verdict, so "too few" never sits next to a significant result.
 fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
-    let min_blocks = stats::advice::min_blocks_for_signed_rank(ALPHA).unwrap_or(6);
-    let min_trials = stats::advice::min_trials_for_rank_sum(ALPHA).unwrap_or(4);
     let mut seen = BTreeSet::new();
     for c in comparisons.iter().filter(|c| !c.testable) {
         let Some(q) = c.min_p_value else { continue };
+        // The fewest blocks (trials) whose smallest p, times the family size, reaches α.
+        let alpha = ALPHA / c.family_size.max(1) as f64;
         let (what, need) = if c.method == "paired" {
-            (format!("{} blocks", c.n), format!("{min_blocks} blocks"))
+            let n = stats::advice::min_blocks_for_signed_rank(alpha).unwrap_or(6);
+            (format!("{} blocks", c.n), format!("{n} blocks"))
         } else {
-            (
-                format!("{} and {} trials", c.n, c.n_baseline),
-                format!("{min_trials} trials per cohort"),
-            )
+            let n = stats::advice::min_trials_for_rank_sum(alpha).unwrap_or(4);
+            (format!("{} and {} trials", c.n, c.n_baseline), format!("{n} trials per cohort"))
+        };
+        let family = if c.family_size > 1 {
+            format!(" ({} after Holm's adjustment over {} cohorts)", format_min_p((q * c.family_size as f64).min(1.0)), c.family_size)
+        } else {
+            String::new()
         };
         if seen.insert(c.cohort.clone()) {
             warnings.push(Warning {
                 kind: "too-few-trials".into(),
                 cohort: Some(c.cohort.clone()),
-                message: format!("{what} against {}: the smallest p-value they allow is {}, so no difference can be called significant; the rank test needs at least {need}", c.baseline, format_min_p(q)),
+                message: format!("{what} against {}: the smallest p-value they allow is {}{family}, so no difference can be called significant; the rank test needs at least {need}", c.baseline, format_min_p(q)),
             });
         }
     }
@@ -1895,5 +1912,28 @@ mod tests {
         }
         assert!(flagged >= 90, "a 40% slow trial flagged in {flagged} of 100 runs");
         assert!(noisy >= 90, "10% noise within blocks called high in {noisy} of 100 runs");
+    }
+
+    /// With several cohorts the smallest possible p is multiplied by Holm's first step: 6
+    /// blocks and 3 cohorts cannot reach p < 0.05 (3 × 2/64 = 0.094), and say so, where a
+    /// plain 1.5× effect used to read "~ no significant difference after Holm's adjustment";
+    /// 7 blocks can (3 × 2/128 = 0.047).
+    #[test]
+    fn too_few_blocks_count_the_cohorts_they_are_adjusted_over() {
+        let mut rng = stats::SeededRng::new(8);
+        let effect = |k: usize| if k == 0 { 1.0 } else { 1.5 };
+        let r = analyze(&[source(blocks_of(&mut rng, 6, 4, 0.02, effect))], &Options::default()).unwrap();
+        let c = throughput(&r);
+        assert!(!c.testable && !c.significant, "{c:?}");
+        assert!(
+            c.verdict.starts_with("too few blocks to test 3 cohorts: the smallest p-value 6 blocks allow is 0.0312, 0.0938 after Holm's adjustment (1.5"),
+            "{}",
+            c.verdict
+        );
+        let w: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "too-few-trials").collect();
+        assert_eq!(w.len(), 3);
+        assert!(w[0].message.ends_with("the rank test needs at least 7 blocks"), "{}", w[0].message);
+        let r = analyze(&[source(blocks_of(&mut rng, 7, 4, 0.02, effect))], &Options::default()).unwrap();
+        assert!(r.comparisons.iter().filter(|c| c.metric == "throughput").all(|c| c.significant), "{:?}", r.comparisons);
     }
 }
