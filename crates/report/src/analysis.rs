@@ -1083,10 +1083,10 @@ fn decide(c: &mut Comparison, m: &Metric) {
         )
     } else if excludes_one && c.p_value.is_some_and(|p| p < ALPHA) && c.family_size > 1 {
         format!(
-            "~ no significant difference after Holm's adjustment over {} cohorts ({interval}, {} unadjusted, {} adjusted)",
+            "~ not significant after Holm over {} cohorts ({interval}, {}, adjusted {})",
             c.family_size,
             p_text(c.p_value.unwrap_or(1.0)),
-            p_text(c.p_adjusted.unwrap_or(1.0))
+            format_p(c.p_adjusted.unwrap_or(1.0))
         )
     } else {
         format!("~ no significant difference ({interval}, {p_words})")
