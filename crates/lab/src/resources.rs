@@ -836,6 +836,38 @@ mod tests {
     }
 
     #[test]
+    fn noise_counts_a_busy_process_outside_the_tree_as_other_and_the_tree_as_server() {
+        // The tree burns a CPU; a process outside it burns another.
+        let tree = Group::ruby("$stdout.sync = true; puts 'go'; loop { }");
+        let outside = Group::ruby("$stdout.sync = true; puts 'go'; loop { }");
+        assert_eq!(tree.line(), "go");
+        assert_eq!(outside.line(), "go");
+        let sampler = Sampler::start(
+            tree.pid(),
+            tree.pid(),
+            Instant::now(),
+            Duration::from_millis(200),
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        let (sum, noise) = sampler.finish_with_noise();
+        let sum = sum.unwrap();
+        let noise = noise.expect("a noise record");
+        eprintln!("{noise:?}");
+        let tree_percent = 100.0 * sum.cpu_total_us() as f64 / sum.elapsed_us as f64;
+        // The tree's CPU is the server's, over (nearly) the same window.
+        assert!(
+            (noise.server_percent - tree_percent).abs() < 0.05 * tree_percent + 1.0,
+            "{noise:?} vs {tree_percent}"
+        );
+        // Each loop gets at least a quarter of a CPU even on a busy 2-CPU machine; the one
+        // outside the tree is other processes' CPU, not the server's.
+        assert!(noise.server_percent > 25.0, "{noise:?}");
+        assert!(noise.other_percent > 25.0, "{noise:?}");
+        assert!(noise.is_noisy());
+        assert!((1.0..=2.5).contains(&noise.elapsed_s), "{noise:?}");
+    }
+
+    #[test]
     fn ticks_convert_to_microseconds() {
         assert_eq!(ticks_to_us(250, 100), 2_500_000);
         assert_eq!(ticks_to_us(1, 100), 10_000);
