@@ -35,6 +35,16 @@ impl BusyLoop {
             .expect("starting a busy loop");
         BusyLoop(child)
     }
+
+    /// The loop's CPU so far (utime + stime from /proc/PID/stat), in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap();
+        // The fields after the command name, which is in parentheses.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after.split(' ').collect();
+        // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
 }
 
 impl Drop for BusyLoop {
@@ -48,7 +58,11 @@ impl Drop for BusyLoop {
 fn valid_trials(lab: &Lab) -> Vec<TrialRow> {
     let rows = trials(&lab.db());
     for row in &rows {
-        assert_eq!(row.status, "valid", "trial {}: {:?}", row.trial_id, row.reason);
+        assert_eq!(
+            row.status, "valid",
+            "trial {}: {:?}",
+            row.trial_id, row.reason
+        );
     }
     rows
 }
@@ -60,7 +74,12 @@ fn num(v: &Value, key: &str) -> f64 {
 }
 
 fn report_json(lab: &Lab) -> Value {
-    let out = rubyrace(&["report", lab.results().to_str().unwrap(), "--format", "json"]);
+    let out = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.code(), Some(0), "{out:?}");
     serde_json::from_str(&out.stdout).unwrap()
 }
@@ -154,16 +173,29 @@ duration = "2s"
 "#,
     );
     let busy = BusyLoop::start();
+    let (ticks0, t0) = (busy.cpu_ticks(), std::time::Instant::now());
     let run = lab.run(&[], Duration::from_secs(120));
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let loop_percent =
+        100.0 * (busy.cpu_ticks() - ticks0) as f64 / ticks_per_s / t0.elapsed().as_secs_f64();
     drop(busy);
     assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        loop_percent > 25.0,
+        "the busy loop got {loop_percent:.0}% of a CPU"
+    );
     let rows = valid_trials(&lab);
     assert_eq!(rows.len(), 2);
     for row in &rows {
         let n = &row.result["noise"];
         // The loop alone wants a whole CPU; it gets at least a quarter of one on a busy
         // 2-core machine, far above the 10% threshold.
-        assert!(num(n, "other_percent") > 25.0, "trial {}: {n}", row.trial_id);
+        assert!(
+            num(n, "other_percent") > 25.0,
+            "trial {}: {n}",
+            row.trial_id
+        );
     }
     let report = report_json(&lab);
     let warning = report["warnings"]
@@ -174,7 +206,10 @@ duration = "2s"
         .unwrap_or_else(|| panic!("no noisy-trials warning: {}", report["warnings"]));
     let message = warning["message"].as_str().unwrap();
     for row in &rows {
-        assert!(message.contains(&format!("0:{} (", row.trial_id)), "{message}");
+        assert!(
+            message.contains(&format!("0:{} (", row.trial_id)),
+            "{message}"
+        );
     }
     let noise = &report["cohorts"][0]["noise"];
     assert_eq!(noise["noisy"].as_array().unwrap().len(), 2, "{noise}");
