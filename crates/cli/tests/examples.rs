@@ -111,6 +111,7 @@ examples! {
     gc_compaction => "gc-compaction",
     jit => "jit",
     keepalive => "keepalive",
+    known_effect => "known-effect",
     puma_concurrency => "puma-concurrency",
     rails_overhead => "rails-overhead",
     threads_mtime => "threads-mtime",

@@ -143,7 +143,7 @@ fn json_follows_the_schema_and_pairs_by_block() {
 #[test]
 fn markdown_csv_and_benchstat_are_well_formed() {
     let md = report(&["--format", "markdown"]).stdout;
-    // Two tables: the summary, then what the probe saw in the server.
+    // Three tables: the summary, what the probe saw in the server, the machine's noise.
     let tables: Vec<Vec<&str>> = md
         .split("\n\n")
         .map(|block| {
@@ -154,7 +154,19 @@ fn markdown_csv_and_benchstat_are_well_formed() {
         })
         .filter(|t| !t.is_empty())
         .collect();
-    assert_eq!(tables.len(), 2, "{md}");
+    assert_eq!(tables.len(), 3, "{md}");
+    let noise = &tables[2];
+    assert_eq!(noise.len(), 4, "{md}");
+    assert!(
+        noise[0].starts_with("| cohort | other CPU | steal | max other CPU |"),
+        "{md}"
+    );
+    assert!(
+        noise
+            .iter()
+            .all(|l| l.matches('|').count() == noise[0].matches('|').count()),
+        "{md}"
+    );
     let runtime = &tables[1];
     assert_eq!(runtime.len(), 4, "{md}");
     assert!(

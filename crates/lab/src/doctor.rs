@@ -741,27 +741,14 @@ fn snapshot() -> Result<Snapshot, String> {
     Ok(all)
 }
 
-/// The first `cpu` line of /proc/stat: (busy ticks, all ticks, steal ticks).
+/// The first `cpu` line of /proc/stat: (busy ticks, all ticks, steal ticks). The parser is
+/// the trial's noise record's (`crate::noise::CpuTicks`).
 pub fn parse_proc_stat_cpu(text: &str) -> Option<(u64, u64, u64)> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().ok())
-        .collect::<Option<Vec<u64>>>()?;
-    if fields.len() < 4 {
-        return None;
-    }
-    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
-    // counted in user and nice.
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields[3] + fields.get(4).copied().unwrap_or(0);
-    let steal = fields.get(7).copied().unwrap_or(0);
-    Some((total - idle, total, steal))
+    crate::noise::CpuTicks::parse(text).map(|t| (t.busy(), t.total(), t.steal))
 }
 
 fn proc_stat_cpu() -> Option<(u64, u64, u64)> {
-    parse_proc_stat_cpu(&std::fs::read_to_string("/proc/stat").ok()?)
+    crate::noise::CpuTicks::read().map(|t| (t.busy(), t.total(), t.steal))
 }
 
 /// The processes that used CPU between two snapshots, busiest first, leaving out `me` and

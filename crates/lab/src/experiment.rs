@@ -25,7 +25,13 @@ use crate::rubies::{DiscoveredRuby, RubyCapabilities};
 use crate::servers::ServerKind;
 
 /// Apps shipped in `ruby/apps/`.
-pub const BUNDLED_APPS: [&str; 4] = ["rack-hello", "rails-hello", "sinatra-hello", "rails-mixed"];
+pub const BUNDLED_APPS: [&str; 5] = [
+    "rack-hello",
+    "rails-hello",
+    "sinatra-hello",
+    "rails-mixed",
+    "known-effect",
+];
 
 /// Keys at the top level of the file.
 const ROOT_KEYS: [&str; 15] = [

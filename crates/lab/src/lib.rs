@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod environment;
 pub mod experiment;
 pub mod knobs;
+pub mod noise;
 pub mod precision;
 pub mod probe;
 pub mod process;

@@ -15,6 +15,8 @@
 //! Sources per process: `stat` (tree links, CPU ticks, thread count), `smaps_rollup`
 //! (Rss/Pss/USS), `status` (VmHWM) and `task/TID/status` (context switches, which the kernel only
 //! reports per thread). Processes vanishing mid-read (workers exiting) are skipped, not errors.
+//! With each sample the sampler also reads the machine's CPU counters, so the trial's noise
+//! record (`crate::noise`) covers exactly the window of the tree's CPU figures.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -24,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use procfs::process::{Process, Stat};
 use procfs::ProcError;
+
+use crate::noise::{MachineCounters, NoiseRecord};
 
 /// Resource figures of a whole process tree at one instant. Every field is a sum over the
 /// processes of the tree.
@@ -294,14 +298,24 @@ impl ResourceSummary {
 struct Acc {
     first: Option<(Instant, TreeSample)>,
     last: Option<(Instant, TreeSample)>,
+    /// The machine's counters read with the first and the last good sample, for the noise
+    /// record of the same window.
+    first_machine: Option<MachineCounters>,
+    last_machine: Option<MachineCounters>,
     summary: ResourceSummary,
     last_error: Option<String>,
 }
 
 impl Acc {
     fn take(&mut self, root: i32, pgid: i32) {
+        // Read just before the tree, so both describe (nearly) the same instant.
+        let machine = MachineCounters::read();
         match sample_tree(root, pgid) {
             Ok(s) => {
+                if self.first.is_none() {
+                    self.first_machine = machine;
+                }
+                self.last_machine = machine;
                 let now = Instant::now();
                 let sum = &mut self.summary;
                 sum.samples += 1;
@@ -317,6 +331,22 @@ impl Acc {
             }
             Err(e) => self.last_error = Some(e.to_string()),
         }
+    }
+
+    /// The summary, and the noise over the window of its first and last samples.
+    fn finish_with_noise(
+        self,
+        root: i32,
+    ) -> (Result<ResourceSummary, String>, Option<NoiseRecord>) {
+        let machines = (self.first_machine, self.last_machine);
+        let summary = self.finish(root);
+        let noise = match (machines, &summary) {
+            ((Some(start), Some(end)), Ok(sum)) => {
+                NoiseRecord::between(&start, &end, sum.cpu_total_us())
+            }
+            _ => None,
+        };
+        (summary, noise)
     }
 
     fn finish(self, root: i32) -> Result<ResourceSummary, String> {
@@ -346,7 +376,7 @@ impl Acc {
 pub struct Sampler {
     /// Dropping it wakes the thread up and tells it to stop.
     stop: mpsc::Sender<()>,
-    thread: JoinHandle<Result<ResourceSummary, String>>,
+    thread: JoinHandle<(Result<ResourceSummary, String>, Option<NoiseRecord>)>,
 }
 
 impl Sampler {
@@ -385,7 +415,7 @@ impl Sampler {
                     // sample now and an end sample right after.
                     acc.take(root, pgid);
                     acc.take(root, pgid);
-                    return acc.finish(root);
+                    return acc.finish_with_noise(root);
                 }
                 acc.take(root, pgid);
                 // Samples are scheduled on a fixed grid from `start_at`, so slow samples do not
@@ -409,7 +439,7 @@ impl Sampler {
                     acc.take(root, pgid);
                 }
                 acc.take(root, pgid); // the end of the measured phase
-                acc.finish(root)
+                acc.finish_with_noise(root)
             })
             .expect("spawning the resource sampler thread");
         Sampler { stop, thread }
@@ -418,11 +448,21 @@ impl Sampler {
     /// Stops sampling, takes a final sample and returns the summary. If the tree is gone by
     /// then, the last good sample is kept as `end`. Fails only if not a single sample succeeded.
     pub fn finish(self) -> Result<ResourceSummary, String> {
+        self.finish_with_noise().0
+    }
+
+    /// Like [`Sampler::finish`], and the machine's noise over the same window (steal, other
+    /// processes' CPU, load average; see `crate::noise`): None when /proc/stat could not be
+    /// read or no sample succeeded.
+    pub fn finish_with_noise(self) -> (Result<ResourceSummary, String>, Option<NoiseRecord>) {
         // Either wakes the thread through the message or, if it already returned, is ignored.
         let _ = self.stop.send(());
-        self.thread
-            .join()
-            .unwrap_or_else(|_| Err("the resource sampler thread panicked".to_string()))
+        self.thread.join().unwrap_or_else(|_| {
+            (
+                Err("the resource sampler thread panicked".to_string()),
+                None,
+            )
+        })
     }
 }
 
@@ -793,6 +833,38 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let err = sampler.finish().unwrap_err();
         assert!(err.contains("no resource sample"), "{err}");
+    }
+
+    #[test]
+    fn noise_counts_a_busy_process_outside_the_tree_as_other_and_the_tree_as_server() {
+        // The tree burns a CPU; a process outside it burns another.
+        let tree = Group::ruby("$stdout.sync = true; puts 'go'; loop { }");
+        let outside = Group::ruby("$stdout.sync = true; puts 'go'; loop { }");
+        assert_eq!(tree.line(), "go");
+        assert_eq!(outside.line(), "go");
+        let sampler = Sampler::start(
+            tree.pid(),
+            tree.pid(),
+            Instant::now(),
+            Duration::from_millis(200),
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        let (sum, noise) = sampler.finish_with_noise();
+        let sum = sum.unwrap();
+        let noise = noise.expect("a noise record");
+        eprintln!("{noise:?}");
+        let tree_percent = 100.0 * sum.cpu_total_us() as f64 / sum.elapsed_us as f64;
+        // The tree's CPU is the server's, over (nearly) the same window.
+        assert!(
+            (noise.server_percent - tree_percent).abs() < 0.05 * tree_percent + 1.0,
+            "{noise:?} vs {tree_percent}"
+        );
+        // Each loop gets at least a quarter of a CPU even on a busy 2-CPU machine; the one
+        // outside the tree is other processes' CPU, not the server's.
+        assert!(noise.server_percent > 25.0, "{noise:?}");
+        assert!(noise.other_percent > 25.0, "{noise:?}");
+        assert!(noise.is_noisy());
+        assert!((1.0..=2.5).contains(&noise.elapsed_s), "{noise:?}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use stats::median;
 
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
+use crate::noise::NoiseRecord;
 use crate::probe::{self, ProbeSummary, Verification};
 use crate::process::{
     describe_orphans, describe_status, kill_orphans, Death, DeathWatch, Ended, Launch, Orphan,
@@ -175,6 +176,11 @@ pub struct TrialResult {
     /// when none was set. A failed verification makes the trial invalid.
     #[serde(default)]
     pub verification: Option<Verification>,
+    /// How quiet the machine was over the measured phase: steal, other processes' CPU, load
+    /// average (`crate::noise`). Absent for script workloads, when /proc/stat could not be
+    /// read, and in rows stored before it existed.
+    #[serde(default)]
+    pub noise: Option<NoiseRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }
@@ -243,6 +249,7 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         script: None,
         probe: None,
         verification: None,
+        noise: None,
         files: Vec::new(),
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
@@ -586,7 +593,8 @@ fn measure(
     record.deaths = watch.finish();
     // The first process's own end is told by its exit status.
     record.deaths.retain(|d| d.pid != pid);
-    let resources = sampler.finish();
+    let (resources, noise) = sampler.finish_with_noise();
+    result.noise = noise;
     if let Ok(found) = starter.join() {
         *maps = found;
     }

@@ -289,7 +289,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .copied()
             .filter(|t| t.status == "valid")
             .collect();
-        cohorts.push(cohort(name, trials, &valid, &by, &context, &mut warnings));
+        let mut c = cohort(name, trials, &valid, &by, &context, &mut warnings);
+        c.noise = crate::noise::cohort_noise(trials);
+        warnings.extend(crate::noise::noisy_warning(name, trials));
+        cohorts.push(c);
     }
 
     // Comparisons with the baseline.
@@ -780,6 +783,7 @@ fn cohort(
         error_rate: summary(valid, |t| t.error_rate),
         script,
         outliers,
+        noise: None,
     }
 }
 

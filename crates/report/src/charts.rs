@@ -1828,6 +1828,7 @@ pub(crate) mod tests {
             runtime: None,
             verified: vec![],
             outliers: vec![],
+            noise: None,
         }
     }
 

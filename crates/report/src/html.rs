@@ -132,6 +132,7 @@ pub fn render(report: &Report) -> String {
     warnings(&mut h, report);
     summary_table(&mut h, report);
     runtime_section(&mut h, report);
+    noise_section(&mut h, report);
     charts_section(&mut h, report);
     comparisons_table(&mut h, report);
     overhead(&mut h, report);
@@ -524,6 +525,32 @@ fn runtime_section(h: &mut String, report: &Report) {
                 1 => "",
                 _ => " class=\"num\"",
             };
+            let _ = write!(h, "<td{class}>{}</td>", escape(cell));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+/// The machine's noise per cohort (`crate::noise`).
+fn noise_section(h: &mut String, report: &Report) {
+    let Some((headers, rows)) = crate::noise::noise_table(report) else {
+        return;
+    };
+    let _ = write!(
+        h,
+        "<h2 id=\"noise\">Machine noise</h2>\n<p class=\"note\">{}</p>\n<div class=\"table-wrap\"><table>\n<thead><tr>",
+        escape(crate::noise::NOISE_TITLE.trim_end_matches(':'))
+    );
+    for (i, name) in headers.iter().enumerate() {
+        let class = if i >= 1 { " class=\"num\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", escape(name));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        h.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if i >= 1 { " class=\"num\"" } else { "" };
             let _ = write!(h, "<td{class}>{}</td>", escape(cell));
         }
         h.push_str("</tr>\n");

@@ -53,6 +53,8 @@ pub struct TrialData {
     /// Why a valid HTTP trial has no readable histogram (the file is missing or damaged):
     /// the merged percentiles of its cohort then leave it out, and the report says so.
     pub hlog_problem: Option<String>,
+    /// The machine's noise over the measured phase; None for script trials and old rows.
+    pub noise: Option<lab::noise::NoiseRecord>,
 }
 
 /// One results directory.
@@ -234,6 +236,8 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
             checks,
             hlog: (hlog.is_file() && hlog_problem.is_none()).then_some(hlog),
             hlog_problem,
+            // A damaged noise object is no noise record, not an unreadable run.
+            noise: serde_json::from_value(r["noise"].clone()).ok().flatten(),
         });
     }
     let mut unfinished = Vec::new();

@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod input;
 pub mod model;
+pub mod noise;
 pub mod text;
 
 use std::path::PathBuf;

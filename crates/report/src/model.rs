@@ -127,6 +127,30 @@ pub struct Cohort {
     /// Trial ids (`run:trial`) of throughput (or wall time) outliers by Tukey's fences;
     /// flagged, never dropped.
     pub outliers: Vec<String>,
+    /// How quiet the machine was over the measured phases; absent without noise records
+    /// (script workloads, results stored before they existed).
+    #[serde(default)]
+    pub noise: Option<CohortNoise>,
+}
+
+/// The machine's noise over a cohort's measured (valid and invalid) trials, from each
+/// trial's noise record. CPU in percent of one CPU, averaged over each measured phase.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct CohortNoise {
+    /// Trials with a noise record.
+    pub trials: usize,
+    /// Median over the trials of the CPU used by processes other than the server's tree and
+    /// rubyrace.
+    pub other_cpu_percent: f64,
+    /// Median over the trials of the CPU stolen by the hypervisor.
+    pub steal_percent: f64,
+    /// The busiest trial's other-processes CPU.
+    pub max_other_cpu_percent: f64,
+    /// Median of the 1-minute load average at the end of each measured phase.
+    pub load_average_end: Option<f64>,
+    /// Trial ids (`run:trial`) measured in noise: other processes above 10% of a CPU or
+    /// steal above 1%.
+    pub noisy: Vec<String>,
 }
 
 /// One metric of one cohort against the baseline.
@@ -210,7 +234,7 @@ pub struct Overhead {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Warning {
     /// "high-cv", "drift", "outliers", "too-few-trials", "invalid-trials",
-    /// "environment-differs", "mixed-machines", "smoke".
+    /// "environment-differs", "mixed-machines", "smoke", "noisy-trials", ...
     pub kind: String,
     pub cohort: Option<String>,
     pub message: String,

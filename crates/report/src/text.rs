@@ -328,6 +328,25 @@ pub fn table(report: &Report, color: bool) -> String {
         }
         let _ = writeln!(out, "\n{RUNTIME_TITLE}\n{t}");
     }
+    if let Some((headers, rows)) = crate::noise::noise_table(report) {
+        let mut t = new_table(color);
+        t.set_header(
+            headers
+                .into_iter()
+                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+        );
+        for row in rows {
+            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
+                let cell = Cell::new(&x);
+                if i >= 1 {
+                    cell.set_alignment(CellAlignment::Right)
+                } else {
+                    cell
+                }
+            }));
+        }
+        let _ = writeln!(out, "\n{}\n{t}", crate::noise::NOISE_TITLE);
+    }
     out.push_str(&details(report));
     out
 }
@@ -516,6 +535,7 @@ pub fn markdown(report: &Report) -> String {
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
     }
+    out.push_str(&crate::noise::noise_markdown(report, md_escape));
     let d = details(report);
     if !d.trim().is_empty() {
         let _ = writeln!(out, "\n<details><summary>Comparisons, precision and warnings</summary>\n\n```\n{}```\n</details>", d.trim_start());

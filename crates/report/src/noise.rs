@@ -1,0 +1,211 @@
+//! How quiet the machine was while each cohort was measured, and which trials were measured
+//! in noise. A difference between cohorts means little when one of them ran while another
+//! process took a tenth of a CPU or the hypervisor stole time: the reader has to be told,
+//! trial by trial. The figures are the trials' noise records (`lab::noise`); the thresholds
+//! of "in noise" are `lab::noise::NOISY_OTHER_PERCENT` and `NOISY_STEAL_PERCENT`.
+
+use std::fmt::Write as _;
+
+use lab::noise::{NOISY_OTHER_PERCENT, NOISY_STEAL_PERCENT};
+use stats::median;
+
+use crate::input::TrialData;
+use crate::model::{CohortNoise, Report, Warning};
+
+/// The noise of a cohort's measured trials (valid and invalid: an invalid trial's noise is
+/// still a fact about the machine); None when none of them has a noise record.
+pub fn cohort_noise(trials: &[&TrialData]) -> Option<CohortNoise> {
+    let recorded: Vec<&TrialData> = trials
+        .iter()
+        .copied()
+        .filter(|t| t.status != "failed" && t.noise.is_some())
+        .collect();
+    let of = |f: fn(&lab::noise::NoiseRecord) -> f64| -> Option<f64> {
+        median(
+            &recorded
+                .iter()
+                .filter_map(|t| t.noise.as_ref().map(f))
+                .collect::<Vec<_>>(),
+        )
+    };
+    Some(CohortNoise {
+        trials: recorded.len(),
+        other_cpu_percent: of(|n| n.other_percent)?,
+        steal_percent: of(|n| n.steal_percent)?,
+        max_other_cpu_percent: recorded
+            .iter()
+            .filter_map(|t| t.noise.as_ref().map(|n| n.other_percent))
+            .fold(0.0, f64::max),
+        load_average_end: median(
+            &recorded
+                .iter()
+                .filter_map(|t| t.noise.as_ref().and_then(|n| n.load_average_end))
+                .collect::<Vec<_>>(),
+        ),
+        noisy: recorded
+            .iter()
+            .filter(|t| t.noise.as_ref().is_some_and(|n| n.is_noisy()))
+            .map(|t| format!("{}:{}", t.source, t.trial_id))
+            .collect(),
+    })
+}
+
+/// A `noisy-trials` warning for a cohort with trials measured in noise, naming each with
+/// its figures.
+pub fn noisy_warning(cohort: &str, trials: &[&TrialData]) -> Option<Warning> {
+    let noisy: Vec<String> = trials
+        .iter()
+        .filter(|t| t.status != "failed")
+        .filter_map(|t| {
+            let n = t.noise.as_ref().filter(|n| n.is_noisy())?;
+            Some(format!(
+                "{}:{} (other processes {:.0}% of a CPU, steal {:.1}%)",
+                t.source, t.trial_id, n.other_percent, n.steal_percent
+            ))
+        })
+        .collect();
+    if noisy.is_empty() {
+        return None;
+    }
+    Some(Warning {
+        kind: "noisy-trials".into(),
+        cohort: Some(cohort.to_string()),
+        message: format!(
+            "{} trial(s) measured in noise (other processes above {NOISY_OTHER_PERCENT}% of a CPU or steal above {NOISY_STEAL_PERCENT}%, averaged over the measured phase): {}; kept in the statistics, compare with care",
+            noisy.len(),
+            noisy.join(", ")
+        ),
+    })
+}
+
+/// The noise table: per cohort the medians of other processes' CPU and steal, the busiest
+/// trial, the load average and how many trials were in noise. None when no cohort has noise
+/// records (script workloads, old results).
+pub fn noise_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    if report.cohorts.iter().all(|c| c.noise.is_none()) {
+        return None;
+    }
+    let headers = vec![
+        "cohort",
+        "other CPU",
+        "steal",
+        "max other CPU",
+        "load (1 min)",
+        "in noise",
+    ];
+    let rows = report
+        .cohorts
+        .iter()
+        .map(|c| match &c.noise {
+            None => vec![
+                c.name.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+            Some(n) => vec![
+                c.name.clone(),
+                format!("{:.1}%", n.other_cpu_percent),
+                format!("{:.1}%", n.steal_percent),
+                format!("{:.1}%", n.max_other_cpu_percent),
+                n.load_average_end
+                    .map(|l| format!("{l:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                format!("{} of {}", n.noisy.len(), n.trials),
+            ],
+        })
+        .collect();
+    Some((headers, rows))
+}
+
+pub const NOISE_TITLE: &str = "Machine noise over the measured phases (medians over trials; CPU in % of one CPU; in noise: other processes > 10% or steal > 1%):";
+
+/// The noise table as Markdown, or nothing.
+pub fn noise_markdown(report: &Report, escape: fn(&str) -> String) -> String {
+    let mut out = String::new();
+    if let Some((headers, rows)) = noise_table(report) {
+        let _ = writeln!(out, "\n{NOISE_TITLE}\n");
+        let _ = writeln!(out, "| {} |", headers.join(" | "));
+        let _ = writeln!(
+            out,
+            "|{}",
+            (0..headers.len())
+                .map(|i| if i == 0 { " --- |" } else { " ---: |" })
+                .collect::<String>()
+        );
+        for row in rows {
+            let cells: Vec<String> = row.iter().map(|c| escape(c)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lab::noise::NoiseRecord;
+
+    fn trial(id: usize, status: &str, other: f64, steal: f64) -> TrialData {
+        TrialData {
+            trial_id: id,
+            status: status.into(),
+            noise: Some(NoiseRecord {
+                other_percent: other,
+                steal_percent: steal,
+                load_average_end: Some(1.0),
+                ..NoiseRecord::default()
+            }),
+            ..TrialData::default()
+        }
+    }
+
+    #[test]
+    fn medians_and_noisy_trials_of_a_cohort() {
+        let ts = [
+            trial(0, "valid", 2.0, 0.0),
+            trial(1, "valid", 55.0, 0.0),
+            trial(2, "invalid", 4.0, 3.0),
+            trial(3, "failed", 90.0, 9.0),
+            TrialData {
+                trial_id: 4,
+                status: "valid".into(),
+                ..TrialData::default()
+            },
+        ];
+        let refs: Vec<&TrialData> = ts.iter().collect();
+        let n = cohort_noise(&refs).unwrap();
+        assert_eq!(n.trials, 3);
+        assert_eq!(n.other_cpu_percent, 4.0);
+        assert_eq!(n.steal_percent, 0.0);
+        assert_eq!(n.max_other_cpu_percent, 55.0);
+        assert_eq!(n.noisy, vec!["0:1", "0:2"]);
+        let w = noisy_warning("c", &refs).unwrap();
+        assert_eq!(w.kind, "noisy-trials");
+        assert!(
+            w.message.contains("0:1 (other processes 55%"),
+            "{}",
+            w.message
+        );
+        assert!(
+            w.message
+                .contains("0:2 (other processes 4% of a CPU, steal 3.0%)"),
+            "{}",
+            w.message
+        );
+        assert!(!w.message.contains("0:3"), "{}", w.message);
+    }
+
+    #[test]
+    fn quiet_or_unrecorded_cohorts_have_no_warning() {
+        let quiet = [trial(0, "valid", 9.9, 1.0), trial(1, "valid", 0.0, 0.0)];
+        let refs: Vec<&TrialData> = quiet.iter().collect();
+        assert!(noisy_warning("c", &refs).is_none());
+        let old = [TrialData::default()];
+        let refs: Vec<&TrialData> = old.iter().collect();
+        assert!(cohort_noise(&refs).is_none());
+        assert!(noisy_warning("c", &refs).is_none());
+    }
+}
