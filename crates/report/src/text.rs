@@ -257,6 +257,17 @@ pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
 const RUNTIME_TITLE: &str = "In the server (ruby/probe.rb; per trial over the measured phase, summed over processes; medians):";
 
 /// An empty terminal table in rubyrace's style, coloured or not.
+/// A table with a bold header row.
+fn table_with_header(color: bool, headers: Vec<&str>) -> Table {
+    let mut t = new_table(color);
+    t.set_header(
+        headers
+            .into_iter()
+            .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+    );
+    t
+}
+
 fn new_table(color: bool) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
@@ -306,12 +317,7 @@ pub fn table(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "{legend}");
     }
     if let Some((headers, rows)) = runtime_table(report) {
-        let mut t = new_table(color);
-        t.set_header(
-            headers
-                .into_iter()
-                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
-        );
+        let mut t = table_with_header(color, headers);
         for row in rows {
             let mut cells = Vec::new();
             for (i, x) in row.into_iter().enumerate() {
@@ -329,12 +335,7 @@ pub fn table(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "\n{RUNTIME_TITLE}\n{t}");
     }
     if let Some((headers, rows)) = crate::noise::noise_table(report) {
-        let mut t = new_table(color);
-        t.set_header(
-            headers
-                .into_iter()
-                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
-        );
+        let mut t = table_with_header(color, headers);
         for row in rows {
             t.add_row(row.into_iter().enumerate().map(|(i, x)| {
                 let cell = Cell::new(&x);
