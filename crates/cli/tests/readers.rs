@@ -269,47 +269,29 @@ fn readers_work_on_read_only_media() {
         return;
     }
     let (_tmp, dir) = copy_of_results("readers-ro");
+    // `rubyrace ARGS` with `dir` mounted read-only, in a private mount namespace.
+    let read_only = |args: &[&str]| {
+        Command::new("unshare")
+            .args(["--map-root-user", "--mount", "ruby", READ_ONLY_MOUNT, s(&dir)])
+            .arg(env!("CARGO_BIN_EXE_rubyrace"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
     for args in [
         vec!["report", s(&dir), "--format", "json"],
         vec!["export", s(&dir), "--json"],
         vec!["compare", s(&dir), "connections=1", "connections=2"],
     ] {
-        let mut argv = vec![
-            "--map-root-user",
-            "--mount",
-            "ruby",
-            READ_ONLY_MOUNT,
-            s(&dir),
-            env!("CARGO_BIN_EXE_rubyrace"),
-        ];
-        argv.extend(&args);
-        let out = Command::new("unshare")
-            .args(&argv)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = read_only(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{args:?} on read-only media: {stderr}");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("connections"), "{args:?}: {stdout}");
     }
     // And writing the default HTML report there fails with the path and the cause.
-    let out = Command::new("unshare")
-        .args([
-            "--map-root-user",
-            "--mount",
-            "ruby",
-            READ_ONLY_MOUNT,
-            s(&dir),
-            env!("CARGO_BIN_EXE_rubyrace"),
-            "report",
-            s(&dir),
-            "--format",
-            "html",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = read_only(&["report", s(&dir), "--format", "html"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
