@@ -125,10 +125,15 @@ duration = "2s"
         // rubyrace sent thousands of requests: it used CPU.
         let own = num(n, "rubyrace_percent");
         assert!(own > 1.0 && own <= 100.0 * cpus, "{n}");
-        // The machine's processes include the server and rubyrace (give or take /proc/stat's
-        // tick rounding), and no more than every CPU.
+        // The machine's processes include the server and rubyrace, give or take how the
+        // kernel splits ticks: /proc/stat counts ticks, a process's times are scaled from its
+        // exact run time, and a tick taken in an interrupt goes to irq in /proc/stat while
+        // the process is charged for it. Seen on a CI machine: processes 93.5%, interrupts
+        // 12.0%, server + rubyrace 120.2%. So the processes plus the interrupts, with a
+        // margin for the tick rounding.
         let processes = num(n, "processes_percent");
-        assert!(processes >= 0.8 * (server + own), "{n}");
+        let interrupts = num(n, "interrupts_percent");
+        assert!(processes + interrupts >= 0.75 * (server + own), "{n}");
         assert!(processes <= 100.0 * cpus + 5.0, "{n}");
         let other = num(n, "other_percent");
         assert!(other >= 0.0 && other <= processes, "{n}");
