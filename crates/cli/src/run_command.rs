@@ -370,6 +370,9 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
+    if let Some(line) = conditions_line(&experiment.conditions) {
+        println!("{line}");
+    }
     if let Some(t) = &experiment.precision {
         let per_block = estimate / experiment.batches.max(1);
         let budget = match t.max_duration {
@@ -389,6 +392,33 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
     write_stdout(&out)
 }
 
+/// The run's trial conditions in a sentence, or None when it sets none.
+fn conditions_line(c: &lab::conditions::TrialConditions) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(q) = &c.quiet {
+        parts.push(format!(
+            "each trial waits for a quiet machine (other processes below {}% of a CPU and steal below {}% over {}, at most {})",
+            q.other_percent,
+            q.steal_percent,
+            humantime::format_duration(q.window),
+            humantime::format_duration(q.max_wait)
+        ));
+    }
+    if let Some(split) = &c.cpus {
+        parts.push(format!(
+            "servers run on CPU {} and the load generator on CPU {}",
+            split.server, split.load
+        ));
+    }
+    if c.repeat_noisy > 0 {
+        parts.push(format!(
+            "a trial measured in noise is run again up to {} time(s), the noisy attempt kept apart",
+            c.repeat_noisy
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("Trial conditions: {}.", parts.join("; ")))
+}
+
 /// The plan as JSON: the experiment, its configurations, its schedule and every trial's spec.
 fn print_plan_json(
     experiment: &Experiment,
@@ -399,7 +429,7 @@ fn print_plan_json(
     let dir = std::path::absolute(dir)?;
     let specs = plan
         .iter()
-        .map(|t| trial_spec(&dir, &experiment.configs, t, &experiment.record_env))
+        .map(|t| trial_spec(&dir, &experiment.configs, t, &experiment.record_env, &experiment.conditions))
         .collect::<Result<Vec<_>>>()?;
     let json = serde_json::json!({
         "schema": "rubyrace.plan/1",
@@ -411,6 +441,7 @@ fn print_plan_json(
             "seed": experiment.seed,
             "batches": experiment.batches,
             "precision": experiment.precision,
+            "conditions": experiment.conditions,
             "order": experiment.order,
             "record_env": experiment.record_env,
         },
@@ -764,6 +795,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "smoke",
         "precision",
         "precision_end",
+        "conditions",
     ];
     let mut meta = serde_json::Map::new();
     for k in meta_keys {
@@ -777,6 +809,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "configs": store.configs()?,
         "schedule": store.schedule()?,
         "trials": store.trial_results()?,
+        "noisy_attempts": store.noisy_attempts()?,
     });
     let text = serde_json::to_string_pretty(&export)? + "\n";
     output::write(args.output.as_deref(), &text)?;

@@ -282,3 +282,237 @@ env = [
     }
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// The server's CPUs under `cpus = "split"` for a process with this test's affinity: all
+/// but the first quarter (at least one) of the CPUs it may use, as `lab::conditions` splits
+/// them. (first, last, count) of the server's set, and the load generator's set as a list.
+fn split_of_this_process() -> ((usize, usize, usize), String) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
+    }
+    assert!(
+        cpus.len() >= 2,
+        "pinning needs 2 CPUs and this test may use only {list}"
+    );
+    let load = (cpus.len() / 4).max(1);
+    let server = &cpus[load..];
+    let load_list: Vec<String> = cpus[..load].iter().map(|c| c.to_string()).collect();
+    (
+        (server[0], server[server.len() - 1], server.len()),
+        load_list.join(","),
+    )
+}
+
+#[test]
+fn cpus_split_pins_every_server_process_and_script_and_catches_a_server_that_leaves() {
+    let _one = one_at_a_time();
+    let ((first, last, count), load_cpus) = split_of_this_process();
+    let lab = Lab::new("pinned");
+    // The script reports the CPUs the kernel lets it use: an independent check of the pinning.
+    std::fs::write(
+        lab.dir.path("").join("affinity.rb"),
+        r#"list = File.read("/proc/self/status")[/^Cpus_allowed_list:\s*(\S+)/, 1]
+cpus = list.split(",").flat_map { |p| a, b = p.split("-").map(&:to_i); (a..(b || a)).to_a }
+puts "rubyrace-metric cpu_count=#{cpus.size} first_cpu=#{cpus.first} last_cpu=#{cpus.last}"
+"#,
+    )
+    .unwrap();
+    lab.experiment(&format!(
+        r#"
+name = "pinned"
+seed = 1
+batches = 1
+cpus = "split"
+
+[settings]
+
+[[configs]]
+label = "puma-2x1"
+app = "rack-hello"
+server = "puma"
+processes = 2
+threads = 1
+connections = 2
+warmup = "1s"
+duration = "2s"
+
+[[configs]]
+label = "script"
+workload = "script"
+script = "affinity.rb"
+runs = 1
+
+# A server that moves itself to the load generator's CPUs: the check must catch it.
+[[configs]]
+label = "escaped"
+app = "rack-hello"
+server = "custom"
+server_argv = ["taskset", "-c", "{load_cpus}", "{{ruby}}", "-S", "puma", "-t", "1:1", "-b", "tcp://127.0.0.1:{{port}}", "{{app}}/config.ru"]
+threads = 1
+connections = 1
+warmup = "1s"
+duration = "1s"
+"#
+    ));
+    let run = lab.run(&[], Duration::from_secs(120));
+    // Exit 3: a trial (the escaped server's) is invalid.
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    let rows = trials(&lab.db());
+    let by_label = |label: &str| rows.iter().find(|r| r.label == label).unwrap();
+
+    let puma = by_label("puma-2x1");
+    assert_eq!(puma.status, "valid", "{:?}", puma.reason);
+    let pinning = &puma.result["pinning"];
+    // The master and its two workers, each read from /proc.
+    assert_eq!(pinning["server_processes"], 3, "{pinning}");
+    assert!(pinning["rubyrace_threads"].as_u64().unwrap() >= 2, "{pinning}");
+    assert_eq!(pinning["mismatches"].as_array().unwrap().len(), 0, "{pinning}");
+    assert_eq!(pinning["load_cpus"], load_cpus.as_str(), "{pinning}");
+
+    let script = by_label("script");
+    assert_eq!(script.status, "valid", "{:?}", script.reason);
+    let metrics = &script.result["script"]["median_metrics"];
+    assert_eq!(metrics["cpu_count"].as_f64(), Some(count as f64), "{metrics}");
+    assert_eq!(metrics["first_cpu"].as_f64(), Some(first as f64), "{metrics}");
+    assert_eq!(metrics["last_cpu"].as_f64(), Some(last as f64), "{metrics}");
+
+    let escaped = by_label("escaped");
+    assert_eq!(escaped.status, "invalid", "{:?}", escaped.reason);
+    let reason = escaped.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("cpus: not in force") && reason.contains(&format!(": {load_cpus}")),
+        "{reason}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
+fn quiet_waits_for_a_busy_process_to_end_and_gives_up_at_max_wait() {
+    let _one = one_at_a_time();
+    let experiment = |max_wait: &str| {
+        format!(
+            r#"
+name = "quiet"
+seed = 1
+batches = 1
+# The busy loop takes a whole CPU; 30% leaves room for a CI machine's own background.
+quiet = {{ other = "30%", max_wait = "{max_wait}" }}
+
+[settings]
+app = "rack-hello"
+server = "puma"
+threads = 1
+connections = 1
+warmup = "1s"
+duration = "1s"
+"#
+        )
+    };
+    // A busy process that ends after 3 s: the trial waits for its end.
+    let lab = Lab::new("quiet-wait");
+    lab.experiment(&experiment("60s"));
+    let busy = BusyLoop::start();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        drop(busy);
+    });
+    let run = lab.run(&[], Duration::from_secs(120));
+    stopper.join().unwrap();
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("waiting for a quiet machine"), "{run:?}");
+    let rows = valid_trials(&lab);
+    let quiet = &rows[0].result["quiet"];
+    assert_eq!(quiet["quiet"], true, "{quiet}");
+    let waited = num(quiet, "waited_s");
+    assert!((1.5..30.0).contains(&waited), "{quiet}");
+    assert!(num(quiet, "other_percent") < 30.0, "{quiet}");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+
+    // A busy process that outlasts max_wait: the trial starts anyway and says so.
+    let lab = Lab::new("quiet-give-up");
+    lab.experiment(&experiment("2s"));
+    let busy = BusyLoop::start();
+    let run = lab.run(&[], Duration::from_secs(120));
+    drop(busy);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("stayed busy for 2s"), "{run:?}");
+    let rows = valid_trials(&lab);
+    let quiet = &rows[0].result["quiet"];
+    assert_eq!(quiet["quiet"], false, "{quiet}");
+    assert!((2.0..6.0).contains(&num(quiet, "waited_s")), "{quiet}");
+    assert!(num(quiet, "other_percent") >= 30.0, "{quiet}");
+    let report = report_json(&lab);
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w["kind"] == "not-quiet"
+            && w["message"].as_str().unwrap().contains("0:0")),
+        "{warnings:?}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
+fn a_trial_measured_in_noise_is_run_again_and_its_noisy_attempts_are_kept_apart() {
+    let _one = one_at_a_time();
+    let lab = Lab::new("repeat-noisy");
+    lab.experiment(
+        r#"
+name = "repeat-noisy"
+seed = 1
+batches = 1
+repeat_noisy = 2
+
+[settings]
+app = "rack-hello"
+server = "puma"
+threads = 1
+connections = 1
+warmup = "1s"
+duration = "2s"
+"#,
+    );
+    // Busy for the whole run: every attempt is noisy, so the trial runs 1 + 2 times and the
+    // last attempt is stored (still noisy, and named so).
+    let busy = BusyLoop::start();
+    let run = lab.run(&[], Duration::from_secs(120));
+    drop(busy);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.stderr.matches("was measured in noise").count(), 2, "{run:?}");
+    let rows = valid_trials(&lab);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].result["noisy_attempts"], 2);
+    let export = rubyrace(&["export", lab.results().to_str().unwrap(), "--json"]);
+    assert_eq!(export.code(), Some(0), "{export:?}");
+    let export: Value = serde_json::from_str(&export.stdout).unwrap();
+    let attempts = export["noisy_attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let trial_dir = lab.results().join("trials/00000");
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(a["trial_id"], 0);
+        assert!(num(&a["noise"], "other_percent") > 10.0, "{a}");
+        // Its files moved aside, where the next attempt did not replace them.
+        let files: Vec<&str> = a["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert!(files.contains(&format!("noisy-{}/latency.hlog", i + 1).as_str()), "{files:?}");
+        for f in files {
+            assert!(trial_dir.join(f).exists(), "{f}");
+        }
+    }
+    assert!(trial_dir.join("latency.hlog").is_file());
+    // The report counts one trial, and says two attempts were set aside.
+    let report = report_json(&lab);
+    let cohort = &report["cohorts"][0];
+    assert_eq!(cohort["noise"]["set_aside"], 2, "{cohort}");
+    assert_eq!(cohort["noise"]["trials"], 1, "{cohort}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w["kind"] == "noisy-repeated"), "{warnings:?}");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

@@ -34,7 +34,7 @@ pub const BUNDLED_APPS: [&str; 5] = [
 ];
 
 /// Keys at the top level of the file.
-const ROOT_KEYS: [&str; 15] = [
+const ROOT_KEYS: [&str; 18] = [
     "name",
     "description",
     "seed",
@@ -43,6 +43,9 @@ const ROOT_KEYS: [&str; 15] = [
     "metric",
     "max_batches",
     "max_duration",
+    "quiet",
+    "cpus",
+    "repeat_noisy",
     "order",
     "record_env",
     "rubies",
@@ -239,6 +242,8 @@ pub struct Experiment {
     /// `precision = "1%"`: blocks are added after `batches` until every comparison is that
     /// precise, or the budget is spent (crate::precision).
     pub precision: Option<crate::precision::PrecisionTarget>,
+    /// `quiet`, `cpus`, `repeat_noisy`: how trials are kept out of the machine's noise.
+    pub conditions: crate::conditions::TrialConditions,
 }
 
 /// The type and range of one setting.
@@ -554,6 +559,97 @@ impl<'a> Parser<'a> {
                         .into(),
                 ),
             );
+        }
+    }
+
+    /// `quiet = true`, or `quiet = { other = "10%", steal = "1%", max_wait = "60s",
+    /// window = "500ms" }` (any of them; the rest default).
+    fn quiet_rule(&mut self, item: &Item) -> Option<crate::conditions::QuietRule> {
+        const KEYS: [&str; 4] = ["other", "steal", "max_wait", "window"];
+        let mut rule = crate::conditions::QuietRule::default();
+        if let Some(on) = item.as_bool() {
+            return on.then_some(rule);
+        }
+        let Some(table) = item.as_table_like() else {
+            let found = describe(item);
+            self.error(&item.span(), "quiet", format!("expected true, false or a table such as {{ other = \"10%\", max_wait = \"60s\" }}, found {found}"), None);
+            return None;
+        };
+        for (sub, value) in table.iter() {
+            let key = format!("quiet.{sub}");
+            match sub {
+                "other" | "steal" => match value.as_str().map(parse_percent) {
+                    Some(Some(x)) if x >= 0.0 => {
+                        if sub == "other" { rule.other_percent = x } else { rule.steal_percent = x }
+                    }
+                    _ => self.error(&value.span(), &key, format!("expected a percentage of one CPU such as \"10%\", found {}", describe(value)), None),
+                },
+                "max_wait" | "window" => {
+                    if let Some(J::String(text)) = self.check_value(&key, Kind::Duration, value) {
+                        let d = humantime::parse_duration(&text).unwrap_or_default();
+                        if sub == "window" && d < Duration::from_millis(100) {
+                            self.error(&value.span(), &key, format!("expected at least 100ms, found {text:?}: /proc/stat counts 10 ms ticks"), None);
+                        } else if sub == "window" { rule.window = d } else { rule.max_wait = d }
+                    }
+                }
+                other => self.unknown_key(&table.key(other).and_then(|k| k.span()).or(value.span()), &key, other, &KEYS),
+            }
+        }
+        Some(rule)
+    }
+
+    /// `cpus = "split"`, `"none"`, or `{ server = "1-3", load = "0" }`, checked against the
+    /// CPUs rubyrace may use here.
+    fn cpu_split(&mut self, item: &Item) -> Option<crate::conditions::CpuSplit> {
+        use crate::conditions::{CpuSet, CpuSplit};
+        let available = match CpuSet::of_this_process() {
+            Ok(a) => a,
+            Err(e) => {
+                self.error(&item.span(), "cpus", format!("cannot read the CPUs rubyrace may use: {e}"), None);
+                return None;
+            }
+        };
+        let split = if let Some(word) = item.as_str() {
+            match word {
+                "none" => return None,
+                "split" => CpuSplit::split(&available),
+                other => {
+                    self.error(&item.span(), "cpus", format!("expected \"split\", \"none\" or a table {{ server = \"1\", load = \"0\" }}, found {other:?}"), None);
+                    return None;
+                }
+            }
+        } else if let Some(table) = item.as_table_like() {
+            let mut sets = [None, None];
+            for (sub, value) in table.iter() {
+                let key = format!("cpus.{sub}");
+                let slot = match sub {
+                    "server" => 0,
+                    "load" => 1,
+                    other => {
+                        self.unknown_key(&value.span(), &key, other, &["server", "load"]);
+                        continue;
+                    }
+                };
+                match value.as_str().map(CpuSet::parse) {
+                    Some(Ok(set)) => sets[slot] = Some(set),
+                    Some(Err(e)) => self.error(&value.span(), &key, format!("expected a CPU list such as \"1-3\" or \"0,2\": {e}"), None),
+                    None => self.error(&value.span(), &key, format!("expected a CPU list such as \"1-3\", found {}", describe(value)), None),
+                }
+            }
+            match sets {
+                [Some(server), Some(load)] => Ok(CpuSplit { server, load }),
+                [None, None] if !self.errors.is_empty() => return None,
+                _ => Err("both server and load must be given".to_string()),
+            }
+        } else {
+            Err(format!("expected \"split\", \"none\" or a table {{ server = \"1\", load = \"0\" }}, found {}", describe(item)))
+        };
+        match split.and_then(|s| s.check(&available).map(|()| s)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.error(&item.span(), "cpus", e, None);
+                None
+            }
         }
     }
 
@@ -1359,6 +1455,7 @@ impl Experiment {
         let mut max_batches: Option<(u32, Span)> = None;
         let mut max_duration: Option<(Duration, Span)> = None;
         let mut order = Order::Random;
+        let mut conditions = crate::conditions::TrialConditions::default();
         let mut record_env = Vec::new();
         let mut rubies = BTreeMap::new();
         let mut base = Layer::new();
@@ -1417,6 +1514,13 @@ impl Experiment {
                         if let Ok(d) = humantime::parse_duration(&text) {
                             max_duration = Some((d, span.clone()));
                         }
+                    }
+                }
+                "quiet" => conditions.quiet = p.quiet_rule(item),
+                "cpus" => conditions.cpus = p.cpu_split(item),
+                "repeat_noisy" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: 10 }, item) {
+                        conditions.repeat_noisy = n.as_u64().unwrap_or(0) as u32;
                     }
                 }
                 "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
@@ -1819,6 +1923,7 @@ impl Experiment {
 
         Ok(Experiment {
             precision,
+            conditions,
             file: file.to_path_buf(),
             text: text.to_string(),
             name,
@@ -2775,6 +2880,25 @@ env = { RUBY_YJIT_ENABLE = "0" }
                 "/tmp/exp.toml:4:1: settings.conections: unknown key `conections`\n    help: did you mean `connections`?",
             ]
         );
+    }
+
+    #[test]
+    fn trial_conditions_are_read_and_their_mistakes_named() {
+        let e = parse("quiet = true\nrepeat_noisy = 2\ncpus = { server = \"0\", load = \"0\" }\n").err();
+        let errs: Vec<String> = e.unwrap().0.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(errs[0].starts_with("/tmp/exp.toml:3:8: cpus: the server's CPUs (0) and the load generator's (0) overlap"), "{}", errs[0]);
+        let e = parse("quiet = { other = \"5%\", max_wait = \"20s\" }\nrepeat_noisy = 2\n").unwrap();
+        let q = e.conditions.quiet.unwrap();
+        assert_eq!((q.other_percent, q.steal_percent, q.max_wait), (5.0, 1.0, Duration::from_secs(20)));
+        assert_eq!((e.conditions.repeat_noisy, e.conditions.cpus), (2, None));
+        assert!(parse("quiet = false\n").unwrap().conditions.quiet.is_none());
+        let errs = errors("quiet = { othr = \"5%\", window = \"10ms\" }\nrepeat_noisy = 11\ncpus = \"half\"\n");
+        assert_eq!(errs.len(), 4, "{errs:#?}");
+        assert!(errs[0].contains("1:11: quiet.othr: unknown key `othr`\n    help: did you mean `other`?"), "{}", errs[0]);
+        assert!(errs[1].contains("quiet.window: expected at least 100ms"), "{}", errs[1]);
+        assert!(errs[2].contains("2:16: repeat_noisy: expected an integer from 0 to 10, found 11"), "{}", errs[2]);
+        assert!(errs[3].contains("3:8: cpus: expected \"split\", \"none\" or a table"), "{}", errs[3]);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! HTTP load; this crate knows about Rubies, servers, processes and storage.
 
 pub mod build;
+pub mod conditions;
 pub mod doctor;
 pub mod environment;
 pub mod experiment;

@@ -33,6 +33,8 @@ pub struct Launch {
     /// Added to (and overriding) the inherited environment.
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
+    /// Run on these CPUs only (`sched_setaffinity` before exec; its children inherit it).
+    pub cpus: Option<crate::conditions::CpuSet>,
 }
 
 /// How a supervised process ended.
@@ -129,9 +131,16 @@ impl Supervised {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
-        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+        let mask = launch.cpus.as_ref().map(|c| c.mask());
+        // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit)
+        // between fork and exec; the mask was built before the fork.
         unsafe {
             command.pre_exec(move || {
+                if let Some(mask) = &mask {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
                 if libc::prctl(
                     libc::PR_SET_PDEATHSIG,
                     libc::SIGKILL as libc::c_ulong,
@@ -719,6 +728,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![("RUBYRACE_TEST".into(), "1".into())],
             cwd: std::env::temp_dir(),
+            cpus: None,
         }
     }
 

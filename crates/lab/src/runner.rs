@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
+use crate::conditions::{pin_this_process, wait_for_quiet, QuietRule, QuietWait, TrialConditions};
 use crate::experiment::Config;
 use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
@@ -46,6 +47,7 @@ pub fn trial_spec(
     configs: &[Config],
     trial: &ScheduledTrial,
     record_env: &[String],
+    conditions: &TrialConditions,
 ) -> Result<TrialSpec> {
     let config = configs
         .iter()
@@ -67,6 +69,7 @@ pub fn trial_spec(
         record_env: record_env.to_vec(),
         out_dir: crate::store::trial_dir(results_dir, trial.trial_id),
         registry: crate::store::registry(results_dir),
+        cpus: conditions.cpus.clone(),
     })
 }
 
@@ -102,6 +105,7 @@ pub fn run_pending(
         .unwrap_or_default();
     let blocks = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
     let done = store.completed()?;
+    let conditions = store.conditions()?;
     progress.begin(schedule.len(), done.len(), blocks);
     let session = store.begin_session(kind, command)?;
     // What makes this machine noisy right now, recorded with the session (quick: no CPU
@@ -111,29 +115,31 @@ pub fn run_pending(
         ..crate::doctor::Options::default()
     });
     store.record_doctor(session, &doctor)?;
-    let mut end = run_schedule(
+    if let Some(split) = &conditions.cpus {
+        // After the doctor, which reads rubyrace's own affinity as the machine's. Every
+        // thread rubyrace starts from now on (the load generator's among them) inherits
+        // this; servers are moved to their own CPUs before exec.
+        pin_this_process(&split.load).with_context(|| {
+            format!(
+                "cpus: cannot pin rubyrace to CPU {} (the server would go on CPU {})",
+                split.load, split.server
+            )
+        })?;
+    }
+    let mut run = Run {
         store,
         session,
-        &configs,
-        &schedule,
-        &done,
-        &record_env,
+        configs,
+        record_env,
         fail_fast,
+        conditions,
         interrupt,
         progress,
-    );
-    if let (Ok(RunEnd::Complete), Some(target)) = (&end, store.precision_target()?) {
-        if store.precision_end()?.is_none() {
-            end = run_until_precise(
-                store,
-                session,
-                &configs,
-                &record_env,
-                &target,
-                fail_fast,
-                interrupt,
-                progress,
-            );
+    };
+    let mut end = run.run_schedule(&schedule, &done);
+    if let (Ok(RunEnd::Complete), Some(target)) = (&end, run.store.precision_target()?) {
+        if run.store.precision_end()?.is_none() {
+            end = run.run_until_precise(&target);
         }
     }
     let outcome = match &end {
@@ -145,118 +151,201 @@ pub fn run_pending(
         Err(e) => format!("failed: {e:#}"),
     };
     // Best effort: with a full disk even this may fail, and the error above matters more.
-    let _ = store.end_session(session, &outcome);
+    let _ = run.store.end_session(session, &outcome);
     end
 }
 
-/// An adaptive run: after every complete block, evaluate the precision rule; add and run
-/// one more block until it is reached or the budget is spent, then record how it ended.
-#[allow(clippy::too_many_arguments)]
-fn run_until_precise(
-    store: &mut Store,
+/// One `rubyrace run` session at work: what every trial of it needs.
+struct Run<'a> {
+    store: &'a mut Store,
     session: i64,
-    configs: &[Config],
-    record_env: &[String],
-    target: &PrecisionTarget,
+    configs: Vec<Config>,
+    record_env: Vec<String>,
     fail_fast: bool,
-    interrupt: &Arc<AtomicBool>,
-    progress: &mut dyn Progress,
-) -> Result<RunEnd> {
-    let order: crate::experiment::Order = match store.meta("order")?.as_deref() {
-        Some("sequential") => crate::experiment::Order::Sequential,
-        _ => crate::experiment::Order::Random,
-    };
-    let seed: u64 = store
-        .meta("seed")?
-        .and_then(|s| s.parse().ok())
-        .context("the stored seed")?;
-    loop {
-        let schedule = store.schedule()?;
-        let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
-        let status = evaluate(target, configs.len(), blocks_done, &store.observations(target.metric)?);
-        let reason = if status.reached {
-            Some("target-reached")
-        } else if blocks_done >= target.max_batches {
-            Some("max-batches")
-        } else if target
-            .max_duration
-            .is_some_and(|budget| store.trials_wall_time().is_ok_and(|spent| spent >= budget))
-        {
-            Some("max-duration")
-        } else {
-            None
-        };
-        let next = one_block(configs.len(), blocks_done, order, seed, schedule.len());
-        progress.precision(&status, target, reason.is_none(), schedule.len() + next.len());
-        if let Some(reason) = reason {
-            store.record_precision_end(&PrecisionEnd {
-                reason: reason.into(),
-                blocks: blocks_done,
-                target: target.target,
-                metric: target.metric,
-                widest_half_width: status.widest.and_then(|w| w.half_width),
-            })?;
-            return Ok(RunEnd::Complete);
-        }
-        store.append_block(&next)?;
-        let done = store.completed()?;
-        match run_schedule(
-            store, session, configs, &next, &done, record_env, fail_fast, interrupt, progress,
-        )? {
-            RunEnd::Complete => continue,
-            other => return Ok(other),
-        }
-    }
+    conditions: TrialConditions,
+    interrupt: &'a Arc<AtomicBool>,
+    progress: &'a mut dyn Progress,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_schedule(
-    store: &mut Store,
-    session: i64,
-    configs: &[Config],
-    schedule: &[ScheduledTrial],
-    done: &std::collections::HashSet<usize>,
-    record_env: &[String],
-    fail_fast: bool,
-    interrupt: &Arc<AtomicBool>,
-    progress: &mut dyn Progress,
-) -> Result<RunEnd> {
-    let mut end = RunEnd::Complete;
-    for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
-        if interrupt.load(Ordering::SeqCst) {
-            end = RunEnd::Interrupted;
-            break;
-        }
-        let spec = trial_spec(store.dir(), configs, trial, record_env)?;
-        progress.trial_started(trial, &spec.label);
-        match run_trial(&spec, interrupt) {
-            TrialOutcome::Interrupted => {
-                end = RunEnd::Interrupted;
-                break;
-            }
-            TrialOutcome::WriteFailed(what) => {
-                anyhow::bail!(
-                    "{what} (trial {} is not stored; every trial before it is: free space or fix the problem, then resume)",
-                    trial.trial_id
-                );
-            }
-            TrialOutcome::Done(result) => {
-                store.insert_trial(session, &result).with_context(|| {
-                    format!(
-                        "cannot store trial {} in {} (every trial before it is stored; free space or fix the problem, then resume)",
-                        trial.trial_id,
-                        store.db_path().display()
-                    )
+/// What became of one scheduled trial.
+enum TrialEnd {
+    Stored(Box<TrialResult>),
+    Interrupted,
+}
+
+impl Run<'_> {
+    /// An adaptive run: after every complete block, evaluate the precision rule; add and
+    /// run one more block until it is reached or the budget is spent, then record how it
+    /// ended.
+    fn run_until_precise(&mut self, target: &PrecisionTarget) -> Result<RunEnd> {
+        let order: crate::experiment::Order = match self.store.meta("order")?.as_deref() {
+            Some("sequential") => crate::experiment::Order::Sequential,
+            _ => crate::experiment::Order::Random,
+        };
+        let seed: u64 = self
+            .store
+            .meta("seed")?
+            .and_then(|s| s.parse().ok())
+            .context("the stored seed")?;
+        let configs = self.configs.len();
+        loop {
+            let schedule = self.store.schedule()?;
+            let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+            let status = evaluate(target, configs, blocks_done, &self.store.observations(target.metric)?);
+            let reason = if status.reached {
+                Some("target-reached")
+            } else if blocks_done >= target.max_batches {
+                Some("max-batches")
+            } else if target.max_duration.is_some_and(|budget| {
+                self.store.trials_wall_time().is_ok_and(|spent| spent >= budget)
+            }) {
+                Some("max-duration")
+            } else {
+                None
+            };
+            let next = one_block(configs, blocks_done, order, seed, schedule.len());
+            self.progress
+                .precision(&status, target, reason.is_none(), schedule.len() + next.len());
+            if let Some(reason) = reason {
+                self.store.record_precision_end(&PrecisionEnd {
+                    reason: reason.into(),
+                    blocks: blocks_done,
+                    target: target.target,
+                    metric: target.metric,
+                    widest_half_width: status.widest.and_then(|w| w.half_width),
                 })?;
-                progress.trial_finished(&result);
-                if fail_fast && result.status != TrialStatus::Valid {
-                    end = RunEnd::StoppedAfterFailure {
-                        trial_id: trial.trial_id,
-                    };
-                    break;
+                return Ok(RunEnd::Complete);
+            }
+            self.store.append_block(&next)?;
+            let done = self.store.completed()?;
+            match self.run_schedule(&next, &done)? {
+                RunEnd::Complete => continue,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn run_schedule(
+        &mut self,
+        schedule: &[ScheduledTrial],
+        done: &std::collections::HashSet<usize>,
+    ) -> Result<RunEnd> {
+        for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
+            if self.interrupt.load(Ordering::SeqCst) {
+                return Ok(RunEnd::Interrupted);
+            }
+            match self.run_one(trial)? {
+                TrialEnd::Interrupted => return Ok(RunEnd::Interrupted),
+                TrialEnd::Stored(result) => {
+                    if self.fail_fast && result.status != TrialStatus::Valid {
+                        return Ok(RunEnd::StoppedAfterFailure {
+                            trial_id: trial.trial_id,
+                        });
+                    }
                 }
             }
         }
+        Ok(RunEnd::Complete)
     }
-    Ok(end)
+
+    /// Runs one scheduled trial in the run's conditions: waits for a quiet machine, runs
+    /// it, runs it again while it was measured in noise (`repeat_noisy`), and stores it.
+    fn run_one(&mut self, trial: &ScheduledTrial) -> Result<TrialEnd> {
+        let spec = trial_spec(self.store.dir(), &self.configs, trial, &self.record_env, &self.conditions)?;
+        // A resumed trial goes on counting the attempts stored before the interruption.
+        let mut attempts = self
+            .store
+            .noisy_attempts()?
+            .iter()
+            .filter(|a| a.trial_id == trial.trial_id)
+            .count() as u32;
+        loop {
+            let quiet = match self.conditions.quiet.clone() {
+                Some(rule) => match self.wait_for_quiet(&rule) {
+                    Some(wait) => Some(wait),
+                    None if self.interrupt.load(Ordering::SeqCst) => return Ok(TrialEnd::Interrupted),
+                    None => None,
+                },
+                None => None,
+            };
+            self.progress.trial_started(trial, &spec.label);
+            let mut result = match run_trial(&spec, self.interrupt) {
+                TrialOutcome::Interrupted => return Ok(TrialEnd::Interrupted),
+                TrialOutcome::WriteFailed(what) => anyhow::bail!(
+                    "{what} (trial {} is not stored; every trial before it is: free space or fix the problem, then resume)",
+                    trial.trial_id
+                ),
+                TrialOutcome::Done(result) => result,
+            };
+            result.quiet = quiet;
+            result.noisy_attempts = attempts;
+            let noise = result.noise.as_ref().filter(|n| n.is_noisy());
+            if let (TrialStatus::Valid, Some(n)) = (result.status, noise) {
+                if attempts < self.conditions.repeat_noisy {
+                    attempts += 1;
+                    self.progress.note(&format!(
+                        "trial {} was measured in noise (other processes {:.0}% of a CPU, steal {:.1}%): stored apart as attempt {attempts}, and run again (repeat_noisy = {})",
+                        trial.trial_id, n.other_percent, n.steal_percent, self.conditions.repeat_noisy
+                    ));
+                    self.set_aside(&mut result, attempts)?;
+                    continue;
+                }
+            }
+            self.store.insert_trial(self.session, &result).with_context(|| {
+                format!(
+                    "cannot store trial {} in {} (every trial before it is stored; free space or fix the problem, then resume)",
+                    trial.trial_id,
+                    self.store.db_path().display()
+                )
+            })?;
+            self.progress.trial_finished(&result);
+            return Ok(TrialEnd::Stored(result));
+        }
+    }
+
+    /// Stores a noisy attempt apart: its files move to `noisy-N/` in the trial's directory
+    /// (where the next attempt does not replace them), its result to `noisy_attempts`.
+    fn set_aside(&mut self, result: &mut TrialResult, attempt: u32) -> Result<()> {
+        let dir = self.store.trial_dir(result.trial_id);
+        let aside = format!("noisy-{attempt}");
+        std::fs::create_dir_all(dir.join(&aside))
+            .with_context(|| format!("cannot create {}", dir.join(&aside).display()))?;
+        for name in &mut result.files {
+            let to = format!("{aside}/{name}");
+            std::fs::rename(dir.join(&*name), dir.join(&to))
+                .with_context(|| format!("cannot move {} to {to}", dir.join(&*name).display()))?;
+            *name = to;
+        }
+        self.store
+            .insert_noisy_attempt(self.session, attempt, result)
+            .with_context(|| format!("cannot store a noisy attempt of trial {}", result.trial_id))
+    }
+
+    /// Waits for a quiet machine, telling the progress what keeps it busy (at the first
+    /// busy window, then every 10 s). None on Ctrl-C, or when /proc/stat cannot be read.
+    fn wait_for_quiet(&mut self, rule: &QuietRule) -> Option<QuietWait> {
+        let progress = &mut *self.progress;
+        let mut told: Option<std::time::Duration> = None;
+        let wait = wait_for_quiet(rule, self.interrupt, &mut |other, steal, waited| {
+            if told.is_none_or(|t| waited >= t + std::time::Duration::from_secs(10)) {
+                told = Some(waited);
+                progress.note(&format!(
+                    "waiting for a quiet machine: other processes use {other:.0}% of a CPU (quiet below {:.0}%), steal {steal:.1}% (below {:.1}%); waited {:.0} s of at most {}",
+                    rule.other_percent,
+                    rule.steal_percent,
+                    waited.as_secs_f64(),
+                    humantime::format_duration(rule.max_wait)
+                ));
+            }
+        })?;
+        if !wait.quiet {
+            progress.note(&format!(
+                "the machine stayed busy for {} (other processes {:.0}% of a CPU, steal {:.1}%): the trial starts anyway, and its record says so",
+                humantime::format_duration(rule.max_wait),
+                wait.other_percent,
+                wait.steal_percent
+            ));
+        }
+        Some(wait)
+    }
 }

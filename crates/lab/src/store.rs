@@ -85,6 +85,18 @@ CREATE TABLE trials (
 );
 ";
 
+/// Trials measured in noise and run again (`repeat_noisy`): kept, out of the statistics.
+/// Created on demand, so results directories made before it existed still open.
+const NOISY_ATTEMPTS: &str = "
+CREATE TABLE IF NOT EXISTS noisy_attempts (
+    trial_id   INTEGER NOT NULL REFERENCES schedule(trial_id),
+    attempt    INTEGER NOT NULL,  -- 1, 2, ...: the attempts before the stored trial
+    session_id INTEGER REFERENCES sessions(session_id),
+    result     TEXT NOT NULL,     -- JSON: the attempt's whole TrialResult
+    PRIMARY KEY (trial_id, attempt)
+);
+";
+
 /// Where the files of trial `trial_id` of the results directory `dir` go.
 /// Meta key prefix of the doctor's report of a session (`doctor.session.<id>`).
 const DOCTOR_PREFIX: &str = "doctor.session.";
@@ -210,6 +222,7 @@ impl Store {
         let mut conn = open_connection(&db)?;
         let tx = conn.transaction()?;
         tx.execute_batch(SCHEMA)?;
+        tx.execute_batch(NOISY_ATTEMPTS)?;
         let file =
             std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone());
         let meta: Vec<(&str, String)> = vec![
@@ -234,6 +247,7 @@ impl Store {
             ),
             ("record_env", serde_json::to_string(&experiment.record_env)?),
             ("smoke", smoke.to_string()),
+            ("conditions", serde_json::to_string(&experiment.conditions)?),
             (
                 "precision",
                 match &experiment.precision {
@@ -424,6 +438,49 @@ impl Store {
             )),
             _ => Ok(None),
         }
+    }
+
+    /// The run's trial conditions (`quiet`, `cpus`, `repeat_noisy`); none for runs made
+    /// before they existed.
+    pub fn conditions(&self) -> Result<crate::conditions::TrialConditions> {
+        match self.meta("conditions")? {
+            Some(text) => serde_json::from_str(&text).context("the stored trial conditions"),
+            None => Ok(Default::default()),
+        }
+    }
+
+    /// Stores an attempt of a trial that was measured in noise and will be run again.
+    pub fn insert_noisy_attempt(&mut self, session_id: i64, attempt: u32, r: &TrialResult) -> Result<()> {
+        self.conn.execute_batch(NOISY_ATTEMPTS)?;
+        self.conn
+            .execute(
+                "INSERT INTO noisy_attempts (trial_id, attempt, session_id, result) VALUES (?1, ?2, ?3, ?4)",
+                params![r.trial_id as i64, attempt, session_id, serde_json::to_string(r)?],
+            )
+            .map_err(|e| self.explain(e))?;
+        Ok(())
+    }
+
+    /// The stored noisy attempts of every trial, in trial and attempt order (none when the
+    /// table does not exist: an older run, or one that never repeated a trial).
+    pub fn noisy_attempts(&self) -> Result<Vec<TrialResult>> {
+        let exists: i64 = self.conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'noisy_attempts'",
+            [],
+            |r| r.get(0),
+        )?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT result FROM noisy_attempts ORDER BY trial_id, attempt")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut attempts = Vec::new();
+        for row in rows {
+            attempts.push(serde_json::from_str(&row?).context("a stored noisy attempt")?);
+        }
+        Ok(attempts)
     }
 
     /// How an adaptive run ended, once it has.

@@ -18,6 +18,7 @@ use stats::median;
 
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
+use crate::conditions::PinningRecord;
 use crate::noise::NoiseRecord;
 use crate::probe::{self, ProbeSummary, Verification};
 use crate::process::{
@@ -50,6 +51,10 @@ pub struct TrialSpec {
     pub out_dir: PathBuf,
     /// Where live server groups are registered, for cleanup after a crash.
     pub registry: PathBuf,
+    /// `cpus`: the server's tree runs on `server`, and rubyrace was pinned to `load`
+    /// (`crate::conditions`); checked in every server process.
+    #[serde(default)]
+    pub cpus: Option<crate::conditions::CpuSplit>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -181,6 +186,17 @@ pub struct TrialResult {
     /// read, and in rows stored before it existed.
     #[serde(default)]
     pub noise: Option<NoiseRecord>,
+    /// `quiet`: how long the trial waited for a quiet machine, and whether it got one.
+    #[serde(default)]
+    pub quiet: Option<crate::conditions::QuietWait>,
+    /// `cpus`: the CPUs of every server process and rubyrace thread, checked at the start of
+    /// the measured phase. A process on other CPUs makes the trial invalid.
+    #[serde(default)]
+    pub pinning: Option<crate::conditions::PinningRecord>,
+    /// `repeat_noisy`: the attempts before this one that were measured in noise (stored
+    /// apart, out of the statistics).
+    #[serde(default)]
+    pub noisy_attempts: u32,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }
@@ -250,6 +266,9 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         probe: None,
         verification: None,
         noise: None,
+        quiet: None,
+        pinning: None,
+        noisy_attempts: 0,
         files: Vec::new(),
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
@@ -273,7 +292,12 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         Workload::Script => script_trial(spec, interrupt, &mut result),
     };
     match outcome {
-        Ok(()) => finish(result, started, &spec.out_dir),
+        Ok(()) => {
+            if let Some(failure) = result.pinning.as_ref().and_then(|p| p.failure()) {
+                invalidate(&mut result, failure);
+            }
+            finish(result, started, &spec.out_dir)
+        }
         Err(Stop::Interrupted) => TrialOutcome::Interrupted,
         Err(Stop::WriteFailed(what)) => TrialOutcome::WriteFailed(what),
     }
@@ -416,6 +440,7 @@ fn http_trial(
         argv: command.argv.clone(),
         env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         cwd: command.cwd.clone(),
+        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
     };
     let mut record = ServerRecord {
         argv: launch.argv.clone(),
@@ -505,6 +530,23 @@ fn note_orphans(result: &mut TrialResult, orphans: &[Orphan]) {
     });
 }
 
+/// A measured trial whose figures cannot be trusted for `why`: a valid trial becomes
+/// invalid with that reason, an invalid one adds it to its reason; a failed one keeps its
+/// own.
+fn invalidate(result: &mut TrialResult, why: String) {
+    match result.status {
+        TrialStatus::Valid => {
+            result.status = TrialStatus::Invalid;
+            result.reason = Some(why);
+        }
+        TrialStatus::Invalid => {
+            let reason = result.reason.take().unwrap_or_default();
+            result.reason = Some(format!("{reason}; {why}"));
+        }
+        TrialStatus::Failed => {}
+    }
+}
+
 /// Adds the probe to a server's or script's environment (RUBYOPT, its directory, the
 /// compaction mode) and creates its directory.
 fn with_probe(
@@ -527,17 +569,7 @@ fn with_probe(
 fn apply_probe(result: &mut TrialResult, summary: Option<ProbeSummary>) {
     let verification = probe::verify(&result.settings, summary.as_ref());
     if let Some(failure) = verification.as_ref().and_then(Verification::failure) {
-        match result.status {
-            TrialStatus::Valid => {
-                result.status = TrialStatus::Invalid;
-                result.reason = Some(failure);
-            }
-            TrialStatus::Invalid => {
-                let reason = result.reason.take().unwrap_or_default();
-                result.reason = Some(format!("{reason}; {failure}"));
-            }
-            TrialStatus::Failed => {}
-        }
+        invalidate(result, failure);
     }
     result.probe = summary;
     result.verification = verification;
@@ -576,16 +608,19 @@ fn measure(
     let preload = s.allocator.as_ref().and_then(|a| a.preload.clone());
     let starter = {
         let probe_dir = probe_dir.clone();
+        let cpus = spec.cpus.clone();
         std::thread::spawn(move || {
             std::thread::sleep(start_at.saturating_duration_since(Instant::now()));
             probe::request_snapshot(&probe_dir, probe::MEASURE_START, pid, pid);
             let mut maps = BTreeMap::new();
-            for p in crate::resources::tree_pids(pid, pid).unwrap_or_default() {
+            let pids = crate::resources::tree_pids(pid, pid).unwrap_or_default();
+            for &p in &pids {
                 if let Ok(found) = probe::mapped_allocators(p, preload.as_deref()) {
                     maps.insert(p, found);
                 }
             }
-            maps
+            let pinning = cpus.map(|split| PinningRecord::check(&split, &pids));
+            (maps, pinning)
         })
     };
     let watch = DeathWatch::start(pid, pid);
@@ -595,8 +630,9 @@ fn measure(
     record.deaths.retain(|d| d.pid != pid);
     let (resources, noise) = sampler.finish_with_noise();
     result.noise = noise;
-    if let Ok(found) = starter.join() {
+    if let Ok((found, pinning)) = starter.join() {
         *maps = found;
+        result.pinning = pinning;
     }
     if !interrupt.load(Ordering::SeqCst) {
         probe::request_snapshot(&probe_dir, probe::MEASURE_END, pid, pid);
@@ -762,6 +798,7 @@ fn script_trial(
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from(".")),
+        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
     };
     let mut outcome = ScriptOutcome {
         argv,
@@ -785,6 +822,9 @@ fn script_trial(
                 return Ok(());
             }
         };
+        if let (0, Some(split)) = (run, &spec.cpus) {
+            result.pinning = Some(PinningRecord::check(split, &[child.pid()]));
+        }
         let waited = child.wait_with_usage(since, limit, interrupt);
         let Some((status, usage, wall)) = waited else {
             child.stop(Duration::from_secs(1));

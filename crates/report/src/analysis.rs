@@ -291,6 +291,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .collect();
         let mut c = cohort(name, trials, &valid, &by, &context, &mut warnings);
         c.noise = crate::noise::cohort_noise(trials);
+        if let Some(n) = &c.noise {
+            warnings.extend(crate::noise::condition_warnings(name, n));
+        }
         warnings.extend(crate::noise::noisy_warning(name, trials));
         cohorts.push(c);
     }

@@ -55,6 +55,12 @@ pub struct TrialData {
     pub hlog_problem: Option<String>,
     /// The machine's noise over the measured phase; None for script trials and old rows.
     pub noise: Option<lab::noise::NoiseRecord>,
+    /// `quiet`: the wait for a quiet machine before the trial.
+    pub quiet: Option<lab::conditions::QuietWait>,
+    /// `cpus`: the CPUs checked in the server's processes and rubyrace's threads.
+    pub pinning: Option<lab::conditions::PinningRecord>,
+    /// `repeat_noisy`: attempts of this trial measured in noise and set aside.
+    pub noisy_attempts: u32,
 }
 
 /// One results directory.
@@ -238,6 +244,9 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
             hlog_problem,
             // A damaged noise object is no noise record, not an unreadable run.
             noise: serde_json::from_value(r["noise"].clone()).ok().flatten(),
+            quiet: serde_json::from_value(r["quiet"].clone()).ok().flatten(),
+            pinning: serde_json::from_value(r["pinning"].clone()).ok().flatten(),
+            noisy_attempts: r["noisy_attempts"].as_u64().unwrap_or(0) as u32,
         });
     }
     let mut unfinished = Vec::new();

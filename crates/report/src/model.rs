@@ -151,6 +151,18 @@ pub struct CohortNoise {
     /// Trial ids (`run:trial`) measured in noise: other processes above 10% of a CPU or
     /// steal above 1%.
     pub noisy: Vec<String>,
+    /// `quiet`: median seconds the trials waited for a quiet machine (None: no wait).
+    #[serde(default)]
+    pub quiet_wait_s: Option<f64>,
+    /// `quiet`: trials that started on a busy machine after the longest wait allowed.
+    #[serde(default)]
+    pub not_quiet: Vec<String>,
+    /// `cpus`: "server CPUs / load CPUs" of the trials (None: not pinned).
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `repeat_noisy`: attempts measured in noise, set aside and run again.
+    #[serde(default)]
+    pub set_aside: u32,
 }
 
 /// One metric of one cohort against the baseline.

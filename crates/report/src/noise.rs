@@ -47,7 +47,52 @@ pub fn cohort_noise(trials: &[&TrialData]) -> Option<CohortNoise> {
             .filter(|t| t.noise.as_ref().is_some_and(|n| n.is_noisy()))
             .map(|t| format!("{}:{}", t.source, t.trial_id))
             .collect(),
+        quiet_wait_s: median(
+            &recorded
+                .iter()
+                .filter_map(|t| t.quiet.as_ref().map(|q| q.waited_s))
+                .collect::<Vec<_>>(),
+        ),
+        not_quiet: recorded
+            .iter()
+            .filter(|t| t.quiet.as_ref().is_some_and(|q| !q.quiet))
+            .map(|t| format!("{}:{}", t.source, t.trial_id))
+            .collect(),
+        cpus: recorded
+            .iter()
+            .find_map(|t| t.pinning.as_ref())
+            .map(|p| format!("{} / {}", p.server_cpus, p.load_cpus)),
+        set_aside: recorded.iter().map(|t| t.noisy_attempts).sum(),
     })
+}
+
+/// A `not-quiet` warning for a cohort with trials that started on a busy machine after the
+/// longest wait `quiet` allows, and a `noisy-repeated` note for one whose trials were run
+/// again for noise (the noisy attempts are left out of the statistics).
+pub fn condition_warnings(cohort: &str, noise: &CohortNoise) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    if !noise.not_quiet.is_empty() {
+        warnings.push(Warning {
+            kind: "not-quiet".into(),
+            cohort: Some(cohort.to_string()),
+            message: format!(
+                "{} trial(s) started on a busy machine after the longest wait `quiet` allows: {}",
+                noise.not_quiet.len(),
+                noise.not_quiet.join(", ")
+            ),
+        });
+    }
+    if noise.set_aside > 0 {
+        warnings.push(Warning {
+            kind: "noisy-repeated".into(),
+            cohort: Some(cohort.to_string()),
+            message: format!(
+                "{} attempt(s) were measured in noise and run again (repeat_noisy); they are stored apart (`rubyrace export --json`, noisy_attempts) and left out of the statistics",
+                noise.set_aside
+            ),
+        });
+    }
+    warnings
 }
 
 /// A `noisy-trials` warning for a cohort with trials measured in noise, naming each with
@@ -92,19 +137,17 @@ pub fn noise_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
         "max other CPU",
         "load (1 min)",
         "in noise",
+        "quiet wait",
+        "set aside",
+        "CPUs server / load",
     ];
     let rows = report
         .cohorts
         .iter()
         .map(|c| match &c.noise {
-            None => vec![
-                c.name.clone(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ],
+            None => std::iter::once(c.name.clone())
+                .chain(std::iter::repeat_n("-".to_string(), headers.len() - 1))
+                .collect(),
             Some(n) => vec![
                 c.name.clone(),
                 format!("{:.1}%", n.other_cpu_percent),
@@ -114,13 +157,18 @@ pub fn noise_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
                     .map(|l| format!("{l:.2}"))
                     .unwrap_or_else(|| "-".into()),
                 format!("{} of {}", n.noisy.len(), n.trials),
+                n.quiet_wait_s
+                    .map(|w| format!("{w:.1} s"))
+                    .unwrap_or_else(|| "-".into()),
+                n.set_aside.to_string(),
+                n.cpus.clone().unwrap_or_else(|| "-".into()),
             ],
         })
         .collect();
     Some((headers, rows))
 }
 
-pub const NOISE_TITLE: &str = "Machine noise over the measured phases (medians over trials; CPU in % of one CPU; in noise: other processes > 10% or steal > 1%):";
+pub const NOISE_TITLE: &str = "Machine noise over the measured phases (medians over trials; CPU in % of one CPU; in noise: other processes > 10% or steal > 1%; quiet wait: before each trial, with `quiet`; set aside: noisy attempts run again, with `repeat_noisy`; CPUs: with `cpus`, checked in every server process):";
 
 /// The noise table as Markdown, or nothing.
 pub fn noise_markdown(report: &Report, escape: fn(&str) -> String) -> String {
