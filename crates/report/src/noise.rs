@@ -20,44 +20,29 @@ pub fn cohort_noise(trials: &[&TrialData]) -> Option<CohortNoise> {
         .copied()
         .filter(|t| t.status != "failed" && t.noise.is_some())
         .collect();
-    let of = |f: fn(&lab::noise::NoiseRecord) -> f64| -> Option<f64> {
-        median(
-            &recorded
-                .iter()
-                .filter_map(|t| t.noise.as_ref().map(f))
-                .collect::<Vec<_>>(),
-        )
+    // The median of a figure over the trials that have it, and the trials that match.
+    let median_of = |f: &dyn Fn(&TrialData) -> Option<f64>| -> Option<f64> {
+        median(&recorded.iter().filter_map(|t| f(t)).collect::<Vec<_>>())
+    };
+    let named = |f: &dyn Fn(&TrialData) -> bool| -> Vec<String> {
+        recorded
+            .iter()
+            .filter(|t| f(t))
+            .map(|t| format!("{}:{}", t.source, t.trial_id))
+            .collect()
     };
     Some(CohortNoise {
         trials: recorded.len(),
-        other_cpu_percent: of(|n| n.other_percent)?,
-        steal_percent: of(|n| n.steal_percent)?,
+        other_cpu_percent: median_of(&|t| t.noise.as_ref().map(|n| n.other_percent))?,
+        steal_percent: median_of(&|t| t.noise.as_ref().map(|n| n.steal_percent))?,
         max_other_cpu_percent: recorded
             .iter()
             .filter_map(|t| t.noise.as_ref().map(|n| n.other_percent))
             .fold(0.0, f64::max),
-        load_average_end: median(
-            &recorded
-                .iter()
-                .filter_map(|t| t.noise.as_ref().and_then(|n| n.load_average_end))
-                .collect::<Vec<_>>(),
-        ),
-        noisy: recorded
-            .iter()
-            .filter(|t| t.noise.as_ref().is_some_and(|n| n.is_noisy()))
-            .map(|t| format!("{}:{}", t.source, t.trial_id))
-            .collect(),
-        quiet_wait_s: median(
-            &recorded
-                .iter()
-                .filter_map(|t| t.quiet.as_ref().map(|q| q.waited_s))
-                .collect::<Vec<_>>(),
-        ),
-        not_quiet: recorded
-            .iter()
-            .filter(|t| t.quiet.as_ref().is_some_and(|q| !q.quiet))
-            .map(|t| format!("{}:{}", t.source, t.trial_id))
-            .collect(),
+        load_average_end: median_of(&|t| t.noise.as_ref().and_then(|n| n.load_average_end)),
+        noisy: named(&|t| t.noise.as_ref().is_some_and(|n| n.is_noisy())),
+        quiet_wait_s: median_of(&|t| t.quiet.as_ref().map(|q| q.waited_s)),
+        not_quiet: named(&|t| t.quiet.as_ref().is_some_and(|q| !q.quiet)),
         cpus: recorded
             .iter()
             .find_map(|t| t.pinning.as_ref())
