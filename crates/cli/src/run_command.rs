@@ -429,7 +429,15 @@ fn print_plan_json(
     let dir = std::path::absolute(dir)?;
     let specs = plan
         .iter()
-        .map(|t| trial_spec(&dir, &experiment.configs, t, &experiment.record_env, &experiment.conditions))
+        .map(|t| {
+            trial_spec(
+                &dir,
+                &experiment.configs,
+                t,
+                &experiment.record_env,
+                &experiment.conditions,
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let json = serde_json::json!({
         "schema": "rubyrace.plan/1",
@@ -685,7 +693,10 @@ impl Progress for ConsoleProgress {
                     .half_width
                     .map(|h| format!("±{:.2}%", 100.0 * h))
                     .unwrap_or_else(|| "±?".into());
-                format!("{} {w}", labels.get(&c.config_id).map_or("?", String::as_str))
+                format!(
+                    "{} {w}",
+                    labels.get(&c.config_id).map_or("?", String::as_str)
+                )
             })
             .collect();
         let per_block = if self.run_this_session > 0 {
@@ -700,7 +711,9 @@ impl Progress for ConsoleProgress {
                 format!(
                     "about {n} more block{} (~{})",
                     if n == 1 { "" } else { "s" },
-                    humantime::format_duration(Duration::from_secs((per_block * n as u32).as_secs()))
+                    humantime::format_duration(Duration::from_secs(
+                        (per_block * n as u32).as_secs()
+                    ))
                 )
             }
             (true, None) => "adding a block".to_string(),

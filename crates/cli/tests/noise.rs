@@ -374,15 +374,30 @@ duration = "1s"
     let pinning = &puma.result["pinning"];
     // The master and its two workers, each read from /proc.
     assert_eq!(pinning["server_processes"], 3, "{pinning}");
-    assert!(pinning["rubyrace_threads"].as_u64().unwrap() >= 2, "{pinning}");
-    assert_eq!(pinning["mismatches"].as_array().unwrap().len(), 0, "{pinning}");
+    assert!(
+        pinning["rubyrace_threads"].as_u64().unwrap() >= 2,
+        "{pinning}"
+    );
+    assert_eq!(
+        pinning["mismatches"].as_array().unwrap().len(),
+        0,
+        "{pinning}"
+    );
     assert_eq!(pinning["load_cpus"], load_cpus.as_str(), "{pinning}");
 
     let script = by_label("script");
     assert_eq!(script.status, "valid", "{:?}", script.reason);
     let metrics = &script.result["script"]["median_metrics"];
-    assert_eq!(metrics["cpu_count"].as_f64(), Some(count as f64), "{metrics}");
-    assert_eq!(metrics["first_cpu"].as_f64(), Some(first as f64), "{metrics}");
+    assert_eq!(
+        metrics["cpu_count"].as_f64(),
+        Some(count as f64),
+        "{metrics}"
+    );
+    assert_eq!(
+        metrics["first_cpu"].as_f64(),
+        Some(first as f64),
+        "{metrics}"
+    );
     assert_eq!(metrics["last_cpu"].as_f64(), Some(last as f64), "{metrics}");
 
     let escaped = by_label("escaped");
@@ -428,7 +443,10 @@ duration = "1s"
     let run = lab.run(&[], Duration::from_secs(120));
     stopper.join().unwrap();
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stderr.contains("waiting for a quiet machine"), "{run:?}");
+    assert!(
+        run.stderr.contains("waiting for a quiet machine"),
+        "{run:?}"
+    );
     let rows = valid_trials(&lab);
     let quiet = &rows[0].result["quiet"];
     assert_eq!(quiet["quiet"], true, "{quiet}");
@@ -453,8 +471,9 @@ duration = "1s"
     let report = report_json(&lab);
     let warnings = report["warnings"].as_array().unwrap();
     assert!(
-        warnings.iter().any(|w| w["kind"] == "not-quiet"
-            && w["message"].as_str().unwrap().contains("0:0")),
+        warnings
+            .iter()
+            .any(|w| w["kind"] == "not-quiet" && w["message"].as_str().unwrap().contains("0:0")),
         "{warnings:?}"
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
@@ -486,7 +505,11 @@ duration = "2s"
     let run = lab.run(&[], Duration::from_secs(120));
     drop(busy);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert_eq!(run.stderr.matches("was measured in noise").count(), 2, "{run:?}");
+    assert_eq!(
+        run.stderr.matches("was measured in noise").count(),
+        2,
+        "{run:?}"
+    );
     let rows = valid_trials(&lab);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].result["noisy_attempts"], 2);
@@ -500,8 +523,16 @@ duration = "2s"
         assert_eq!(a["trial_id"], 0);
         assert!(num(&a["noise"], "other_percent") > 10.0, "{a}");
         // Its files moved aside, where the next attempt did not replace them.
-        let files: Vec<&str> = a["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
-        assert!(files.contains(&format!("noisy-{}/latency.hlog", i + 1).as_str()), "{files:?}");
+        let files: Vec<&str> = a["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert!(
+            files.contains(&format!("noisy-{}/latency.hlog", i + 1).as_str()),
+            "{files:?}"
+        );
         for f in files {
             assert!(trial_dir.join(f).exists(), "{f}");
         }
@@ -513,6 +544,9 @@ duration = "2s"
     assert_eq!(cohort["noise"]["set_aside"], 2, "{cohort}");
     assert_eq!(cohort["noise"]["trials"], 1, "{cohort}");
     let warnings = report["warnings"].as_array().unwrap();
-    assert!(warnings.iter().any(|w| w["kind"] == "noisy-repeated"), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w["kind"] == "noisy-repeated"),
+        "{warnings:?}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }

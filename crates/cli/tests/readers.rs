@@ -107,8 +107,8 @@ fn rubyrace(args: &[&str]) -> Run {
 }
 
 fn warnings(run: &Run) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {run:?}"));
+    let v: Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {run:?}"));
     v["warnings"]
         .as_array()
         .unwrap()
@@ -173,13 +173,17 @@ fn outputs_never_replace_a_results_database_or_a_file_of_a_results_directory() {
             "is inside the results directory",
         ),
         (
-            vec!["compare", s(&dir), "connections=1", "connections=2", "-o", s(&notes)],
+            vec![
+                "compare",
+                s(&dir),
+                "connections=1",
+                "connections=2",
+                "-o",
+                s(&notes),
+            ],
             "is inside the results directory",
         ),
-        (
-            vec!["report", s(&dir), "--charts", s(&dir)],
-            "--charts",
-        ),
+        (vec!["report", s(&dir), "--charts", s(&dir)], "--charts"),
         (
             vec!["report", s(&dir), "-o", s(&trials)],
             "is a directory; give a file name",
@@ -191,12 +195,22 @@ fn outputs_never_replace_a_results_database_or_a_file_of_a_results_directory() {
         assert!(run.stderr.contains(message), "{message:?} not in {run:?}");
         assert!(run.stdout.is_empty(), "printed before refusing: {run:?}");
     }
-    assert_eq!(fingerprint(&dir), before, "a refused output changed the results directory");
-    assert!(std::fs::read(&elsewhere).unwrap().starts_with(b"SQLite format 3\0"));
+    assert_eq!(
+        fingerprint(&dir),
+        before,
+        "a refused output changed the results directory"
+    );
+    assert!(std::fs::read(&elsewhere)
+        .unwrap()
+        .starts_with(b"SQLite format 3\0"));
 
     // rubyrace's own report files are allowed, written whole, with no temporary file left.
     let md = dir.join("report.md");
-    std::fs::write(&md, "an older report, longer than the new one would be ".repeat(200)).unwrap();
+    std::fs::write(
+        &md,
+        "an older report, longer than the new one would be ".repeat(200),
+    )
+    .unwrap();
     let run = rubyrace(&["report", s(&dir), "--format", "markdown", "-o", s(&md)]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     let text = std::fs::read_to_string(&md).unwrap();
@@ -228,7 +242,11 @@ fn readers_change_no_byte_of_a_results_directory() {
     ] {
         let run = rubyrace(&args);
         assert_eq!(run.code(), Some(0), "{run:?}");
-        assert_eq!(fingerprint(&dir), before, "{args:?} changed the results directory");
+        assert_eq!(
+            fingerprint(&dir),
+            before,
+            "{args:?} changed the results directory"
+        );
     }
     for suffix in ["-wal", "-shm", "-journal"] {
         assert!(!dir.join(format!("results.db{suffix}")).exists());
@@ -244,13 +262,18 @@ fn readers_change_no_byte_of_a_results_directory() {
             .contains(&format!("{}/results.db is empty", s(&broken))),
         "{run:?}"
     );
-    assert_eq!(std::fs::metadata(broken.join("results.db")).unwrap().len(), 0);
+    assert_eq!(
+        std::fs::metadata(broken.join("results.db")).unwrap().len(),
+        0
+    );
     std::fs::write(broken.join("results.db"), b"not a database at all").unwrap();
     let run = rubyrace(&["export", s(&broken), "--json"]);
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(
-        run.stderr
-            .contains(&format!("{}/results.db is not an SQLite database", s(&broken))),
+        run.stderr.contains(&format!(
+            "{}/results.db is not an SQLite database",
+            s(&broken)
+        )),
         "{run:?}"
     );
 }
@@ -272,7 +295,13 @@ fn readers_work_on_read_only_media() {
     // `rubyrace ARGS` with `dir` mounted read-only, in a private mount namespace.
     let read_only = |args: &[&str]| {
         Command::new("unshare")
-            .args(["--map-root-user", "--mount", "ruby", READ_ONLY_MOUNT, s(&dir)])
+            .args([
+                "--map-root-user",
+                "--mount",
+                "ruby",
+                READ_ONLY_MOUNT,
+                s(&dir),
+            ])
             .arg(env!("CARGO_BIN_EXE_rubyrace"))
             .args(args)
             .stdin(Stdio::null())
@@ -286,7 +315,10 @@ fn readers_work_on_read_only_media() {
     ] {
         let out = read_only(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{args:?} on read-only media: {stderr}");
+        assert!(
+            out.status.success(),
+            "{args:?} on read-only media: {stderr}"
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("connections"), "{args:?}: {stdout}");
     }
@@ -319,7 +351,16 @@ fn a_closed_stdout_and_stderr_end_the_output_without_a_panic() {
         (vec!["rubies"], 0),
         (vec!["ruby", "list"], 0),
         (vec!["run", s(&file), "--dry-run"], 0),
-        (vec!["ruby", "build", "3.4", "--source", "/nonexistent/ruby-3.4.tar.gz"], 1),
+        (
+            vec![
+                "ruby",
+                "build",
+                "3.4",
+                "--source",
+                "/nonexistent/ruby-3.4.tar.gz",
+            ],
+            1,
+        ),
         (vec!["report", "/nonexistent/results"], 1),
     ];
     for (args, code) in cases {
@@ -358,23 +399,37 @@ fn missing_or_damaged_trial_files_are_named_with_the_figures_they_affect() {
     );
     // Trials 0 and 1 are in block 0: one of each configuration.
     std::fs::remove_file(dir.join("trials/00000/latency.hlog")).unwrap();
-    std::fs::write(dir.join("trials/00001/latency.hlog"), b"#[garbled\nnot a histogram\n").unwrap();
+    std::fs::write(
+        dir.join("trials/00001/latency.hlog"),
+        b"#[garbled\nnot a histogram\n",
+    )
+    .unwrap();
     let run = report(&dir);
     let damaged = warnings_of(&run, "latency-files");
     assert_eq!(damaged.len(), 2, "{damaged:?}");
     let all = format!("{damaged:?}");
-    assert!(all.contains("trials/00000/latency.hlog is missing"), "{all}");
+    assert!(
+        all.contains("trials/00000/latency.hlog is missing"),
+        "{all}"
+    );
     assert!(all.contains("of trial 1 cannot be read"), "{all}");
     assert!(all.contains("use 2 of 3 trials"), "{all}");
     assert!(all.contains("merged latency percentiles"), "{all}");
     let table = rubyrace(&["report", s(&dir)]);
-    assert!(table.stdout.contains("latency-files") || table.stdout.contains("latency histograms of trial"), "{table:?}");
+    assert!(
+        table.stdout.contains("latency-files")
+            || table.stdout.contains("latency histograms of trial"),
+        "{table:?}"
+    );
 
     std::fs::remove_dir_all(dir.join("trials")).unwrap();
     let run = report(&dir);
     let damaged = warnings_of(&run, "latency-files");
     assert_eq!(damaged.len(), 2, "{damaged:?}");
-    assert!(format!("{damaged:?}").contains("use 0 of 3 trials"), "{damaged:?}");
+    assert!(
+        format!("{damaged:?}").contains("use 0 of 3 trials"),
+        "{damaged:?}"
+    );
 }
 
 /// Item 7: a report of an interrupted run says it is incomplete, how much is stored, which
@@ -385,16 +440,26 @@ fn a_report_of_an_incomplete_run_says_so_with_the_resume_command() {
     {
         // What an interruption after the first trial leaves: a prefix of the schedule.
         let db = rusqlite::Connection::open(dir.join("results.db")).unwrap();
-        db.execute("DELETE FROM trials WHERE trial_id > 0", []).unwrap();
+        db.execute("DELETE FROM trials WHERE trial_id > 0", [])
+            .unwrap();
     }
     let run = rubyrace(&["report", s(&dir), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     let incomplete = warnings_of(&run, "incomplete-run");
     assert_eq!(incomplete.len(), 1, "{run:?}");
     let m = &incomplete[0];
-    assert!(m.contains("is incomplete: 1 of 6 planned trials are stored"), "{m}");
-    assert!(m.contains("has no trial yet and is not in this report"), "{m}");
-    assert!(m.contains(&format!("`rubyrace run --resume {}`", s(&dir))), "{m}");
+    assert!(
+        m.contains("is incomplete: 1 of 6 planned trials are stored"),
+        "{m}"
+    );
+    assert!(
+        m.contains("has no trial yet and is not in this report"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("`rubyrace run --resume {}`", s(&dir))),
+        "{m}"
+    );
     let table = rubyrace(&["report", s(&dir)]);
     assert!(table.stdout.contains("rubyrace run --resume"), "{table:?}");
 }
@@ -406,7 +471,10 @@ fn compare_refuses_one_directory_twice_and_names_every_difference() {
     let dir = results();
     let run = rubyrace(&["compare", s(dir), s(dir)]);
     assert_eq!(run.code(), Some(1), "{run:?}");
-    assert!(run.stderr.contains("are the same results directory"), "{run:?}");
+    assert!(
+        run.stderr.contains("are the same results directory"),
+        "{run:?}"
+    );
     let alias = format!("{}/../results", s(dir));
     let run = rubyrace(&["report", s(dir), &alias]);
     assert_eq!(run.code(), Some(1), "{run:?}");
@@ -415,7 +483,10 @@ fn compare_refuses_one_directory_twice_and_names_every_difference() {
     let (_tmp, copy) = copy_of_results("readers-copy");
     let run = rubyrace(&["compare", s(dir), s(&copy), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(!warnings(&run).iter().any(|(k, _)| k == "sides-differ"), "{run:?}");
+    assert!(
+        !warnings(&run).iter().any(|(k, _)| k == "sides-differ"),
+        "{run:?}"
+    );
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["group_by"][0], "source");
 
@@ -442,10 +513,21 @@ duration = "700ms"
     assert_eq!(run.code(), Some(0), "{run:?}");
     let differ = warnings_of(&run, "sides-differ");
     assert_eq!(differ.len(), 1, "{run:?}");
-    assert!(differ[0].contains("settings.app (rack-hello vs sinatra-hello)"), "{}", differ[0]);
-    assert!(differ[0].contains("settings.load.connections (1 | 2 vs 2)"), "{}", differ[0]);
+    assert!(
+        differ[0].contains("settings.app (rack-hello vs sinatra-hello)"),
+        "{}",
+        differ[0]
+    );
+    assert!(
+        differ[0].contains("settings.load.connections (1 | 2 vs 2)"),
+        "{}",
+        differ[0]
+    );
     let table = rubyrace(&["compare", s(dir), s(other)]);
-    assert!(table.stdout.contains("the compared runs differ in"), "{table:?}");
+    assert!(
+        table.stdout.contains("the compared runs differ in"),
+        "{table:?}"
+    );
 }
 
 /// Item 20: `--charts FILE` used to print the whole report before failing on the path; and
@@ -456,8 +538,14 @@ fn bad_chart_paths_fail_before_any_output_and_counts_agree_in_number() {
     let file = tmp.write("not-a-dir", "x");
     let run = rubyrace(&["report", s(results()), "--charts", s(&file)]);
     assert_eq!(run.code(), Some(1), "{run:?}");
-    assert!(run.stdout.is_empty(), "the report was printed before the error: {run:?}");
-    assert!(run.stderr.contains("this is a file; give a directory"), "{run:?}");
+    assert!(
+        run.stdout.is_empty(),
+        "the report was printed before the error: {run:?}"
+    );
+    assert!(
+        run.stderr.contains("this is a file; give a directory"),
+        "{run:?}"
+    );
 
     let experiment = tmp.write(
         "one.toml",
@@ -465,6 +553,9 @@ fn bad_chart_paths_fail_before_any_output_and_counts_agree_in_number() {
     );
     let run = rubyrace(&["run", s(&experiment), "--dry-run"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stdout.contains("1 configuration × 1 block = 1 trial,"), "{run:?}");
+    assert!(
+        run.stdout.contains("1 configuration × 1 block = 1 trial,"),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("(1×1), 1 connection,"), "{run:?}");
 }

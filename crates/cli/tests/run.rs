@@ -353,10 +353,7 @@ fn an_experiment_that_relies_on_defaults_says_which_before_the_plan() {
     let dry = lab.run(&["--dry-run"], Duration::from_secs(20));
     assert_eq!(dry.code(), Some(0), "{dry:?}");
     assert_eq!(dry.stderr, note, "{dry:?}");
-    assert!(
-        dry.stdout.contains("1 configuration × 5 blocks"),
-        "{dry:?}"
-    );
+    assert!(dry.stdout.contains("1 configuration × 5 blocks"), "{dry:?}");
     // On stderr, so the JSON plan stays JSON.
     let json = lab.run(&["--dry-run", "--json"], Duration::from_secs(20));
     assert_eq!(json.code(), Some(0), "{json:?}");
@@ -459,23 +456,55 @@ threads = [1, 2]
     );
     let run = lab.run(&[], Duration::from_secs(180));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stderr.contains("precision after 2 blocks (throughput, 97.5% intervals, target ±60%): threads=2 ±"), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "precision after 2 blocks (throughput, 97.5% intervals, target ±60%): threads=2 ±"
+        ),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("precision after 6 blocks"), "{run:?}");
-    assert!(run.stdout.contains("every comparison reached ±60% on throughput after 6 blocks"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("every comparison reached ±60% on throughput after 6 blocks"),
+        "{run:?}"
+    );
     let db = lab.db();
-    assert_eq!(schedule(&db).len(), 12, "blocks 3 to 6 were added one by one");
+    assert_eq!(
+        schedule(&db).len(),
+        12,
+        "blocks 3 to 6 were added one by one"
+    );
     assert_eq!(trials(&db).len(), 12);
     let end: Value = serde_json::from_str(
-        &db.query_row("SELECT value FROM meta WHERE key = 'precision_end'", [], |r| r.get::<_, String>(0))
-            .unwrap(),
+        &db.query_row(
+            "SELECT value FROM meta WHERE key = 'precision_end'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap(),
     )
     .unwrap();
-    assert_eq!((end["reason"].as_str(), end["blocks"].as_u64()), (Some("target-reached"), Some(6)));
-    let report = rubyrace(&["report", lab.results().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(
+        (end["reason"].as_str(), end["blocks"].as_u64()),
+        (Some("target-reached"), Some(6))
+    );
+    let report = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert_eq!(report.code(), Some(0), "{report:?}");
     let v: Value = serde_json::from_str(&report.stdout).unwrap();
     assert_eq!(v["confidence"], 0.975);
-    assert!(v["warnings"].as_array().unwrap().iter().any(|w| w["kind"] == "adaptive-run"), "{v}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "adaptive-run"),
+        "{v}"
+    );
     // A resume of a finished adaptive run adds nothing.
     let resumed = rubyrace(&["run", "--resume", lab.results().to_str().unwrap()]);
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
@@ -487,7 +516,11 @@ threads = [1, 2]
     lab.experiment(&experiment("0.001%", 7));
     let run = lab.run(&[], Duration::from_secs(180));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stdout.contains("the run stopped at its block budget (max_batches = 7)"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("the run stopped at its block budget (max_batches = 7)"),
+        "{run:?}"
+    );
     assert_eq!(schedule(&lab.db()).len(), 14);
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
@@ -500,12 +533,33 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
     let file = lab.experiment("batches = 5\nmetric = \"cpu_per_request\"\nmax_duration = \"10m\"\n[settings]\napp = \"rack-hello\"\n");
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
     assert_eq!(run.code(), Some(2), "{run:?}");
-    assert!(run.stderr.contains(&format!("{}:2:10: metric: metric applies to adaptive runs, and this file sets no precision", file.display())), "{run:?}");
-    assert!(run.stderr.contains("max_duration: max_duration applies to adaptive runs"), "{run:?}");
-    lab.experiment("batches = 5\nprecision = \"1\"\nmax_batches = 3\n[settings]\napp = \"rack-hello\"\n");
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:2:10: metric: metric applies to adaptive runs, and this file sets no precision",
+            file.display()
+        )),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("max_duration: max_duration applies to adaptive runs"),
+        "{run:?}"
+    );
+    lab.experiment(
+        "batches = 5\nprecision = \"1\"\nmax_batches = 3\n[settings]\napp = \"rack-hello\"\n",
+    );
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
-    assert!(run.stderr.contains("precision: expected a percentage between 0% and 100% such as \"1%\", found"), "{run:?}");
-    lab.experiment("batches = 5\nprecision = \"1%\"\nmax_batches = 3\n[settings]\napp = \"rack-hello\"\n");
+    assert!(
+        run.stderr
+            .contains("precision: expected a percentage between 0% and 100% such as \"1%\", found"),
+        "{run:?}"
+    );
+    lab.experiment(
+        "batches = 5\nprecision = \"1%\"\nmax_batches = 3\n[settings]\napp = \"rack-hello\"\n",
+    );
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
-    assert!(run.stderr.contains("max_batches = 3 is below batches = 5"), "{run:?}");
+    assert!(
+        run.stderr.contains("max_batches = 3 is below batches = 5"),
+        "{run:?}"
+    );
 }

@@ -72,7 +72,11 @@ fn window_sample(window: Duration, interrupt: &AtomicBool) -> Option<(f64, f64)>
         if interrupt.load(Ordering::SeqCst) {
             return None;
         }
-        std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        std::thread::sleep(
+            until
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50)),
+        );
     }
     let end = MachineCounters::read()?;
     let n = crate::noise::NoiseRecord::between(&start, &end, 0)?;
@@ -152,7 +156,9 @@ impl CpuSet {
     pub fn of_this_process() -> std::io::Result<CpuSet> {
         // SAFETY: sched_getaffinity writes into the zeroed set passed, of the size passed.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
         let cpus = (0..libc::CPU_SETSIZE as usize)
@@ -190,7 +196,11 @@ impl std::fmt::Display for CpuSet {
                 i += 1;
                 end = self.0[i];
             }
-            parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+            parts.push(if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            });
             i += 1;
         }
         f.write_str(&parts.join(","))
@@ -264,7 +274,9 @@ pub fn pin_this_process(set: &CpuSet) -> std::io::Result<()> {
             Err(_) => continue,
         };
         // SAFETY: the mask is a valid cpu_set_t of the size passed.
-        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) } != 0 {
+        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) }
+            != 0
+        {
             let e = std::io::Error::last_os_error();
             // A thread that ended since the listing is not an error.
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -315,13 +327,19 @@ impl PinningRecord {
             }
         }
         let tids: Vec<String> = std::fs::read_dir("/proc/self/task")
-            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         for tid in tids {
             if let Some(found) = cpus_allowed(&format!("/proc/self/task/{tid}/status")) {
                 record.rubyrace_threads += 1;
                 if found != split.load {
-                    record.mismatches.push(format!("rubyrace thread {tid}: {found}"));
+                    record
+                        .mismatches
+                        .push(format!("rubyrace thread {tid}: {found}"));
                 }
             }
         }
@@ -362,9 +380,15 @@ mod tests {
     #[test]
     fn split_gives_the_load_a_quarter_and_at_least_one() {
         let two = CpuSplit::split(&CpuSet::parse("0-1").unwrap()).unwrap();
-        assert_eq!((two.load.to_string(), two.server.to_string()), ("0".into(), "1".into()));
+        assert_eq!(
+            (two.load.to_string(), two.server.to_string()),
+            ("0".into(), "1".into())
+        );
         let eight = CpuSplit::split(&CpuSet::parse("0-7").unwrap()).unwrap();
-        assert_eq!((eight.load.to_string(), eight.server.to_string()), ("0-1".into(), "2-7".into()));
+        assert_eq!(
+            (eight.load.to_string(), eight.server.to_string()),
+            ("0-1".into(), "2-7".into())
+        );
         assert!(CpuSplit::split(&CpuSet::parse("3").unwrap()).is_err());
     }
 
@@ -376,8 +400,14 @@ mod tests {
             load: CpuSet::parse(load).unwrap(),
         };
         assert!(split("1", "0").check(&available).is_ok());
-        assert!(split("0-1", "1").check(&available).unwrap_err().contains("overlap"));
-        assert!(split("2", "0").check(&available).unwrap_err().contains("CPU 2"));
+        assert!(split("0-1", "1")
+            .check(&available)
+            .unwrap_err()
+            .contains("overlap"));
+        assert!(split("2", "0")
+            .check(&available)
+            .unwrap_err()
+            .contains("CPU 2"));
     }
 
     #[test]

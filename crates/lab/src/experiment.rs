@@ -580,19 +580,40 @@ impl<'a> Parser<'a> {
             match sub {
                 "other" | "steal" => match value.as_str().map(parse_percent) {
                     Some(Some(x)) if x >= 0.0 => {
-                        if sub == "other" { rule.other_percent = x } else { rule.steal_percent = x }
+                        if sub == "other" {
+                            rule.other_percent = x
+                        } else {
+                            rule.steal_percent = x
+                        }
                     }
-                    _ => self.error(&value.span(), &key, format!("expected a percentage of one CPU such as \"10%\", found {}", describe(value)), None),
+                    _ => self.error(
+                        &value.span(),
+                        &key,
+                        format!(
+                            "expected a percentage of one CPU such as \"10%\", found {}",
+                            describe(value)
+                        ),
+                        None,
+                    ),
                 },
                 "max_wait" | "window" => {
                     if let Some(J::String(text)) = self.check_value(&key, Kind::Duration, value) {
                         let d = humantime::parse_duration(&text).unwrap_or_default();
                         if sub == "window" && d < Duration::from_millis(100) {
                             self.error(&value.span(), &key, format!("expected at least 100ms, found {text:?}: /proc/stat counts 10 ms ticks"), None);
-                        } else if sub == "window" { rule.window = d } else { rule.max_wait = d }
+                        } else if sub == "window" {
+                            rule.window = d
+                        } else {
+                            rule.max_wait = d
+                        }
                     }
                 }
-                other => self.unknown_key(&table.key(other).and_then(|k| k.span()).or(value.span()), &key, other, &KEYS),
+                other => self.unknown_key(
+                    &table.key(other).and_then(|k| k.span()).or(value.span()),
+                    &key,
+                    other,
+                    &KEYS,
+                ),
             }
         }
         Some(rule)
@@ -605,7 +626,12 @@ impl<'a> Parser<'a> {
         let available = match CpuSet::of_this_process() {
             Ok(a) => a,
             Err(e) => {
-                self.error(&item.span(), "cpus", format!("cannot read the CPUs rubyrace may use: {e}"), None);
+                self.error(
+                    &item.span(),
+                    "cpus",
+                    format!("cannot read the CPUs rubyrace may use: {e}"),
+                    None,
+                );
                 return None;
             }
         };
@@ -632,8 +658,21 @@ impl<'a> Parser<'a> {
                 };
                 match value.as_str().map(CpuSet::parse) {
                     Some(Ok(set)) => sets[slot] = Some(set),
-                    Some(Err(e)) => self.error(&value.span(), &key, format!("expected a CPU list such as \"1-3\" or \"0,2\": {e}"), None),
-                    None => self.error(&value.span(), &key, format!("expected a CPU list such as \"1-3\", found {}", describe(value)), None),
+                    Some(Err(e)) => self.error(
+                        &value.span(),
+                        &key,
+                        format!("expected a CPU list such as \"1-3\" or \"0,2\": {e}"),
+                        None,
+                    ),
+                    None => self.error(
+                        &value.span(),
+                        &key,
+                        format!(
+                            "expected a CPU list such as \"1-3\", found {}",
+                            describe(value)
+                        ),
+                        None,
+                    ),
                 }
             }
             match sets {
@@ -1875,7 +1914,9 @@ impl Experiment {
 
         let precision = match precision {
             Some((target, _)) => {
-                let max = max_batches.as_ref().map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
+                let max = max_batches
+                    .as_ref()
+                    .map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
                 if let Some((m, span)) = &max_batches {
                     if *m < batches {
                         p.error(span, "max_batches", format!("max_batches = {m} is below batches = {batches}, the minimum of an adaptive run"), None);
@@ -1883,7 +1924,9 @@ impl Experiment {
                 }
                 Some(crate::precision::PrecisionTarget {
                     target,
-                    metric: precision_metric.as_ref().map_or(crate::precision::PrecisionMetric::Throughput, |m| m.0),
+                    metric: precision_metric
+                        .as_ref()
+                        .map_or(crate::precision::PrecisionMetric::Throughput, |m| m.0),
                     min_batches: batches,
                     max_batches: max,
                     max_duration: max_duration.as_ref().map(|d| d.0),
@@ -1898,7 +1941,17 @@ impl Experiment {
                 ];
                 for (key, span) in spans {
                     if let Some(span) = span {
-                        p.error(&span, key, format!("{key} applies to adaptive runs, and this file sets no precision"), Some("add precision = \"1%\" (the half-width to reach), or remove it".into()));
+                        p.error(
+                            &span,
+                            key,
+                            format!(
+                                "{key} applies to adaptive runs, and this file sets no precision"
+                            ),
+                            Some(
+                                "add precision = \"1%\" (the half-width to reach), or remove it"
+                                    .into(),
+                            ),
+                        );
                     }
                 }
                 None
@@ -1906,13 +1959,20 @@ impl Experiment {
         };
         if let (Some(t), Some((_, span))) = (&precision, &precision_metric) {
             let script_metric = t.metric == crate::precision::PrecisionMetric::Wall;
-            if let Some(c) = expanded.iter().find(|c| (c.settings.workload == Workload::Script) != script_metric) {
+            if let Some(c) = expanded
+                .iter()
+                .find(|c| (c.settings.workload == Workload::Script) != script_metric)
+            {
                 p.error(span, "metric", format!("metric = \"{}\" does not fit configuration {:?}, a {} workload", t.metric.name(), c.label, if c.settings.workload == Workload::Script { "script" } else { "http" }), Some("scripts use \"wall\"; HTTP workloads throughput, cpu_per_request, latency_p50, latency_p99 or pss_end".into()));
             }
         }
         let precision = precision.map(|mut t| {
             // A script experiment without `metric` targets its wall time.
-            if precision_metric.is_none() && expanded.iter().all(|c| c.settings.workload == Workload::Script) {
+            if precision_metric.is_none()
+                && expanded
+                    .iter()
+                    .all(|c| c.settings.workload == Workload::Script)
+            {
                 t.metric = crate::precision::PrecisionMetric::Wall;
             }
             t
@@ -2884,21 +2944,45 @@ env = { RUBY_YJIT_ENABLE = "0" }
 
     #[test]
     fn trial_conditions_are_read_and_their_mistakes_named() {
-        let e = parse("quiet = true\nrepeat_noisy = 2\ncpus = { server = \"0\", load = \"0\" }\n").err();
+        let e = parse("quiet = true\nrepeat_noisy = 2\ncpus = { server = \"0\", load = \"0\" }\n")
+            .err();
         let errs: Vec<String> = e.unwrap().0.iter().map(|e| e.to_string()).collect();
         assert_eq!(errs.len(), 1, "{errs:#?}");
         assert!(errs[0].starts_with("/tmp/exp.toml:3:8: cpus: the server's CPUs (0) and the load generator's (0) overlap"), "{}", errs[0]);
-        let e = parse("quiet = { other = \"5%\", max_wait = \"20s\" }\nrepeat_noisy = 2\n").unwrap();
+        let e =
+            parse("quiet = { other = \"5%\", max_wait = \"20s\" }\nrepeat_noisy = 2\n").unwrap();
         let q = e.conditions.quiet.unwrap();
-        assert_eq!((q.other_percent, q.steal_percent, q.max_wait), (5.0, 1.0, Duration::from_secs(20)));
+        assert_eq!(
+            (q.other_percent, q.steal_percent, q.max_wait),
+            (5.0, 1.0, Duration::from_secs(20))
+        );
         assert_eq!((e.conditions.repeat_noisy, e.conditions.cpus), (2, None));
         assert!(parse("quiet = false\n").unwrap().conditions.quiet.is_none());
-        let errs = errors("quiet = { othr = \"5%\", window = \"10ms\" }\nrepeat_noisy = 11\ncpus = \"half\"\n");
+        let errs = errors(
+            "quiet = { othr = \"5%\", window = \"10ms\" }\nrepeat_noisy = 11\ncpus = \"half\"\n",
+        );
         assert_eq!(errs.len(), 4, "{errs:#?}");
-        assert!(errs[0].contains("1:11: quiet.othr: unknown key `othr`\n    help: did you mean `other`?"), "{}", errs[0]);
-        assert!(errs[1].contains("quiet.window: expected at least 100ms"), "{}", errs[1]);
-        assert!(errs[2].contains("2:16: repeat_noisy: expected an integer from 0 to 10, found 11"), "{}", errs[2]);
-        assert!(errs[3].contains("3:8: cpus: expected \"split\", \"none\" or a table"), "{}", errs[3]);
+        assert!(
+            errs[0]
+                .contains("1:11: quiet.othr: unknown key `othr`\n    help: did you mean `other`?"),
+            "{}",
+            errs[0]
+        );
+        assert!(
+            errs[1].contains("quiet.window: expected at least 100ms"),
+            "{}",
+            errs[1]
+        );
+        assert!(
+            errs[2].contains("2:16: repeat_noisy: expected an integer from 0 to 10, found 11"),
+            "{}",
+            errs[2]
+        );
+        assert!(
+            errs[3].contains("3:8: cpus: expected \"split\", \"none\" or a table"),
+            "{}",
+            errs[3]
+        );
     }
 
     #[test]

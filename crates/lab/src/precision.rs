@@ -98,7 +98,8 @@ impl PrecisionTarget {
     /// `max_batches`: a precise answer that cannot be tested would read "too few blocks".
     pub fn first_stop(&self, configs: usize) -> u32 {
         let comparisons = configs.saturating_sub(1).max(1);
-        let testable = stats::min_blocks_for_signed_rank(0.05 / comparisons as f64).unwrap_or(6) as u32;
+        let testable =
+            stats::min_blocks_for_signed_rank(0.05 / comparisons as f64).unwrap_or(6) as u32;
         self.min_batches.max(testable).min(self.max_batches)
     }
 }
@@ -195,8 +196,14 @@ pub fn evaluate(
     observations: &[Observation],
 ) -> PrecisionStatus {
     let mut by_config: BTreeMap<usize, BTreeMap<u32, f64>> = BTreeMap::new();
-    for o in observations.iter().filter(|o| o.value > 0.0 && o.value.is_finite()) {
-        by_config.entry(o.config_id).or_default().insert(o.block, o.value);
+    for o in observations
+        .iter()
+        .filter(|o| o.value > 0.0 && o.value.is_finite())
+    {
+        by_config
+            .entry(o.config_id)
+            .or_default()
+            .insert(o.block, o.value);
     }
     let empty = BTreeMap::new();
     let baseline = by_config.get(&0).unwrap_or(&empty);
@@ -214,7 +221,12 @@ pub fn evaluate(
                 blocks: logs.len(),
                 half_width: log_half_width.map(f64::exp_m1),
                 blocks_needed: log_half_width.and_then(|hw| {
-                    stats::blocks_for_log_half_width(hw, logs.len(), target.target, SEQUENTIAL_CONFIDENCE)
+                    stats::blocks_for_log_half_width(
+                        hw,
+                        logs.len(),
+                        target.target,
+                        SEQUENTIAL_CONFIDENCE,
+                    )
                 }),
             }
         })
@@ -276,7 +288,11 @@ mod tests {
     fn block(rng: &mut stats::SeededRng, b: u32, effect: f64, sd: f64) -> [Observation; 2] {
         let level = 1000.0 * (0.2 * rng.standard_normal()).exp();
         [
-            Observation { config_id: 0, block: b, value: level },
+            Observation {
+                config_id: 0,
+                block: b,
+                value: level,
+            },
             Observation {
                 config_id: 1,
                 block: b,
@@ -293,17 +309,33 @@ mod tests {
         let mut obs = Vec::new();
         for b in 0..4 {
             let base = 1000.0 + 10.0 * f64::from(b);
-            obs.push(Observation { config_id: 0, block: b, value: base });
-            obs.push(Observation { config_id: 1, block: b, value: base * 1.1 });
-            obs.push(Observation { config_id: 2, block: b, value: base * if b % 2 == 0 { 1.2 } else { 0.8 } });
+            obs.push(Observation {
+                config_id: 0,
+                block: b,
+                value: base,
+            });
+            obs.push(Observation {
+                config_id: 1,
+                block: b,
+                value: base * 1.1,
+            });
+            obs.push(Observation {
+                config_id: 2,
+                block: b,
+                value: base * if b % 2 == 0 { 1.2 } else { 0.8 },
+            });
         }
         let s = evaluate(&t, 3, 2, &obs);
         assert!(!s.reached);
         assert_eq!(s.comparisons[0].half_width, Some(0.0));
         assert_eq!(s.widest.as_ref().unwrap().config_id, 2);
         assert!(s.blocks_left.unwrap() > 100, "{s:?}");
-        let only_exact: Vec<Observation> = obs.iter().copied().filter(|o| o.config_id < 2).collect();
-        assert!(!evaluate(&t, 2, 6, &only_exact).reached, "below the minimum");
+        let only_exact: Vec<Observation> =
+            obs.iter().copied().filter(|o| o.config_id < 2).collect();
+        assert!(
+            !evaluate(&t, 2, 6, &only_exact).reached,
+            "below the minimum"
+        );
         assert!(evaluate(&t, 2, 7, &only_exact).reached);
         // Never before the rank test can reach p < 0.05, whatever `batches` says.
         assert_eq!(target(3, 50).first_stop(2), 6);
@@ -323,7 +355,12 @@ mod tests {
     fn sequential_stopping_keeps_coverage_and_false_positives() {
         let mut rng = stats::SeededRng::new(1414);
         let t = target(6, 300);
-        for (sd, effect) in [(0.005, 0.0), (0.015, 0.0), (0.03, 0.0), (0.015, 0.02f64.ln_1p())] {
+        for (sd, effect) in [
+            (0.005, 0.0),
+            (0.015, 0.0),
+            (0.03, 0.0),
+            (0.015, 0.02f64.ln_1p()),
+        ] {
             let runs = 1000;
             let (mut covered, mut called, mut blocks_total) = (0, 0, 0u64);
             for _ in 0..runs {
@@ -337,8 +374,16 @@ mod tests {
                     }
                 }
                 blocks_total += u64::from(b);
-                let a: Vec<f64> = obs.iter().filter(|o| o.config_id == 1).map(|o| o.value).collect();
-                let base: Vec<f64> = obs.iter().filter(|o| o.config_id == 0).map(|o| o.value).collect();
+                let a: Vec<f64> = obs
+                    .iter()
+                    .filter(|o| o.config_id == 1)
+                    .map(|o| o.value)
+                    .collect();
+                let base: Vec<f64> = obs
+                    .iter()
+                    .filter(|o| o.config_id == 0)
+                    .map(|o| o.value)
+                    .collect();
                 let ci = stats::paired_ratio(&a, &base, SEQUENTIAL_CONFIDENCE).unwrap();
                 covered += usize::from(ci.low <= effect.exp() && effect.exp() <= ci.high);
                 let diffs: Vec<f64> = a.iter().zip(&base).map(|(x, y)| (x / y).ln()).collect();
@@ -347,7 +392,10 @@ mod tests {
             }
             let coverage = covered as f64 / runs as f64;
             let mean_blocks = blocks_total as f64 / runs as f64;
-            assert!(coverage >= 0.95, "sd {sd}, effect {effect}: coverage {coverage} ({mean_blocks} blocks)");
+            assert!(
+                coverage >= 0.95,
+                "sd {sd}, effect {effect}: coverage {coverage} ({mean_blocks} blocks)"
+            );
             if effect == 0.0 {
                 let rate = called as f64 / runs as f64;
                 assert!(rate <= 0.05, "sd {sd}: A/A called different in {rate}");

@@ -137,7 +137,8 @@ impl Supervised {
         unsafe {
             command.pre_exec(move || {
                 if let Some(mask) = &mask {
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0 {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0
+                    {
                         return Err(io::Error::last_os_error());
                     }
                 }

@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 
 use crate::conditions::{pin_this_process, wait_for_quiet, QuietRule, QuietWait, TrialConditions};
 use crate::experiment::Config;
-use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
+use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::schedule::{one_block, ScheduledTrial};
 use crate::store::Store;
 use crate::trial::{
@@ -27,7 +27,14 @@ pub trait Progress {
     fn note(&mut self, message: &str);
     /// An adaptive run looked at its precision after a block (`added` is true when it adds
     /// another block, whose trials make the schedule `total` long).
-    fn precision(&mut self, _status: &PrecisionStatus, _target: &PrecisionTarget, _added: bool, _total: usize) {}
+    fn precision(
+        &mut self,
+        _status: &PrecisionStatus,
+        _target: &PrecisionTarget,
+        _added: bool,
+        _total: usize,
+    ) {
+    }
 }
 
 /// How a run ended.
@@ -191,21 +198,32 @@ impl Run<'_> {
         loop {
             let schedule = self.store.schedule()?;
             let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
-            let status = evaluate(target, configs, blocks_done, &self.store.observations(target.metric)?);
+            let status = evaluate(
+                target,
+                configs,
+                blocks_done,
+                &self.store.observations(target.metric)?,
+            );
             let reason = if status.reached {
                 Some("target-reached")
             } else if blocks_done >= target.max_batches {
                 Some("max-batches")
             } else if target.max_duration.is_some_and(|budget| {
-                self.store.trials_wall_time().is_ok_and(|spent| spent >= budget)
+                self.store
+                    .trials_wall_time()
+                    .is_ok_and(|spent| spent >= budget)
             }) {
                 Some("max-duration")
             } else {
                 None
             };
             let next = one_block(configs, blocks_done, order, seed, schedule.len());
-            self.progress
-                .precision(&status, target, reason.is_none(), schedule.len() + next.len());
+            self.progress.precision(
+                &status,
+                target,
+                reason.is_none(),
+                schedule.len() + next.len(),
+            );
             if let Some(reason) = reason {
                 self.store.record_precision_end(&PrecisionEnd {
                     reason: reason.into(),
@@ -251,7 +269,13 @@ impl Run<'_> {
     /// Runs one scheduled trial in the run's conditions: waits for a quiet machine, runs
     /// it, runs it again while it was measured in noise (`repeat_noisy`), and stores it.
     fn run_one(&mut self, trial: &ScheduledTrial) -> Result<TrialEnd> {
-        let spec = trial_spec(self.store.dir(), &self.configs, trial, &self.record_env, &self.conditions)?;
+        let spec = trial_spec(
+            self.store.dir(),
+            &self.configs,
+            trial,
+            &self.record_env,
+            &self.conditions,
+        )?;
         // A resumed trial goes on counting the attempts stored before the interruption.
         let mut attempts = self
             .store
@@ -263,7 +287,9 @@ impl Run<'_> {
             let quiet = match self.conditions.quiet.clone() {
                 Some(rule) => match self.wait_for_quiet(&rule) {
                     Some(wait) => Some(wait),
-                    None if self.interrupt.load(Ordering::SeqCst) => return Ok(TrialEnd::Interrupted),
+                    None if self.interrupt.load(Ordering::SeqCst) => {
+                        return Ok(TrialEnd::Interrupted)
+                    }
                     None => None,
                 },
                 None => None,

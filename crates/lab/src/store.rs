@@ -152,10 +152,16 @@ fn open_read_only_connection(db: &Path) -> Result<Connection> {
             c => path.push(c),
         }
     }
-    let options = if wal.exists() { "mode=ro" } else { "mode=ro&immutable=1" };
+    let options = if wal.exists() {
+        "mode=ro"
+    } else {
+        "mode=ro&immutable=1"
+    };
     let conn = Connection::open_with_flags(
         format!("file:{path}?{options}"),
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .with_context(|| format!("cannot open {} for reading", db.display()))?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
@@ -178,7 +184,12 @@ fn insert_schedule(tx: &rusqlite::Transaction, trials: &[ScheduledTrial]) -> Res
     for t in trials {
         tx.execute(
             "INSERT INTO schedule (trial_id, block, position, config_id) VALUES (?1, ?2, ?3, ?4)",
-            params![t.trial_id as i64, t.block, t.position as i64, t.config_id as i64],
+            params![
+                t.trial_id as i64,
+                t.block,
+                t.position as i64,
+                t.config_id as i64
+            ],
         )?;
     }
     Ok(())
@@ -450,7 +461,12 @@ impl Store {
     }
 
     /// Stores an attempt of a trial that was measured in noise and will be run again.
-    pub fn insert_noisy_attempt(&mut self, session_id: i64, attempt: u32, r: &TrialResult) -> Result<()> {
+    pub fn insert_noisy_attempt(
+        &mut self,
+        session_id: i64,
+        attempt: u32,
+        r: &TrialResult,
+    ) -> Result<()> {
         self.conn.execute_batch(NOISY_ATTEMPTS)?;
         self.conn
             .execute(
@@ -486,7 +502,9 @@ impl Store {
     /// How an adaptive run ended, once it has.
     pub fn precision_end(&self) -> Result<Option<crate::precision::PrecisionEnd>> {
         match self.meta("precision_end")? {
-            Some(text) => Ok(Some(serde_json::from_str(&text).context("the stored precision_end")?)),
+            Some(text) => Ok(Some(
+                serde_json::from_str(&text).context("the stored precision_end")?,
+            )),
             None => Ok(None),
         }
     }
@@ -522,10 +540,12 @@ impl Store {
 
     /// The measuring time spent so far: the stored trials' own wall time, summed.
     pub fn trials_wall_time(&self) -> Result<std::time::Duration> {
-        let s: Option<f64> =
-            self.conn
-                .query_row("SELECT sum(wall_s) FROM trials", [], |r| r.get(0))?;
-        Ok(std::time::Duration::from_secs_f64(s.unwrap_or(0.0).max(0.0)))
+        let s: Option<f64> = self
+            .conn
+            .query_row("SELECT sum(wall_s) FROM trials", [], |r| r.get(0))?;
+        Ok(std::time::Duration::from_secs_f64(
+            s.unwrap_or(0.0).max(0.0),
+        ))
     }
 
     /// Adds one block to the schedule (an adaptive run that is not precise enough yet), in

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use stats::median;
 
+use crate::conditions::PinningRecord;
 use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
-use crate::conditions::PinningRecord;
 use crate::noise::NoiseRecord;
 use crate::probe::{self, ProbeSummary, Verification};
 use crate::process::{

@@ -180,7 +180,13 @@ fn cohort_name(t: &TrialData, by: &[String]) -> String {
     };
     if name.chars().any(char::is_control) {
         name.chars()
-            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
             .collect()
     } else {
         name
@@ -276,8 +282,16 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
 
     let mut warnings = Vec::new();
     let mut cohorts = Vec::new();
-    let all_valid: Vec<&TrialData> = all.iter().copied().filter(|t| t.status == "valid").collect();
-    let main: fn(&TrialData) -> Option<f64> = if http { |t| t.requests_per_s } else { |t| t.wall_s };
+    let all_valid: Vec<&TrialData> = all
+        .iter()
+        .copied()
+        .filter(|t| t.status == "valid")
+        .collect();
+    let main: fn(&TrialData) -> Option<f64> = if http {
+        |t| t.requests_per_s
+    } else {
+        |t| t.wall_s
+    };
     let context = RunContext {
         residuals: block_residuals(&all_valid, main),
         cohorts: order.len(),
@@ -330,8 +344,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         }
     }
     for m in &metrics {
-        let mut family: Vec<&mut Comparison> =
-            comparisons.iter_mut().filter(|c| c.metric == m.name).collect();
+        let mut family: Vec<&mut Comparison> = comparisons
+            .iter_mut()
+            .filter(|c| c.metric == m.name)
+            .collect();
         holm_adjust(&mut family);
         for c in family {
             decide(c, m);
@@ -517,11 +533,17 @@ struct RunContext {
     cohorts: usize,
 }
 
-fn block_residuals(valid: &[&TrialData], main: fn(&TrialData) -> Option<f64>) -> BTreeMap<(usize, usize), f64> {
+fn block_residuals(
+    valid: &[&TrialData],
+    main: fn(&TrialData) -> Option<f64>,
+) -> BTreeMap<(usize, usize), f64> {
     let mut blocks: BTreeMap<(usize, u32), Vec<(&TrialData, f64)>> = BTreeMap::new();
     for t in valid {
         if let Some(v) = main(t).filter(|v| *v > 0.0) {
-            blocks.entry((t.source, t.block)).or_default().push((t, v.ln()));
+            blocks
+                .entry((t.source, t.block))
+                .or_default()
+                .push((t, v.ln()));
         }
     }
     let mut out = BTreeMap::new();
@@ -595,14 +617,27 @@ fn cohort(
     let within: Option<Vec<(&TrialData, f64)>> = in_time
         .iter()
         .filter(|t| main(t).is_some())
-        .map(|t| context.residuals.get(&(t.source, t.trial_id)).map(|r| (**t, *r)))
+        .map(|t| {
+            context
+                .residuals
+                .get(&(t.source, t.trial_id))
+                .map(|r| (**t, *r))
+        })
         .collect();
     let (spread_values, spread_trials, within_blocks): (Vec<f64>, Vec<&TrialData>, bool) =
         match &within {
-            Some(w) if w.len() >= 3 => (w.iter().map(|x| x.1).collect(), w.iter().map(|x| x.0).collect(), true),
+            Some(w) if w.len() >= 3 => (
+                w.iter().map(|x| x.1).collect(),
+                w.iter().map(|x| x.0).collect(),
+                true,
+            ),
             _ => (
                 series.iter().map(|v| v.ln()).collect(),
-                in_time.iter().filter(|t| main(t).is_some()).map(|t| **t).collect(),
+                in_time
+                    .iter()
+                    .filter(|t| main(t).is_some())
+                    .map(|t| **t)
+                    .collect(),
                 false,
             ),
         };
@@ -870,11 +905,7 @@ struct BlockPairs {
     configs_per_block: usize,
 }
 
-fn pairs(
-    a: &[&TrialData],
-    b: &[&TrialData],
-    f: impl Fn(&TrialData) -> Option<f64>,
-) -> BlockPairs {
+fn pairs(a: &[&TrialData], b: &[&TrialData], f: impl Fn(&TrialData) -> Option<f64>) -> BlockPairs {
     /// Per (source, block): the side's values by configuration; and per source, the
     /// configurations the side holds.
     type ByBlock = BTreeMap<(usize, u32), BTreeMap<usize, Vec<f64>>>;
@@ -1025,9 +1056,16 @@ fn compare(
 /// "significant" in the family at most α, where eight A/A cohorts tested one by one reach
 /// 17–23%.
 fn holm_adjust(family: &mut [&mut Comparison]) {
-    let mut order: Vec<usize> = (0..family.len()).filter(|&i| family[i].p_value.is_some()).collect();
+    let mut order: Vec<usize> = (0..family.len())
+        .filter(|&i| family[i].p_value.is_some())
+        .collect();
     let m = order.len();
-    order.sort_by(|&i, &j| family[i].p_value.unwrap().total_cmp(&family[j].p_value.unwrap()));
+    order.sort_by(|&i, &j| {
+        family[i]
+            .p_value
+            .unwrap()
+            .total_cmp(&family[j].p_value.unwrap())
+    });
     let mut running: f64 = 0.0;
     for (rank, &i) in order.iter().enumerate() {
         let scaled = ((m - rank) as f64 * family[i].p_value.unwrap()).min(1.0);
@@ -1138,10 +1176,17 @@ fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
             (format!("{} blocks", c.n), format!("{n} blocks"))
         } else {
             let n = stats::advice::min_trials_for_rank_sum(alpha).unwrap_or(4);
-            (format!("{} and {} trials", c.n, c.n_baseline), format!("{n} trials per cohort"))
+            (
+                format!("{} and {} trials", c.n, c.n_baseline),
+                format!("{n} trials per cohort"),
+            )
         };
         let family = if c.family_size > 1 {
-            format!(" ({} after Holm's adjustment over {} cohorts)", format_min_p((q * c.family_size as f64).min(1.0)), c.family_size)
+            format!(
+                " ({} after Holm's adjustment over {} cohorts)",
+                format_min_p((q * c.family_size as f64).min(1.0)),
+                c.family_size
+            )
         } else {
             String::new()
         };
@@ -1696,10 +1741,19 @@ mod tests {
         let mut t = Vec::new();
         for b in 0..blocks {
             let level = 1000.0 * (0.2 * rng.standard_normal()).exp();
-            let configs = [("none", "glibc"), ("none", "jemalloc"), ("yjit", "glibc"), ("yjit", "jemalloc")];
+            let configs = [
+                ("none", "glibc"),
+                ("none", "jemalloc"),
+                ("yjit", "glibc"),
+                ("yjit", "jemalloc"),
+            ];
             for (config_id, (jit, alloc)) in configs.into_iter().enumerate() {
                 let effect = if jit == "yjit" { jit_effect } else { 1.0 }
-                    * if alloc == "jemalloc" { alloc_effect } else { 1.0 };
+                    * if alloc == "jemalloc" {
+                        alloc_effect
+                    } else {
+                        1.0
+                    };
                 let rps = level * effect * (sd * rng.standard_normal()).exp();
                 let mut x = trial(0, t.len(), b, &format!("{jit} {alloc}"), rps, "m");
                 x.config_id = config_id;
@@ -1731,13 +1785,27 @@ mod tests {
     #[test]
     fn cohorts_of_several_configurations_are_paired_block_by_block() {
         let mut rng = stats::SeededRng::new(7);
-        let r = analyze(&[source(jit_by_allocator(&mut rng, 12, 0.02, 1.5, 1.0))], &by_allocator()).unwrap();
+        let r = analyze(
+            &[source(jit_by_allocator(&mut rng, 12, 0.02, 1.5, 1.0))],
+            &by_allocator(),
+        )
+        .unwrap();
         let c = throughput(&r);
-        assert_eq!((c.cohort.as_str(), c.baseline.as_str()), ("allocator=jemalloc", "allocator=glibc"));
-        assert_eq!((c.method.as_str(), c.n, c.configs_per_block), ("paired", 12, 2));
+        assert_eq!(
+            (c.cohort.as_str(), c.baseline.as_str()),
+            ("allocator=jemalloc", "allocator=glibc")
+        );
+        assert_eq!(
+            (c.method.as_str(), c.n, c.configs_per_block),
+            ("paired", 12, 2)
+        );
         assert!(c.ci_low < 1.0 && c.ci_high > 1.0, "{c:?}");
         assert!((c.ratio - 1.0).abs() < 0.02, "{c:?}");
-        assert!(kinds(&r).contains(&"pooled-configurations"), "{:?}", r.warnings);
+        assert!(
+            kinds(&r).contains(&"pooled-configurations"),
+            "{:?}",
+            r.warnings
+        );
 
         // A block missing one configuration of one side is left out, not half-compared.
         let mut trials = jit_by_allocator(&mut rng, 12, 0.02, 1.5, 1.0);
@@ -1756,16 +1824,32 @@ mod tests {
         let runs = 400;
         let (mut false_positives, mut covered, mut found) = (0, 0, 0);
         for _ in 0..runs {
-            let null = analyze(&[source(jit_by_allocator(&mut rng, 10, 0.05, 1.5, 1.0))], &by_allocator()).unwrap();
+            let null = analyze(
+                &[source(jit_by_allocator(&mut rng, 10, 0.05, 1.5, 1.0))],
+                &by_allocator(),
+            )
+            .unwrap();
             let c = throughput(&null);
             false_positives += usize::from(c.significant);
             covered += usize::from(c.ci_low <= 1.0 && 1.0 <= c.ci_high);
-            let real = analyze(&[source(jit_by_allocator(&mut rng, 10, 0.05, 1.5, 1.10))], &by_allocator()).unwrap();
+            let real = analyze(
+                &[source(jit_by_allocator(&mut rng, 10, 0.05, 1.5, 1.10))],
+                &by_allocator(),
+            )
+            .unwrap();
             found += usize::from(throughput(&real).significant);
         }
         let rate = |k: usize| k as f64 / runs as f64;
-        assert!(rate(false_positives) <= 0.08, "false positives {}", rate(false_positives));
-        assert!((0.92..=0.98).contains(&rate(covered)), "coverage {}", rate(covered));
+        assert!(
+            rate(false_positives) <= 0.08,
+            "false positives {}",
+            rate(false_positives)
+        );
+        assert!(
+            (0.92..=0.98).contains(&rate(covered)),
+            "coverage {}",
+            rate(covered)
+        );
         assert!(rate(found) >= 0.90, "power {}", rate(found));
     }
 
@@ -1775,7 +1859,11 @@ mod tests {
     fn cohort_names_show_control_characters_escaped() {
         let mut t = blocked(|_| "m");
         for x in &mut t {
-            let v = if x.label == "base" { "a\nb" } else { "\u{1b}[31mred" };
+            let v = if x.label == "base" {
+                "a\nb"
+            } else {
+                "\u{1b}[31mred"
+            };
             x.keys.insert("env.X".into(), v.into());
         }
         let options = Options {
@@ -1815,17 +1903,39 @@ mod tests {
     #[test]
     fn too_few_blocks_say_so_instead_of_no_difference() {
         let mut rng = stats::SeededRng::new(3);
-        let r = analyze(&[source(blocks_of(&mut rng, 5, 2, 0.02, |k| if k == 1 { 1.5 } else { 1.0 }))], &Options::default()).unwrap();
+        let r = analyze(
+            &[source(blocks_of(&mut rng, 5, 2, 0.02, |k| {
+                if k == 1 {
+                    1.5
+                } else {
+                    1.0
+                }
+            }))],
+            &Options::default(),
+        )
+        .unwrap();
         let c = throughput(&r);
         assert!(!c.testable && !c.significant, "{c:?}");
         assert!(
-            c.verdict.starts_with("too few blocks to test: the smallest p-value 5 blocks allow is 0.0625 (1.4"),
+            c.verdict.starts_with(
+                "too few blocks to test: the smallest p-value 5 blocks allow is 0.0625 (1.4"
+            ),
             "{}",
             c.verdict
         );
         assert!(c.ci_low > 1.4, "{c:?}");
         assert!(kinds(&r).contains(&"too-few-trials"));
-        let r = analyze(&[source(blocks_of(&mut rng, 6, 2, 0.02, |k| if k == 1 { 1.5 } else { 1.0 }))], &Options::default()).unwrap();
+        let r = analyze(
+            &[source(blocks_of(&mut rng, 6, 2, 0.02, |k| {
+                if k == 1 {
+                    1.5
+                } else {
+                    1.0
+                }
+            }))],
+            &Options::default(),
+        )
+        .unwrap();
         let c = throughput(&r);
         assert!(c.testable && c.significant, "{c:?}");
         assert!(c.verdict.ends_with("p=0.031"), "{}", c.verdict);
@@ -1840,10 +1950,17 @@ mod tests {
     #[test]
     fn holm_adjusts_like_r() {
         let mut rng = stats::SeededRng::new(1);
-        let r = analyze(&[source(blocks_of(&mut rng, 8, 2, 0.02, |_| 1.0))], &Options::default()).unwrap();
+        let r = analyze(
+            &[source(blocks_of(&mut rng, 8, 2, 0.02, |_| 1.0))],
+            &Options::default(),
+        )
+        .unwrap();
         let mut cs: Vec<Comparison> = [0.01, 0.04, 0.03, 0.5]
             .iter()
-            .map(|&p| Comparison { p_value: Some(p), ..throughput(&r).clone() })
+            .map(|&p| Comparison {
+                p_value: Some(p),
+                ..throughput(&r).clone()
+            })
             .collect();
         let mut family: Vec<&mut Comparison> = cs.iter_mut().collect();
         holm_adjust(&mut family);
@@ -1865,25 +1982,49 @@ mod tests {
         let runs = 2000;
         let (mut false_positives, mut covered) = (0, 0);
         for _ in 0..runs {
-            let r = analyze(&[source(blocks_of(&mut rng, 10, 2, 0.05, |_| 1.0))], &Options::default()).unwrap();
+            let r = analyze(
+                &[source(blocks_of(&mut rng, 10, 2, 0.05, |_| 1.0))],
+                &Options::default(),
+            )
+            .unwrap();
             let c = throughput(&r);
             false_positives += usize::from(c.significant);
             covered += usize::from(c.ci_low <= 1.0 && 1.0 <= c.ci_high);
         }
         let rate = |k: usize, n: usize| k as f64 / n as f64;
-        assert!(rate(false_positives, runs) <= 0.05, "A/A false positives {}", rate(false_positives, runs));
-        assert!((rate(covered, runs) - 0.95).abs() <= 0.015, "coverage {}", rate(covered, runs));
+        assert!(
+            rate(false_positives, runs) <= 0.05,
+            "A/A false positives {}",
+            rate(false_positives, runs)
+        );
+        assert!(
+            (rate(covered, runs) - 0.95).abs() <= 0.015,
+            "coverage {}",
+            rate(covered, runs)
+        );
 
         let runs = 400;
         let mut any = 0;
         for _ in 0..runs {
-            let r = analyze(&[source(blocks_of(&mut rng, 10, 9, 0.05, |_| 1.0))], &Options::default()).unwrap();
-            let family: Vec<&Comparison> = r.comparisons.iter().filter(|c| c.metric == "throughput").collect();
+            let r = analyze(
+                &[source(blocks_of(&mut rng, 10, 9, 0.05, |_| 1.0))],
+                &Options::default(),
+            )
+            .unwrap();
+            let family: Vec<&Comparison> = r
+                .comparisons
+                .iter()
+                .filter(|c| c.metric == "throughput")
+                .collect();
             assert_eq!(family.len(), 8);
             assert!(family.iter().all(|c| c.family_size == 8));
             any += usize::from(family.iter().any(|c| c.significant));
         }
-        assert!(rate(any, runs) <= 0.05, "any of 8 A/A cohorts significant: {}", rate(any, runs));
+        assert!(
+            rate(any, runs) <= 0.05,
+            "any of 8 A/A cohorts significant: {}",
+            rate(any, runs)
+        );
     }
 
     /// Issue 14 item 6, seeded simulation on clean data: 4 configurations × 10 blocks, the
@@ -1897,7 +2038,13 @@ mod tests {
         let runs = 500;
         let mut fired: BTreeMap<String, usize> = BTreeMap::new();
         for _ in 0..runs {
-            let r = analyze(&[source(blocks_of(&mut rng, 10, 4, 0.02, |k| 1.0 + 0.1 * k as f64))], &Options::default()).unwrap();
+            let r = analyze(
+                &[source(blocks_of(&mut rng, 10, 4, 0.02, |k| {
+                    1.0 + 0.1 * k as f64
+                }))],
+                &Options::default(),
+            )
+            .unwrap();
             let kinds: BTreeSet<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
             for k in kinds {
                 *fired.entry(k.to_string()).or_default() += 1;
@@ -1905,7 +2052,10 @@ mod tests {
         }
         for kind in ["outliers", "high-cv", "drift"] {
             let rate = fired.get(kind).copied().unwrap_or(0) as f64 / runs as f64;
-            assert!(rate <= 0.10, "{kind} fired in {rate} of clean runs ({fired:?})");
+            assert!(
+                rate <= 0.10,
+                "{kind} fired in {rate} of clean runs ({fired:?})"
+            );
         }
 
         let (mut flagged, mut noisy) = (0, 0);
@@ -1913,12 +2063,26 @@ mod tests {
             let mut t = blocks_of(&mut rng, 10, 4, 0.02, |_| 1.0);
             t[13].requests_per_s = t[13].requests_per_s.map(|v| v * 0.6);
             let r = analyze(&[source(t)], &Options::default()).unwrap();
-            flagged += usize::from(r.warnings.iter().any(|w| w.kind == "outliers" && w.message.contains("0:13")));
-            let r = analyze(&[source(blocks_of(&mut rng, 10, 4, 0.10, |_| 1.0))], &Options::default()).unwrap();
+            flagged += usize::from(
+                r.warnings
+                    .iter()
+                    .any(|w| w.kind == "outliers" && w.message.contains("0:13")),
+            );
+            let r = analyze(
+                &[source(blocks_of(&mut rng, 10, 4, 0.10, |_| 1.0))],
+                &Options::default(),
+            )
+            .unwrap();
             noisy += usize::from(kinds(&r).contains(&"high-cv"));
         }
-        assert!(flagged >= 90, "a 40% slow trial flagged in {flagged} of 100 runs");
-        assert!(noisy >= 90, "10% noise within blocks called high in {noisy} of 100 runs");
+        assert!(
+            flagged >= 90,
+            "a 40% slow trial flagged in {flagged} of 100 runs"
+        );
+        assert!(
+            noisy >= 90,
+            "10% noise within blocks called high in {noisy} of 100 runs"
+        );
     }
 
     /// With several cohorts the smallest possible p is multiplied by Holm's first step: 6
@@ -1929,7 +2093,11 @@ mod tests {
     fn too_few_blocks_count_the_cohorts_they_are_adjusted_over() {
         let mut rng = stats::SeededRng::new(8);
         let effect = |k: usize| if k == 0 { 1.0 } else { 1.5 };
-        let r = analyze(&[source(blocks_of(&mut rng, 6, 4, 0.02, effect))], &Options::default()).unwrap();
+        let r = analyze(
+            &[source(blocks_of(&mut rng, 6, 4, 0.02, effect))],
+            &Options::default(),
+        )
+        .unwrap();
         let c = throughput(&r);
         assert!(!c.testable && !c.significant, "{c:?}");
         assert!(
@@ -1937,10 +2105,30 @@ mod tests {
             "{}",
             c.verdict
         );
-        let w: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "too-few-trials").collect();
+        let w: Vec<&Warning> = r
+            .warnings
+            .iter()
+            .filter(|w| w.kind == "too-few-trials")
+            .collect();
         assert_eq!(w.len(), 3);
-        assert!(w[0].message.ends_with("the rank test needs at least 7 blocks"), "{}", w[0].message);
-        let r = analyze(&[source(blocks_of(&mut rng, 7, 4, 0.02, effect))], &Options::default()).unwrap();
-        assert!(r.comparisons.iter().filter(|c| c.metric == "throughput").all(|c| c.significant), "{:?}", r.comparisons);
+        assert!(
+            w[0].message
+                .ends_with("the rank test needs at least 7 blocks"),
+            "{}",
+            w[0].message
+        );
+        let r = analyze(
+            &[source(blocks_of(&mut rng, 7, 4, 0.02, effect))],
+            &Options::default(),
+        )
+        .unwrap();
+        assert!(
+            r.comparisons
+                .iter()
+                .filter(|c| c.metric == "throughput")
+                .all(|c| c.significant),
+            "{:?}",
+            r.comparisons
+        );
     }
 }

@@ -113,8 +113,7 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
 /// Reads one results directory, changing nothing in it. Every error names the database.
 pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
     let store = lab::store::Store::open_read_only(dir)?;
-    read_store(&store, index)
-        .with_context(|| format!("cannot read {}", store.db_path().display()))
+    read_store(&store, index).with_context(|| format!("cannot read {}", store.db_path().display()))
 }
 
 fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {

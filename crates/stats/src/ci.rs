@@ -379,8 +379,12 @@ mod tests {
     fn the_bootstrap_monte_carlo_error_is_small_at_ten_thousand_resamples() {
         let mut rng = crate::SeededRng::new(4);
         for n in [6, 20] {
-            let a: Vec<f64> = (0..n).map(|_| 1100.0 * (0.1 * rng.standard_normal()).exp()).collect();
-            let b: Vec<f64> = (0..n).map(|_| 1000.0 * (0.1 * rng.standard_normal()).exp()).collect();
+            let a: Vec<f64> = (0..n)
+                .map(|_| 1100.0 * (0.1 * rng.standard_normal()).exp())
+                .collect();
+            let b: Vec<f64> = (0..n)
+                .map(|_| 1000.0 * (0.1 * rng.standard_normal()).exp())
+                .collect();
             let cis: Vec<RatioCi> = (0..40)
                 .map(|seed| unpaired_ratio(&a, &b, 0.95, 10_000, seed).unwrap())
                 .collect();
