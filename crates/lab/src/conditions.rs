@@ -30,8 +30,10 @@ pub struct QuietRule {
     /// Steal below this (% of one CPU) over the same window.
     pub steal_percent: f64,
     /// Never wait longer than this: the trial then starts anyway, and its record says so.
+    #[serde(with = "humantime_serde")]
     pub max_wait: Duration,
     /// The sampling window: the machine is judged over this long at a time.
+    #[serde(with = "humantime_serde")]
     pub window: Duration,
 }
 
