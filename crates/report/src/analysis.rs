@@ -1017,8 +1017,9 @@ fn compare(
     } else {
         stats::ranktest::mann_whitney_min_p(&a, &b)
     };
-    let half_width_pct = 100.0 * (ci.high - ci.low) / 2.0 / ci.ratio;
     let log_half_width = (ci.high.ln() - ci.low.ln()) / 2.0;
+    // e^h − 1, as the precision rule of adaptive runs measures it: the two agree.
+    let half_width_pct = ci.half_width_pct();
     Some(Comparison {
         cohort: name.to_string(),
         baseline: baseline.to_string(),

@@ -208,8 +208,10 @@ pub struct Comparison {
     pub significant: bool,
     /// Plain words: "0.67×, 33.1% slower" or "~ no significant difference (1.01×)".
     pub verdict: String,
-    /// Half-width of the CI in percent of the ratio, and the number of blocks (or trials per
-    /// side) that would bring it to ±1% (t(N−1)·s/√N ≤ ln 1.01, s from this interval).
+    /// Half-width of the CI in percent of the ratio (the CI is ratio·e^(±h); this is
+    /// 100·(e^h − 1), as an adaptive run's precision rule measures it), and the number of
+    /// blocks (or trials per side) that would bring it to ±1% (t(N−1)·s/√N ≤ ln 1.01, s
+    /// from this interval).
     pub half_width_pct: f64,
     pub needed_for_1pct: Option<usize>,
 }
