@@ -153,7 +153,7 @@ pub fn noise_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
     Some((headers, rows))
 }
 
-pub const NOISE_TITLE: &str = "Machine noise over the measured phases (medians over trials; CPU in % of one CPU; in noise: other processes > 10% or steal > 1%; quiet wait: before each trial, with `quiet`; set aside: noisy attempts run again, with `repeat_noisy`; CPUs: with `cpus`, checked in every server process):";
+pub const NOISE_TITLE: &str = "Machine noise over the measured phases (medians over trials; CPU in % of one CPU; in noise: other processes > 10% or steal > 1%; quiet wait: before each trial, with quiet; set aside: noisy attempts run again, with repeat_noisy; CPUs: with cpus, checked in every server process):";
 
 /// The noise table as Markdown, or nothing.
 pub fn noise_markdown(report: &Report, escape: fn(&str) -> String) -> String {
