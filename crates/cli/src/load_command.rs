@@ -16,6 +16,18 @@ use load::{
     SettingsError,
 };
 
+use crate::output::{self, PendingFile};
+
+/// A duration option (`500ms`, `10s`, `2m`), with the mistakes users make said plainly.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!("{text:?}: a duration cannot be negative"));
+    }
+    humantime::parse_duration(text).map_err(|e| {
+        format!("{text:?} is not a duration such as \"500ms\", \"10s\" or \"2m\" ({e})")
+    })
+}
+
 /// Exit status of invalid usage: an option or the URL is wrong in itself (clap uses the
 /// same status for what it rejects).
 const EXIT_USAGE: u8 = 2;
@@ -44,7 +56,7 @@ pub struct LoadArgs {
     pub threads: u32,
 
     /// How long to measure after the warmup [default: 10s].
-    #[arg(short = 'd', long, value_parser = humantime::parse_duration, conflicts_with = "requests")]
+    #[arg(short = 'd', long, value_parser = parse_duration, conflicts_with = "requests")]
     pub duration: Option<Duration>,
 
     /// Measure this many request attempts (responses plus errors) instead of a duration.
@@ -52,7 +64,7 @@ pub struct LoadArgs {
     pub requests: Option<u64>,
 
     /// Send load for this long first, recording nothing.
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
 
     /// Reuse connections (HTTP/1.1 keepalive). The default.
@@ -70,7 +82,7 @@ pub struct LoadArgs {
     /// With --close-header, after a response that does not say `Connection: close`: how
     /// long to wait for the server to close before closing from the client and counting
     /// the server as ignoring the header.
-    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub close_grace: Duration,
 
     /// Open loop: send this many requests per second in total, on a fixed schedule.
@@ -107,11 +119,11 @@ pub struct LoadArgs {
     pub pipeline: u32,
 
     /// A request without a complete response after this long is aborted and counted.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
 
     /// Pause between connection attempts at start [default: 250µs, at most 100ms in all].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = parse_duration)]
     pub connect_stagger: Option<Duration>,
 
     /// Exit with status 3 when the error rate (in percent, non-2xx included) exceeds this.
@@ -267,26 +279,35 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
         Err(Refusal::Input(e)) => return Err(e),
     };
     ensure_file_limit(spec.connections, spec.threads)?;
-    // Open every output before the load, so a bad path fails in a second, not after it.
-    let raw = args
+    // Check every output before the load, so a bad path fails in a second, not after it.
+    // Each is written under a temporary name and renamed into place when complete: none
+    // can replace a results database or a file of a results directory (output.rs).
+    let raw_file = args
         .raw
-        .as_ref()
-        .map(|p| RawLog::create(p).with_context(|| format!("cannot create --raw {}", p.display())))
+        .as_deref()
+        .map(|p| PendingFile::new(p).context("--raw"))
         .transpose()?;
-    let mut hdr_file = args
-        .hdr
+    let raw = raw_file
         .as_ref()
         .map(|p| {
-            fs::File::create(p).with_context(|| format!("cannot create --hdr {}", p.display()))
+            RawLog::create(p.temporary()).with_context(|| {
+                format!(
+                    "cannot create --raw {}",
+                    args.raw.as_ref().unwrap().display()
+                )
+            })
         })
         .transpose()?;
+    if let Some(p) = &args.hdr {
+        output::check_output_file(p).context("--hdr")?;
+    }
     let json_path = args
         .json
         .as_ref()
         .filter(|p| p.as_str() != "-")
         .map(PathBuf::from);
     if let Some(p) = &json_path {
-        fs::File::create(p).with_context(|| format!("cannot create --json {}", p.display()))?;
+        output::check_output_file(p).context("--json")?;
     }
 
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -311,8 +332,16 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
         print!("{summary}");
     }
     let mut failures = Vec::new();
-    if let Some(e) = &outcome.raw_error {
-        failures.push(format!("writing --raw failed: {e}"));
+    match (&outcome.raw_error, raw_file) {
+        // A log cut short by a write error is not put in place as if whole.
+        (Some(e), _) => failures.push(format!("writing --raw failed: {e}")),
+        (None, Some(file)) => {
+            drop(raw);
+            if let Err(e) = file.commit() {
+                failures.push(format!("--raw: {e:#}"));
+            }
+        }
+        (None, None) => {}
     }
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     if json_to_stdout {
@@ -321,15 +350,18 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
             failures.push(format!("writing JSON to stdout failed: {e}"));
         }
     } else if let Some(path) = &json_path {
-        if let Err(e) = fs::write(path, format!("{json}\n")) {
-            failures.push(format!("writing --json {} failed: {e}", path.display()));
+        if let Err(e) = output::write_file(path, format!("{json}\n").as_bytes()) {
+            failures.push(format!("--json: {e:#}"));
         }
     }
-    if let (Some(file), Some(path)) = (&mut hdr_file, &args.hdr) {
-        let written = load::report::write_hdr_log(file, &outcome.stats.latency, report.elapsed_s)
-            .and_then(|_| file.flush());
+    if let Some(path) = &args.hdr {
+        let mut log = Vec::new();
+        let written =
+            load::report::write_hdr_log(&mut log, &outcome.stats.latency, report.elapsed_s)
+                .map_err(anyhow::Error::from)
+                .and_then(|_| output::write_file(path, &log));
         if let Err(e) = written {
-            failures.push(format!("writing --hdr {} failed: {e}", path.display()));
+            failures.push(format!("writing --hdr {} failed: {e:#}", path.display()));
         }
     }
     if !failures.is_empty() {

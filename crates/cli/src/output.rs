@@ -42,30 +42,68 @@ pub fn write(path: Option<&Path>, text: &str) -> Result<()> {
 /// Writes `bytes` to `path` atomically: a temporary file next to it, synced, then renamed
 /// over it. Checks `path` first (`check_output_file`).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    check_output_file(path)?;
-    let dir = parent_dir(path);
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?;
-    let temporary = dir.join(format!(
-        ".{}.rubyrace-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let pending = PendingFile::new(path)?;
     let written = (|| -> io::Result<()> {
         let mut file = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&temporary)?;
+            .open(pending.temporary())?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
+        file.sync_all()
     })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temporary);
-        bail!("cannot write {}: {e}", path.display());
+    match written {
+        Ok(()) => pending.commit(),
+        Err(e) => bail!("cannot write {}: {e}", path.display()),
     }
-    Ok(())
+}
+
+/// An output file being written under a temporary name next to its final place (checked
+/// with `check_output_file` first), renamed over it by `commit`. Dropped uncommitted, the
+/// temporary file is removed: an interrupted or failed write never leaves half a file.
+pub struct PendingFile {
+    path: PathBuf,
+    temporary: PathBuf,
+    committed: bool,
+}
+
+impl PendingFile {
+    pub fn new(path: &Path) -> Result<Self> {
+        check_output_file(path)?;
+        let name = path
+            .file_name()
+            .with_context(|| format!("{} names no file", path.display()))?;
+        let temporary = parent_dir(path).join(format!(
+            ".{}.rubyrace-{}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        Ok(PendingFile {
+            path: path.to_path_buf(),
+            temporary,
+            committed: false,
+        })
+    }
+
+    /// Where to write until `commit`.
+    pub fn temporary(&self) -> &Path {
+        &self.temporary
+    }
+
+    /// Renames the temporary file over the output file.
+    pub fn commit(mut self) -> Result<()> {
+        fs::rename(&self.temporary, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.temporary);
+        }
+    }
 }
 
 /// Refuses an output file that is a directory, an SQLite database (a results database,

@@ -260,7 +260,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         RunEnd::Complete => {
             let rows = store.summary_rows()?;
             let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
-            println!("\nAll {total} trials are stored in {}.", dir.display());
+            if total == 1 {
+                println!("\nThe trial is stored in {}.", dir.display());
+            } else {
+                println!("\nAll {total} trials are stored in {}.", dir.display());
+            }
             println!(
                 "Every trial as JSON: rubyrace export {} --json",
                 dir.display()
@@ -735,6 +739,10 @@ impl Progress for ConsoleProgress {
 }
 
 pub fn trial(args: TrialArgs) -> Result<ExitCode> {
+    // A bad --json path fails before the trial, not after it.
+    if let Some(path) = &args.json {
+        crate::output::check_output_file(path)?;
+    }
     let text = fs::read_to_string(&args.spec)
         .with_context(|| format!("cannot read {}", args.spec.display()))?;
     let spec: TrialSpec = serde_json::from_str(&text).with_context(|| {
@@ -766,9 +774,7 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     };
     let json = serde_json::to_string_pretty(&result)? + "\n";
     match &args.json {
-        Some(path) => {
-            fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?
-        }
+        Some(path) => crate::output::write_file(path, json.as_bytes())?,
         None => io::stdout().write_all(json.as_bytes())?,
     }
     eprintln!(

@@ -1132,6 +1132,18 @@ fn raw_log_has_one_line_per_recorded_attempt() {
     );
     assert_eq!(r.err("read"), server.count_path("/reset"), "{r}");
 
+    // Each output was written under a temporary name and renamed into place.
+    let mut left: Vec<String> = std::fs::read_dir(dir.path(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["mix.txt", "raw.tsv", "report.json"],
+        "no temporary file is left"
+    );
+
     let text = std::fs::read_to_string(&raw).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("# rubyrace raw v1"));
@@ -1690,6 +1702,14 @@ fn invalid_usage_exits_2_before_any_load() {
         (&["-d", "0s"], "--duration must be longer than zero"),
         (&["-n", "1", "--max-error-rate", "101"], "--max-error-rate"),
         (&["-n", "1", "-H", "no colon"], "header \"no colon\""),
+        (
+            &["--duration=-5s"],
+            "\"-5s\": a duration cannot be negative",
+        ),
+        (
+            &["-n", "1", "--timeout", "ten"],
+            "\"ten\" is not a duration such as",
+        ),
     ];
     for (args, want) in cases {
         let mut all = vec!["load", url.as_str()];

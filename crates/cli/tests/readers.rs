@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::{spawn, Run, TempDir};
 
+const LEAVE_WAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/leave_wal.rb");
 const READ_ONLY_MOUNT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/read_only_mount.rb"
@@ -188,6 +189,24 @@ fn outputs_never_replace_a_results_database_or_a_file_of_a_results_directory() {
             vec!["report", s(&dir), "-o", s(&trials)],
             "is a directory; give a file name",
         ),
+        // Every command that writes a file checks it the same way, before it sends any
+        // load or starts any trial (no server listens on port 9).
+        (
+            vec!["load", "http://127.0.0.1:9/", "-n", "1", "--json", s(&db)],
+            "is an SQLite database (a results database?); rubyrace never writes over one",
+        ),
+        (
+            vec!["load", "http://127.0.0.1:9/", "-n", "1", "--raw", s(&hlog)],
+            "is inside the results directory",
+        ),
+        (
+            vec!["load", "http://127.0.0.1:9/", "-n", "1", "--hdr", s(&hlog)],
+            "is inside the results directory",
+        ),
+        (
+            vec!["trial", "--spec", "no-such-spec.json", "--json", s(&db)],
+            "is an SQLite database (a results database?); rubyrace never writes over one",
+        ),
     ];
     for (args, message) in &refused {
         let run = rubyrace(args);
@@ -223,6 +242,70 @@ fn outputs_never_replace_a_results_database_or_a_file_of_a_results_directory() {
         .filter(|n| n.contains(".rubyrace-"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// The number of trials `export` reads from `dir`.
+fn exported_trials(dir: &Path) -> usize {
+    let run = rubyrace(&["export", s(dir), "--json"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    v["trials"].as_array().unwrap().len()
+}
+
+/// Item 2, a run killed mid-write: its write-ahead log holds committed trials that the main
+/// file does not, and no process holds it. Readers see those trials, and neither change
+/// its `-shm` index nor create one when it is missing (they read a private copy).
+#[test]
+fn a_write_ahead_log_left_by_a_killed_run_is_read_without_changing_a_byte() {
+    let (_tmp, dir) = copy_of_results("readers-wal");
+    let all = exported_trials(&dir);
+    let db = dir.join("results.db");
+    let killed = Command::new("ruby")
+        .arg(LEAVE_WAL)
+        .arg(&db)
+        .status()
+        .unwrap();
+    assert_eq!(killed.signal(), Some(9), "not ended by SIGKILL: {killed:?}");
+    let wal = dir.join("results.db-wal");
+    let shm = dir.join("results.db-shm");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0 && shm.exists());
+
+    let before = fingerprint(&dir);
+    assert_eq!(
+        exported_trials(&dir),
+        all - 1,
+        "the log's deletion was not read"
+    );
+    let run = rubyrace(&["report", s(&dir), "--format", "json"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(
+        fingerprint(&dir),
+        before,
+        "a reader changed the results directory"
+    );
+
+    std::fs::remove_file(&shm).unwrap();
+    let before = fingerprint(&dir);
+    assert_eq!(exported_trials(&dir), all - 1);
+    assert!(!shm.exists(), "a reader created the -shm index");
+    assert_eq!(
+        fingerprint(&dir),
+        before,
+        "a reader changed the results directory"
+    );
+    let private: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("rubyrace-read-")
+        })
+        .collect();
+    assert!(
+        private.is_empty(),
+        "private copies left behind: {private:?}"
+    );
 }
 
 /// Item 2: the readers open the database read-only: no `-wal`/`-shm` file, no byte of the
@@ -413,6 +496,12 @@ fn missing_or_damaged_trial_files_are_named_with_the_figures_they_affect() {
         "{all}"
     );
     assert!(all.contains("of trial 1 cannot be read"), "{all}");
+    assert!(
+        all.contains(
+            "trials/00001/latency.hlog: not an HdrHistogram interval log (unreadable from byte 10)"
+        ),
+        "the cause is said in words, not as a Rust value: {all}"
+    );
     assert!(all.contains("use 2 of 3 trials"), "{all}");
     assert!(all.contains("merged latency percentiles"), "{all}");
     let table = rubyrace(&["report", s(&dir)]);
@@ -523,6 +612,12 @@ duration = "700ms"
         "{}",
         differ[0]
     );
+    // The `connections` axis is that same difference: named once.
+    assert!(
+        differ[0].contains("differ in 3 settings:") && !differ[0].contains(" connections ("),
+        "{}",
+        differ[0]
+    );
     let table = rubyrace(&["compare", s(dir), s(other)]);
     assert!(
         table.stdout.contains("the compared runs differ in"),
@@ -558,4 +653,26 @@ fn bad_chart_paths_fail_before_any_output_and_counts_agree_in_number() {
         "{run:?}"
     );
     assert!(run.stdout.contains("(1×1), 1 connection,"), "{run:?}");
+
+    // The same one-trial experiment, run and reported: every count agrees in number.
+    let experiment = tmp.write(
+        "one-run.toml",
+        "name = \"one\"\nbatches = 1\n[settings]\napp = \"rack-hello\"\nconnections = 1\nwarmup = \"200ms\"\nduration = \"500ms\"\n",
+    );
+    let out = tmp.path("one-results");
+    let run = rubyrace(&["run", s(&experiment), "-o", s(&out)]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stdout.contains("The trial is stored in"), "{run:?}");
+    let run = rubyrace(&["report", s(&out), "--format", "html"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("1 trial from 1 results directory"), "{html}");
+    assert!(
+        html.contains("experiment one · 1 trial ·"),
+        "no '1 trial' in the charts' caption"
+    );
+    assert!(
+        !html.contains(" 1 trials"),
+        "a '1 trials' in the HTML report"
+    );
 }

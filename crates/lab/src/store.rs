@@ -119,6 +119,9 @@ enum Access {
 /// An open results directory.
 pub struct Store {
     conn: Connection,
+    /// The private copy a reader reads when a stopped run left a write-ahead log (see
+    /// `open_read_only_connection`); removed after `conn` is closed.
+    _snapshot: Option<tempfile::TempDir>,
     dir: PathBuf,
 }
 
@@ -135,12 +138,46 @@ fn open_connection(path: &Path) -> Result<Connection> {
 
 /// A read-only connection for readers (`report`, `export`, `compare`), which must never
 /// change a byte of a results directory and must work on read-only media: no
-/// `journal_mode` pragma, no `-wal` or `-shm` file created. When no `-wal` file exists, no
-/// run is writing and every committed trial is in the main file, so it is opened
-/// `immutable` (no locks, no shared-memory file). When a `-wal` exists (a run in progress,
-/// or one that was killed), SQLite must read it, through its shared-memory index.
-fn open_read_only_connection(db: &Path) -> Result<Connection> {
+/// `journal_mode` pragma, no `-wal` or `-shm` file created or changed.
+///
+/// - No `-wal` beside the database: no run is writing and every committed trial is in the
+///   main file, so it is opened `immutable` (no locks, no shared-memory file).
+/// - A `-wal` that a live connection holds (a run in progress): the reader goes through
+///   SQLite's write-ahead log and its shared-memory index, which belong to that run.
+/// - A `-wal` that nobody holds (a run that was killed): SQLite would rebuild, or create,
+///   the `-shm` index to read it. The database and its log are copied into a private
+///   temporary directory instead and read there; the copy lives as long as the connection.
+fn open_read_only_connection(db: &Path) -> Result<(Connection, Option<tempfile::TempDir>)> {
     let wal = db.with_file_name(format!("{DB_FILE}-wal"));
+    let shm = db.with_file_name(format!("{DB_FILE}-shm"));
+    if !wal.exists() {
+        return Ok((open_uri(db, "mode=ro&immutable=1")?, None));
+    }
+    if is_held_by_a_connection(&shm) {
+        return Ok((open_uri(db, "mode=ro")?, None));
+    }
+    let snapshot = tempfile::Builder::new()
+        .prefix("rubyrace-read-")
+        .tempdir()
+        .with_context(|| format!("cannot make a private copy of {} to read it", db.display()))?;
+    let copy = snapshot.path().join(DB_FILE);
+    for (from, to) in [
+        (db.to_path_buf(), copy.clone()),
+        (wal, copy.with_file_name(format!("{DB_FILE}-wal"))),
+    ] {
+        std::fs::copy(&from, &to).with_context(|| {
+            format!(
+                "cannot copy {} to read it (its write-ahead log was left by a run that stopped)",
+                from.display()
+            )
+        })?;
+    }
+    let conn = open_uri(&copy, "mode=ro")
+        .with_context(|| format!("cannot open {} for reading", db.display()))?;
+    Ok((conn, Some(snapshot)))
+}
+
+fn open_uri(db: &Path, options: &str) -> Result<Connection> {
     let absolute = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
     // A URI path: '%', '?' and '#' would otherwise be read as escapes, query or fragment.
     let mut path = String::new();
@@ -152,11 +189,6 @@ fn open_read_only_connection(db: &Path) -> Result<Connection> {
             c => path.push(c),
         }
     }
-    let options = if wal.exists() {
-        "mode=ro"
-    } else {
-        "mode=ro&immutable=1"
-    };
     let conn = Connection::open_with_flags(
         format!("file:{path}?{options}"),
         OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -168,10 +200,32 @@ fn open_read_only_connection(db: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Whether a process has the database of this `-shm` file open: every SQLite connection to
+/// a WAL database holds a read lock on byte 128 of its `-shm` file (the "dead man switch"
+/// of SQLite's unix VFS, `UNIX_SHM_DMS`) for as long as it is open. Read from /proc/locks,
+/// by inode, so that the file is not even opened (closing a descriptor would drop this
+/// process's own POSIX locks on it).
+fn is_held_by_a_connection(shm: &Path) -> bool {
+    const SHM_DMS_BYTE: u64 = 128;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(shm) else {
+        return false;
+    };
+    let Ok(locks) = procfs::locks() else {
+        // Cannot tell: read in place, as SQLite itself would.
+        return true;
+    };
+    locks.iter().any(|l| {
+        l.inode == meta.ino()
+            && l.offset_first <= SHM_DMS_BYTE
+            && l.offset_last.is_none_or(|last| last >= SHM_DMS_BYTE)
+    })
+}
+
 /// Whether the creating transaction of a results database was committed (its tables exist).
 /// `Err` when the database cannot be read at all (then nothing is assumed about it).
 fn created_completely(db: &Path) -> Result<bool> {
-    let conn = open_read_only_connection(db)?;
+    let (conn, _snapshot) = open_read_only_connection(db)?;
     let n: i64 = conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
         [],
@@ -288,6 +342,7 @@ impl Store {
         tx.commit()?;
         Ok(Store {
             conn,
+            _snapshot: None,
             dir: dir.to_path_buf(),
         })
     }
@@ -337,12 +392,13 @@ impl Store {
                 dir.display()
             );
         }
-        let conn = match access {
-            Access::ReadWrite => open_connection(&db)?,
+        let (conn, snapshot) = match access {
+            Access::ReadWrite => (open_connection(&db)?, None),
             Access::ReadOnly => open_read_only_connection(&db)?,
         };
         let store = Store {
             conn,
+            _snapshot: snapshot,
             dir: dir.to_path_buf(),
         };
         let version: i64 = store

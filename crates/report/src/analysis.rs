@@ -1307,10 +1307,22 @@ fn differing_sides_warnings(
         None => "unset".to_string(),
         Some(set) => set.iter().copied().collect::<Vec<_>>().join(" | "),
     };
-    let differing: Vec<String> = keys
+    let differing: Vec<(&str, String, String)> = keys
         .into_iter()
         .filter(|k| va.get(k) != vb.get(k))
-        .map(|k| format!("{k} ({} vs {})", show(va.get(k)), show(vb.get(k))))
+        .map(|k| (k, show(va.get(k)), show(vb.get(k))))
+        .collect();
+    // A matrix axis (`connections`) repeats the setting it sets (`settings.load.connections`),
+    // which both sides have whether or not it was an axis: one difference, named once, by
+    // the setting.
+    let differing: Vec<String> = differing
+        .iter()
+        .filter(|(k, _, _)| {
+            !differing
+                .iter()
+                .any(|(other, _, _)| other != k && other.ends_with(&format!(".{k}")))
+        })
+        .map(|(k, sa, sb)| format!("{k} ({sa} vs {sb})"))
         .collect();
     if !differing.is_empty() {
         warnings.push(Warning {

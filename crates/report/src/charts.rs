@@ -384,7 +384,10 @@ fn source_line(report: &Report) -> String {
         parts.push(format!("experiment {}", experiments.join(", ")));
     }
     if trials > 0 {
-        parts.push(format!("{trials} trials"));
+        parts.push(format!(
+            "{trials} trial{}",
+            if trials == 1 { "" } else { "s" }
+        ));
     }
     if let Some(first) = report.sources.first() {
         if !first.created_at.is_empty() {
@@ -1717,7 +1720,13 @@ pub fn trial_order(report: &Report) -> Option<String> {
         let mut mine: Vec<&(&TrialPoint, f64)> =
             points.iter().filter(|(t, _)| t.cohort == *name).collect();
         mine.sort_by_key(|(t, _)| t.sequence);
-        let _ = write!(desc, " {}: {} trials.", name, mine.len());
+        let _ = write!(
+            desc,
+            " {}: {} trial{}.",
+            name,
+            mine.len(),
+            if mine.len() == 1 { "" } else { "s" }
+        );
         let _ = write!(
             b,
             "<g data-series=\"{}\"><title>{}</title>",

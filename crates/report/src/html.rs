@@ -201,8 +201,9 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
         parts.push(format!("baseline <b>{}</b>", escape(&report.baseline)));
     }
     parts.push(format!(
-        "{} trials from {} results director{}",
+        "{} trial{} from {} results director{}",
         trials,
+        if trials == 1 { "" } else { "s" },
         report.sources.len(),
         if report.sources.len() == 1 {
             "y"

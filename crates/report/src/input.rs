@@ -277,7 +277,14 @@ pub fn read_histogram(path: &Path) -> Result<Histogram<u64>> {
     let mut merged: Option<Histogram<u64>> = None;
     let mut deserializer = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
-        let entry = entry.map_err(|e| anyhow::anyhow!("{}: {e:?}", path.display()))?;
+        let entry = entry.map_err(|e| match e {
+            hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } => {
+                anyhow::anyhow!(
+                    "{}: not an HdrHistogram interval log (unreadable from byte {offset})",
+                    path.display()
+                )
+            }
+        })?;
         if let LogEntry::Interval(interval) = entry {
             use base64::Engine as _;
             let raw = base64::engine::general_purpose::STANDARD
@@ -285,11 +292,11 @@ pub fn read_histogram(path: &Path) -> Result<Histogram<u64>> {
                 .with_context(|| format!("{}: bad base64", path.display()))?;
             let h: Histogram<u64> = deserializer
                 .deserialize(&mut &raw[..])
-                .map_err(|e| anyhow::anyhow!("{}: {e:?}", path.display()))?;
+                .map_err(|e| anyhow::anyhow!("{}: a damaged histogram ({e})", path.display()))?;
             match &mut merged {
                 Some(m) => m
                     .add(&h)
-                    .map_err(|e| anyhow::anyhow!("{}: {e:?}", path.display()))?,
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
                 None => merged = Some(h),
             }
         }
