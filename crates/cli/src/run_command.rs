@@ -305,11 +305,13 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
     );
     println!("Configurations:");
     let mut estimate = Duration::ZERO;
+    let interleaved = experiment.design.measured_per_configuration();
     for c in &experiment.configs {
         let s = &c.settings;
+        let measured = interleaved.unwrap_or(s.load.duration);
         let what = match s.workload {
             Workload::Http => format!(
-                "{} on {} ({}×{}), {}, {}, warmup {}, duration {}",
+                "{} on {} ({}×{}), {}, {}, warmup {}, {} {}",
                 s.app,
                 s.server,
                 s.processes,
@@ -317,7 +319,12 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
                 count(s.load.connections, "connection"),
                 s.load.mode.as_str(),
                 humantime::format_duration(s.load.warmup),
-                humantime::format_duration(s.load.duration)
+                if interleaved.is_some() {
+                    "measured"
+                } else {
+                    "duration"
+                },
+                humantime::format_duration(measured)
             ),
             Workload::Script => format!(
                 "script {} × {} runs",
@@ -356,7 +363,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         }
         println!("      {what}");
         let per_trial = match s.workload {
-            Workload::Http => s.load.warmup + s.load.duration + Duration::from_secs(3),
+            Workload::Http => s.load.warmup + measured + Duration::from_secs(3),
             Workload::Script => Duration::from_secs(2) * s.script.as_ref().map_or(1, |x| x.runs),
         };
         estimate += per_trial * experiment.batches;
@@ -374,6 +381,13 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
+    if let lab::design::Design::Interleaved { slice, rounds } = experiment.design {
+        println!(
+            "Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: {} of {} each, in a new random order every round.",
+            count(rounds as usize, "round"),
+            humantime::format_duration(slice)
+        );
+    }
     if let Some(line) = conditions_line(&experiment.conditions) {
         println!("{line}");
     }
@@ -454,6 +468,7 @@ fn print_plan_json(
             "batches": experiment.batches,
             "precision": experiment.precision,
             "conditions": experiment.conditions,
+            "design": experiment.design,
             "order": experiment.order,
             "record_env": experiment.record_env,
         },

@@ -34,7 +34,7 @@ pub const BUNDLED_APPS: [&str; 5] = [
 ];
 
 /// Keys at the top level of the file.
-const ROOT_KEYS: [&str; 18] = [
+const ROOT_KEYS: [&str; 21] = [
     "name",
     "description",
     "seed",
@@ -46,6 +46,9 @@ const ROOT_KEYS: [&str; 18] = [
     "quiet",
     "cpus",
     "repeat_noisy",
+    "design",
+    "slice",
+    "rounds",
     "order",
     "record_env",
     "rubies",
@@ -244,6 +247,8 @@ pub struct Experiment {
     pub precision: Option<crate::precision::PrecisionTarget>,
     /// `quiet`, `cpus`, `repeat_noisy`: how trials are kept out of the machine's noise.
     pub conditions: crate::conditions::TrialConditions,
+    /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).
+    pub design: crate::design::Design,
 }
 
 /// The type and range of one setting.
@@ -559,6 +564,92 @@ impl<'a> Parser<'a> {
                         .into(),
                 ),
             );
+        }
+    }
+
+    /// `design = "interleaved"` with `slice` and `rounds`, checked against what the
+    /// configurations are: every one an HTTP workload on a port of its own, measured for
+    /// `rounds` × `slice` rather than for a `duration` or a number of requests. `slice` and
+    /// `rounds` without the interleaved design are errors (no key is silently ignored).
+    fn design(
+        &mut self,
+        interleaved: Option<Span>,
+        slice: Option<(Duration, Span)>,
+        rounds: Option<(u32, Span)>,
+        configs: &[Config],
+        written: &std::collections::BTreeSet<&str>,
+        repeat_noisy: u32,
+    ) -> crate::design::Design {
+        let Some(span) = interleaved else {
+            for (key, span) in [
+                ("slice", slice.map(|s| s.1)),
+                ("rounds", rounds.map(|r| r.1)),
+            ] {
+                if let Some(span) = span {
+                    self.error(
+                        &span,
+                        key,
+                        format!("{key} applies to design = \"interleaved\", and this file uses the default design, blocks"),
+                        Some("add design = \"interleaved\", or remove it".into()),
+                    );
+                }
+            }
+            return crate::design::Design::Blocks;
+        };
+        let problem = |message: String, help: &str| (message, Some(help.to_string()));
+        let mut problems = Vec::new();
+        if configs.len() < 2 {
+            problems.push(problem(
+                format!(
+                    "an interleaved design alternates between configurations, and this file has {}",
+                    configs.len()
+                ),
+                "add a [matrix] axis or [[configs]], or remove design",
+            ));
+        }
+        if let Some(c) = configs
+            .iter()
+            .find(|c| c.settings.workload == Workload::Script)
+        {
+            problems.push(problem(
+                format!(
+                    "configuration {:?} is a script workload: only HTTP servers can be interleaved",
+                    c.label
+                ),
+                "use the default design (blocks) for scripts",
+            ));
+        }
+        let fixed: Vec<u16> = configs
+            .iter()
+            .map(|c| c.settings.port)
+            .filter(|&p| p != 0)
+            .collect();
+        if !fixed.is_empty() {
+            problems.push(problem(
+                format!("port = {} is fixed, and the servers of an interleaved block run at the same time, each on a port of its own", fixed[0]),
+                "remove port: rubyrace picks a free port for every server",
+            ));
+        }
+        for key in ["duration", "requests"] {
+            if written.contains(key) {
+                problems.push(problem(
+                    format!("{key} does not apply to an interleaved design: each configuration is measured for rounds × slice"),
+                    "remove it, and set slice and rounds (e.g. slice = \"1s\", rounds = 10)",
+                ));
+            }
+        }
+        if repeat_noisy > 0 {
+            problems.push(problem(
+                "repeat_noisy applies to the blocks design: an interleaved block's trials share their seconds and their noise".into(),
+                "remove repeat_noisy; the noisy-trials warning still names a block measured in noise",
+            ));
+        }
+        for (message, help) in problems {
+            self.error(&span, "design", message, help);
+        }
+        crate::design::Design::Interleaved {
+            slice: slice.map_or(crate::design::DEFAULT_SLICE, |s| s.0),
+            rounds: rounds.map_or(crate::design::DEFAULT_ROUNDS, |r| r.0),
         }
     }
 
@@ -1494,6 +1585,10 @@ impl Experiment {
         let mut max_batches: Option<(u32, Span)> = None;
         let mut max_duration: Option<(Duration, Span)> = None;
         let mut order = Order::Random;
+        // design, slice, rounds: value and where it was written.
+        let mut interleaved: Option<Span> = None;
+        let mut slice: Option<(Duration, Span)> = None;
+        let mut rounds: Option<(u32, Span)> = None;
         let mut conditions = crate::conditions::TrialConditions::default();
         let mut record_env = Vec::new();
         let mut rubies = BTreeMap::new();
@@ -1560,6 +1655,32 @@ impl Experiment {
                 "repeat_noisy" => {
                     if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: 10 }, item) {
                         conditions.repeat_noisy = n.as_u64().unwrap_or(0) as u32;
+                    }
+                }
+                "design" => {
+                    if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved"]), item) {
+                        if d == "interleaved" {
+                            interleaved = Some(span.clone());
+                        }
+                    }
+                }
+                "slice" => {
+                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
+                        match humantime::parse_duration(&text) {
+                            Ok(d) if d < crate::design::MIN_SLICE => p.error(
+                                &span,
+                                key,
+                                format!("a slice of {text} is shorter than {}: it would measure mostly connection set-up", humantime::format_duration(crate::design::MIN_SLICE)),
+                                Some("slices of 250ms to 2s suit most servers, e.g. slice = \"1s\"".into()),
+                            ),
+                            Ok(d) => slice = Some((d, span.clone())),
+                            Err(_) => {}
+                        }
+                    }
+                }
+                "rounds" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 10_000 }, item) {
+                        rounds = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
                     }
                 }
                 "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
@@ -1977,11 +2098,24 @@ impl Experiment {
             }
             t
         });
+        let design = p.design(
+            interleaved,
+            slice,
+            rounds,
+            &expanded,
+            &written,
+            conditions.repeat_noisy,
+        );
+        if design != crate::design::Design::Blocks {
+            // Measured for rounds × slice: the duration's default does not apply.
+            defaults.retain(|d| !d.starts_with("duration ="));
+        }
         if !p.errors.is_empty() {
             return Err(ExperimentErrors(p.errors));
         }
 
         Ok(Experiment {
+            design,
             precision,
             conditions,
             file: file.to_path_buf(),
@@ -2002,6 +2136,12 @@ impl Experiment {
     pub fn smoke(mut self) -> Experiment {
         self.batches = 2;
         self.precision = None;
+        // Interleaved: 2 rounds of at most 500 ms, so each configuration is measured for
+        // at most a second per block, as a smoke trial is for two.
+        if let crate::design::Design::Interleaved { slice, rounds } = &mut self.design {
+            *slice = (*slice).min(Duration::from_millis(500));
+            *rounds = (*rounds).min(2);
+        }
         for c in &mut self.configs {
             let load = &mut c.settings.load;
             load.warmup = load.warmup.min(Duration::from_secs(1));
@@ -3401,6 +3541,76 @@ env = { RUBY_YJIT_ENABLE = "0" }
         assert_eq!(errs.len(), 1, "{errs:#?}");
         assert!(
             errs[0].starts_with("/tmp/exp.toml:2:43: matrix.ruby_opts[1]: configurations 0 and 3 have the same label \"a b c\"; the first is from /tmp/exp.toml:2:14"),
+            "{errs:#?}"
+        );
+    }
+
+    #[test]
+    fn an_interleaved_design_reads_slice_and_rounds_with_defaults() {
+        let e = parse("design = \"interleaved\"\nslice = \"500ms\"\n[matrix]\nthreads = [1, 2]\n")
+            .unwrap();
+        assert_eq!(
+            e.design,
+            crate::design::Design::Interleaved {
+                slice: Duration::from_millis(500),
+                rounds: crate::design::DEFAULT_ROUNDS
+            }
+        );
+        assert!(
+            !e.defaults.iter().any(|d| d.starts_with("duration")),
+            "the duration's default does not apply: {:?}",
+            e.defaults
+        );
+        assert_eq!(
+            parse("[matrix]\nthreads = [1, 2]\n").unwrap().design,
+            crate::design::Design::Blocks
+        );
+        let smoke = parse("design = \"interleaved\"\nrounds = 20\n[matrix]\nthreads = [1, 2]\n")
+            .unwrap()
+            .smoke();
+        assert_eq!(
+            smoke.design,
+            crate::design::Design::Interleaved {
+                slice: Duration::from_millis(500),
+                rounds: 2
+            }
+        );
+    }
+
+    #[test]
+    fn an_interleaved_design_refuses_what_cannot_be_interleaved() {
+        let errs = errors("design = \"interleaved\"\nrepeat_noisy = 1\n[settings]\nport = 9000\nduration = \"5s\"\n");
+        let all = errs.join("\n");
+        for want in [
+            "/tmp/exp.toml:1:10: design: an interleaved design alternates between configurations, and this file has 1",
+            "design: port = 9000 is fixed",
+            "design: duration does not apply to an interleaved design: each configuration is measured for rounds × slice",
+            "design: repeat_noisy applies to the blocks design",
+        ] {
+            assert!(all.contains(want), "{want:?} not in\n{all}");
+        }
+        let errs = errors("slice = \"1s\"\nrounds = 3\n[matrix]\nthreads = [1, 2]\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(
+            errs[0]
+                .starts_with("/tmp/exp.toml:1:9: slice: slice applies to design = \"interleaved\""),
+            "{errs:#?}"
+        );
+        assert!(
+            errs[1].starts_with("/tmp/exp.toml:2:10: rounds: rounds applies to design"),
+            "{errs:#?}"
+        );
+        let errs =
+            errors("design = \"interleaved\"\nslice = \"10ms\"\n[matrix]\nthreads = [1, 2]\n");
+        assert!(
+            errs[0].contains("slice: a slice of 10ms is shorter than 100ms"),
+            "{errs:#?}"
+        );
+        let errs = errors("design = \"alternating\"\n[matrix]\nthreads = [1, 2]\n");
+        assert!(
+            errs[0].contains(
+                "design: expected one of \"blocks\" or \"interleaved\", found \"alternating\""
+            ),
             "{errs:#?}"
         );
     }

@@ -12,9 +12,11 @@
 
 pub mod build;
 pub mod conditions;
+pub mod design;
 pub mod doctor;
 pub mod environment;
 pub mod experiment;
+pub mod interleave;
 pub mod knobs;
 pub mod noise;
 pub mod precision;

@@ -259,6 +259,18 @@ pub fn sample_tree(root: i32, pgid: i32) -> io::Result<TreeSample> {
     Ok(sample)
 }
 
+/// The CPU time (user + system, dead children included) of a whole process tree so far,
+/// in µs: `sample_tree`'s CPU alone, without the memory figures, cheap enough to read at
+/// the edges of every slice of an interleaved block.
+pub fn tree_cpu_us(root: i32, pgid: i32) -> io::Result<u64> {
+    let tps = procfs::ticks_per_second();
+    let ticks: u64 = tree_members(root, pgid)?
+        .iter()
+        .map(|stat| stat.utime + stat.stime + (stat.cutime + stat.cstime).max(0) as u64)
+        .sum();
+    Ok(ticks_to_us(ticks, tps))
+}
+
 /// Resources of the tree over the measured phase of a trial.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::conditions::{pin_this_process, wait_for_quiet, QuietRule, QuietWait, TrialConditions};
+use crate::design::Design;
 use crate::experiment::Config;
+use crate::interleave::{run_interleaved_block, BlockOutcome};
 use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
 use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::schedule::{one_block, ScheduledTrial};
@@ -133,6 +135,11 @@ pub fn run_pending(
             )
         })?;
     }
+    let design = store.design()?;
+    let seed: u64 = store
+        .meta("seed")?
+        .and_then(|s| s.parse().ok())
+        .context("the stored seed")?;
     let mut run = Run {
         store,
         session,
@@ -140,6 +147,8 @@ pub fn run_pending(
         record_env,
         fail_fast,
         conditions,
+        design,
+        seed,
         interrupt,
         progress,
     };
@@ -170,6 +179,8 @@ struct Run<'a> {
     record_env: Vec<String>,
     fail_fast: bool,
     conditions: TrialConditions,
+    design: Design,
+    seed: u64,
     interrupt: &'a Arc<AtomicBool>,
     progress: &'a mut dyn Progress,
 }
@@ -189,11 +200,7 @@ impl Run<'_> {
             Some("sequential") => crate::experiment::Order::Sequential,
             _ => crate::experiment::Order::Random,
         };
-        let seed: u64 = self
-            .store
-            .meta("seed")?
-            .and_then(|s| s.parse().ok())
-            .context("the stored seed")?;
+        let seed = self.seed;
         let configs = self.configs.len();
         loop {
             let schedule = self.store.schedule()?;
@@ -248,6 +255,9 @@ impl Run<'_> {
         schedule: &[ScheduledTrial],
         done: &std::collections::HashSet<usize>,
     ) -> Result<RunEnd> {
+        if let Design::Interleaved { slice, rounds } = self.design {
+            return self.run_interleaved(schedule, done, slice, rounds);
+        }
         for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
             if self.interrupt.load(Ordering::SeqCst) {
                 return Ok(RunEnd::Interrupted);
@@ -261,6 +271,85 @@ impl Run<'_> {
                         });
                     }
                 }
+            }
+        }
+        Ok(RunEnd::Complete)
+    }
+
+    /// The interleaved design: the pending trials of each block run together
+    /// (crate::interleave) and are stored together; an interrupted block is run again
+    /// whole on resume.
+    fn run_interleaved(
+        &mut self,
+        schedule: &[ScheduledTrial],
+        done: &std::collections::HashSet<usize>,
+        slice: std::time::Duration,
+        rounds: u32,
+    ) -> Result<RunEnd> {
+        let mut blocks: std::collections::BTreeMap<u32, Vec<&ScheduledTrial>> =
+            std::collections::BTreeMap::new();
+        for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
+            blocks.entry(trial.block).or_default().push(trial);
+        }
+        for (block, trials) in blocks {
+            if self.interrupt.load(Ordering::SeqCst) {
+                return Ok(RunEnd::Interrupted);
+            }
+            let quiet = match self.conditions.quiet.clone() {
+                Some(rule) => match self.wait_for_quiet(&rule) {
+                    None if self.interrupt.load(Ordering::SeqCst) => {
+                        return Ok(RunEnd::Interrupted)
+                    }
+                    wait => wait,
+                },
+                None => None,
+            };
+            let specs = trials
+                .iter()
+                .map(|t| {
+                    trial_spec(
+                        self.store.dir(),
+                        &self.configs,
+                        t,
+                        &self.record_env,
+                        &self.conditions,
+                    )
+                })
+                .collect::<Result<Vec<_>>>()?;
+            for (trial, spec) in trials.iter().zip(&specs) {
+                self.progress.trial_started(trial, &spec.label);
+            }
+            let mut results =
+                match run_interleaved_block(&specs, slice, rounds, self.seed, self.interrupt) {
+                    BlockOutcome::Interrupted => return Ok(RunEnd::Interrupted),
+                    BlockOutcome::WriteFailed(what) => anyhow::bail!(
+                        "{what} (block {} is not stored; every block before it is: free space or fix the problem, then resume)",
+                        block + 1
+                    ),
+                    BlockOutcome::Done(results) => results,
+                };
+            for r in &mut results {
+                r.quiet = quiet.clone();
+            }
+            self.store
+                .insert_trials(self.session, &results)
+                .with_context(|| {
+                    format!(
+                        "cannot store block {} in {} (every block before it is stored; free space or fix the problem, then resume)",
+                        block + 1,
+                        self.store.db_path().display()
+                    )
+                })?;
+            for r in &results {
+                self.progress.trial_finished(r);
+            }
+            if let Some(bad) = results
+                .iter()
+                .find(|r| self.fail_fast && r.status != TrialStatus::Valid)
+            {
+                return Ok(RunEnd::StoppedAfterFailure {
+                    trial_id: bad.trial_id,
+                });
             }
         }
         Ok(RunEnd::Complete)

@@ -313,6 +313,7 @@ impl Store {
             ("record_env", serde_json::to_string(&experiment.record_env)?),
             ("smoke", smoke.to_string()),
             ("conditions", serde_json::to_string(&experiment.conditions)?),
+            ("design", serde_json::to_string(&experiment.design)?),
             (
                 "precision",
                 match &experiment.precision {
@@ -516,6 +517,14 @@ impl Store {
         }
     }
 
+    /// How the run measures its blocks (`design`); blocks for runs made before it existed.
+    pub fn design(&self) -> Result<crate::design::Design> {
+        match self.meta("design")? {
+            Some(text) => serde_json::from_str(&text).context("the stored design"),
+            None => Ok(Default::default()),
+        }
+    }
+
     /// Stores an attempt of a trial that was measured in noise and will be run again.
     pub fn insert_noisy_attempt(
         &mut self,
@@ -680,27 +689,41 @@ impl Store {
 
     /// Stores one trial in one transaction.
     pub fn insert_trial(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
-        self.insert_trial_inner(session_id, r)
-            .map_err(|e| match e.downcast::<rusqlite::Error>() {
-                Ok(sql) => self.explain(sql),
-                Err(other) => other,
-            })
+        self.insert_trials(session_id, std::slice::from_ref(r))
     }
 
-    fn insert_trial_inner(&mut self, session_id: i64, r: &TrialResult) -> Result<()> {
-        let json = serde_json::to_string(r)?;
-        let latency = |q: &str| {
-            r.load
-                .as_ref()
-                .and_then(|l| l.get("latency_us"))
-                .and_then(|l| l.get(q))
-                .and_then(|v| v.as_f64())
-        };
-        let res = r.resources.as_ref();
-        let int = |v: Option<u64>| v.map(|v| v as i64);
-        let tx = self.conn.transaction()?;
-        tx.execute(
-            "INSERT INTO trials (trial_id, config_id, block, position, label, session_id, status,
+    /// Stores several trials in one transaction, all or none: the trials of an interleaved
+    /// block, which were measured together and are redone together.
+    pub fn insert_trials(&mut self, session_id: i64, results: &[TrialResult]) -> Result<()> {
+        let stored = (|| -> Result<()> {
+            let tx = self.conn.transaction()?;
+            for r in results {
+                insert_trial_row(&tx, session_id, r)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        stored.map_err(|e| match e.downcast::<rusqlite::Error>() {
+            Ok(sql) => self.explain(sql),
+            Err(other) => other,
+        })
+    }
+}
+
+/// One trial's row, within the caller's transaction.
+fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult) -> Result<()> {
+    let json = serde_json::to_string(r)?;
+    let latency = |q: &str| {
+        r.load
+            .as_ref()
+            .and_then(|l| l.get("latency_us"))
+            .and_then(|l| l.get(q))
+            .and_then(|v| v.as_f64())
+    };
+    let res = r.resources.as_ref();
+    let int = |v: Option<u64>| v.map(|v| v as i64);
+    tx.execute(
+        "INSERT INTO trials (trial_id, config_id, block, position, label, session_id, status,
                 reason, started_at, finished_at, wall_s, requests_per_s, requests, error_rate,
                 latency_p50_us, latency_p99_us, rss_end_bytes, pss_end_bytes, uss_end_bytes,
                 rss_peak_bytes, pss_peak_bytes, cpu_user_us, cpu_system_us, cpu_us_per_request,
@@ -708,49 +731,49 @@ impl Store {
                 script_user_s, script_system_s, ruby_description, result)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
-            params![
-                r.trial_id as i64,
-                r.config_id as i64,
-                r.block,
-                r.position as i64,
-                r.label,
-                session_id,
-                r.status.as_str(),
-                r.reason,
-                r.started_at,
-                r.finished_at,
-                r.wall_s,
-                r.derived.requests_per_s,
-                r.load
-                    .as_ref()
-                    .and_then(|l| l.get("requests"))
-                    .and_then(|v| v.as_i64()),
-                r.derived.error_rate,
-                latency("p50"),
-                latency("p99"),
-                int(res.map(|x| x.end.rss_bytes)),
-                int(res.map(|x| x.end.pss_bytes)),
-                int(res.map(|x| x.end.uss_bytes)),
-                int(res.map(|x| x.peak_rss_bytes)),
-                int(res.map(|x| x.peak_pss_bytes)),
-                int(res.map(|x| x.cpu_user_us)),
-                int(res.map(|x| x.cpu_system_us)),
-                r.derived.cpu_us_per_request,
-                int(res.map(|x| x.ctx_voluntary)),
-                int(res.map(|x| x.ctx_involuntary)),
-                res.map(|x| x.peak_threads),
-                res.map(|x| x.peak_processes),
-                r.script.as_ref().and_then(|s| s.median_wall_s),
-                r.script.as_ref().and_then(|s| s.median_user_s),
-                r.script.as_ref().and_then(|s| s.median_system_s),
-                r.environment.ruby_description,
-                json,
-            ],
-        )?;
-        tx.commit()?;
-        Ok(())
-    }
+        params![
+            r.trial_id as i64,
+            r.config_id as i64,
+            r.block,
+            r.position as i64,
+            r.label,
+            session_id,
+            r.status.as_str(),
+            r.reason,
+            r.started_at,
+            r.finished_at,
+            r.wall_s,
+            r.derived.requests_per_s,
+            r.load
+                .as_ref()
+                .and_then(|l| l.get("requests"))
+                .and_then(|v| v.as_i64()),
+            r.derived.error_rate,
+            latency("p50"),
+            latency("p99"),
+            int(res.map(|x| x.end.rss_bytes)),
+            int(res.map(|x| x.end.pss_bytes)),
+            int(res.map(|x| x.end.uss_bytes)),
+            int(res.map(|x| x.peak_rss_bytes)),
+            int(res.map(|x| x.peak_pss_bytes)),
+            int(res.map(|x| x.cpu_user_us)),
+            int(res.map(|x| x.cpu_system_us)),
+            r.derived.cpu_us_per_request,
+            int(res.map(|x| x.ctx_voluntary)),
+            int(res.map(|x| x.ctx_involuntary)),
+            res.map(|x| x.peak_threads),
+            res.map(|x| x.peak_processes),
+            r.script.as_ref().and_then(|s| s.median_wall_s),
+            r.script.as_ref().and_then(|s| s.median_user_s),
+            r.script.as_ref().and_then(|s| s.median_system_s),
+            r.environment.ruby_description,
+            json,
+        ],
+    )?;
+    Ok(())
+}
 
+impl Store {
     /// Every stored trial as its full JSON, in schedule order.
     pub fn trial_results(&self) -> Result<Vec<serde_json::Value>> {
         let mut stmt = self

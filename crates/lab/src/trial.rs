@@ -197,8 +197,44 @@ pub struct TrialResult {
     /// apart, out of the statistics).
     #[serde(default)]
     pub noisy_attempts: u32,
+    /// `design = "interleaved"`: the slices this trial's figures add up, and its server's
+    /// CPU while the load was on the other servers of the block. Absent for a trial of its
+    /// own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleaved: Option<InterleavedRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
+}
+
+/// What an interleaved trial was made of (crate::interleave).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterleavedRecord {
+    pub slice_s: f64,
+    pub rounds: u32,
+    /// The trials measured in the same seconds as this one (its block), this one included.
+    pub block_trials: Vec<usize>,
+    /// This configuration's slices, in the order they ran.
+    pub slices: Vec<SliceRecord>,
+    /// CPU the server's tree used while the load was on the other servers (timers, GC,
+    /// idle threads): work interleaving adds, left out of the CPU per request. µs.
+    pub idle_cpu_us: Option<u64>,
+}
+
+/// One slice of an interleaved trial.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SliceRecord {
+    /// 0-based round, and this configuration's turn in it.
+    pub round: u32,
+    pub turn: usize,
+    /// When the slice began, from the start of the block's measured phase.
+    pub start_s: f64,
+    /// The load's recorded time.
+    pub elapsed_s: f64,
+    pub requests: u64,
+    pub errors: u64,
+    /// The server tree's CPU time over the slice (clock ticks of 10 ms, so a slice's own
+    /// figure is rough; the sum over the slices is what the trial's CPU per request uses).
+    pub cpu_us: Option<u64>,
 }
 
 /// How a trial ended.
@@ -213,7 +249,7 @@ pub enum TrialOutcome {
 }
 
 /// Why a trial stopped without a result.
-enum Stop {
+pub(crate) enum Stop {
     Interrupted,
     WriteFailed(String),
 }
@@ -244,6 +280,33 @@ pub fn free_port() -> std::io::Result<u16> {
 /// other failure is a result with status `failed` and a reason.
 pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome {
     let started = Instant::now();
+    let mut result = match begin_trial(spec) {
+        Ok(result) => result,
+        Err(what) => return TrialOutcome::WriteFailed(what),
+    };
+    if result.reason.is_some() {
+        return finish(result, started, &spec.out_dir);
+    }
+    let outcome = match spec.settings.workload {
+        Workload::Http => http_trial(spec, interrupt, &mut result),
+        Workload::Script => script_trial(spec, interrupt, &mut result),
+    };
+    match outcome {
+        Ok(()) => {
+            if let Some(failure) = result.pinning.as_ref().and_then(|p| p.failure()) {
+                invalidate(&mut result, failure);
+            }
+            finish(result, started, &spec.out_dir)
+        }
+        Err(Stop::Interrupted) => TrialOutcome::Interrupted,
+        Err(Stop::WriteFailed(what)) => TrialOutcome::WriteFailed(what),
+    }
+}
+
+/// A trial's result before anything ran: its directory prepared (the files of an earlier,
+/// interrupted attempt removed) and its environment captured. When the Ruby does not run,
+/// the result is already failed with the reason. `Err` when the directory cannot be written.
+pub(crate) fn begin_trial(spec: &TrialSpec) -> Result<TrialResult, String> {
     let mut result = TrialResult {
         schema: TRIAL_RESULT_SCHEMA.into(),
         trial_id: spec.trial_id,
@@ -269,6 +332,7 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         quiet: None,
         pinning: None,
         noisy_attempts: 0,
+        interleaved: None,
         files: Vec::new(),
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote
@@ -276,7 +340,7 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
     if let Err(e) =
         fs::create_dir_all(&spec.out_dir).and_then(|_| remove_trial_files(&spec.out_dir))
     {
-        return TrialOutcome::WriteFailed(format!(
+        return Err(format!(
             "cannot prepare the trial directory {}: {e}",
             spec.out_dir.display()
         ));
@@ -285,22 +349,8 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
     result.environment = environment;
     if let Some(e) = ruby_error {
         result.reason = Some(format!("the Ruby does not run: {e}"));
-        return finish(result, started, &spec.out_dir);
     }
-    let outcome = match spec.settings.workload {
-        Workload::Http => http_trial(spec, interrupt, &mut result),
-        Workload::Script => script_trial(spec, interrupt, &mut result),
-    };
-    match outcome {
-        Ok(()) => {
-            if let Some(failure) = result.pinning.as_ref().and_then(|p| p.failure()) {
-                invalidate(&mut result, failure);
-            }
-            finish(result, started, &spec.out_dir)
-        }
-        Err(Stop::Interrupted) => TrialOutcome::Interrupted,
-        Err(Stop::WriteFailed(what)) => TrialOutcome::WriteFailed(what),
-    }
+    Ok(result)
 }
 
 /// Names of the files a trial writes in its directory.
@@ -331,7 +381,7 @@ fn remove_trial_files(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOutcome {
+pub(crate) fn finish(mut result: TrialResult, started: Instant, out_dir: &Path) -> TrialOutcome {
     result.finished_at = now_rfc3339();
     result.wall_s = started.elapsed().as_secs_f64();
     let mut files: Vec<String> = fs::read_dir(out_dir)
@@ -378,6 +428,33 @@ fn http_trial(
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
+    let Some(mut sut) = start_server(spec, interrupt, result)? else {
+        return Ok(());
+    };
+    let outcome = measure(spec, &mut sut, interrupt, result);
+    stop_server(sut, spec, result);
+    outcome
+}
+
+/// A configuration's server, started and answering: what the phases after the start
+/// share, in a trial of its own or in an interleaved block.
+pub(crate) struct ServerUnderTest {
+    pub server: Supervised,
+    pub record: ServerRecord,
+    pub addr: SocketAddr,
+    pub probe_dir: PathBuf,
+    /// The allocators each process had mapped at the start of the measured phase.
+    pub maps: BTreeMap<i32, Vec<String>>,
+}
+
+/// Steps 1 to 3 of a trial: a port, the server started (with the probe, on its CPUs), and
+/// readiness. `Ok(None)` when it did not come up: the result says why, and the server is
+/// stopped and recorded.
+pub(crate) fn start_server(
+    spec: &TrialSpec,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<Option<ServerUnderTest>, Stop> {
     let s = &spec.settings;
 
     // 1. A port.
@@ -386,7 +463,7 @@ fn http_trial(
             Ok(p) => p,
             Err(e) => {
                 result.reason = Some(format!("cannot find a free port: {e}"));
-                return Ok(());
+                return Ok(None);
             }
         }
     } else {
@@ -396,7 +473,7 @@ fn http_trial(
                 "port {} is already in use on 127.0.0.1 ({e}); another server is listening there",
                 s.port
             ));
-            return Ok(());
+            return Ok(None);
         }
         s.port
     };
@@ -418,18 +495,15 @@ fn http_trial(
         Ok(c) => c,
         Err(e) => {
             result.reason = Some(format!("cannot build the server command: {e:#}"));
-            return Ok(());
+            return Ok(None);
         }
     };
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
-    match with_probe(&mut env, &probe_dir, s) {
-        Ok(()) => {}
-        Err(e) => {
-            result.reason = Some(e);
-            return Ok(());
-        }
+    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+        result.reason = Some(e);
+        return Ok(None);
     }
     // Record the environment the server really gets: rubyrace's, the server command's
     // (RACK_ENV...), then the configuration's.
@@ -460,7 +534,7 @@ fn http_trial(
         Err(e) => {
             result.reason = Some(format!("the server did not start: {e}"));
             result.server = Some(record);
-            return Ok(());
+            return Ok(None);
         }
     };
     record.pid = Some(server.pid());
@@ -473,35 +547,47 @@ fn http_trial(
         &mut server,
         interrupt,
     );
-    let mut maps = BTreeMap::new();
-    let outcome = match ready {
+    let sut = ServerUnderTest {
+        server,
+        record,
+        addr,
+        probe_dir,
+        maps: BTreeMap::new(),
+    };
+    match ready {
         Readiness::Ready { after } => {
-            record.ready_after_s = Some(after.as_secs_f64());
-            measure(
-                spec,
-                addr,
-                &mut server,
-                interrupt,
-                result,
-                &mut maps,
-                &mut record,
-            )
+            let mut sut = sut;
+            sut.record.ready_after_s = Some(after.as_secs_f64());
+            Ok(Some(sut))
         }
         Readiness::Failed(reason) => {
             result.reason = Some(reason);
-            Ok(())
+            stop_server(sut, spec, result);
+            Ok(None)
         }
-        Readiness::Interrupted => Err(Stop::Interrupted),
-    };
+        Readiness::Interrupted => {
+            stop_server(sut, spec, result);
+            Err(Stop::Interrupted)
+        }
+    }
+}
 
-    // 6. Stop, then kill whatever escaped the process group.
-    let ended = server.stop(s.stop_timeout);
+/// Step 6: stop the server, kill whatever escaped its process group, record how it ended;
+/// then the probe's summary and the verification of the settings, for a measured trial.
+pub(crate) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut TrialResult) {
+    let ServerUnderTest {
+        mut server,
+        mut record,
+        probe_dir,
+        maps,
+        ..
+    } = sut;
+    let ended = server.stop(spec.settings.stop_timeout);
     record.orphans = kill_orphans(server.pid());
     record.stderr_tail = server.stderr_tail(STDERR_TAIL);
     record.ended = Some(ended);
     let orphans = record.orphans.clone();
     result.server = Some(record);
-    outcome?;
     if result.load.is_some() {
         let requests = result.load.as_ref().and_then(|l| l["requests"].as_u64());
         let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
@@ -510,7 +596,6 @@ fn http_trial(
     if !orphans.is_empty() {
         note_orphans(result, &orphans);
     }
-    Ok(())
 }
 
 /// A server that left processes outside its process group: they were not measured with
@@ -533,7 +618,7 @@ fn note_orphans(result: &mut TrialResult, orphans: &[Orphan]) {
 /// A measured trial whose figures cannot be trusted for `why`: a valid trial becomes
 /// invalid with that reason, an invalid one adds it to its reason; a failed one keeps its
 /// own.
-fn invalidate(result: &mut TrialResult, why: String) {
+pub(crate) fn invalidate(result: &mut TrialResult, why: String) {
     match result.status {
         TrialStatus::Valid => {
             result.status = TrialStatus::Invalid;
@@ -578,14 +663,15 @@ fn apply_probe(result: &mut TrialResult, summary: Option<ProbeSummary>) {
 /// Warmup and measurement with resource sampling; sets status, load, resources, derived.
 fn measure(
     spec: &TrialSpec,
-    addr: SocketAddr,
-    server: &mut Supervised,
+    sut: &mut ServerUnderTest,
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
-    maps: &mut BTreeMap<i32, Vec<String>>,
-    record: &mut ServerRecord,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
+    let addr = sut.addr;
+    let server = &mut sut.server;
+    let record = &mut sut.record;
+    let maps = &mut sut.maps;
     let url = format!("http://{addr}{}", s.load.path.as_deref().unwrap_or("/"));
     let load_spec = match s.load.build_spec(&url) {
         Ok(l) => l,
@@ -611,16 +697,7 @@ fn measure(
         let cpus = spec.cpus.clone();
         std::thread::spawn(move || {
             std::thread::sleep(start_at.saturating_duration_since(Instant::now()));
-            probe::request_snapshot(&probe_dir, probe::MEASURE_START, pid, pid);
-            let mut maps = BTreeMap::new();
-            let pids = crate::resources::tree_pids(pid, pid).unwrap_or_default();
-            for &p in &pids {
-                if let Ok(found) = probe::mapped_allocators(p, preload.as_deref()) {
-                    maps.insert(p, found);
-                }
-            }
-            let pinning = cpus.map(|split| PinningRecord::check(&split, &pids));
-            (maps, pinning)
+            mark_measured_start(&probe_dir, pid, preload.as_deref(), cpus.as_ref())
         })
     };
     let watch = DeathWatch::start(pid, pid);
@@ -648,51 +725,55 @@ fn measure(
         }
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
-    let hdr_path = spec.out_dir.join("latency.hlog");
-    // A histogram cut short by a full disk must not be stored as if whole: the run stops.
-    let written = fs::File::create(&hdr_path).and_then(|mut f| {
-        load::report::write_hdr_log(&mut f, &outcome.stats.latency, report.elapsed_s)?;
-        std::io::Write::flush(&mut f)
-    });
-    if let Err(e) = written {
-        return Err(write_failed(&hdr_path, &e));
-    }
-    let mut derived = Derived {
-        requests_per_s: Some(report.requests_per_s),
-        error_rate: Some(report.error_rate),
-        ..Derived::default()
-    };
-    match &resources {
-        Ok(r) if report.requests > 0 => {
-            let per = |us: u64| us as f64 / report.requests as f64;
-            derived.cpu_us_per_request = Some(per(r.cpu_user_us + r.cpu_system_us));
-            derived.cpu_user_us_per_request = Some(per(r.cpu_user_us));
-            derived.cpu_system_us_per_request = Some(per(r.cpu_system_us));
-        }
-        _ => {}
-    }
+    write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
+    let derived = derive(&report, resources.as_ref().ok());
     result.derived = derived;
     result.resources = resources.as_ref().ok().cloned();
     result.load = serde_json::to_value(&report).ok();
 
-    // The verdict.
-    if let Some(status) = server.exited() {
-        result.status = TrialStatus::Failed;
-        result.reason = Some(format!(
-            "the server exited during the measurement ({})",
-            describe_status(status)
-        ));
-    } else if report.requests == 0 {
-        result.status = TrialStatus::Failed;
-        let breakdown = error_breakdown(&report);
-        result.reason = Some(if breakdown.is_empty() {
-            format!("no response was completed ({} errors)", report.errors.total)
-        } else {
+    result.status = verdict(
+        result,
+        &report,
+        server.exited(),
+        record,
+        resources.as_ref().err(),
+    );
+    Ok(())
+}
+
+/// The status of a measured HTTP trial, from its load report and what became of its
+/// server (the reason is set on `result`): failed when the server exited or nothing was
+/// answered; invalid when a process died, errors exceeded `max_error_rate`, the server
+/// ignored `Connection: close`, or its resources could not be sampled; else valid.
+pub(crate) fn verdict(
+    result: &mut TrialResult,
+    report: &load::LoadReport,
+    exited: Option<std::process::ExitStatus>,
+    record: &ServerRecord,
+    resources_error: Option<&String>,
+) -> TrialStatus {
+    let max_error_rate = result.settings.max_error_rate;
+    let (status, reason) = if let Some(exit) = exited {
+        (
+            TrialStatus::Failed,
             format!(
-                "no response was completed ({} errors: {breakdown})",
-                report.errors.total
-            )
-        });
+                "the server exited during the measurement ({})",
+                describe_status(exit)
+            ),
+        )
+    } else if report.requests == 0 {
+        let breakdown = error_breakdown(report);
+        (
+            TrialStatus::Failed,
+            if breakdown.is_empty() {
+                format!("no response was completed ({} errors)", report.errors.total)
+            } else {
+                format!(
+                    "no response was completed ({} errors: {breakdown})",
+                    report.errors.total
+                )
+            },
+        )
     } else if record.deaths.iter().any(Death::is_abnormal) {
         let died: Vec<String> = record
             .deaths
@@ -700,7 +781,6 @@ fn measure(
             .filter(|d| d.is_abnormal())
             .map(Death::describe)
             .collect();
-        result.status = TrialStatus::Invalid;
         let mut reason = format!(
             "{} of the server died during the measurement: {}",
             if died.len() == 1 {
@@ -714,35 +794,93 @@ fn measure(
             reason.push_str(&format!(
                 "; error rate {:.3}% ({})",
                 100.0 * report.error_rate,
-                error_breakdown(&report)
+                error_breakdown(report)
             ));
         }
-        result.reason = Some(reason);
-    } else if 100.0 * report.error_rate > s.max_error_rate {
-        result.status = TrialStatus::Invalid;
-        result.reason = Some(format!(
-            "error rate {:.3}% exceeds max_error_rate {}% ({})",
-            100.0 * report.error_rate,
-            s.max_error_rate,
-            error_breakdown(&report)
-        ));
+        (TrialStatus::Invalid, reason)
+    } else if 100.0 * report.error_rate > max_error_rate {
+        (
+            TrialStatus::Invalid,
+            format!(
+                "error rate {:.3}% exceeds max_error_rate {}% ({})",
+                100.0 * report.error_rate,
+                max_error_rate,
+                error_breakdown(report)
+            ),
+        )
     } else if report.close_ignored > 0 {
         // close-header mode measures a new connection per request; a server that keeps
         // the connection open makes every request wait close_grace for a close.
-        result.status = TrialStatus::Invalid;
-        result.reason = Some(format!(
-            "the server ignored `Connection: close` on {} of {} responses: rubyrace waited {} ms for each close, then closed itself, so the figures measure that wait, not the server",
-            report.close_ignored,
-            report.requests,
-            (report.settings.close_grace_s * 1000.0).round()
-        ));
-    } else if let Err(e) = &resources {
-        result.status = TrialStatus::Invalid;
-        result.reason = Some(format!("the server's resources could not be sampled: {e}"));
+        (
+            TrialStatus::Invalid,
+            format!(
+                "the server ignored `Connection: close` on {} of {} responses: rubyrace waited {} ms for each close, then closed itself, so the figures measure that wait, not the server",
+                report.close_ignored,
+                report.requests,
+                (report.settings.close_grace_s * 1000.0).round()
+            ),
+        )
+    } else if let Some(e) = resources_error {
+        (
+            TrialStatus::Invalid,
+            format!("the server's resources could not be sampled: {e}"),
+        )
     } else {
-        result.status = TrialStatus::Valid;
+        return TrialStatus::Valid;
+    };
+    result.reason = Some(reason);
+    status
+}
+
+/// At the start of the measured phase: the probe's first snapshot, the allocators each
+/// process of the server's tree has mapped, and (with `cpus`) where each process may run.
+pub(crate) fn mark_measured_start(
+    probe_dir: &Path,
+    pid: i32,
+    preload: Option<&Path>,
+    cpus: Option<&crate::conditions::CpuSplit>,
+) -> (BTreeMap<i32, Vec<String>>, Option<PinningRecord>) {
+    probe::request_snapshot(probe_dir, probe::MEASURE_START, pid, pid);
+    let mut maps = BTreeMap::new();
+    let pids = crate::resources::tree_pids(pid, pid).unwrap_or_default();
+    for &p in &pids {
+        if let Ok(found) = probe::mapped_allocators(p, preload) {
+            maps.insert(p, found);
+        }
     }
-    Ok(())
+    let pinning = cpus.map(|split| PinningRecord::check(split, &pids));
+    (maps, pinning)
+}
+
+/// Writes the trial's latency histogram (`latency.hlog`). A histogram cut short by a full
+/// disk must not be stored as if whole: the run stops.
+pub(crate) fn write_latency_log(
+    out_dir: &Path,
+    latency: &load::Histogram<u64>,
+    elapsed_s: f64,
+) -> Result<(), Stop> {
+    let hdr_path = out_dir.join("latency.hlog");
+    let written = fs::File::create(&hdr_path).and_then(|mut f| {
+        load::report::write_hdr_log(&mut f, latency, elapsed_s)?;
+        std::io::Write::flush(&mut f)
+    });
+    written.map_err(|e| write_failed(&hdr_path, &e))
+}
+
+/// The figures derived from a trial's load report and its server's resources.
+pub(crate) fn derive(report: &load::LoadReport, resources: Option<&ResourceSummary>) -> Derived {
+    let mut derived = Derived {
+        requests_per_s: Some(report.requests_per_s),
+        error_rate: Some(report.error_rate),
+        ..Derived::default()
+    };
+    if let Some(r) = resources.filter(|_| report.requests > 0) {
+        let per = |us: u64| us as f64 / report.requests as f64;
+        derived.cpu_us_per_request = Some(per(r.cpu_user_us + r.cpu_system_us));
+        derived.cpu_user_us_per_request = Some(per(r.cpu_user_us));
+        derived.cpu_system_us_per_request = Some(per(r.cpu_system_us));
+    }
+    derived
 }
 
 fn error_breakdown(report: &load::LoadReport) -> String {

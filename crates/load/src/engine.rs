@@ -64,6 +64,30 @@ pub struct RunOutcome {
     pub time_wait: Option<TimeWait>,
 }
 
+impl RunOutcome {
+    /// Adds a later run against the same target to this one, as if they were one run
+    /// whose recorded phases follow each other (an interleaved trial's slices): counts and
+    /// histograms summed, recorded time added, the larger peak of open connections, the
+    /// later TIME_WAIT count, the first raw-log error.
+    pub fn absorb(&mut self, later: RunOutcome) {
+        self.stats.merge(&later.stats);
+        // Connections still open at the end are the last run's, not a sum.
+        self.stats.open_at_end = later.stats.open_at_end;
+        self.stats.connecting_at_end = later.stats.connecting_at_end;
+        self.recorded += later.recorded;
+        self.interrupted |= later.interrupted;
+        if self.raw_error.is_none() {
+            self.raw_error = later.raw_error;
+        }
+        if later.peak_open.open > self.peak_open.open {
+            self.peak_open = later.peak_open;
+        }
+        if later.time_wait.is_some() {
+            self.time_wait = later.time_wait;
+        }
+    }
+}
+
 /// The most connections open at once over the whole run, warmup included.
 ///
 /// Open means connected from the client's side (the kernel completed the handshake) and

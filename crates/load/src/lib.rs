@@ -21,6 +21,7 @@ pub mod stats;
 mod timer;
 
 pub use engine::{run, OpenPeak, RunOutcome};
+pub use hdrhistogram::Histogram;
 pub use plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
 pub use raw::RawLog;
 pub use report::LoadReport;
