@@ -1,0 +1,241 @@
+//! The interleaved design (issue 15) with the real binary, real Puma servers and the bundled
+//! Rack app: every configuration of a block is measured in the same seconds, each trial's
+//! figures add up its own slices, a block is stored whole or not at all, and a killed run
+//! is resumed by running the interrupted block again.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::lab::{trials, Lab, TrialRow};
+use support::rubyrace;
+
+/// Two configurations (Puma with 1 and 2 threads), interleaved in 4 rounds of 300 ms.
+fn interleaved(batches: u32) -> String {
+    format!(
+        r#"
+name = "interleaved"
+batches = {batches}
+design = "interleaved"
+slice = "300ms"
+rounds = 4
+
+[settings]
+app = "rack-hello"
+connections = 2
+warmup = "300ms"
+
+[matrix]
+threads = [1, 2]
+"#
+    )
+}
+
+/// The slices of a stored trial: (round, turn, start_s, elapsed_s, requests).
+fn slices(t: &TrialRow) -> Vec<(u64, u64, f64, f64, u64)> {
+    t.result["interleaved"]["slices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("trial {} has no slices: {}", t.trial_id, t.result))
+        .iter()
+        .map(|s| {
+            (
+                s["round"].as_u64().unwrap(),
+                s["turn"].as_u64().unwrap(),
+                s["start_s"].as_f64().unwrap(),
+                s["elapsed_s"].as_f64().unwrap(),
+                s["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_seconds() {
+    let lab = Lab::new("interleaved");
+    lab.experiment(&interleaved(2));
+    let dry = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(dry.code(), Some(0), "{dry:?}");
+    assert!(
+        dry.stdout.contains("Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: 4 rounds of 300ms each"),
+        "{dry:?}"
+    );
+    assert!(
+        dry.stdout.contains("warmup 300ms, measured 1s 200ms"),
+        "{dry:?}"
+    );
+    assert!(
+        !dry.stderr.contains("duration"),
+        "no duration default is noted: {dry:?}"
+    );
+
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let stored = trials(&lab.db());
+    assert_eq!(stored.len(), 4);
+    let mut by_block: BTreeMap<i64, Vec<&TrialRow>> = BTreeMap::new();
+    for t in &stored {
+        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
+        by_block.entry(t.block).or_default().push(t);
+    }
+    for (block, pair) in &by_block {
+        assert_eq!(pair.len(), 2, "block {block}");
+        let ids: Vec<u64> = pair.iter().map(|t| t.trial_id as u64).collect();
+        for t in pair {
+            let record = &t.result["interleaved"];
+            assert_eq!(record["rounds"], 4);
+            assert_eq!(record["slice_s"], 0.3);
+            let block_trials: Vec<u64> = record["block_trials"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            assert_eq!(block_trials, ids, "the block's trials are named in each");
+            let s = slices(t);
+            assert_eq!(
+                s.iter().map(|x| x.0).collect::<Vec<_>>(),
+                [0, 1, 2, 3],
+                "one slice per round"
+            );
+            // The trial's figures are its slices' sums.
+            let requests: u64 = s.iter().map(|x| x.4).sum();
+            assert_eq!(t.result["load"]["requests"].as_u64(), Some(requests));
+            let recorded: f64 = s.iter().map(|x| x.3).sum();
+            assert!(
+                (t.result["load"]["elapsed_s"].as_f64().unwrap() - recorded).abs() < 1e-6,
+                "{}",
+                t.result["load"]
+            );
+            for x in &s {
+                assert!((0.25..0.6).contains(&x.3), "a 300 ms slice took {} s", x.3);
+                assert!(x.4 > 0, "a slice without a response: {s:?}");
+            }
+            let slice_cpu: u64 = t.result["interleaved"]["slices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["cpu_us"].as_u64().unwrap())
+                .sum();
+            let resources = &t.result["resources"];
+            assert_eq!(
+                resources["cpu_user_us"].as_u64().unwrap()
+                    + resources["cpu_system_us"].as_u64().unwrap(),
+                slice_cpu,
+                "the trial's CPU is its slices'"
+            );
+            assert!(record["idle_cpu_us"].as_u64().is_some());
+            assert!(std::path::Path::new(&lab.results())
+                .join(format!("trials/{:05}/latency.hlog", t.trial_id))
+                .is_file());
+        }
+        // In the same seconds: round by round, the two configurations' slices alternate,
+        // each taking its turn, and never overlap.
+        let (a, b) = (slices(pair[0]), slices(pair[1]));
+        for round in 0..4 {
+            let (sa, sb) = (a[round], b[round]);
+            assert_ne!(sa.1, sb.1, "two slices with the same turn in round {round}");
+            let (first, second) = if sa.1 < sb.1 { (sa, sb) } else { (sb, sa) };
+            assert!(
+                second.2 >= first.2 + first.3,
+                "slices overlap in round {round}: {first:?} {second:?}"
+            );
+            if round < 3 {
+                let next_start = a[round + 1].2.min(b[round + 1].2);
+                assert!(
+                    second.2 < next_start,
+                    "round {round} ended after the next began"
+                );
+            }
+        }
+    }
+    // The report pairs the block's trials as for any design.
+    let report = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(report.code(), Some(0), "{report:?}");
+    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    let comparisons = v["comparisons"].as_array().unwrap();
+    assert!(
+        comparisons
+            .iter()
+            .any(|c| c["cohort"] == "threads=2" && c["n"] == 2 && c["method"] == "paired"),
+        "{}",
+        v["comparisons"]
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+/// A run killed (SIGKILL) in the middle of a block stores nothing of that block; the
+/// resume runs it again whole, and no server of the killed run is left.
+#[test]
+fn a_block_interrupted_by_a_kill_is_run_again_whole() {
+    let lab = Lab::new("interleaved-kill");
+    lab.experiment(&interleaved(3));
+    let file = lab.dir.path("").join("experiment.toml");
+    let results = lab.results();
+    let running = support::spawn(&[
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        results.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let count = || -> i64 {
+        rusqlite::Connection::open_with_flags(
+            results.join("results.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .ok()
+        .and_then(|c| {
+            c.query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+                .ok()
+        })
+        .unwrap_or(0)
+    };
+    while count() < 2 {
+        assert!(Instant::now() < deadline, "block 1 was not stored in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Block 2 is under way: its servers are starting or being measured.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        count(),
+        2,
+        "block 2 ended before the kill; the test needs it under way"
+    );
+    // SAFETY: kill(2) on our own child, by pid.
+    unsafe { libc::kill(running.pid() as i32, libc::SIGKILL) };
+    let killed = running.wait(Duration::from_secs(150));
+    assert_eq!(killed.status.signal(), Some(libc::SIGKILL), "{killed:?}");
+    assert_eq!(
+        trials(&lab.db()).len(),
+        2,
+        "a block is stored whole or not at all"
+    );
+
+    let resumed = rubyrace(&["run", "--resume", results.to_str().unwrap()]);
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    assert!(
+        resumed
+            .stderr
+            .contains("a server left running by an earlier rubyrace"),
+        "the killed run's servers were found and killed: {resumed:?}"
+    );
+    let stored = trials(&lab.db());
+    assert_eq!(
+        stored.iter().map(|t| t.trial_id).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4, 5]
+    );
+    assert!(
+        stored.iter().all(|t| t.status == "valid"),
+        "{:?}",
+        stored.iter().map(|t| &t.reason).collect::<Vec<_>>()
+    );
+    lab.assert_no_leftovers(Duration::from_secs(5));
+}
