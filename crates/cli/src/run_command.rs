@@ -362,11 +362,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             println!("      env: {}", env.join(" "));
         }
         println!("      {what}");
-        let per_trial = match s.workload {
-            Workload::Http => s.load.warmup + measured + Duration::from_secs(3),
-            Workload::Script => Duration::from_secs(2) * s.script.as_ref().map_or(1, |x| x.runs),
-        };
-        estimate += per_trial * experiment.batches;
+        estimate += lab::design::estimated_trial_time(s, &experiment.design) * experiment.batches;
     }
     println!("\nSchedule:");
     for block in 0..experiment.batches {
@@ -537,16 +533,10 @@ impl ConsoleProgress {
     fn new(store: &Store) -> Result<ConsoleProgress> {
         // Before any trial ends, estimate from the settings.
         let configs = store.configs()?;
+        let design = store.design()?;
         let per_trial: Vec<Duration> = configs
             .iter()
-            .map(|c| match c.settings.workload {
-                Workload::Http => {
-                    c.settings.load.warmup + c.settings.load.duration + Duration::from_secs(3)
-                }
-                Workload::Script => {
-                    Duration::from_secs(2) * c.settings.script.as_ref().map_or(1, |s| s.runs)
-                }
-            })
+            .map(|c| lab::design::estimated_trial_time(&c.settings, &design))
             .collect();
         let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
         Ok(ConsoleProgress {

@@ -55,6 +55,23 @@ impl Design {
     }
 }
 
+/// A rough wall time of one trial of a configuration, for estimates before anything ran:
+/// for HTTP, the warmup, the measured time (the duration, or rounds × slice when
+/// interleaved) and about 3 s to start and stop the server; for a script, 2 s per run.
+pub fn estimated_trial_time(s: &crate::experiment::ConfigSettings, design: &Design) -> Duration {
+    match s.workload {
+        crate::experiment::Workload::Http => {
+            let measured = design
+                .measured_per_configuration()
+                .unwrap_or(s.load.duration);
+            s.load.warmup + measured + Duration::from_secs(3)
+        }
+        crate::experiment::Workload::Script => {
+            Duration::from_secs(2) * s.script.as_ref().map_or(1, |x| x.runs)
+        }
+    }
+}
+
 /// The order of the configurations in round `round` of block `block`: a shuffle drawn from
 /// the run's seed, the block and the round (the schedule's generator), so a rerun of a block
 /// after an interruption alternates in the same order.

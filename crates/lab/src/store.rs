@@ -603,11 +603,16 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The measuring time spent so far: the stored trials' own wall time, summed.
+    /// The measuring time spent so far: the stored trials' own wall time, summed; the trials
+    /// of an interleaved block ran at the same time, so a block counts once (its longest).
     pub fn trials_wall_time(&self) -> Result<std::time::Duration> {
-        let s: Option<f64> = self
-            .conn
-            .query_row("SELECT sum(wall_s) FROM trials", [], |r| r.get(0))?;
+        let query = match self.design()? {
+            crate::design::Design::Blocks => "SELECT sum(wall_s) FROM trials",
+            crate::design::Design::Interleaved { .. } => {
+                "SELECT sum(w) FROM (SELECT max(wall_s) AS w FROM trials GROUP BY block)"
+            }
+        };
+        let s: Option<f64> = self.conn.query_row(query, [], |r| r.get(0))?;
         Ok(std::time::Duration::from_secs_f64(
             s.unwrap_or(0.0).max(0.0),
         ))
