@@ -6,12 +6,17 @@
 //!
 //! Looking after every block is safe here because the rule looks only at the *width* of
 //! the intervals, never at the effect: a run cannot stop because a difference happened to
-//! look significant (the optional stopping that inflates error rates). A width-based stop
-//! still favours moments when the spread happened to look small (Chow and Robbins'
-//! fixed-width procedure undercovers at small n: 92.5% for a nominal 95%), so both the rule
-//! and the report of an adaptive run use 97.5% intervals; a seeded simulation in the tests
-//! shows the reported intervals then cover the truth at least 95% of the time and A/A runs
-//! call a difference in at most 5%. docs/methodology.md explains the choice.
+//! look significant (the optional stopping that inflates error rates). It is a fixed-width
+//! sequential rule of the Chow–Robbins type, calibrated by simulation: neither an
+//! anytime-valid confidence sequence nor a group-sequential design. A width-based stop
+//! still favours moments when the spread happened to look small, so at 95% it covers only
+//! about 93% (the tests measure it), and both the rule and the report of an adaptive run
+//! use 97.5% intervals. Seeded simulations in the tests (normal, contaminated and t₃ noise;
+//! one to three comparisons sharing the baseline) show the reported intervals then cover
+//! the truth at least 95% of the time and A/A runs call a difference in about 5% or fewer.
+//! The weak case is noise skewed in one direction only (slowdowns of one configuration):
+//! there the spread and the mean move together and coverage falls to about 90–92%; a test
+//! documents it. docs/methodology.md gives the figures.
 //!
 //! This module decides; the runner (`runner.rs`) runs the blocks and the store keeps the
 //! decision, so a resume continues the same rule.
@@ -195,6 +200,24 @@ pub fn evaluate(
     blocks_done: u32,
     observations: &[Observation],
 ) -> PrecisionStatus {
+    evaluate_at(
+        target,
+        configs,
+        blocks_done,
+        observations,
+        SEQUENTIAL_CONFIDENCE,
+    )
+}
+
+/// `evaluate` at another confidence: the tests run the very same rule at 95% to show why
+/// adaptive runs use `SEQUENTIAL_CONFIDENCE`.
+fn evaluate_at(
+    target: &PrecisionTarget,
+    configs: usize,
+    blocks_done: u32,
+    observations: &[Observation],
+    confidence: f64,
+) -> PrecisionStatus {
     let mut by_config: BTreeMap<usize, BTreeMap<u32, f64>> = BTreeMap::new();
     for o in observations
         .iter()
@@ -215,18 +238,13 @@ pub fn evaluate(
                 .iter()
                 .filter_map(|(block, v)| baseline.get(block).map(|b| (v / b).ln()))
                 .collect();
-            let log_half_width = log_half_width(&logs);
+            let log_half_width = log_half_width(&logs, confidence);
             ComparisonPrecision {
                 config_id,
                 blocks: logs.len(),
                 half_width: log_half_width.map(f64::exp_m1),
                 blocks_needed: log_half_width.and_then(|hw| {
-                    stats::blocks_for_log_half_width(
-                        hw,
-                        logs.len(),
-                        target.target,
-                        SEQUENTIAL_CONFIDENCE,
-                    )
+                    stats::blocks_for_log_half_width(hw, logs.len(), target.target, confidence)
                 }),
             }
         })
@@ -238,7 +256,8 @@ pub fn evaluate(
             w(a).total_cmp(&w(b))
         })
         .cloned();
-    let reached = blocks_done >= target.first_stop(configs)
+    let first_stop = target.first_stop(configs);
+    let reached = blocks_done >= first_stop
         && !comparisons.is_empty()
         && comparisons
             .iter()
@@ -247,7 +266,7 @@ pub fn evaluate(
         .as_ref()
         .and_then(|w| w.blocks_needed)
         .map(|n| n.saturating_sub(widest.as_ref().map_or(0, |w| w.blocks)))
-        .map(|n| n.max(target.first_stop(configs).saturating_sub(blocks_done) as usize));
+        .map(|n| n.max(first_stop.saturating_sub(blocks_done) as usize));
     PrecisionStatus {
         blocks_done,
         comparisons,
@@ -257,15 +276,15 @@ pub fn evaluate(
     }
 }
 
-/// Half-width of the t interval at `SEQUENTIAL_CONFIDENCE` of the mean of `logs`.
-fn log_half_width(logs: &[f64]) -> Option<f64> {
+/// Half-width of the t interval at `confidence` of the mean of `logs`.
+fn log_half_width(logs: &[f64], confidence: f64) -> Option<f64> {
     let n = logs.len();
     if n < 2 {
         return None;
     }
     let mean = logs.iter().sum::<f64>() / n as f64;
     let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let q = 1.0 - (1.0 - SEQUENTIAL_CONFIDENCE) / 2.0;
+    let q = 1.0 - (1.0 - confidence) / 2.0;
     Some(stats::dist::t_quantile(q, n - 1) * var.sqrt() / (n as f64).sqrt())
 }
 
@@ -281,24 +300,6 @@ mod tests {
             max_batches: max,
             max_duration: None,
         }
-    }
-
-    /// Blocks of two configurations whose per-block log ratio is `effect` plus normal
-    /// noise of SD `sd`, with block levels that pairing cancels.
-    fn block(rng: &mut stats::SeededRng, b: u32, effect: f64, sd: f64) -> [Observation; 2] {
-        let level = 1000.0 * (0.2 * rng.standard_normal()).exp();
-        [
-            Observation {
-                config_id: 0,
-                block: b,
-                value: level,
-            },
-            Observation {
-                config_id: 1,
-                block: b,
-                value: level * (effect + sd * rng.standard_normal()).exp(),
-            },
-        ]
     }
 
     #[test]
@@ -345,61 +346,303 @@ mod tests {
         assert!(!evaluate(&t, 3, 4, &only_exact).reached);
     }
 
-    /// The stopping rule in use, by seeded simulation on synthetic truth: per-block log
-    /// ratios with SD 0.5% to 3% (stopping after about 6 to 80 blocks); the run stops when
-    /// the 97.5% interval is within ±1%, or at 300 blocks. In A/A runs (no effect) the
-    /// reported 97.5% interval covers the truth in at least 95% of runs and a difference
-    /// (interval excluding 1 and signed-rank p < 0.05) is called in at most 5%; with a 2%
-    /// effect the coverage holds too. Reported at 95% instead, coverage fell to 93%.
-    #[test]
-    fn sequential_stopping_keeps_coverage_and_false_positives() {
-        let mut rng = stats::SeededRng::new(1414);
-        let t = target(6, 300);
-        for (sd, effect) in [
-            (0.005, 0.0),
-            (0.015, 0.0),
-            (0.03, 0.0),
-            (0.015, 0.02f64.ln_1p()),
-        ] {
-            let runs = 1000;
-            let (mut covered, mut called, mut blocks_total) = (0, 0, 0u64);
-            for _ in 0..runs {
-                let mut obs = Vec::new();
-                let mut b = 0;
-                loop {
-                    obs.extend(block(&mut rng, b, effect, sd));
-                    b += 1;
-                    if b >= t.max_batches || evaluate(&t, 2, b, &obs).reached {
-                        break;
+    /// Per-trial noise on the log scale, for the simulations of the stopping rule.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Noise {
+        /// Normal, SD `sd`.
+        Normal,
+        /// Normal, and in 10% of blocks one trial (the baseline's or another's, equally
+        /// likely) slowed by 5 to 10 SDs: a disturbance of either sign for each comparison.
+        Contaminated,
+        /// Student's t with 3 degrees of freedom, scaled to SD `sd`.
+        HeavyTailed,
+        /// Normal, and each trial of the configurations other than the baseline slowed,
+        /// with probability `p`, by an exponential amount of mean `mean`·`sd` (the
+        /// baseline never is): skewed in one direction only.
+        OneSided { p: f64, mean: f64 },
+    }
+
+    /// One simulated setting: `configs` configurations (the baseline and `configs − 1`
+    /// compared with it), every one `effect`× the baseline apart from the noise.
+    #[derive(Clone, Copy, Debug)]
+    struct Setting {
+        configs: usize,
+        sd: f64,
+        effect: f64,
+        noise: Noise,
+    }
+
+    impl Setting {
+        /// The true log ratio of every comparison: the log effect, and the mean slowdown
+        /// for one-sided noise (the mean of the per-block log ratios is what the interval
+        /// estimates).
+        fn truth(&self) -> f64 {
+            let shift = match self.noise {
+                Noise::OneSided { p, mean } => p * mean * self.sd,
+                _ => 0.0,
+            };
+            self.effect.ln() - shift
+        }
+
+        /// One block: a level that pairing cancels, and one trial per configuration. The
+        /// comparisons share the baseline's trial, so they are correlated as in a real run.
+        fn block(&self, rng: &mut stats::SeededRng, b: u32, out: &mut Vec<Observation>) {
+            let level = 1000.0 * (0.2 * rng.standard_normal()).exp();
+            let mut e: Vec<f64> = (0..self.configs)
+                .map(|_| match self.noise {
+                    Noise::HeavyTailed => {
+                        // t₃ = Z / √(χ²₃/3), whose variance is 3.
+                        let z = rng.standard_normal();
+                        let chi2: f64 = (0..3).map(|_| rng.standard_normal().powi(2)).sum();
+                        self.sd * z / (chi2 / 3.0).sqrt() / 3f64.sqrt()
+                    }
+                    _ => self.sd * rng.standard_normal(),
+                })
+                .collect();
+            match self.noise {
+                Noise::Contaminated if rng.next_f64() < 0.1 => {
+                    let hit = rng.uniform_below(self.configs);
+                    e[hit] -= self.sd * (5.0 + 5.0 * rng.next_f64());
+                }
+                Noise::OneSided { p, mean } => {
+                    for x in e.iter_mut().skip(1) {
+                        if rng.next_f64() < p {
+                            *x -= mean * self.sd * -(1.0 - rng.next_f64()).ln();
+                        }
                     }
                 }
-                blocks_total += u64::from(b);
-                let a: Vec<f64> = obs
-                    .iter()
-                    .filter(|o| o.config_id == 1)
-                    .map(|o| o.value)
-                    .collect();
-                let base: Vec<f64> = obs
-                    .iter()
-                    .filter(|o| o.config_id == 0)
-                    .map(|o| o.value)
-                    .collect();
-                let ci = stats::paired_ratio(&a, &base, SEQUENTIAL_CONFIDENCE).unwrap();
-                covered += usize::from(ci.low <= effect.exp() && effect.exp() <= ci.high);
-                let diffs: Vec<f64> = a.iter().zip(&base).map(|(x, y)| (x / y).ln()).collect();
-                let p = stats::wilcoxon_signed_rank(&diffs).unwrap().p_value;
-                called += usize::from(!ci.contains(1.0) && p < 0.05);
+                _ => {}
             }
-            let coverage = covered as f64 / runs as f64;
-            let mean_blocks = blocks_total as f64 / runs as f64;
-            assert!(
-                coverage >= 0.95,
-                "sd {sd}, effect {effect}: coverage {coverage} ({mean_blocks} blocks)"
-            );
-            if effect == 0.0 {
-                let rate = called as f64 / runs as f64;
-                assert!(rate <= 0.05, "sd {sd}: A/A called different in {rate}");
+            for (config_id, x) in e.into_iter().enumerate() {
+                let effect = if config_id == 0 { 1.0 } else { self.effect };
+                out.push(Observation {
+                    config_id,
+                    block: b,
+                    value: level * effect * x.exp(),
+                });
             }
         }
+    }
+
+    /// What `runs` seeded adaptive runs of one setting gave.
+    #[derive(Debug)]
+    struct Measured {
+        runs: usize,
+        /// Share of the comparisons (over all runs) whose interval at stop covered the truth.
+        coverage: f64,
+        /// Share of runs in which any comparison was called different (interval excluding
+        /// 1 and Holm-adjusted signed-rank p < 0.05, as the report decides).
+        any_called: f64,
+        mean_blocks: f64,
+    }
+
+    impl Measured {
+        /// The Monte-Carlo standard error of a rate near `p` over these runs (counted per
+        /// run, which is conservative for the coverage pooled over correlated comparisons).
+        fn se(&self, p: f64) -> f64 {
+            (p * (1.0 - p) / self.runs as f64).sqrt()
+        }
+    }
+
+    /// Runs the rule (`evaluate_at`, which `evaluate` calls at `SEQUENTIAL_CONFIDENCE`)
+    /// after every block from the first, stopping when it is reached or at the budget, and
+    /// judges the intervals at `confidence` that the report would show at the stop.
+    fn simulate(seed: u64, runs: usize, setting: Setting, confidence: f64) -> Measured {
+        let mut rng = stats::SeededRng::new(seed);
+        let t = target(6, 300);
+        let comparisons = setting.configs - 1;
+        let truth = setting.truth().exp();
+        let (mut covered, mut any, mut blocks_total) = (0usize, 0usize, 0u64);
+        let mut obs = Vec::new();
+        for _ in 0..runs {
+            obs.clear();
+            let mut b = 0;
+            loop {
+                setting.block(&mut rng, b, &mut obs);
+                b += 1;
+                if b >= t.max_batches
+                    || evaluate_at(&t, setting.configs, b, &obs, confidence).reached
+                {
+                    break;
+                }
+            }
+            blocks_total += u64::from(b);
+            let of = |k: usize| -> Vec<f64> {
+                obs.iter()
+                    .filter(|o| o.config_id == k)
+                    .map(|o| o.value)
+                    .collect()
+            };
+            let base = of(0);
+            // Per comparison: whether its interval excludes 1, and its log ratios.
+            let mut results: Vec<(bool, Vec<f64>)> = Vec::new();
+            for k in 1..setting.configs {
+                let a = of(k);
+                let ci = stats::paired_ratio(&a, &base, confidence).unwrap();
+                covered += usize::from(ci.contains(truth));
+                let diffs: Vec<f64> = a.iter().zip(&base).map(|(x, y)| (x / y).ln()).collect();
+                results.push((!ci.contains(1.0), diffs));
+            }
+            // A difference needs an interval excluding 1 and Holm's step-down adjusted
+            // signed-rank p < 0.05, as the report decides. The exact tests are costly, so
+            // they are only run when some interval excludes 1 (else nothing can be called).
+            let mut called = false;
+            if results.iter().any(|r| r.0) {
+                let p: Vec<f64> = results
+                    .iter()
+                    .map(|r| stats::wilcoxon_signed_rank(&r.1).unwrap().p_value)
+                    .collect();
+                let mut order: Vec<usize> = (0..comparisons).collect();
+                order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+                let mut running = 0.0f64;
+                for (rank, &i) in order.iter().enumerate() {
+                    running = running.max(((comparisons - rank) as f64 * p[i]).min(1.0));
+                    called |= results[i].0 && running < 0.05;
+                }
+            }
+            any += usize::from(called);
+        }
+        Measured {
+            runs,
+            coverage: covered as f64 / (runs * comparisons) as f64,
+            any_called: any as f64 / runs as f64,
+            mean_blocks: blocks_total as f64 / runs as f64,
+        }
+    }
+
+    /// Asserts what every setting in which the rule is claimed to hold must show: coverage
+    /// of the 97.5% intervals at the stop of at least 95% (the point estimate itself, not a
+    /// bound: the Monte-Carlo standard error at 1000 runs is about 0.5 points near 97%, and
+    /// the values measured with 4000 runs, in the comments below, are 2 to 6 of those above
+    /// 95%), and, without an effect, A/A
+    /// runs calling any difference in at most 5% plus the binomial 3-sigma allowance of the
+    /// Monte-Carlo error (0.05 + 3·√(0.05·0.95/1000) = 0.071 at 1000 runs).
+    fn assert_holds(what: &str, m: &Measured, aa: bool) {
+        assert!(
+            m.coverage >= 0.95,
+            "{what}: coverage {} after {:.1} blocks on average",
+            m.coverage,
+            m.mean_blocks
+        );
+        if aa {
+            let bound = 0.05 + 3.0 * m.se(0.05);
+            assert!(m.any_called <= bound, "{what}: A/A false positives {m:?}");
+        }
+    }
+
+    /// The stopping rule in use, by seeded simulation on synthetic truth, normal noise, one
+    /// comparison: per-trial noise of SD 0.5% to 1.4% (per-block log ratios of SD 0.7% to
+    /// 2%: stops after about 6 to 22 blocks, where the undercoverage of width-based
+    /// stopping is worst); the run stops when the 97.5% interval is within ±1%, or at 300
+    /// blocks. Measured (4000 runs per setting, seed 7, for docs/methodology.md): coverage
+    /// 98.0%, 96.4%, 96.3% and A/A false positives 1.6%, 3.2%, 3.6% at SD 0.5%, 1%, 1.4%;
+    /// the worst normal setting found, SD 2% (42 blocks), covered 96.1%. With a true 2%
+    /// effect the coverage holds too.
+    #[test]
+    fn sequential_stopping_keeps_coverage_and_false_positives() {
+        for (seed, sd, effect) in [
+            (1, 0.005, 1.0),
+            (2, 0.01, 1.0),
+            (3, 0.014, 1.0),
+            (4, 0.01, 1.02),
+        ] {
+            let setting = Setting {
+                configs: 2,
+                sd,
+                effect,
+                noise: Noise::Normal,
+            };
+            let m = simulate(seed, 1000, setting, SEQUENTIAL_CONFIDENCE);
+            assert_holds(&format!("{setting:?}"), &m, effect == 1.0);
+        }
+    }
+
+    /// Symmetric noise that is not normal, one to three comparisons sharing the baseline's
+    /// trials (the rule waits until all are within ±1%): contamination (10% of blocks with
+    /// one trial 5–10 SDs slow, the baseline's as likely as the other's) at SD 0.7%, and
+    /// t₃ noise at SD 1%. Measured (4000 runs each, seed 7), coverage and A/A false
+    /// positives (any comparison, after Holm) for 1, 2, 3 comparisons: contaminated 97.8%,
+    /// 97.9%, 98.1% and 2.0%, 2.8%, 3.2%; t₃ 97.1%, 97.7%, 97.8% and 2.6%, 3.3%, 3.7%.
+    #[test]
+    fn sequential_stopping_holds_under_contaminated_and_heavy_tailed_noise() {
+        for (seed, noise, sd) in [
+            (11, Noise::Contaminated, 0.007),
+            (12, Noise::HeavyTailed, 0.01),
+        ] {
+            for configs in [2, 3, 4] {
+                let setting = Setting {
+                    configs,
+                    sd,
+                    effect: 1.0,
+                    noise,
+                };
+                let m = simulate(
+                    seed + 100 * configs as u64,
+                    1000,
+                    setting,
+                    SEQUENTIAL_CONFIDENCE,
+                );
+                assert_holds(&format!("{setting:?}"), &m, true);
+            }
+        }
+    }
+
+    /// Two and three comparisons under normal noise (SD 1%), with and without a true 2%
+    /// effect of every configuration. Measured (4000 runs, seed 7, A/A): coverage 97.2% and
+    /// 97.2%, any false positive after Holm 4.3% and 4.5%.
+    #[test]
+    fn sequential_stopping_holds_with_several_comparisons() {
+        for (seed, configs, effect) in [(21, 3, 1.0), (22, 4, 1.0), (23, 3, 1.02), (24, 4, 1.02)] {
+            let setting = Setting {
+                configs,
+                sd: 0.01,
+                effect,
+                noise: Noise::Normal,
+            };
+            let m = simulate(seed, 1000, setting, SEQUENTIAL_CONFIDENCE);
+            assert_holds(&format!("{setting:?}"), &m, effect == 1.0);
+        }
+    }
+
+    /// The known weakness: noise skewed in ONE direction only. The other configuration's
+    /// trials (never the baseline's) are slowed, in 20% of them, by an exponential amount of
+    /// mean 4 SDs. The rule looks only at the width of the interval, so it stops when the
+    /// spread happened to look small; with symmetric noise the sample mean and variance are
+    /// uncorrelated and that choice does not bias the estimate, but here a stretch with few
+    /// slowdowns has both a small variance and a mean above the truth, so the runs that stop
+    /// early are the ones whose estimate is off to one side. Measured (4000 runs, seed 7):
+    /// 91.4% at SD 1% (30 blocks), 89.7% at SD 1.4%, 89.6% for slowdowns in 5% of trials of
+    /// mean 8 SDs at SD 2%, the worst found; 96% when every trial is slowed a little (20%
+    /// of trials is what makes the variance and the mean move together). The floor asserted
+    /// here is the measured 91.4% minus 3 Monte-Carlo standard errors at 1000 runs (0.9
+    /// points each): 88.7%, rounded down to 88%; docs/methodology.md gives the figures.
+    #[test]
+    fn one_sided_skew_is_the_weak_case() {
+        let setting = Setting {
+            configs: 2,
+            sd: 0.01,
+            effect: 1.0,
+            noise: Noise::OneSided { p: 0.2, mean: 4.0 },
+        };
+        let m = simulate(31, 1000, setting, SEQUENTIAL_CONFIDENCE);
+        assert!(m.coverage >= 0.88, "{m:?}");
+    }
+
+    /// Why adaptive runs use 97.5% and not 95%: the same rule at 95% (stop when the 95%
+    /// interval is within ±1%, report the 95% interval), normal noise of SD 1.4%, covers the
+    /// truth in about 93% of runs (measured, 4000 runs, seed 7: 92.8%; 92.9–93.7% from SD
+    /// 1% to 3%; A/A false positives up to 5.9%), as Chow and Robbins' fixed-width
+    /// procedure is known to at small n. Asserted: below 95% by more than 3 Monte-Carlo
+    /// standard errors (0.5 points at 2000 runs).
+    #[test]
+    fn the_95_percent_level_would_not_be_enough() {
+        let setting = Setting {
+            configs: 2,
+            sd: 0.014,
+            effect: 1.0,
+            noise: Noise::Normal,
+        };
+        let m = simulate(41, 2000, setting, 0.95);
+        assert!(m.coverage < 0.95 - 3.0 * m.se(0.95), "{m:?}");
     }
 }

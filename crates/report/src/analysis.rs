@@ -529,7 +529,8 @@ struct RunContext {
     /// every run look noisy (the raw CV fired in 92–100% of runs whose spread was between
     /// blocks).
     residuals: BTreeMap<(usize, usize), f64>,
-    /// How many cohorts are judged (for the Bonferroni bound of the drift test).
+    /// How many cohorts are judged (for the Bonferroni bounds of the drift and outlier
+    /// warnings).
     cohorts: usize,
 }
 
@@ -641,7 +642,12 @@ fn cohort(
                 false,
             ),
         };
-    let outliers: Vec<String> = stats::outliers::robust_outliers(&spread_values)
+    // Fences for a false alarm in ALPHA / k of clean cohorts: Bonferroni over the k cohorts,
+    // as for drift below, so a clean report of any number of cohorts shows an `outliers`
+    // warning in about 5% of runs or fewer (at a fixed 2% per cohort, 8 cohorts of 10
+    // blocks warned in 19% of clean runs: the simulation in the tests).
+    let outlier_level = ALPHA / context.cohorts.max(1) as f64;
+    let outliers: Vec<String> = stats::outliers::robust_outliers(&spread_values, outlier_level)
         .into_iter()
         .map(|i| format!("{}:{}", spread_trials[i].source, spread_trials[i].trial_id))
         .collect();
@@ -1828,13 +1834,17 @@ mod tests {
     }
 
     /// Seeded simulation on synthetic truth of pooled cohorts: with no allocator effect
-    /// (and a 1.5× jit effect inside each cohort) a difference is called in about 5% of
-    /// runs and the 95% interval covers 1 about 95% of the time; with a real 1.10× effect
-    /// it is found nearly always. Before the fix, 71–100% of null runs were "significant".
+    /// (and a 1.5× jit effect inside each cohort) a difference is called in at most 5% of
+    /// runs and the 95% interval covers 1 in 95% ± 1.5 of them, the issue's bounds; with a
+    /// real 1.10× effect it is found nearly always. Before the fix, 71–100% of null runs
+    /// were "significant". 2000 runs: the Monte-Carlo standard error of either rate near 5%
+    /// is 0.49 points, so ± 1.5 is 3 of them. Measured with this seed: 3.55% false
+    /// positives (the signed-rank test is conservative at 10 blocks), 95.6% coverage, 99.95%
+    /// power.
     #[test]
     fn pooled_cohorts_keep_their_false_positive_rate_coverage_and_power() {
         let mut rng = stats::SeededRng::new(2026);
-        let runs = 400;
+        let runs = 2000;
         let (mut false_positives, mut covered, mut found) = (0, 0, 0);
         for _ in 0..runs {
             let null = analyze(
@@ -1854,12 +1864,12 @@ mod tests {
         }
         let rate = |k: usize| k as f64 / runs as f64;
         assert!(
-            rate(false_positives) <= 0.08,
+            rate(false_positives) <= 0.05,
             "false positives {}",
             rate(false_positives)
         );
         assert!(
-            (0.92..=0.98).contains(&rate(covered)),
+            (rate(covered) - 0.95).abs() <= 0.015,
             "coverage {}",
             rate(covered)
         );
@@ -2040,62 +2050,87 @@ mod tests {
         );
     }
 
-    /// Issue 14 item 6, seeded simulation on clean data: 4 configurations × 10 blocks, the
-    /// blocks differing by 20% (which pairing cancels) and trials by 2% within a block. Each
-    /// warning fires in at most 10% of runs (raw Tukey fences fired in 45–59%, the raw CV in
-    /// 92–100%). And they still find what they are for: one trial 40% slow is flagged, and
-    /// 10% noise within blocks is called high.
+    /// Issue 14 item 6, seeded simulation on clean data: 2 configurations × 6 blocks (the
+    /// demo's size), 4 × 10 and 8 × 10, the blocks differing by 20% (which pairing cancels)
+    /// and trials by 2% within a block. Each warning fires in at most 10% of reports, the
+    /// issue's goal, whatever the number of cohorts (raw Tukey fences fired in 45–59% of
+    /// runs, the raw CV in 92–100%; robust fences at a fixed 2% per cohort fired in 19% of
+    /// these 8-cohort runs and 6.8% of the 4-cohort ones, so they are Bonferroni-adjusted
+    /// over the cohorts like the drift test: measured 2.0%, 5.0%, 5.5% for 2, 4, 8 cohorts).
+    /// `high-cv` is a threshold on an estimate (5% within blocks), not a test at a level:
+    /// with 2% noise it fired in none of the 1200 clean runs, and more cohorts cannot push
+    /// it near 10% unless the noise itself is near the threshold, so it is not adjusted. 400 runs each: the Monte-Carlo standard error of a rate near 5% is 1.1 points,
+    /// so a true rate of 5% passes the 10% bound with a margin of over 4 of them.
+    ///
+    /// And they still find what they are for, in 100 runs of each size: one trial 40% slow
+    /// is flagged, and noisy trials are called high: 10% noise per trial with 4 and 8
+    /// configurations, 15% with 2, because the within-block SD that `high-cv` judges is a
+    /// trial's spread against its block's mean, σ·√(1 − 1/k) for k configurations per
+    /// block, which for k = 2 is σ/√2 (10% noise reads 7.1%, and 6 blocks put that below the
+    /// 5% threshold in about a fifth of runs).
     #[test]
     fn warnings_rarely_fire_on_clean_data_and_still_find_real_trouble() {
         let mut rng = stats::SeededRng::new(61);
-        let runs = 500;
-        let mut fired: BTreeMap<String, usize> = BTreeMap::new();
-        for _ in 0..runs {
-            let r = analyze(
-                &[source(blocks_of(&mut rng, 10, 4, 0.02, |k| {
-                    1.0 + 0.1 * k as f64
-                }))],
-                &Options::default(),
-            )
-            .unwrap();
-            let kinds: BTreeSet<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-            for k in kinds {
-                *fired.entry(k.to_string()).or_default() += 1;
+        for (configs, blocks, slow_trial, noisy_sd) in
+            [(2, 6, 7, 0.15), (4, 10, 13, 0.10), (8, 10, 43, 0.10)]
+        {
+            let runs = 400;
+            let mut fired: BTreeMap<String, usize> = BTreeMap::new();
+            for _ in 0..runs {
+                let r = analyze(
+                    &[source(blocks_of(&mut rng, blocks, configs, 0.02, |k| {
+                        1.0 + 0.1 * k as f64
+                    }))],
+                    &Options::default(),
+                )
+                .unwrap();
+                let kinds: BTreeSet<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+                for k in kinds {
+                    *fired.entry(k.to_string()).or_default() += 1;
+                }
             }
-        }
-        for kind in ["outliers", "high-cv", "drift"] {
-            let rate = fired.get(kind).copied().unwrap_or(0) as f64 / runs as f64;
-            assert!(
-                rate <= 0.10,
-                "{kind} fired in {rate} of clean runs ({fired:?})"
-            );
-        }
+            for kind in ["outliers", "high-cv", "drift"] {
+                let rate = fired.get(kind).copied().unwrap_or(0) as f64 / runs as f64;
+                assert!(
+                    rate <= 0.10,
+                    "{configs} × {blocks}: {kind} fired in {rate} of clean runs ({fired:?})"
+                );
+            }
 
-        let (mut flagged, mut noisy) = (0, 0);
-        for _ in 0..100 {
-            let mut t = blocks_of(&mut rng, 10, 4, 0.02, |_| 1.0);
-            t[13].requests_per_s = t[13].requests_per_s.map(|v| v * 0.6);
-            let r = analyze(&[source(t)], &Options::default()).unwrap();
-            flagged += usize::from(
-                r.warnings
-                    .iter()
-                    .any(|w| w.kind == "outliers" && w.message.contains("0:13")),
+            let (mut flagged, mut noisy) = (0, 0);
+            let slow = format!("0:{slow_trial}");
+            for _ in 0..100 {
+                let mut t = blocks_of(&mut rng, blocks, configs, 0.02, |_| 1.0);
+                assert_eq!(t[slow_trial].trial_id, slow_trial);
+                t[slow_trial].requests_per_s = t[slow_trial].requests_per_s.map(|v| v * 0.6);
+                let r = analyze(&[source(t)], &Options::default()).unwrap();
+                flagged += usize::from(
+                    r.warnings
+                        .iter()
+                        .any(|w| w.kind == "outliers" && w.message.contains(&slow)),
+                );
+                let r = analyze(
+                    &[source(blocks_of(
+                        &mut rng,
+                        blocks,
+                        configs,
+                        noisy_sd,
+                        |_| 1.0,
+                    ))],
+                    &Options::default(),
+                )
+                .unwrap();
+                noisy += usize::from(kinds(&r).contains(&"high-cv"));
+            }
+            assert!(
+                flagged >= 90,
+                "{configs} × {blocks}: a 40% slow trial flagged in {flagged} of 100 runs"
             );
-            let r = analyze(
-                &[source(blocks_of(&mut rng, 10, 4, 0.10, |_| 1.0))],
-                &Options::default(),
-            )
-            .unwrap();
-            noisy += usize::from(kinds(&r).contains(&"high-cv"));
+            assert!(
+                noisy >= 90,
+                "{configs} × {blocks}: {noisy_sd} noise within blocks called high in {noisy} of 100 runs"
+            );
         }
-        assert!(
-            flagged >= 90,
-            "a 40% slow trial flagged in {flagged} of 100 runs"
-        );
-        assert!(
-            noisy >= 90,
-            "10% noise within blocks called high in {noisy} of 100 runs"
-        );
     }
 
     /// With several cohorts the smallest possible p is multiplied by Holm's first step: 6

@@ -246,15 +246,20 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
 }
 
 fn how_to_read(h: &mut String, report: &Report) {
+    // Which statistic each column is, in the words of the text report's legend: the
+    // cohort columns are medians, the ratio is not their quotient (1188/700 is 1.70; the
+    // paired ratio of the same trials was 1.63).
+    let ratio = crate::text::ratio_statistic(report);
     let _ = writeln!(
         h,
         "<p class=\"howto\"><b>How to read this.</b> A cohort is the set of trials that share \
-         the values of {}. Each number is the median across valid trials, with the 10th–90th \
-         percentile of the trials underneath. “vs baseline” is cohort ÷ {} with its {} \
-         confidence interval and the rank test’s p-value; <b>~</b> means the difference is not \
-         statistically significant, which is an answer too: the two cannot be told apart with \
-         this many trials. Invalid and failed trials are counted and drawn, never used in a \
-         statistic.</p>",
+         the values of {}. Each number in a cohort’s columns is the median across valid \
+         trials, with the 10th–90th percentile of the trials underneath. “vs baseline” is \
+         {ratio} of the cohort against {}, with its {} confidence interval and the rank \
+         test’s p-value: not the ratio of the medians shown. <b>~</b> means the difference is \
+         not statistically significant, which is an answer too: the two cannot be told apart \
+         with this many trials. Invalid and failed trials are counted and drawn, never used in \
+         a statistic.</p>",
         if report.group_by.is_empty() {
             "the grouping keys".to_string()
         } else {
@@ -593,12 +598,14 @@ fn comparisons_table(h: &mut String, report: &Report) {
     }
     h.push_str(&format!(
         "<h2 id=\"comparisons\">Comparisons with the baseline</h2>\n<p>Every metric of every cohort \
-         against the baseline. The ratio is cohort ÷ baseline; “paired” compares the cohorts \
-         block by block (the randomized design), “unpaired” resamples the trials. Precision is \
-         the confidence interval’s half-width, and how many blocks (or trials) would narrow it \
-         to ±1%.</p>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Metric</th>\
+         against the baseline. The ratio is {} (cohort over baseline, not the ratio of the \
+         medians); “paired” compares the cohorts block by block (the randomized design), \
+         “unpaired” resamples the trials. Precision is the confidence interval’s half-width, \
+         and how many blocks (or trials) would narrow it to ±1%.</p>\n<div class=\"table-wrap\">\
+         <table>\n<thead><tr><th>Cohort</th><th>Metric</th>\
          <th class=\"num\">Ratio</th><th class=\"num\">{} CI</th><th class=\"num\">p</th>\
          <th>Verdict</th><th>Method</th><th class=\"num\">Precision</th></tr></thead>\n",
+        crate::text::ratio_statistic(report),
         report.confidence_label()
     ));
     // One row group per cohort, in the order the comparisons come.

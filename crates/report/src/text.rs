@@ -451,17 +451,22 @@ fn unit(c: &Comparison) -> &'static str {
 /// Which statistic each column of the summary table is: the medians there and the ratio
 /// against the baseline are different statistics (1188/700 is 1.70; the paired ratio of the
 /// same trials was 1.63). `None` without comparisons.
+/// Which statistic the "vs baseline" ratio of this report's comparisons is.
+pub(crate) fn ratio_statistic(report: &Report) -> &'static str {
+    let paired = report.comparisons.iter().any(|c| c.method == "paired");
+    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
+    match (paired, unpaired) {
+        (true, false) => "the geometric mean of the per-block ratios",
+        (false, true) => "the ratio of the geometric means",
+        _ => "the geometric mean of the per-block ratios (paired) or the ratio of the geometric means (unpaired)",
+    }
+}
+
 fn legend(report: &Report) -> Option<String> {
     if report.comparisons.is_empty() {
         return None;
     }
-    let paired = report.comparisons.iter().any(|c| c.method == "paired");
-    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
-    let ratio = match (paired, unpaired) {
-        (true, false) => "the geometric mean of the per-block ratios",
-        (false, true) => "the ratio of the geometric means",
-        _ => "the geometric mean of the per-block ratios (paired) or the ratio of the geometric means (unpaired)",
-    };
+    let ratio = ratio_statistic(report);
     let first = if report.workload == "script" {
         "wall: the median of the trials"
     } else {

@@ -218,6 +218,17 @@ fn fixture_renders_and_survives_the_browser() {
         !html.contains("<script"),
         "raw <script in the rendered page"
     );
+    // Which statistic the ratio is, where the page explains its columns and its table.
+    assert_eq!(
+        html.matches("the geometric mean of the per-block ratios")
+            .count(),
+        2,
+        "How to read and the comparisons table say which ratio it is"
+    );
+    assert!(
+        !html.contains("cohort ÷ baseline"),
+        "the old, wrong wording"
+    );
 
     let dir = work_dir("browser");
     let page = dir.join("report.html");

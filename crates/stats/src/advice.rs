@@ -2,7 +2,7 @@
 //! precise as the user wants, and how many any significance at all needs.
 
 use crate::dist::t_quantile;
-use crate::ranktest::{mann_whitney_min_p, wilcoxon_min_p};
+use crate::ranktest::mann_whitney_min_p;
 
 /// The number of blocks (or trials per side) that would bring a t interval on the log
 /// scale to a half-width of `ln(1 + target)`, from one measured with `n` of them: its
@@ -66,10 +66,11 @@ pub fn min_blocks_for_signed_rank(alpha: f64) -> Option<usize> {
     if !(alpha > 0.0 && alpha < 1.0) {
         return None;
     }
-    (1..=10_000).find(|&n| {
-        let d: Vec<f64> = (1..=n).map(|i| i as f64).collect();
-        wilcoxon_min_p(&d).is_some_and(|p| p <= alpha)
-    })
+    // All n blocks agreeing in sign, no ties: one of the 2ⁿ equally likely sign patterns at
+    // each extreme, so the exact two-sided p is 2·2⁻ⁿ (what `wilcoxon_min_p` computes, and
+    // exactly: powers of 2). In closed form because adaptive runs ask after every block
+    // (the exact distributions cost O(n³) each); the tests check both agree.
+    (1..=10_000).find(|&n| 2f64.powi(1 - n as i32) <= alpha)
 }
 
 /// The fewest trials per side (equal groups) with which the rank-sum test can reach
@@ -88,6 +89,7 @@ pub fn min_trials_for_rank_sum(alpha: f64) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ranktest::wilcoxon_min_p;
 
     /// The half-width of a 95% t interval of the mean of `n` normal log ratios with SD
     /// `sd`, drawn from `rng`.
@@ -168,5 +170,24 @@ mod tests {
         assert_eq!(min_trials_for_rank_sum(0.05), Some(4));
         assert_eq!(min_trials_for_rank_sum(0.01), Some(5));
         assert_eq!(min_blocks_for_signed_rank(0.0), None);
+        // The closed form against the exact distribution it replaces: the smallest n whose
+        // all-positive, untied sample reaches p ≤ α, searched with `wilcoxon_min_p`.
+        for alpha in [
+            0.5,
+            0.2,
+            0.1,
+            0.05,
+            0.05 / 2.0,
+            0.05 / 3.0,
+            0.01,
+            0.001,
+            1e-6,
+        ] {
+            let searched = (1..=40).find(|&n| {
+                let d: Vec<f64> = (1..=n).map(|i| i as f64).collect();
+                wilcoxon_min_p(&d).is_some_and(|p| p <= alpha)
+            });
+            assert_eq!(min_blocks_for_signed_rank(alpha), searched, "alpha {alpha}");
+        }
     }
 }

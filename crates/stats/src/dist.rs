@@ -205,6 +205,42 @@ pub fn t_quantile(p: f64, df: usize) -> f64 {
         let g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
         return z + g1 / v + g2 / (v * v) + g3 / (v * v * v) + g4 / (v * v * v * v);
     }
+    // The bisection costs ~60 CDF evaluations of df/2 terms each, and the same few
+    // quantiles (0.975, 0.9875 at the blocks so far) are asked for after every block of an
+    // adaptive run and thousands of times by its simulations: remembered per thread. The
+    // cache only returns what the bisection returned, so results are bit-identical.
+    T_QUANTILES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let i = match cache.iter().position(|(bits, _)| *bits == p.to_bits()) {
+            Some(i) => i,
+            None => {
+                if cache.len() >= 16 {
+                    cache.clear();
+                }
+                cache.push((p.to_bits(), Vec::new()));
+                cache.len() - 1
+            }
+        };
+        let by_df = &mut cache[i].1;
+        if by_df.len() <= df {
+            by_df.resize(df + 1, f64::NAN);
+        }
+        if by_df[df].is_nan() {
+            by_df[df] = t_quantile_bisection(p, df);
+        }
+        by_df[df]
+    })
+}
+
+thread_local! {
+    /// Per probability (its bits; at most 16 kept), the quantiles by degrees of freedom
+    /// (NaN: not computed yet; at most 2001 entries).
+    static T_QUANTILES: std::cell::RefCell<Vec<(u64, Vec<f64>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The t with A(t|df) = 2p − 1 for 0.5 < p < 1, by bisection on the exact CDF.
+fn t_quantile_bisection(p: f64, df: usize) -> f64 {
     let target = 2.0 * p - 1.0; // A(t|ν) for t > 0
     let mut lo = 0.0f64;
     let mut hi = 1.0f64;
@@ -231,6 +267,24 @@ pub fn t_quantile(p: f64, df: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The per-thread memory of t quantiles returns exactly what the bisection computes,
+    /// for more probabilities than it keeps (so entries are dropped and recomputed) and
+    /// in an order that revisits them.
+    #[test]
+    fn remembered_quantiles_are_the_bisections() {
+        for round in 0..2 {
+            for i in 0..40 {
+                let p = 0.5001 + 0.0123 * f64::from(i);
+                for df in [1, 2, 5, 37, 2000] {
+                    let want = t_quantile_bisection(p, df).to_bits();
+                    assert_eq!(t_quantile(p, df).to_bits(), want, "{round} {p} {df}");
+                    assert_eq!(t_quantile(p, df).to_bits(), want, "{round} {p} {df}");
+                    assert_eq!(t_quantile(1.0 - p, df), -f64::from_bits(want));
+                }
+            }
+        }
+    }
 
     fn close(got: f64, want: f64, rel: f64) -> bool {
         (got - want).abs() <= rel * want.abs().max(f64::MIN_POSITIVE)

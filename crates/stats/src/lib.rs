@@ -9,7 +9,7 @@
 //! - `advice`: how many blocks or trials a target precision needs, and how many any
 //!   significance needs.
 //! - `trend`: drift over time (Mann–Kendall, Theil–Sen slope).
-//! - `outliers`: Tukey's fences.
+//! - `outliers`: Tukey's fences, and robust fences calibrated to a false-alarm level.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
 //! - `dist`: normal and Student's t distribution functions.
 //!
