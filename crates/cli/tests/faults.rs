@@ -1022,6 +1022,72 @@ fn a_worker_killed_by_a_signal_mid_measurement_makes_the_trial_invalid_naming_th
     figure("a worker SIGKILLed (lazy-reaping master)", kills);
 }
 
+/// The same faults in an interleaved block, where every server is up at once: a worker
+/// that dies during its server's warmup is seen (the death watch starts with the server,
+/// not with the slices), a server that exits before its slices fails alone, and the process
+/// it left outside its group (which, with three servers up, cannot be told whose it is)
+/// makes every trial of the block invalid and is killed.
+#[test]
+fn faults_in_an_interleaved_block_are_seen_from_the_start_and_orphans_are_charged_to_the_block() {
+    let name = "interleaved-faults";
+    let toml = fault_configs(
+        name,
+        &[
+            ("kills", "kill-worker"),
+            ("holds", "hold-port"),
+            ("good", "good"),
+        ],
+        "max_error_rate = 100.0",
+    )
+    .replace(
+        "order = \"sequential\"",
+        "design = \"interleaved\"\nslice = \"300ms\"\nrounds = 3",
+    )
+    .replace("duration = \"2s\"\n", "")
+    .replace("warmup = \"500ms\"", "warmup = \"2s\"");
+    let lab = Lab::new(name);
+    lab.experiment(&toml);
+    let run = lab.run(&[], Duration::from_secs(90));
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    let rows = trials(&lab.db());
+    assert_eq!(rows.len(), 3, "{run:?}");
+    let reason = |i: usize| rows[i].reason.clone().unwrap_or_default();
+    for r in &rows {
+        println!(
+            "interleaved fault: {} {}: {:?}",
+            r.trial_id, r.status, r.reason
+        );
+    }
+    // kill-worker: its worker SIGKILLs itself 1.5 s after it starts, inside the 2 s warmup.
+    assert_eq!(rows[0].status, "invalid", "{}", reason(0));
+    assert!(
+        reason(0).starts_with("a process of the server died during the measurement: pid ")
+            && reason(0).contains(") ended: killed by signal 9 (SIGKILL)"),
+        "{}",
+        reason(0)
+    );
+    // hold-port: its first process exits 1.5 s after it listens, inside its warmup.
+    assert_eq!(rows[1].status, "failed", "{}", reason(1));
+    assert!(
+        reason(1).starts_with("the server exited before its first slice (exit status 0); "),
+        "{}",
+        reason(1)
+    );
+    // Its child, outside every group, is charged to the whole block and killed.
+    for i in 0..3 {
+        assert!(
+            reason(i).contains("one of the servers of this interleaved block (which one cannot be told): 1 process was left running outside its process group, killed by rubyrace: pid "),
+            "trial {i}: {}",
+            reason(i)
+        );
+        assert!(reason(i).ends_with("does one daemonize?)"), "{}", reason(i));
+    }
+    assert_eq!(rows[2].status, "invalid", "{}", reason(2));
+    let orphan = orphan_pid(&reason(2));
+    assert!(!alive(orphan), "the child holding the port survived");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
 // ---------------------------------------------------------------------------------------
 // Signals to rubyrace at random moments
 // ---------------------------------------------------------------------------------------

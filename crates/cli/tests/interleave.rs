@@ -127,6 +127,13 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
                 "the trial's CPU is its slices'"
             );
             assert!(record["idle_cpu_us"].as_u64().is_some());
+            assert_eq!(record["lead_in_s"], 0.03, "a tenth of the slice");
+            // The trial's wall time is its recorded windows'; the rest of the phase is idle.
+            assert_eq!(
+                resources["elapsed_us"].as_u64().unwrap(),
+                (recorded * 1e6).round() as u64
+            );
+            assert!(record["idle_s"].as_f64().unwrap() > recorded, "{record}");
             assert!(std::path::Path::new(&lab.results())
                 .join(format!("trials/{:05}/latency.hlog", t.trial_id))
                 .is_file());
@@ -138,8 +145,9 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
             let (sa, sb) = (a[round], b[round]);
             assert_ne!(sa.1, sb.1, "two slices with the same turn in round {round}");
             let (first, second) = if sa.1 < sb.1 { (sa, sb) } else { (sb, sa) };
+            // Each slice's recorded window follows its unrecorded 30 ms lead-in.
             assert!(
-                second.2 >= first.2 + first.3,
+                second.2 >= first.2 + 0.03 + first.3,
                 "slices overlap in round {round}: {first:?} {second:?}"
             );
             if round < 3 {

@@ -53,17 +53,37 @@ impl Design {
             Design::Interleaved { slice, rounds } => Some(*slice * *rounds),
         }
     }
+
+    /// The time each configuration has the load in a block, lead-ins included, when
+    /// interleaved.
+    pub fn loaded_per_configuration(&self) -> Option<Duration> {
+        match self {
+            Design::Blocks => None,
+            Design::Interleaved { slice, rounds } => Some((*slice + lead_in(*slice)) * *rounds),
+        }
+    }
+}
+
+/// The unrecorded start of every slice: the load's connections are opened and the server's
+/// queue fills before the slice's recorded window (and its CPU reading) begins, so no
+/// configuration's slices are charged for a start from idle. A tenth of the slice.
+pub fn lead_in(slice: Duration) -> Duration {
+    slice / 10
+}
+
+/// The load's seed in round `round`: every configuration's slice of a round replays the
+/// same request sequence, and the rounds differ.
+pub fn slice_seed(seed: u64, round: u32) -> u64 {
+    seed.wrapping_add(u64::from(round).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// A rough wall time of one trial of a configuration, for estimates before anything ran:
-/// for HTTP, the warmup, the measured time (the duration, or rounds × slice when
-/// interleaved) and about 3 s to start and stop the server; for a script, 2 s per run.
+/// for HTTP, the warmup, the measured time (the duration, or rounds × (slice + lead-in)
+/// when interleaved) and about 3 s to start and stop the server; for a script, 2 s per run.
 pub fn estimated_trial_time(s: &crate::experiment::ConfigSettings, design: &Design) -> Duration {
     match s.workload {
         crate::experiment::Workload::Http => {
-            let measured = design
-                .measured_per_configuration()
-                .unwrap_or(s.load.duration);
+            let measured = design.loaded_per_configuration().unwrap_or(s.load.duration);
             s.load.warmup + measured + Duration::from_secs(3)
         }
         crate::experiment::Workload::Script => {

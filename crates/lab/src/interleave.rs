@@ -2,11 +2,16 @@
 //! server is started and warmed up, then the load alternates between them in slices, in a
 //! new random order every round, and each configuration's slices add up to its trial.
 //!
-//! What a trial of its own records, an interleaved trial records too, for its slices
-//! alone: requests, errors, a latency histogram (the slices' merged), the server tree's CPU
-//! time (summed over its slices, from `/proc` at every slice's edges), memory over the
-//! whole measured phase, the probe and the verification of the settings, deaths and
-//! orphans. The servers share the machine's noise, so the block has one noise record.
+//! Every slice opens its connections afresh and starts with an unrecorded lead-in
+//! (crate::design::lead_in), so its recorded window begins with the server already under
+//! load; the server tree's CPU time is read from `/proc` at that window's two edges.
+//!
+//! What a trial of its own records, an interleaved trial records too, for its slices'
+//! recorded windows alone: requests, errors, a latency histogram (the slices' merged), CPU
+//! time (summed over the windows); and over the whole measured phase: memory, the probe,
+//! the verification of the settings, deaths (watched from the server's start, warmup
+//! included) and orphans (looked for once every server of the block is stopped). The
+//! servers share the machine's noise, so the block has one noise record.
 //!
 //! The block is the unit that is stored or redone: its trials are stored together, and an
 //! interruption stores none of them.
@@ -15,15 +20,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::design::round_order;
+use crate::design::{lead_in, round_order, slice_seed};
 use crate::noise::{MachineCounters, NoiseRecord};
 use crate::probe;
-use crate::process::DeathWatch;
-use crate::resources::{tree_cpu_us, Sampler};
+use crate::process::{describe_status, kill_orphans, DeathWatch};
+use crate::resources::{tree_cpu, CpuTimes, Sampler};
 use crate::trial::{
-    begin_trial, derive, finish, invalidate, mark_measured_start, start_server, stop_server,
-    verdict, write_latency_log, InterleavedRecord, ServerUnderTest, SliceRecord, Stop,
-    TrialOutcome, TrialResult, TrialSpec, TrialStatus,
+    begin_trial, derive, finish, invalidate, mark_measured_start, record_stopped, start_server,
+    stop_process, verdict, write_latency_log, InterleavedRecord, Orphans, ServerUnderTest,
+    SliceRecord, Stop, StoppedServer, TrialOutcome, TrialResult, TrialSpec, TrialStatus,
 };
 
 /// How an interleaved block ended.
@@ -42,12 +47,24 @@ struct Member<'a> {
     result: TrialResult,
     started: Instant,
     server: Option<ServerUnderTest>,
+    /// A server stopped before the others (its load settings were invalid), not recorded yet.
+    stopped: Option<StoppedServer>,
+    /// Watches the server's tree from its start to the end of the measured phase.
+    watch: Option<DeathWatch>,
     load_spec: Option<load::LoadSpec>,
     url: String,
     /// The slices' outcomes, merged.
     outcome: Option<load::RunOutcome>,
     slices: Vec<SliceRecord>,
-    slice_cpu_us: Option<u64>,
+    /// The CPU time of the slices' recorded windows, summed; an error once one could not
+    /// be read.
+    slice_cpu: Result<CpuTimes, String>,
+}
+
+impl Member<'_> {
+    fn is_measured(&self) -> bool {
+        self.server.is_some() && self.load_spec.is_some()
+    }
 }
 
 /// Runs the trials of one block (`specs`, every configuration once) interleaved: `rounds`
@@ -67,37 +84,30 @@ pub fn run_interleaved_block(
                 result,
                 started: Instant::now(),
                 server: None,
+                stopped: None,
+                watch: None,
                 load_spec: None,
                 url: String::new(),
                 outcome: None,
                 slices: Vec::new(),
-                slice_cpu_us: Some(0),
+                slice_cpu: Ok(CpuTimes::default()),
             }),
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
     }
-    match measure_block(&mut members, slice, rounds, seed, interrupt) {
-        Ok(()) => {}
-        Err(stop) => {
-            for m in &mut members {
-                if let Some(sut) = m.server.take() {
-                    stop_server(sut, m.spec, &mut m.result);
-                }
-            }
-            return match stop {
-                Stop::Interrupted => BlockOutcome::Interrupted,
-                Stop::WriteFailed(what) => BlockOutcome::WriteFailed(what),
-            };
-        }
+    let measured = measure_block(&mut members, slice, rounds, seed, interrupt);
+    stop_all(&mut members);
+    if let Err(stop) = measured {
+        return match stop {
+            Stop::Interrupted => BlockOutcome::Interrupted,
+            Stop::WriteFailed(what) => BlockOutcome::WriteFailed(what),
+        };
     }
     let block_trials: Vec<usize> = specs.iter().map(|s| s.trial_id).collect();
     let mut results = Vec::with_capacity(members.len());
     for mut m in members {
         if let Some(record) = m.result.interleaved.as_mut() {
             record.block_trials = block_trials.clone();
-        }
-        if let Some(sut) = m.server.take() {
-            stop_server(sut, m.spec, &mut m.result);
         }
         if let Some(failure) = m.result.pinning.as_ref().and_then(|p| p.failure()) {
             invalidate(&mut m.result, failure);
@@ -112,6 +122,34 @@ pub fn run_interleaved_block(
     BlockOutcome::Done(results)
 }
 
+/// Stops every server of the block still up, then kills and records what escaped any of
+/// them: with several servers up, whose an escaped process was cannot be told, so every
+/// trial of the block carries it.
+fn stop_all(members: &mut [Member<'_>]) {
+    let mut stopped: Vec<(usize, StoppedServer)> = Vec::new();
+    for (i, m) in members.iter_mut().enumerate() {
+        if let Some(sut) = m.server.take() {
+            stopped.push((i, stop_process(sut, m.spec)));
+        }
+        if let Some(s) = m.stopped.take() {
+            stopped.push((i, s));
+        }
+    }
+    if stopped.is_empty() {
+        return;
+    }
+    let groups: Vec<i32> = stopped.iter().map(|(_, s)| s.pid).collect();
+    let orphans = kill_orphans(&groups);
+    let whose = if stopped.len() == 1 {
+        Orphans::Its
+    } else {
+        Orphans::OneOfTheBlock
+    };
+    for (i, s) in stopped {
+        record_stopped(s, orphans.clone(), whose, &mut members[i].result);
+    }
+}
+
 /// Starts and warms up every server, runs the rounds, and fills each member's result. A
 /// configuration whose server did not come up keeps its failed result, and the others go on.
 fn measure_block(
@@ -121,25 +159,32 @@ fn measure_block(
     seed: u64,
     interrupt: &Arc<AtomicBool>,
 ) -> Result<(), Stop> {
-    // 1. Every server up, on a port of its own, in the block's order.
+    // 1. Every server up, on a port of its own, in the block's order, and watched from then
+    //    on. A server whose load settings are invalid is stopped at once.
     for m in members.iter_mut().filter(|m| m.result.reason.is_none()) {
         m.server = start_server(m.spec, interrupt, &mut m.result)?;
         let Some(sut) = &m.server else { continue };
+        let pid = sut.server.pid();
         m.url = format!(
             "http://{}{}",
             sut.addr,
             m.spec.settings.load.path.as_deref().unwrap_or("/")
         );
         match m.spec.settings.load.build_spec(&m.url) {
-            Ok(spec) => m.load_spec = Some(spec),
-            Err(e) => m.result.reason = Some(format!("invalid load settings: {e}")),
+            Ok(spec) => {
+                m.load_spec = Some(spec);
+                m.watch = Some(DeathWatch::start(pid, pid));
+            }
+            Err(e) => {
+                m.result.reason = Some(format!("invalid load settings: {e}"));
+                let sut = m.server.take().expect("just started");
+                m.stopped = Some(stop_process(sut, m.spec));
+            }
         }
     }
     // 2. Each warmed up on its own, one after the other (the others idle meanwhile).
-    for m in members.iter_mut() {
-        let (Some(_), Some(spec)) = (&m.server, &m.load_spec) else {
-            continue;
-        };
+    for m in members.iter_mut().filter(|m| m.is_measured()) {
+        let spec = m.load_spec.as_ref().expect("measured");
         if spec.warmup.is_zero() {
             continue;
         }
@@ -153,11 +198,11 @@ fn measure_block(
         }
     }
     let measured: Vec<usize> = (0..members.len())
-        .filter(|&i| members[i].server.is_some() && members[i].load_spec.is_some())
+        .filter(|&i| members[i].is_measured())
         .collect();
 
     // 3. The measured phase: the probe's first snapshot, allocators and pinning; memory
-    //    sampled per server over the whole phase; deaths watched.
+    //    sampled per server over the whole phase.
     for &i in &measured {
         let m = &mut members[i];
         let sut = m.server.as_mut().expect("measured members have a server");
@@ -178,7 +223,7 @@ fn measure_block(
     }
     let phase_start = Instant::now();
     let machine_start = MachineCounters::read();
-    let watched: Vec<(usize, Sampler, DeathWatch, Option<u64>)> = measured
+    let sampled: Vec<(usize, Sampler, Option<CpuTimes>)> = measured
         .iter()
         .map(|&i| {
             let m = &members[i];
@@ -187,8 +232,7 @@ fn measure_block(
             (
                 i,
                 Sampler::start(pid, pid, Instant::now(), interval),
-                DeathWatch::start(pid, pid),
-                tree_cpu_us(pid, pid).ok(),
+                tree_cpu(pid, pid).ok(),
             )
         })
         .collect();
@@ -208,12 +252,11 @@ fn measure_block(
             }
             let pid = sut.server.pid();
             let mut spec = m.load_spec.clone().expect("measured");
-            spec.warmup = Duration::ZERO;
+            spec.warmup = lead_in(slice);
             spec.stop = load::StopCondition::Duration(slice);
+            spec.seed = slice_seed(spec.seed, round);
             let start_s = phase_start.elapsed().as_secs_f64();
-            let cpu_before = tree_cpu_us(pid, pid).ok();
-            let outcome = load::run(&spec, None, interrupt.clone());
-            let cpu_after = tree_cpu_us(pid, pid).ok();
+            let (outcome, cpu) = run_slice(&spec, slice, pid, interrupt);
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Stop::Interrupted);
             }
@@ -224,8 +267,14 @@ fn measure_block(
                     continue;
                 }
             };
-            let cpu_us = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
-            m.slice_cpu_us = m.slice_cpu_us.zip(cpu_us).map(|(sum, c)| sum + c);
+            m.slice_cpu = match (&m.slice_cpu, &cpu) {
+                (Ok(sum), Ok(c)) => Ok(sum.plus(c)),
+                (Err(e), _) => Err(e.clone()),
+                (Ok(_), Err(e)) => Err(format!(
+                    "the server's CPU time could not be read at the edges of round {}'s slice: {e}",
+                    round + 1
+                )),
+            };
             m.slices.push(SliceRecord {
                 round,
                 turn,
@@ -233,7 +282,7 @@ fn measure_block(
                 elapsed_s: outcome.recorded.as_secs_f64(),
                 requests: outcome.stats.responses,
                 errors: outcome.stats.errors.iter().sum(),
-                cpu_us,
+                cpu_us: cpu.ok().map(|c| c.total_us()),
             });
             match &mut m.outcome {
                 Some(all) => all.absorb(outcome),
@@ -244,20 +293,21 @@ fn measure_block(
 
     // 5. The end of the measured phase: resources, deaths, the probe's last snapshot.
     let machine_end = MachineCounters::read();
+    let phase_s = phase_start.elapsed().as_secs_f64();
     let mut all_servers_cpu_us = 0u64;
     let mut ends = Vec::new();
-    for (i, sampler, watch, cpu_at_start) in watched {
+    for (i, sampler, cpu_at_start) in sampled {
         let m = &mut members[i];
         let sut = m.server.as_mut().expect("measured");
         let pid = sut.server.pid();
-        sut.record.deaths = watch.finish();
+        if let Some(watch) = m.watch.take() {
+            sut.record.deaths = watch.finish();
+        }
         sut.record.deaths.retain(|d| d.pid != pid);
         let resources = sampler.finish();
-        let cpu_at_end = tree_cpu_us(pid, pid).ok();
-        let phase_cpu = cpu_at_start
-            .zip(cpu_at_end)
-            .map(|(a, b)| b.saturating_sub(a));
-        all_servers_cpu_us += phase_cpu.unwrap_or(0);
+        let cpu_at_end = tree_cpu(pid, pid).ok();
+        let phase_cpu = cpu_at_start.zip(cpu_at_end).map(|(a, b)| b.since(&a));
+        all_servers_cpu_us += phase_cpu.map_or(0, |c| c.total_us());
         probe::request_snapshot(&sut.probe_dir, probe::MEASURE_END, pid, pid);
         ends.push((i, resources, phase_cpu));
     }
@@ -268,22 +318,30 @@ fn measure_block(
     for (i, resources, phase_cpu) in ends {
         let m = &mut members[i];
         let Some(outcome) = m.outcome.take() else {
-            m.result
-                .reason
-                .get_or_insert_with(|| "no slice was measured".into());
+            let exited = m.server.as_mut().and_then(|sut| sut.server.exited());
+            m.result.status = TrialStatus::Failed;
+            m.result.reason.get_or_insert_with(|| match exited {
+                Some(status) => format!(
+                    "the server exited before its first slice ({})",
+                    describe_status(status)
+                ),
+                None => "no slice was measured".into(),
+            });
             continue;
         };
         let mut spec = m.load_spec.clone().expect("measured");
         spec.stop = load::StopCondition::Duration(measured_time);
         let report = load::LoadReport::new(&spec, &m.url, &outcome);
         write_latency_log(&m.spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
-        // The trial's CPU is its slices' alone; what the server did while the load was on
-        // the others is recorded apart.
+        // The trial's CPU and its wall time are its slices' recorded windows alone; what the
+        // server did the rest of the phase is recorded apart. Memory and context switches
+        // cover the whole phase.
+        let windows_s: f64 = m.slices.iter().map(|s| s.elapsed_s).sum();
         let resources = resources.map(|mut r| {
-            if let Some(cpu) = m.slice_cpu_us {
-                let user_share = r.cpu_user_us as f64 / r.cpu_total_us().max(1) as f64;
-                r.cpu_user_us = (cpu as f64 * user_share).round() as u64;
-                r.cpu_system_us = cpu - r.cpu_user_us;
+            if let Ok(cpu) = &m.slice_cpu {
+                r.cpu_user_us = cpu.user_us;
+                r.cpu_system_us = cpu.system_us;
+                r.elapsed_us = (windows_s * 1e6).round() as u64;
             }
             r
         });
@@ -291,14 +349,17 @@ fn measure_block(
         m.result.resources = resources.as_ref().ok().cloned();
         m.result.noise = noise.clone();
         m.result.load = serde_json::to_value(&report).ok();
+        let slice_cpu = m.slice_cpu.as_ref().ok();
         m.result.interleaved = Some(InterleavedRecord {
             slice_s: slice.as_secs_f64(),
+            lead_in_s: lead_in(slice).as_secs_f64(),
             rounds,
             block_trials: Vec::new(),
             slices: std::mem::take(&mut m.slices),
             idle_cpu_us: phase_cpu
-                .zip(m.slice_cpu_us)
-                .map(|(all, slices)| all.saturating_sub(slices)),
+                .zip(slice_cpu)
+                .map(|(all, slices)| all.total_us().saturating_sub(slices.total_us())),
+            idle_s: Some((phase_s - windows_s).max(0.0)),
         });
         let sut = m.server.as_mut().expect("measured");
         let exited = sut.server.exited();
@@ -310,9 +371,45 @@ fn measure_block(
             resources.as_ref().err(),
         );
         m.result.status = status;
+        if let Err(why) = &m.slice_cpu {
+            invalidate(&mut m.result, why.clone());
+        }
         if m.result.status == TrialStatus::Valid && m.result.reason.is_some() {
             m.result.status = TrialStatus::Invalid;
         }
     }
     Ok(())
+}
+
+/// One slice: the load on one server for its lead-in and `slice`, and the server tree's CPU
+/// time over the recorded window, read at its two edges by a thread of its own. On Ctrl-C
+/// the reading thread is left to finish on its own (at most `slice` later).
+fn run_slice(
+    spec: &load::LoadSpec,
+    slice: Duration,
+    pid: i32,
+    interrupt: &Arc<AtomicBool>,
+) -> (std::io::Result<load::RunOutcome>, Result<CpuTimes, String>) {
+    // `load::run` starts recording `spec.warmup` after it is called: within microseconds of
+    // these instants.
+    let window_start = Instant::now() + spec.warmup;
+    let window_end = window_start + slice;
+    let edges = std::thread::spawn(move || {
+        std::thread::sleep(window_start.saturating_duration_since(Instant::now()));
+        let first = tree_cpu(pid, pid);
+        std::thread::sleep(window_end.saturating_duration_since(Instant::now()));
+        let last = tree_cpu(pid, pid);
+        match (first, last) {
+            (Ok(a), Ok(b)) => Ok(b.since(&a)),
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        }
+    });
+    let outcome = load::run(spec, None, interrupt.clone());
+    if interrupt.load(Ordering::SeqCst) {
+        return (outcome, Err("interrupted".into()));
+    }
+    let cpu = edges
+        .join()
+        .unwrap_or_else(|_| Err("the thread reading it panicked".into()));
+    (outcome, cpu)
 }

@@ -526,8 +526,10 @@ pub struct Orphan {
 /// until none is left (a killed orphan's own children are re-parented here and killed in
 /// the next round). Only direct children are signalled: a child's pid cannot be reused
 /// before it is reaped, so no other process is ever hit. Returns the live ones that were
-/// outside process group `group` (members of `group` were already signalled with it).
-pub fn kill_orphans(group: i32) -> Vec<Orphan> {
+/// outside the process groups `groups` (their members were already signalled with them).
+/// Call it once every server rubyrace started is stopped: a child that is alive then can
+/// belong to any of them.
+pub fn kill_orphans(groups: &[i32]) -> Vec<Orphan> {
     let mut found: Vec<Orphan> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -537,7 +539,7 @@ pub fn kill_orphans(group: i32) -> Vec<Orphan> {
         }
         for s in &children {
             if s.state != 'Z' {
-                if s.pgid != group && !found.iter().any(|o| o.pid == s.pid) {
+                if !groups.contains(&s.pgid) && !found.iter().any(|o| o.pid == s.pid) {
                     found.push(Orphan {
                         pid: s.pid,
                         pgid: s.pgid,
@@ -619,9 +621,11 @@ impl Death {
 /// and records every one that ends: a pidfd per process wakes the watcher the moment it
 /// exits, while it is still a zombie, so its wait status (field 52 of /proc/PID/stat) can be
 /// read before its parent reaps it. The tree is rescanned every 200 ms for new processes.
+///
+/// Dropping it without [`DeathWatch::finish`] (an interrupted trial) stops the thread too.
 pub struct DeathWatch {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<Death>>,
+    thread: Option<std::thread::JoinHandle<Vec<Death>>>,
 }
 
 struct Watched {
@@ -645,13 +649,26 @@ impl DeathWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || watch(root, pgid, &flag));
-        DeathWatch { stop, thread }
+        DeathWatch {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// Stops watching; returns the deaths seen.
-    pub fn finish(self) -> Vec<Death> {
+    pub fn finish(mut self) -> Vec<Death> {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().unwrap_or_default()
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for DeathWatch {
+    fn drop(&mut self) {
+        // The thread sees the flag within its 50 ms poll and ends on its own.
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 
@@ -882,7 +899,7 @@ mod tests {
         assert!(alive(daemon));
         assert_eq!(proc_stat(daemon).unwrap().ppid, unsafe { libc::getpid() });
         s.stop(Duration::from_secs(1));
-        let orphans = kill_orphans(s.pid());
+        let orphans = kill_orphans(&[s.pid()]);
         assert_eq!(orphans.len(), 1, "{orphans:?}");
         assert_eq!(orphans[0].pid, daemon);
         assert!(
@@ -910,14 +927,14 @@ mod tests {
         let grandchild: i32 = stderr_lines(&s, 1)[0].parse().unwrap();
         s.stop(Duration::from_secs(1));
         assert!(alive(grandchild));
-        let orphans = kill_orphans(s.pid());
+        let orphans = kill_orphans(&[s.pid()]);
         assert_eq!(orphans.len(), 2, "{orphans:?}");
         assert!(orphans.iter().any(|o| o.pid == grandchild), "{orphans:?}");
         assert!(!alive(grandchild));
         // Nothing is left, and a child rubyrace owns is never touched.
         let mut owned =
             Supervised::spawn(&launch(&["sleep", "60"]), &dir, "own", &dir.join("live")).unwrap();
-        assert!(kill_orphans(0).is_empty());
+        assert!(kill_orphans(&[0]).is_empty());
         assert!(owned.exited().is_none(), "an owned child was killed");
         owned.stop(Duration::from_secs(1));
     }

@@ -259,16 +259,49 @@ pub fn sample_tree(root: i32, pgid: i32) -> io::Result<TreeSample> {
     Ok(sample)
 }
 
-/// The CPU time (user + system, dead children included) of a whole process tree so far,
-/// in µs: `sample_tree`'s CPU alone, without the memory figures, cheap enough to read at
-/// the edges of every slice of an interleaved block.
-pub fn tree_cpu_us(root: i32, pgid: i32) -> io::Result<u64> {
+/// The CPU time of a whole process tree so far (dead children included), in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub user_us: u64,
+    pub system_us: u64,
+}
+
+impl CpuTimes {
+    pub fn total_us(&self) -> u64 {
+        self.user_us + self.system_us
+    }
+
+    /// The CPU time spent between `earlier` and `self` (saturating: a process that ended
+    /// in between and was reaped by no one in the tree takes its time with it).
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_us: self.user_us.saturating_sub(earlier.user_us),
+            system_us: self.system_us.saturating_sub(earlier.system_us),
+        }
+    }
+
+    pub fn plus(&self, other: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_us: self.user_us + other.user_us,
+            system_us: self.system_us + other.system_us,
+        }
+    }
+}
+
+/// `sample_tree`'s CPU times alone, without the memory figures: cheap enough to read at
+/// the edges of every slice of an interleaved block. The kernel counts in clock ticks
+/// (10 ms at the usual 100 Hz), per process.
+pub fn tree_cpu(root: i32, pgid: i32) -> io::Result<CpuTimes> {
     let tps = procfs::ticks_per_second();
-    let ticks: u64 = tree_members(root, pgid)?
-        .iter()
-        .map(|stat| stat.utime + stat.stime + (stat.cutime + stat.cstime).max(0) as u64)
-        .sum();
-    Ok(ticks_to_us(ticks, tps))
+    let (mut user, mut system) = (0u64, 0u64);
+    for stat in tree_members(root, pgid)? {
+        user += stat.utime + stat.cutime.max(0) as u64;
+        system += stat.stime + stat.cstime.max(0) as u64;
+    }
+    Ok(CpuTimes {
+        user_us: ticks_to_us(user, tps),
+        system_us: ticks_to_us(system, tps),
+    })
 }
 
 /// Resources of the tree over the measured phase of a trial.

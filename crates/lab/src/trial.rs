@@ -210,14 +210,21 @@ pub struct TrialResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterleavedRecord {
     pub slice_s: f64,
+    /// The unrecorded start of every slice (crate::design::lead_in).
+    #[serde(default)]
+    pub lead_in_s: f64,
     pub rounds: u32,
     /// The trials measured in the same seconds as this one (its block), this one included.
     pub block_trials: Vec<usize>,
     /// This configuration's slices, in the order they ran.
     pub slices: Vec<SliceRecord>,
-    /// CPU the server's tree used while the load was on the other servers (timers, GC,
-    /// idle threads): work interleaving adds, left out of the CPU per request. µs.
+    /// CPU the server's tree used outside its slices' recorded windows, over the block's
+    /// measured phase (while the load was on the other servers, and in its own lead-ins and
+    /// wind-downs): left out of the CPU per request. µs.
     pub idle_cpu_us: Option<u64>,
+    /// How long that was: the measured phase less its slices' recorded windows. Seconds.
+    #[serde(default)]
+    pub idle_s: Option<f64>,
 }
 
 /// One slice of an interleaved trial.
@@ -575,6 +582,30 @@ pub(crate) fn start_server(
 /// Step 6: stop the server, kill whatever escaped its process group, record how it ended;
 /// then the probe's summary and the verification of the settings, for a measured trial.
 pub(crate) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut TrialResult) {
+    let stopped = stop_process(sut, spec);
+    let orphans = kill_orphans(&[stopped.pid]);
+    record_stopped(stopped, orphans, Orphans::Its, result);
+}
+
+/// A server whose processes are stopped, not recorded yet.
+pub(crate) struct StoppedServer {
+    pub pid: i32,
+    record: ServerRecord,
+    probe_dir: PathBuf,
+    maps: BTreeMap<i32, Vec<String>>,
+}
+
+/// Whose the orphans handed to [`record_stopped`] are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Orphans {
+    /// This server's: it was the only one up.
+    Its,
+    /// Left by one of the servers of an interleaved block, which cannot be told apart.
+    OneOfTheBlock,
+}
+
+/// Stops the server's process group and records how it ended.
+pub(crate) fn stop_process(sut: ServerUnderTest, spec: &TrialSpec) -> StoppedServer {
     let ServerUnderTest {
         mut server,
         mut record,
@@ -583,10 +614,32 @@ pub(crate) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut T
         ..
     } = sut;
     let ended = server.stop(spec.settings.stop_timeout);
-    record.orphans = kill_orphans(server.pid());
     record.stderr_tail = server.stderr_tail(STDERR_TAIL);
     record.ended = Some(ended);
-    let orphans = record.orphans.clone();
+    StoppedServer {
+        pid: server.pid(),
+        record,
+        probe_dir,
+        maps,
+    }
+}
+
+/// Records a stopped server in its trial's result, with the orphans found once it (and any
+/// other server up with it) had stopped; then the probe's summary and the verification of
+/// the settings, for a measured trial.
+pub(crate) fn record_stopped(
+    stopped: StoppedServer,
+    orphans: Vec<Orphan>,
+    whose: Orphans,
+    result: &mut TrialResult,
+) {
+    let StoppedServer {
+        mut record,
+        probe_dir,
+        maps,
+        ..
+    } = stopped;
+    record.orphans = orphans.clone();
     result.server = Some(record);
     if result.load.is_some() {
         let requests = result.load.as_ref().and_then(|l| l["requests"].as_u64());
@@ -594,18 +647,24 @@ pub(crate) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut T
         apply_probe(result, summary);
     }
     if !orphans.is_empty() {
-        note_orphans(result, &orphans);
+        note_orphans(result, &orphans, whose);
     }
 }
 
 /// A server that left processes outside its process group: they were not measured with
 /// it and would outlive it, so a valid trial becomes invalid, and the reason says what
 /// happened.
-fn note_orphans(result: &mut TrialResult, orphans: &[Orphan]) {
-    let what = format!(
-        "{} (a server must stay in the foreground and in its process group: does it daemonize?)",
-        describe_orphans(orphans)
-    );
+fn note_orphans(result: &mut TrialResult, orphans: &[Orphan], whose: Orphans) {
+    let what = match whose {
+        Orphans::Its => format!(
+            "{} (a server must stay in the foreground and in its process group: does it daemonize?)",
+            describe_orphans(orphans)
+        ),
+        Orphans::OneOfTheBlock => format!(
+            "one of the servers of this interleaved block (which one cannot be told): {} (a server must stay in the foreground and in its process group: does one daemonize?)",
+            describe_orphans(orphans)
+        ),
+    };
     if result.status == TrialStatus::Valid {
         result.status = TrialStatus::Invalid;
     }
@@ -966,7 +1025,7 @@ fn script_trial(
         let waited = child.wait_with_usage(since, limit, interrupt);
         let Some((status, usage, wall)) = waited else {
             child.stop(Duration::from_secs(1));
-            kill_orphans(child.pid());
+            kill_orphans(&[child.pid()]);
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Stop::Interrupted);
             }
@@ -979,7 +1038,7 @@ fn script_trial(
             return Ok(());
         };
         child.stop(Duration::from_secs(1));
-        let orphans = kill_orphans(child.pid());
+        let orphans = kill_orphans(&[child.pid()]);
         if !orphans.is_empty() {
             result.reason = Some(format!(
                 "run {} of the script: {}",
