@@ -133,10 +133,18 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
                 resources["elapsed_us"].as_u64().unwrap(),
                 (recorded * 1e6).round() as u64
             );
-            assert!(record["idle_s"].as_f64().unwrap() > recorded, "{record}");
+
             assert!(std::path::Path::new(&lab.results())
                 .join(format!("trials/{:05}/latency.hlog", t.trial_id))
                 .is_file());
+        }
+        // Each server is idle while the other has the load: at least the other's recorded
+        // windows.
+        for (this, other) in [(pair[0], pair[1]), (pair[1], pair[0])] {
+            let others: f64 = slices(other).iter().map(|x| x.3).sum();
+            let idle = this.result["interleaved"]["idle_s"].as_f64().unwrap();
+            assert!(idle >= others, "idle {idle} s < the other's {others} s");
+            assert!(idle < 3.0 * others, "idle {idle} s, the other's {others} s");
         }
         // In the same seconds: round by round, the two configurations' slices alternate,
         // each taking its turn, and never overlap.

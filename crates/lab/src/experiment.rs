@@ -641,7 +641,7 @@ impl<'a> Parser<'a> {
         if repeat_noisy > 0 {
             problems.push(problem(
                 "repeat_noisy applies to the blocks design: an interleaved block's trials share their seconds and their noise".into(),
-                "remove repeat_noisy; the noisy-trials warning still names a block measured in noise",
+                "remove repeat_noisy; the noisy-trials warning still names the trials of a block measured in noise",
             ));
         }
         for (message, help) in problems {

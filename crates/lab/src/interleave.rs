@@ -59,6 +59,8 @@ struct Member<'a> {
     /// The CPU time of the slices' recorded windows, summed; an error once one could not
     /// be read.
     slice_cpu: Result<CpuTimes, String>,
+    /// Each slice's whole span (lead-in and wind-down included) and its CPU time.
+    spans: Vec<(Duration, Option<CpuTimes>)>,
 }
 
 impl Member<'_> {
@@ -91,6 +93,7 @@ pub fn run_interleaved_block(
                 outcome: None,
                 slices: Vec::new(),
                 slice_cpu: Ok(CpuTimes::default()),
+                spans: Vec::new(),
             }),
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
@@ -256,11 +259,13 @@ fn measure_block(
             spec.stop = load::StopCondition::Duration(slice);
             spec.seed = slice_seed(spec.seed, round);
             let start_s = phase_start.elapsed().as_secs_f64();
-            let (outcome, cpu) = run_slice(&spec, slice, pid, interrupt);
+            let run = run_slice(&spec, slice, pid, interrupt);
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Stop::Interrupted);
             }
-            let outcome = match outcome {
+            m.spans.push((run.span, run.span_cpu));
+            let cpu = run.window_cpu;
+            let outcome = match run.outcome {
                 Ok(o) => o,
                 Err(e) => {
                     m.result.reason = Some(format!("the load generator failed: {e}"));
@@ -349,7 +354,9 @@ fn measure_block(
         m.result.resources = resources.as_ref().ok().cloned();
         m.result.noise = noise.clone();
         m.result.load = serde_json::to_value(&report).ok();
-        let slice_cpu = m.slice_cpu.as_ref().ok();
+        // Idle: the phase less this server's own slices, whole.
+        let spans_s: f64 = m.spans.iter().map(|(d, _)| d.as_secs_f64()).sum();
+        let spans_cpu: Option<u64> = m.spans.iter().map(|(_, c)| c.map(|c| c.total_us())).sum();
         m.result.interleaved = Some(InterleavedRecord {
             slice_s: slice.as_secs_f64(),
             lead_in_s: lead_in(slice).as_secs_f64(),
@@ -357,9 +364,9 @@ fn measure_block(
             block_trials: Vec::new(),
             slices: std::mem::take(&mut m.slices),
             idle_cpu_us: phase_cpu
-                .zip(slice_cpu)
-                .map(|(all, slices)| all.total_us().saturating_sub(slices.total_us())),
-            idle_s: Some((phase_s - windows_s).max(0.0)),
+                .zip(spans_cpu)
+                .map(|(all, own)| all.total_us().saturating_sub(own)),
+            idle_s: Some((phase_s - spans_s).max(0.0)),
         });
         let sut = m.server.as_mut().expect("measured");
         let exited = sut.server.exited();
@@ -381,15 +388,28 @@ fn measure_block(
     Ok(())
 }
 
+/// What one slice measured.
+struct SliceRun {
+    outcome: std::io::Result<load::RunOutcome>,
+    /// The server tree's CPU time over the recorded window.
+    window_cpu: Result<CpuTimes, String>,
+    /// Over the whole slice: from before the load's lead-in to after its wind-down.
+    span: Duration,
+    span_cpu: Option<CpuTimes>,
+}
+
 /// One slice: the load on one server for its lead-in and `slice`, and the server tree's CPU
-/// time over the recorded window, read at its two edges by a thread of its own. On Ctrl-C
-/// the reading thread is left to finish on its own (at most `slice` later).
+/// time over the recorded window (read at its two edges by a thread of its own) and over
+/// the whole slice. On Ctrl-C the reading thread is left to finish on its own (at most
+/// `slice` later).
 fn run_slice(
     spec: &load::LoadSpec,
     slice: Duration,
     pid: i32,
     interrupt: &Arc<AtomicBool>,
-) -> (std::io::Result<load::RunOutcome>, Result<CpuTimes, String>) {
+) -> SliceRun {
+    let span_start = Instant::now();
+    let cpu_before = tree_cpu(pid, pid).ok();
     // `load::run` starts recording `spec.warmup` after it is called: within microseconds of
     // these instants.
     let window_start = Instant::now() + spec.warmup;
@@ -405,11 +425,24 @@ fn run_slice(
         }
     });
     let outcome = load::run(spec, None, interrupt.clone());
+    let cpu_after = tree_cpu(pid, pid).ok();
+    let span = span_start.elapsed();
+    let span_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.since(&a));
     if interrupt.load(Ordering::SeqCst) {
-        return (outcome, Err("interrupted".into()));
+        return SliceRun {
+            outcome,
+            window_cpu: Err("interrupted".into()),
+            span,
+            span_cpu,
+        };
     }
-    let cpu = edges
+    let window_cpu = edges
         .join()
         .unwrap_or_else(|_| Err("the thread reading it panicked".into()));
-    (outcome, cpu)
+    SliceRun {
+        outcome,
+        window_cpu,
+        span,
+        span_cpu,
+    }
 }

@@ -218,11 +218,12 @@ pub struct InterleavedRecord {
     pub block_trials: Vec<usize>,
     /// This configuration's slices, in the order they ran.
     pub slices: Vec<SliceRecord>,
-    /// CPU the server's tree used outside its slices' recorded windows, over the block's
-    /// measured phase (while the load was on the other servers, and in its own lead-ins and
-    /// wind-downs): left out of the CPU per request. µs.
+    /// CPU the server's tree used between its own slices (whole, lead-ins and wind-downs
+    /// included), over the block's measured phase: background work (timers, GC, threads)
+    /// while the load was on the other servers, which the trial's CPU per request leaves
+    /// out. µs.
     pub idle_cpu_us: Option<u64>,
-    /// How long that was: the measured phase less its slices' recorded windows. Seconds.
+    /// How long that was: the measured phase less its own slices, whole. Seconds.
     #[serde(default)]
     pub idle_s: Option<f64>,
 }

@@ -67,8 +67,9 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// Adds a later run against the same target to this one, as if they were one run
     /// whose recorded phases follow each other (an interleaved trial's slices): counts and
-    /// histograms summed, recorded time added, the larger peak of open connections, the
-    /// later TIME_WAIT count, the first raw-log error.
+    /// histograms summed (requests in flight or unsent at the end too: each run drops its
+    /// own), recorded time added, the larger peak of open connections, the later TIME_WAIT
+    /// count, the first raw-log error.
     pub fn absorb(&mut self, later: RunOutcome) {
         self.stats.merge(&later.stats);
         // Connections still open at the end are the last run's, not a sum.

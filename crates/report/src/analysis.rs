@@ -389,6 +389,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         });
     }
     incomplete_warnings(sources, &baseline, &mut warnings);
+    idle_cpu_warnings(&cohorts, &mut warnings);
     latency_file_warnings(&order, &members, &mut warnings);
     if by == ["source"] {
         differing_sides_warnings(&order, &members, &mut warnings);
@@ -504,6 +505,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 trials: s.trials.len(),
                 commands: s.commands.clone(),
                 smoke: s.smoke,
+                design: s.design.describe(),
                 doctor: s.doctor.clone(),
             })
             .collect(),
@@ -518,6 +520,41 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         matrix,
         environment,
     })
+}
+
+/// Cohorts of interleaved trials whose servers used CPU between their slices at rates more
+/// than this apart (µs per second: 1% of one CPU).
+const IDLE_CPU_APART: f64 = 10_000.0;
+
+/// Interleaved trials leave out what a server does while the load is on the others: when
+/// the cohorts' servers did different amounts of it, their figures per request leave out
+/// different amounts of work, which a blocks design would have charged.
+fn idle_cpu_warnings(cohorts: &[Cohort], warnings: &mut Vec<Warning>) {
+    let rates: Vec<(&str, f64)> = cohorts
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), c.cpu.idle_per_s.as_ref()?.p50)))
+        .collect();
+    let (Some(low), Some(high)) = (
+        rates.iter().min_by(|a, b| a.1.total_cmp(&b.1)),
+        rates.iter().max_by(|a, b| a.1.total_cmp(&b.1)),
+    ) else {
+        return;
+    };
+    if high.1 - low.1 <= IDLE_CPU_APART {
+        return;
+    }
+    let listed: Vec<String> = rates
+        .iter()
+        .map(|(name, rate)| format!("{name} {}", crate::text::cpu_rate(*rate)))
+        .collect();
+    warnings.push(Warning {
+        kind: "idle-cpu-differs".into(),
+        cohort: None,
+        message: format!(
+            "between their slices, the servers of these interleaved trials used CPU at different rates ({}): what a server does while the load is on the others is in neither its throughput nor its CPU per request, and a blocks design would have charged it",
+            listed.join(", ")
+        ),
+    });
 }
 
 /// What the per-cohort warnings need to know of the whole run.
@@ -823,6 +860,7 @@ fn cohort(
             per_request: summary(valid, |t| t.cpu_per_request),
             user_per_request: summary(valid, |t| t.cpu_user_per_request),
             system_per_request: summary(valid, |t| t.cpu_system_per_request),
+            idle_per_s: summary(valid, |t| t.idle_cpu_per_s),
         },
         error_rate: summary(valid, |t| t.error_rate),
         script,
@@ -1505,6 +1543,7 @@ mod tests {
             precision_end: None,
             scheduled: trials.len(),
             unfinished: vec![],
+            design: lab::design::Design::Blocks,
             trials,
         }
     }
@@ -1546,6 +1585,57 @@ mod tests {
             c.verdict
         );
         assert_eq!(c.p_value, Some(2.0 / 256.0));
+    }
+
+    /// Interleaved trials: the design is named, each cohort's CPU between its slices is
+    /// shown, and a warning comes only when those rates are more than 1% of a CPU apart.
+    #[test]
+    fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
+        let run = |fast_idle: f64| {
+            let mut trials = blocked(|_| "m1");
+            for t in &mut trials {
+                t.idle_cpu_per_s = Some(if t.label == "base" {
+                    2_000.0
+                } else {
+                    fast_idle
+                });
+            }
+            let mut s = source(trials);
+            s.design = lab::design::Design::Interleaved {
+                slice: std::time::Duration::from_secs(1),
+                rounds: 10,
+            };
+            analyze(&[s], &Options::default()).unwrap()
+        };
+        let close = run(11_000.0);
+        assert!(
+            !kinds(&close).contains(&"idle-cpu-differs"),
+            "{:?}",
+            close.warnings
+        );
+        assert_eq!(
+            close.sources[0].design,
+            "interleaved: 10 rounds of 1s slices per block"
+        );
+        assert_eq!(
+            crate::text::design_lines(&close),
+            ["Design of /r: interleaved: 10 rounds of 1s slices per block. A trial's figures are its slices'; between them its server used (median CPU per second): base 2.0 ms/s, fast 11.0 ms/s."]
+        );
+        let apart = run(12_500.0);
+        let w = apart
+            .warnings
+            .iter()
+            .find(|w| w.kind == "idle-cpu-differs")
+            .expect("10.5 ms/s apart");
+        assert!(
+            w.message.contains("(base 2.0 ms/s, fast 12.5 ms/s)"),
+            "{}",
+            w.message
+        );
+        // A blocks run says nothing of a design.
+        let blocks = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
+        assert!(crate::text::design_lines(&blocks).is_empty());
+        assert_eq!(blocks.sources[0].design, "blocks");
     }
 
     /// Script trials: wall time, and the script's own metrics compared like any other, a

@@ -1888,6 +1888,7 @@ pub(crate) mod tests {
                 trials: 9,
                 commands: vec!["rubyrace run exp.toml".to_string()],
                 smoke: false,
+                design: "blocks".to_string(),
                 doctor: vec![],
             }],
             workload: "http".to_string(),

@@ -770,21 +770,25 @@ fn sources(h: &mut String, report: &Report) {
     }
     h.push_str(
         "<h3>Results directories</h3>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>Directory</th>\
-         <th>Experiment</th><th>Created</th><th>Machines</th><th class=\"num\">Trials</th></tr></thead>\n<tbody>\n",
+         <th>Experiment</th><th>Design</th><th>Created</th><th>Machines</th><th class=\"num\">Trials</th></tr></thead>\n<tbody>\n",
     );
     for s in &report.sources {
         let _ = writeln!(
             h,
-            "<tr><td class=\"value\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td class=\"value\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
             escape(&s.dir),
             escape(&s.experiment),
             if s.smoke { "<span class=\"badge smoke\">smoke</span>" } else { "" },
+            escape(&s.design),
             escape(&s.created_at),
             escape(&s.machines.join(", ")),
             s.trials
         );
     }
     h.push_str("</tbody></table></div>\n");
+    for line in crate::text::design_lines(report) {
+        let _ = writeln!(h, "<p>{}</p>", escape(&line));
+    }
     for s in &report.sources {
         if s.commands.is_empty() {
             continue;

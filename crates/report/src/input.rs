@@ -61,6 +61,8 @@ pub struct TrialData {
     pub pinning: Option<lab::conditions::PinningRecord>,
     /// `repeat_noisy`: attempts of this trial measured in noise and set aside.
     pub noisy_attempts: u32,
+    /// An interleaved trial's server CPU between its own slices, µs per second.
+    pub idle_cpu_per_s: Option<f64>,
 }
 
 /// One results directory.
@@ -81,6 +83,8 @@ pub struct SourceData {
     pub scheduled: usize,
     /// Per configuration with fewer stored trials than planned: (label, stored, planned).
     pub unfinished: Vec<(String, usize, usize)>,
+    /// How its blocks were measured (lab::design::Design).
+    pub design: lab::design::Design,
 }
 
 fn num(v: &Value, pointer: &str) -> Option<f64> {
@@ -246,6 +250,10 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
             quiet: serde_json::from_value(r["quiet"].clone()).ok().flatten(),
             pinning: serde_json::from_value(r["pinning"].clone()).ok().flatten(),
             noisy_attempts: r["noisy_attempts"].as_u64().unwrap_or(0) as u32,
+            idle_cpu_per_s: num(&r, "/interleaved/idle_cpu_us")
+                .zip(num(&r, "/interleaved/idle_s"))
+                .filter(|&(_, s)| s > 0.0)
+                .map(|(us, s)| us / s),
         });
     }
     let mut unfinished = Vec::new();
@@ -257,6 +265,7 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         }
     }
     Ok(SourceData {
+        design: store.design()?,
         adaptive: store.precision_target()?.is_some(),
         precision_end: store.precision_end()?,
         scheduled: schedule.len(),

@@ -10,6 +10,10 @@ pub use stats::Summary;
 
 pub const REPORT_SCHEMA: &str = "rubyrace.report/1";
 
+fn blocks() -> String {
+    "blocks".into()
+}
+
 /// One results directory that went into the report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Source {
@@ -22,6 +26,10 @@ pub struct Source {
     /// The `rubyrace run` command lines that produced it (start and resumes).
     pub commands: Vec<String>,
     pub smoke: bool,
+    /// How its blocks were measured: "blocks", or "interleaved: 10 rounds of 1s slices per
+    /// block".
+    #[serde(default = "blocks")]
+    pub design: String,
     /// What `rubyrace doctor` found on the machine when the run and each resume started.
     #[serde(default)]
     pub doctor: Vec<lab::doctor::Report>,
@@ -58,6 +66,10 @@ pub struct Cpu {
     pub per_request: Option<Summary>,
     pub user_per_request: Option<Summary>,
     pub system_per_request: Option<Summary>,
+    /// Interleaved trials: the server's CPU between its own slices (while the load was on
+    /// the other servers), µs per second; left out of the figures per request.
+    #[serde(default)]
+    pub idle_per_s: Option<Summary>,
 }
 
 /// A script workload's times (seconds) and custom metrics.

@@ -372,9 +372,42 @@ fn title(report: &Report) -> String {
     )
 }
 
+/// A CPU rate in µs per second, in milliseconds of CPU per second.
+pub(crate) fn cpu_rate(us_per_s: f64) -> String {
+    format!("{:.1} ms/s", us_per_s / 1000.0)
+}
+
+/// The design of each results directory that is not the default, and for interleaved ones
+/// how busy each cohort's servers were between their own slices.
+pub(crate) fn design_lines(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in report.sources.iter().filter(|s| s.design != "blocks") {
+        let idle: Vec<String> = report
+            .cohorts
+            .iter()
+            .filter_map(|c| {
+                let rate = c.cpu.idle_per_s.as_ref()?;
+                Some(format!("{} {}", c.name, cpu_rate(rate.p50)))
+            })
+            .collect();
+        let mut line = format!("Design of {}: {}.", s.dir, s.design);
+        if !idle.is_empty() {
+            line.push_str(&format!(
+                " A trial's figures are its slices'; between them its server used (median CPU per second): {}.",
+                idle.join(", ")
+            ));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// Comparisons of every metric, the overhead, the precision advice and the warnings.
 fn details(report: &Report) -> String {
     let mut out = String::new();
+    for line in design_lines(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
     if !report.comparisons.is_empty() {
         let _ = writeln!(
             out,
