@@ -2,7 +2,7 @@
 //! summary, JSON, raw log and HDR log.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -345,9 +345,9 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
     }
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     if json_to_stdout {
-        let mut stdout = io::stdout().lock();
-        if let Err(e) = writeln!(stdout, "{json}").and_then(|_| stdout.flush()) {
-            failures.push(format!("writing JSON to stdout failed: {e}"));
+        // A closed stdout (`| head`) is the end of the output, not a failure.
+        if let Err(e) = output::write_stdout(&format!("{json}\n")) {
+            failures.push(format!("writing JSON to stdout failed: {e:#}"));
         }
     } else if let Some(path) = &json_path {
         if let Err(e) = output::write_file(path, format!("{json}\n").as_bytes()) {

@@ -181,7 +181,7 @@ fn emit(
         }
     }
     if let Some(dir) = &common.charts {
-        let files = report::png::export_charts(report, dir)?;
+        let files = report::png::export_charts(report, dir, output::write_file)?;
         eprintln!(
             "rubyrace: wrote {} chart files into {}",
             files.len(),

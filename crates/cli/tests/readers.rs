@@ -426,7 +426,10 @@ fn a_closed_stdout_and_stderr_end_the_output_without_a_panic() {
         "experiment.toml",
         "name = \"closed\"\n[settings]\napp = \"rack-hello\"\n",
     );
+    let server = support::Server::hello();
+    let url = server.url("/");
     let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["load", &url, "-d", "200ms", "--json", "-"], 0),
         (vec!["report", s(dir)], 0),
         (vec!["report", s(dir), "--format", "markdown"], 0),
         (vec!["export", s(dir), "--json"], 0),

@@ -31,9 +31,14 @@ const SANS: [&str; 8] = [
     "Verdana",
 ];
 
-/// Writes every chart of `report` as `DIR/NAME.svg` and `DIR/NAME.png` (creating `dir`),
-/// and returns the paths written, SVG then PNG for each chart.
-pub fn export_charts(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
+/// Writes every chart of `report` as `DIR/NAME.svg` and `DIR/NAME.png` (creating `dir`)
+/// with `write` (the CLI's writes are atomic: a temporary file renamed into place), and
+/// returns the paths written, SVG then PNG for each chart.
+pub fn export_charts(
+    report: &Report,
+    dir: &Path,
+    mut write: impl FnMut(&Path, &[u8]) -> Result<()>,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
     for chart in charts::all(report) {
@@ -42,15 +47,13 @@ pub fn export_charts(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         svg.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         svg.push_str(&chart.svg);
         svg.push('\n');
-        std::fs::write(&svg_path, svg)
-            .with_context(|| format!("writing {}", svg_path.display()))?;
+        write(&svg_path, svg.as_bytes())?;
         written.push(svg_path);
 
         let png_path = dir.join(format!("{}.png", chart.name));
         let png = svg_to_png(&chart.svg, SCALE)
             .with_context(|| format!("rendering the {} chart", chart.name))?;
-        std::fs::write(&png_path, png)
-            .with_context(|| format!("writing {}", png_path.display()))?;
+        write(&png_path, &png)?;
         written.push(png_path);
     }
     Ok(written)
@@ -126,7 +129,7 @@ mod tests {
         let report = crate::charts::tests::report();
         let dir = std::env::temp_dir().join(format!("rubyrace-png-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let written = export_charts(&report, &dir).unwrap();
+        let written = export_charts(&report, &dir, |p, b| Ok(std::fs::write(p, b)?)).unwrap();
         let names: Vec<String> = written
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())

@@ -362,7 +362,8 @@ fn fixture_renders_and_survives_the_browser() {
 fn fixture_charts_export_as_svg_and_png() {
     let report = fixture();
     let dir = work_dir("charts");
-    let written = report::png::export_charts(&report, &dir).unwrap();
+    let written =
+        report::png::export_charts(&report, &dir, |p, b| Ok(std::fs::write(p, b)?)).unwrap();
     assert_eq!(written.len(), 10, "{written:?}");
     for path in &written {
         let bytes = std::fs::read(path).unwrap();
