@@ -255,3 +255,79 @@ fn a_block_interrupted_by_a_kill_is_run_again_whole() {
     );
     lab.assert_no_leftovers(Duration::from_secs(5));
 }
+
+/// An adaptive run (issue 14) on CPU per request, interleaved, with a target it cannot
+/// reach: the rule looks at the metric it was given after every block, the time budget
+/// ends the run, every stored block is whole, and how it ended is said and stored.
+#[test]
+fn an_interleaved_adaptive_run_on_cpu_per_request_ends_at_its_time_budget() {
+    let lab = Lab::new("interleaved-adaptive");
+    lab.experiment(
+        r#"
+name = "interleaved-adaptive"
+batches = 2
+precision = "0.001%"
+metric = "cpu_per_request"
+max_duration = "10s"
+design = "interleaved"
+slice = "200ms"
+rounds = 3
+
+[settings]
+app = "rack-hello"
+connections = 2
+warmup = "200ms"
+
+[matrix]
+threads = [1, 2]
+"#,
+    );
+    let run = lab.run(&[], Duration::from_secs(180));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "precision after 2 blocks (cpu_per_request, 97.5% intervals, target ±0.001%): threads=2 ±"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("the run stopped at its time budget (max_duration) after "),
+        "{run:?}"
+    );
+    let stored = trials(&lab.db());
+    let mut by_block: BTreeMap<i64, usize> = BTreeMap::new();
+    for t in &stored {
+        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
+        assert!(t.result["derived"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
+        *by_block.entry(t.block).or_default() += 1;
+    }
+    assert!(by_block.len() >= 2, "{by_block:?}");
+    assert!(by_block.values().all(|&n| n == 2), "a block stored in part: {by_block:?}");
+    // An interleaved block counts once against the budget: 10 s of blocks of about 2 ×
+    // (0.2 s warmup + 3 × 0.22 s) plus the servers' starts, so well under 20 blocks.
+    assert!(by_block.len() < 20, "{by_block:?}");
+    let report = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(report.code(), Some(0), "{report:?}");
+    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    assert_eq!(v["confidence"], 0.975);
+    let ended = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "adaptive-run")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .contains("short of ±0.001%"),
+        "{ended}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
