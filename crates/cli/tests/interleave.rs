@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use support::lab::{trials, Lab, TrialRow};
 use support::rubyrace;
 
@@ -168,14 +167,7 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
         }
     }
     // The report pairs the block's trials as for any design.
-    let report = rubyrace(&[
-        "report",
-        lab.results().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(report.code(), Some(0), "{report:?}");
-    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    let v = lab.report_json();
     let comparisons = v["comparisons"].as_array().unwrap();
     assert!(
         comparisons
@@ -303,18 +295,14 @@ threads = [1, 2]
         *by_block.entry(t.block).or_default() += 1;
     }
     assert!(by_block.len() >= 2, "{by_block:?}");
-    assert!(by_block.values().all(|&n| n == 2), "a block stored in part: {by_block:?}");
+    assert!(
+        by_block.values().all(|&n| n == 2),
+        "a block stored in part: {by_block:?}"
+    );
     // An interleaved block counts once against the budget: 10 s of blocks of about 2 ×
     // (0.2 s warmup + 3 × 0.22 s) plus the servers' starts, so well under 20 blocks.
     assert!(by_block.len() < 20, "{by_block:?}");
-    let report = rubyrace(&[
-        "report",
-        lab.results().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(report.code(), Some(0), "{report:?}");
-    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    let v = lab.report_json();
     assert_eq!(v["confidence"], 0.975);
     let ended = v["warnings"]
         .as_array()

@@ -73,17 +73,6 @@ fn num(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
 
-fn report_json(lab: &Lab) -> Value {
-    let out = rubyrace(&[
-        "report",
-        lab.results().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    serde_json::from_str(&out.stdout).unwrap()
-}
-
 #[test]
 fn every_trial_records_the_noise_of_its_measured_phase() {
     let _one = one_at_a_time();
@@ -150,7 +139,7 @@ duration = "2s"
         }
     }
     // The report gives the cohort's medians.
-    let report = report_json(&lab);
+    let report = lab.report_json();
     let noise = &report["cohorts"][0]["noise"];
     assert_eq!(noise["trials"], 2, "{noise}");
     assert!(num(noise, "other_cpu_percent") >= 0.0, "{noise}");
@@ -202,7 +191,7 @@ duration = "2s"
             row.trial_id
         );
     }
-    let report = report_json(&lab);
+    let report = lab.report_json();
     let warning = report["warnings"]
         .as_array()
         .unwrap()
@@ -468,7 +457,7 @@ duration = "1s"
     assert_eq!(quiet["quiet"], false, "{quiet}");
     assert!((2.0..6.0).contains(&num(quiet, "waited_s")), "{quiet}");
     assert!(num(quiet, "other_percent") >= 30.0, "{quiet}");
-    let report = report_json(&lab);
+    let report = lab.report_json();
     let warnings = report["warnings"].as_array().unwrap();
     assert!(
         warnings
@@ -539,7 +528,7 @@ duration = "2s"
     }
     assert!(trial_dir.join("latency.hlog").is_file());
     // The report counts one trial, and says two attempts were set aside.
-    let report = report_json(&lab);
+    let report = lab.report_json();
     let cohort = &report["cohorts"][0];
     assert_eq!(cohort["noise"]["set_aside"], 2, "{cohort}");
     assert_eq!(cohort["noise"]["trials"], 1, "{cohort}");

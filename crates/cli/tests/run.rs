@@ -462,14 +462,7 @@ fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {
         ),
         "{run:?}"
     );
-    let report = rubyrace(&[
-        "report",
-        lab.results().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(report.code(), Some(0), "{report:?}");
-    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    let v = lab.report_json();
     assert_eq!(v["confidence"], 0.975);
     assert!(
         v["warnings"]

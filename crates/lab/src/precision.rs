@@ -546,15 +546,21 @@ mod tests {
             (3, 0.014, 1.0),
             (4, 0.01, 1.02),
         ] {
-            let setting = Setting {
-                configs: 2,
-                sd,
-                effect,
-                noise: Noise::Normal,
-            };
-            let m = simulate(seed, 1000, setting, SEQUENTIAL_CONFIDENCE);
-            assert_holds(&format!("{setting:?}"), &m, effect == 1.0);
+            rule_holds(seed, 2, sd, effect, Noise::Normal);
         }
+    }
+
+    /// Simulates 1000 adaptive runs of `configs` configurations and checks the rule's
+    /// coverage, and its false positives when there is no `effect`.
+    fn rule_holds(seed: u64, configs: usize, sd: f64, effect: f64, noise: Noise) {
+        let setting = Setting {
+            configs,
+            sd,
+            effect,
+            noise,
+        };
+        let m = simulate(seed, 1000, setting, SEQUENTIAL_CONFIDENCE);
+        assert_holds(&format!("{setting:?}"), &m, effect == 1.0);
     }
 
     /// Symmetric noise that is not normal, one to three comparisons sharing the baseline's
@@ -570,19 +576,7 @@ mod tests {
             (12, Noise::HeavyTailed, 0.01),
         ] {
             for configs in [2, 3, 4] {
-                let setting = Setting {
-                    configs,
-                    sd,
-                    effect: 1.0,
-                    noise,
-                };
-                let m = simulate(
-                    seed + 100 * configs as u64,
-                    1000,
-                    setting,
-                    SEQUENTIAL_CONFIDENCE,
-                );
-                assert_holds(&format!("{setting:?}"), &m, true);
+                rule_holds(seed + 100 * configs as u64, configs, sd, 1.0, noise);
             }
         }
     }
@@ -593,14 +587,7 @@ mod tests {
     #[test]
     fn sequential_stopping_holds_with_several_comparisons() {
         for (seed, configs, effect) in [(21, 3, 1.0), (22, 4, 1.0), (23, 3, 1.02), (24, 4, 1.02)] {
-            let setting = Setting {
-                configs,
-                sd: 0.01,
-                effect,
-                noise: Noise::Normal,
-            };
-            let m = simulate(seed, 1000, setting, SEQUENTIAL_CONFIDENCE);
-            assert_holds(&format!("{setting:?}"), &m, effect == 1.0);
+            rule_holds(seed, configs, 0.01, effect, Noise::Normal);
         }
     }
 

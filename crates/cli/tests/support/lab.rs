@@ -55,6 +55,18 @@ impl Lab {
         spawn(&args).wait(deadline)
     }
 
+    /// `rubyrace report RESULTS --format json`, checked to succeed, parsed.
+    pub fn report_json(&self) -> Value {
+        let report = super::rubyrace(&[
+            "report",
+            self.results().to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(report.code(), Some(0), "{report:?}");
+        serde_json::from_str(&report.stdout).unwrap()
+    }
+
     pub fn db(&self) -> Connection {
         Connection::open(self.results().join("results.db")).expect("the results database exists")
     }
