@@ -185,27 +185,10 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
 fn a_block_interrupted_by_a_kill_is_run_again_whole() {
     let lab = Lab::new("interleaved-kill");
     lab.experiment(&interleaved(3));
-    let file = lab.dir.path("").join("experiment.toml");
     let results = lab.results();
-    let running = support::spawn(&[
-        "run",
-        file.to_str().unwrap(),
-        "-o",
-        results.to_str().unwrap(),
-    ]);
+    let running = lab.spawn_run(&[]);
     let deadline = Instant::now() + Duration::from_secs(120);
-    let count = || -> i64 {
-        rusqlite::Connection::open_with_flags(
-            results.join("results.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .ok()
-        .and_then(|c| {
-            c.query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
-                .ok()
-        })
-        .unwrap_or(0)
-    };
+    let count = || lab.stored_trials();
     while count() < 2 {
         assert!(Instant::now() < deadline, "block 1 was not stored in time");
         std::thread::sleep(Duration::from_millis(20));

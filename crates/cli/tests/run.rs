@@ -556,31 +556,11 @@ fn assert_stopped_at_the_target(lab: &Lab, stdout: &str, target: &str) -> u64 {
 fn a_killed_adaptive_run_resumes_under_the_same_rule() {
     let lab = Lab::new("adaptive-resume");
     lab.experiment(&adaptive_experiment("99%", 30));
-    let file = lab.dir.path("").join("experiment.toml");
-    let results = lab.results();
-    let running = support::spawn(&[
-        "run",
-        file.to_str().unwrap(),
-        "-o",
-        results.to_str().unwrap(),
-    ]);
+    let running = lab.spawn_run(&[]);
     // Kill it once block 4 (added by the rule, past the 2 the file asks for) is stored.
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let stored = results
-            .join("results.db")
-            .exists()
-            .then(|| {
-                rusqlite::Connection::open_with_flags(
-                    results.join("results.db"),
-                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-                )
-                .ok()?
-                .query_row("SELECT count(*) FROM trials", [], |r| r.get::<_, i64>(0))
-                .ok()
-            })
-            .flatten()
-            .unwrap_or(0);
+        let stored = lab.stored_trials();
         if stored >= 8 {
             break;
         }
@@ -598,7 +578,7 @@ fn a_killed_adaptive_run_resumes_under_the_same_rule() {
     let stored_before: BTreeSet<i64> = trials(&lab.db()).iter().map(|t| t.trial_id).collect();
     assert!(stored_before.len() >= 8);
 
-    let resumed = rubyrace(&["run", "--resume", results.to_str().unwrap()]);
+    let resumed = rubyrace(&["run", "--resume", lab.results().to_str().unwrap()]);
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     let blocks = assert_stopped_at_the_target(&lab, &resumed.stdout, "±99%");
     assert!(blocks >= 6, "{resumed:?}");

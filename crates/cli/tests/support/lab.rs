@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 
-use super::{spawn, Run, TempDir};
+use super::{spawn, Run, Running, TempDir};
 
 /// A results directory and the experiment file written next to it.
 pub struct Lab {
@@ -43,6 +43,11 @@ impl Lab {
     }
 
     pub fn run(&self, extra: &[&str], deadline: Duration) -> Run {
+        self.spawn_run(extra).wait(deadline)
+    }
+
+    /// `rubyrace run experiment.toml -o RESULTS EXTRA...`, left running.
+    pub fn spawn_run(&self, extra: &[&str]) -> Running {
         let file = self.dir.path("").join("experiment.toml");
         let results = self.results();
         let mut args = vec![
@@ -52,7 +57,22 @@ impl Lab {
             results.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        spawn(&args).wait(deadline)
+        spawn(&args)
+    }
+
+    /// How many trials the results database holds so far, read-only (a run may be writing
+    /// it); 0 before it exists.
+    pub fn stored_trials(&self) -> i64 {
+        Connection::open_with_flags(
+            self.results().join("results.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .ok()
+        .and_then(|c| {
+            c.query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+                .ok()
+        })
+        .unwrap_or(0)
     }
 
     /// `rubyrace report RESULTS --format json`, checked to succeed, parsed.
