@@ -362,7 +362,9 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             println!("      env: {}", env.join(" "));
         }
         println!("      {what}");
-        estimate += lab::design::estimated_trial_time(s, &experiment.design) * experiment.batches;
+        estimate +=
+            lab::design::estimated_trial_time(s, &experiment.design, experiment.configs.len())
+                * experiment.batches;
     }
     println!("\nSchedule:");
     for block in 0..experiment.batches {
@@ -377,12 +379,18 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
-    if let lab::design::Design::Interleaved { slice, rounds } = experiment.design {
-        println!(
+    match experiment.design {
+        lab::design::Design::Blocks => {}
+        lab::design::Design::Interleaved { slice, rounds } => println!(
             "Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: {} of {} each, in a new random order every round.",
             count(rounds as usize, "round"),
             humantime::format_duration(slice)
-        );
+        ),
+        lab::design::Design::CoScheduled { slice, rounds } => println!(
+            "Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: {} of {}. Compare CPU per request: throughput and latency are each server's share.",
+            count(rounds as usize, "window"),
+            humantime::format_duration(slice)
+        ),
     }
     if let Some(line) = conditions_line(&experiment.conditions) {
         println!("{line}");
@@ -536,7 +544,7 @@ impl ConsoleProgress {
         let design = store.design()?;
         let per_trial: Vec<Duration> = configs
             .iter()
-            .map(|c| lab::design::estimated_trial_time(&c.settings, &design))
+            .map(|c| lab::design::estimated_trial_time(&c.settings, &design, configs.len()))
             .collect();
         let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
         Ok(ConsoleProgress {

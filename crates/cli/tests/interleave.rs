@@ -125,6 +125,16 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
                 slice_cpu,
                 "the trial's CPU is its slices'"
             );
+            let fine = record["slices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| x["cpu_fine"] == true)
+                .count();
+            assert!(
+                fine >= 3,
+                "{fine} of 4 slices read from the threads' nanosecond counters"
+            );
             assert!(record["idle_cpu_us"].as_u64().is_some());
             assert_eq!(record["lead_in_s"], 0.03, "a tenth of the slice");
             // The trial's wall time is its recorded windows'; the rest of the phase is idle.
@@ -299,6 +309,99 @@ threads = [1, 2]
             .unwrap()
             .contains("short of ±0.001%"),
         "{ended}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+/// The co-scheduled design: both servers of a block are loaded at once in every window,
+/// each window's CPU time comes from the threads' nanosecond counters, and a planted
+/// difference in CPU per request (the known-effect app doing twice the work per request)
+/// shows in every block, while the report says that throughput is a share.
+#[test]
+fn a_co_scheduled_run_loads_every_server_at_once_and_compares_cpu_per_request() {
+    let lab = Lab::new("co-scheduled");
+    lab.experiment(
+        r#"
+name = "co-scheduled"
+batches = 2
+design = "co-scheduled"
+slice = "300ms"
+rounds = 4
+
+[settings]
+app = "known-effect"
+threads = 1
+connections = 1
+warmup = "300ms"
+
+[matrix]
+env = [
+  { label = "base", value = { RUBYRACE_WORK_ITERATIONS = "20000" } },
+  { label = "double", value = { RUBYRACE_WORK_ITERATIONS = "40000" } },
+]
+"#,
+    );
+    let dry = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(dry.code(), Some(0), "{dry:?}");
+    assert!(
+        dry.stdout.contains("Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: 4 windows of 300ms."),
+        "{dry:?}"
+    );
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let stored = trials(&lab.db());
+    assert_eq!(stored.len(), 4);
+    let mut by_block: BTreeMap<i64, Vec<&TrialRow>> = BTreeMap::new();
+    for t in &stored {
+        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
+        by_block.entry(t.block).or_default().push(t);
+    }
+    let mut fine = 0;
+    for (block, pair) in &by_block {
+        assert_eq!(pair.len(), 2, "block {block}");
+        let (a, b) = (slices(pair[0]), slices(pair[1]));
+        for round in 0..4 {
+            // The same window: started together, and each recorded for the whole slice.
+            assert_eq!(a[round].0, round as u64);
+            assert_eq!(a[round].2, b[round].2, "round {round} began apart");
+            assert!((0.25..0.6).contains(&a[round].3), "{a:?}");
+            assert!((0.25..0.6).contains(&b[round].3), "{b:?}");
+        }
+        for t in pair {
+            for s in t.result["interleaved"]["slices"].as_array().unwrap() {
+                fine += usize::from(s["cpu_fine"] == true);
+            }
+        }
+        let cpu = |label: &str| {
+            let t = pair.iter().find(|t| t.label == label).unwrap();
+            t.result["derived"]["cpu_us_per_request"].as_f64().unwrap()
+        };
+        // Twice the loop on top of Puma's own work per request: about 1.9 times the CPU.
+        let ratio = cpu("double") / cpu("base");
+        assert!(
+            (1.4..2.6).contains(&ratio),
+            "block {block}: CPU per request double/base {ratio}"
+        );
+    }
+    // No thread of a one-thread Puma ends within a window: the fine clock is used.
+    assert!(
+        fine >= 14,
+        "{fine} of 16 windows read from the threads' counters"
+    );
+    let v = lab.report_json();
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["kind"] == "co-scheduled");
+    assert!(warned, "{}", v["warnings"]);
+    assert!(
+        v["sources"][0]["design"]
+            .as_str()
+            .unwrap()
+            .starts_with("co-scheduled: 4 windows of 300ms"),
+        "{}",
+        v["sources"]
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }

@@ -9,6 +9,12 @@
 //!   second-to-second swings fall on all of them alike. Each configuration still gives one
 //!   trial per block (its slices summed: one boot, one sample), so the statistics across
 //!   blocks are unchanged and never count a boot's slices as independent samples.
+//! - `co-scheduled`: the servers of a block are started and warmed up as for `interleaved`,
+//!   then all of them are loaded at once, in `rounds` windows of `slice`, sharing the server
+//!   CPUs; each server's CPU time per request is read from the scheduler's nanosecond
+//!   counters at every window's edges. The servers compete for the same CPUs, so their
+//!   throughput and latency are shares of a contended machine; what compares is CPU per
+//!   request.
 
 use std::time::Duration;
 
@@ -31,36 +37,62 @@ pub enum Design {
         /// Rounds per block: in each, every configuration gets one slice.
         rounds: u32,
     },
+    #[serde(rename = "co-scheduled")]
+    CoScheduled {
+        /// How long each window of load on all the servers at once lasts.
+        #[serde(with = "humantime_serde")]
+        slice: Duration,
+        /// Windows per block.
+        rounds: u32,
+    },
 }
 
 impl Design {
-    /// "blocks", or "interleaved: 10 rounds of 1s slices".
+    /// "blocks", "interleaved: 10 rounds of 1s slices per block", or "co-scheduled: 10
+    /// windows of 1s per block, every server loaded at once".
     pub fn describe(&self) -> String {
+        let plural = |n: u32| if n == 1 { "" } else { "s" };
         match self {
             Design::Blocks => "blocks".into(),
             Design::Interleaved { slice, rounds } => format!(
                 "interleaved: {rounds} round{} of {} slices per block",
-                if *rounds == 1 { "" } else { "s" },
+                plural(*rounds),
+                humantime::format_duration(*slice)
+            ),
+            Design::CoScheduled { slice, rounds } => format!(
+                "co-scheduled: {rounds} window{} of {} per block, every server loaded at once",
+                plural(*rounds),
                 humantime::format_duration(*slice)
             ),
         }
     }
 
-    /// The measured time of each configuration in a block, when interleaved.
-    pub fn measured_per_configuration(&self) -> Option<Duration> {
-        match self {
+    /// The slice and the rounds of the designs that keep every server of a block up
+    /// together (interleaved and co-scheduled).
+    pub fn slicing(&self) -> Option<(Duration, u32)> {
+        match *self {
             Design::Blocks => None,
-            Design::Interleaved { slice, rounds } => Some(*slice * *rounds),
+            Design::Interleaved { slice, rounds } | Design::CoScheduled { slice, rounds } => {
+                Some((slice, rounds))
+            }
         }
     }
 
-    /// The time each configuration has the load in a block, lead-ins included, when
-    /// interleaved.
-    pub fn loaded_per_configuration(&self) -> Option<Duration> {
-        match self {
-            Design::Blocks => None,
-            Design::Interleaved { slice, rounds } => Some((*slice + lead_in(*slice)) * *rounds),
-        }
+    /// The measured time of each configuration in a block, when sliced.
+    pub fn measured_per_configuration(&self) -> Option<Duration> {
+        self.slicing().map(|(slice, rounds)| slice * rounds)
+    }
+
+    /// The block's time under load that falls to each of `configurations`, lead-ins
+    /// included, when sliced: co-scheduled configurations share their windows.
+    pub fn loaded_per_configuration(&self, configurations: usize) -> Option<Duration> {
+        let loaded = self
+            .slicing()
+            .map(|(slice, rounds)| (slice + lead_in(slice)) * rounds)?;
+        Some(match self {
+            Design::CoScheduled { .. } => loaded / configurations.max(1) as u32,
+            _ => loaded,
+        })
     }
 }
 
@@ -79,11 +111,17 @@ pub fn slice_seed(seed: u64, round: u32) -> u64 {
 
 /// A rough wall time of one trial of a configuration, for estimates before anything ran:
 /// for HTTP, the warmup, the measured time (the duration, or rounds × (slice + lead-in)
-/// when interleaved) and about 3 s to start and stop the server; for a script, 2 s per run.
-pub fn estimated_trial_time(s: &crate::experiment::ConfigSettings, design: &Design) -> Duration {
+/// when interleaved, shared by the configurations when co-scheduled) and about 3 s to start and stop the server; for a script, 2 s per run.
+pub fn estimated_trial_time(
+    s: &crate::experiment::ConfigSettings,
+    design: &Design,
+    configurations: usize,
+) -> Duration {
     match s.workload {
         crate::experiment::Workload::Http => {
-            let measured = design.loaded_per_configuration().unwrap_or(s.load.duration);
+            let measured = design
+                .loaded_per_configuration(configurations)
+                .unwrap_or(s.load.duration);
             s.load.warmup + measured + Duration::from_secs(3)
         }
         crate::experiment::Workload::Script => {
@@ -153,6 +191,26 @@ mod tests {
         assert_eq!(
             d.describe(),
             "interleaved: 8 rounds of 500ms slices per block"
+        );
+        let c = Design::CoScheduled {
+            slice: Duration::from_secs(2),
+            rounds: 1,
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(json, r#"{"design":"co-scheduled","slice":"2s","rounds":1}"#);
+        assert_eq!(serde_json::from_str::<Design>(&json).unwrap(), c);
+        assert_eq!(
+            c.describe(),
+            "co-scheduled: 1 window of 2s per block, every server loaded at once"
+        );
+        // Two configurations share each 2.2 s window (lead-in included).
+        assert_eq!(
+            c.loaded_per_configuration(2),
+            Some(Duration::from_millis(1100))
+        );
+        assert_eq!(
+            d.loaded_per_configuration(2),
+            Some(Duration::from_millis(4400))
         );
     }
 }

@@ -567,20 +567,21 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `design = "interleaved"` with `slice` and `rounds`, checked against what the
-    /// configurations are: every one an HTTP workload on a port of its own, measured for
-    /// `rounds` × `slice` rather than for a `duration` or a number of requests. `slice` and
-    /// `rounds` without the interleaved design are errors (no key is silently ignored).
+    /// `design = "interleaved"` or `"co-scheduled"` (`together`) with `slice` and `rounds`,
+    /// checked against what the configurations are: every one an HTTP workload on a port of
+    /// its own, measured for `rounds` × `slice` rather than for a `duration` or a number of
+    /// requests. `slice` and `rounds` with the blocks design are errors (no key is silently
+    /// ignored).
     fn design(
         &mut self,
-        interleaved: Option<Span>,
+        sliced: Option<(bool, Span)>,
         slice: Option<(Duration, Span)>,
         rounds: Option<(u32, Span)>,
         configs: &[Config],
         written: &std::collections::BTreeSet<&str>,
         repeat_noisy: u32,
     ) -> crate::design::Design {
-        let Some(span) = interleaved else {
+        let Some((together, span)) = sliced else {
             for (key, span) in [
                 ("slice", slice.map(|s| s.1)),
                 ("rounds", rounds.map(|r| r.1)),
@@ -589,7 +590,7 @@ impl<'a> Parser<'a> {
                     self.error(
                         &span,
                         key,
-                        format!("{key} applies to design = \"interleaved\", and this file uses the default design, blocks"),
+                        format!("{key} applies to design = \"interleaved\" or \"co-scheduled\", and this file uses the default design, blocks"),
                         Some("add design = \"interleaved\", or remove it".into()),
                     );
                 }
@@ -597,11 +598,16 @@ impl<'a> Parser<'a> {
             return crate::design::Design::Blocks;
         };
         let problem = |message: String, help: &str| (message, Some(help.to_string()));
+        let (name, a_design) = if together {
+            ("co-scheduled", "a co-scheduled")
+        } else {
+            ("interleaved", "an interleaved")
+        };
         let mut problems = Vec::new();
         if configs.len() < 2 {
             problems.push(problem(
                 format!(
-                    "an interleaved design alternates between configurations, and this file has {}",
+                    "{a_design} design measures configurations against each other in the same seconds, and this file has {}",
                     configs.len()
                 ),
                 "add a [matrix] axis or [[configs]], or remove design",
@@ -613,7 +619,7 @@ impl<'a> Parser<'a> {
         {
             problems.push(problem(
                 format!(
-                    "configuration {:?} is a script workload: only HTTP servers can be interleaved",
+                    "configuration {:?} is a script workload: only HTTP servers can be {name}",
                     c.label
                 ),
                 "use the default design (blocks) for scripts",
@@ -626,30 +632,33 @@ impl<'a> Parser<'a> {
             .collect();
         if !fixed.is_empty() {
             problems.push(problem(
-                format!("port = {} is fixed, and the servers of an interleaved block run at the same time, each on a port of its own", fixed[0]),
+                format!("port = {} is fixed, and the servers of {a_design} block run at the same time, each on a port of its own", fixed[0]),
                 "remove port: rubyrace picks a free port for every server",
             ));
         }
         for key in ["duration", "requests"] {
             if written.contains(key) {
                 problems.push(problem(
-                    format!("{key} does not apply to an interleaved design: each configuration is measured for rounds × slice"),
+                    format!("{key} does not apply to {a_design} design: each configuration is measured for rounds × slice"),
                     "remove it, and set slice and rounds (e.g. slice = \"1s\", rounds = 10)",
                 ));
             }
         }
         if repeat_noisy > 0 {
             problems.push(problem(
-                "repeat_noisy applies to the blocks design: an interleaved block's trials share their seconds and their noise".into(),
+                format!("repeat_noisy applies to the blocks design: {a_design} block's trials share their seconds and their noise"),
                 "remove repeat_noisy; the noisy-trials warning still names the trials of a block measured in noise",
             ));
         }
         for (message, help) in problems {
             self.error(&span, "design", message, help);
         }
-        crate::design::Design::Interleaved {
-            slice: slice.map_or(crate::design::DEFAULT_SLICE, |s| s.0),
-            rounds: rounds.map_or(crate::design::DEFAULT_ROUNDS, |r| r.0),
+        let slice = slice.map_or(crate::design::DEFAULT_SLICE, |s| s.0);
+        let rounds = rounds.map_or(crate::design::DEFAULT_ROUNDS, |r| r.0);
+        if together {
+            crate::design::Design::CoScheduled { slice, rounds }
+        } else {
+            crate::design::Design::Interleaved { slice, rounds }
         }
     }
 
@@ -1585,8 +1594,8 @@ impl Experiment {
         let mut max_batches: Option<(u32, Span)> = None;
         let mut max_duration: Option<(Duration, Span)> = None;
         let mut order = Order::Random;
-        // design, slice, rounds: value and where it was written.
-        let mut interleaved: Option<Span> = None;
+        // design (co-scheduled or interleaved), slice, rounds: value and where it was written.
+        let mut sliced: Option<(bool, Span)> = None;
         let mut slice: Option<(Duration, Span)> = None;
         let mut rounds: Option<(u32, Span)> = None;
         let mut conditions = crate::conditions::TrialConditions::default();
@@ -1658,9 +1667,9 @@ impl Experiment {
                     }
                 }
                 "design" => {
-                    if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved"]), item) {
-                        if d == "interleaved" {
-                            interleaved = Some(span.clone());
+                    if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved", "co-scheduled"]), item) {
+                        if d != "blocks" {
+                            sliced = Some((d == "co-scheduled", span.clone()));
                         }
                     }
                 }
@@ -2099,7 +2108,7 @@ impl Experiment {
             t
         });
         let design = p.design(
-            interleaved,
+            sliced,
             slice,
             rounds,
             &expanded,
@@ -2138,7 +2147,9 @@ impl Experiment {
         self.precision = None;
         // Interleaved: 2 rounds of at most 500 ms, so each configuration is measured for
         // at most a second per block, as a smoke trial is for two.
-        if let crate::design::Design::Interleaved { slice, rounds } = &mut self.design {
+        if let crate::design::Design::Interleaved { slice, rounds }
+        | crate::design::Design::CoScheduled { slice, rounds } = &mut self.design
+        {
             *slice = (*slice).min(Duration::from_millis(500));
             *rounds = (*rounds).min(2);
         }
@@ -3582,7 +3593,7 @@ env = { RUBY_YJIT_ENABLE = "0" }
         let errs = errors("design = \"interleaved\"\nrepeat_noisy = 1\n[settings]\nport = 9000\nduration = \"5s\"\n");
         let all = errs.join("\n");
         for want in [
-            "/tmp/exp.toml:1:10: design: an interleaved design alternates between configurations, and this file has 1",
+            "/tmp/exp.toml:1:10: design: an interleaved design measures configurations against each other in the same seconds, and this file has 1",
             "design: port = 9000 is fixed",
             "design: duration does not apply to an interleaved design: each configuration is measured for rounds × slice",
             "design: repeat_noisy applies to the blocks design",
@@ -3609,10 +3620,42 @@ env = { RUBY_YJIT_ENABLE = "0" }
         let errs = errors("design = \"alternating\"\n[matrix]\nthreads = [1, 2]\n");
         assert!(
             errs[0].contains(
-                "design: expected one of \"blocks\" or \"interleaved\", found \"alternating\""
+                "design: expected one of \"blocks\", \"interleaved\" or \"co-scheduled\", found \"alternating\""
             ),
             "{errs:#?}"
         );
+    }
+
+    #[test]
+    fn a_co_scheduled_design_reads_like_an_interleaved_one_and_names_itself_in_errors() {
+        let e = parse(
+            "design = \"co-scheduled\"\nslice = \"2s\"\nrounds = 3\n[matrix]\nthreads = [1, 2]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            e.design,
+            crate::design::Design::CoScheduled {
+                slice: Duration::from_secs(2),
+                rounds: 3
+            }
+        );
+        let smoke = e.smoke();
+        assert_eq!(
+            smoke.design,
+            crate::design::Design::CoScheduled {
+                slice: Duration::from_millis(500),
+                rounds: 2
+            }
+        );
+        let errs = errors("design = \"co-scheduled\"\n[settings]\nport = 9000\nrequests = 100\n");
+        let all = errs.join("\n");
+        for want in [
+            "/tmp/exp.toml:1:10: design: a co-scheduled design measures configurations against each other in the same seconds, and this file has 1",
+            "design: port = 9000 is fixed, and the servers of a co-scheduled block run at the same time",
+            "design: requests does not apply to a co-scheduled design",
+        ] {
+            assert!(all.contains(want), "{want:?} not in\n{all}");
+        }
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! An interleaved block (`design = "interleaved"`, crate::design): every configuration's
 //! server is started and warmed up, then the load alternates between them in slices, in a
-//! new random order every round, and each configuration's slices add up to its trial.
+//! new random order every round, and each configuration's slices add up to its trial. A
+//! co-scheduled block (`design = "co-scheduled"`) is the same with every server loaded at
+//! once in each round: one window per round, shared.
 //!
 //! Every slice opens its connections afresh and starts with an unrecorded lead-in
 //! (crate::design::lead_in), so its recorded window begins with the server already under
-//! load; the server tree's CPU time is read from `/proc` at that window's two edges.
+//! load; the server tree's CPU time is read at that window's two edges, from the threads'
+//! nanosecond counters where it can be (crate::resources::read_tree_cpu).
 //!
 //! What a trial of its own records, an interleaved trial records too, for its slices'
 //! recorded windows alone: requests, errors, a latency histogram (the slices' merged), CPU
@@ -20,11 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::design::{lead_in, round_order, slice_seed};
+use crate::design::{lead_in, round_order, slice_seed, Design};
 use crate::noise::{MachineCounters, NoiseRecord};
 use crate::probe;
 use crate::process::{describe_status, kill_orphans, DeathWatch};
-use crate::resources::{tree_cpu, CpuTimes, Sampler};
+use crate::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
 use crate::trial::{
     begin_trial, derive, finish, invalidate, mark_measured_start, record_stopped, start_server,
     stop_process, verdict, write_latency_log, InterleavedRecord, Orphans, ServerUnderTest,
@@ -67,17 +70,57 @@ impl Member<'_> {
     fn is_measured(&self) -> bool {
         self.server.is_some() && self.load_spec.is_some()
     }
+
+    /// Adds one slice's figures to the trial.
+    fn record_slice(&mut self, run: SliceRun, round: u32, turn: usize, start_s: f64) {
+        self.spans.push((run.span, run.span_cpu));
+        let outcome = match run.outcome {
+            Ok(o) => o,
+            Err(e) => {
+                self.result.reason = Some(format!("the load generator failed: {e}"));
+                return;
+            }
+        };
+        self.slice_cpu = match (&self.slice_cpu, &run.window_cpu) {
+            (Ok(sum), Ok(w)) => Ok(sum.plus(&w.times)),
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), Err(e)) => Err(format!(
+                "the server's CPU time could not be read at the edges of round {}'s slice: {e}",
+                round + 1
+            )),
+        };
+        let window = run.window_cpu.ok();
+        self.slices.push(SliceRecord {
+            round,
+            turn,
+            start_s,
+            elapsed_s: outcome.recorded.as_secs_f64(),
+            requests: outcome.stats.responses,
+            errors: outcome.stats.errors.iter().sum(),
+            cpu_us: window.map(|w| w.times.total_us()),
+            cpu_fine: window.is_some_and(|w| w.fine),
+        });
+        match &mut self.outcome {
+            Some(all) => all.absorb(outcome),
+            None => self.outcome = Some(outcome),
+        }
+    }
 }
 
-/// Runs the trials of one block (`specs`, every configuration once) interleaved: `rounds`
-/// rounds of one `slice` per configuration, in an order drawn from `seed` and the block.
+/// Runs the trials of one block (`specs`, every configuration once) with every server up
+/// together: interleaved, `rounds` rounds of one `slice` per configuration in an order drawn
+/// from `seed` and the block; co-scheduled, `rounds` windows of `slice` with every server
+/// loaded at once.
 pub fn run_interleaved_block(
     specs: &[TrialSpec],
-    slice: Duration,
-    rounds: u32,
+    design: &Design,
     seed: u64,
     interrupt: &Arc<AtomicBool>,
 ) -> BlockOutcome {
+    let (slice, rounds) = design
+        .slicing()
+        .expect("a block of servers up together is interleaved or co-scheduled");
+    let together = matches!(design, Design::CoScheduled { .. });
     let mut members = Vec::with_capacity(specs.len());
     for spec in specs {
         match begin_trial(spec) {
@@ -98,7 +141,7 @@ pub fn run_interleaved_block(
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
     }
-    let measured = measure_block(&mut members, slice, rounds, seed, interrupt);
+    let measured = measure_block(&mut members, slice, rounds, together, seed, interrupt);
     stop_all(&mut members);
     if let Err(stop) = measured {
         return match stop {
@@ -159,6 +202,7 @@ fn measure_block(
     members: &mut [Member<'_>],
     slice: Duration,
     rounds: u32,
+    together: bool,
     seed: u64,
     interrupt: &Arc<AtomicBool>,
 ) -> Result<(), Stop> {
@@ -240,58 +284,47 @@ fn measure_block(
         })
         .collect();
 
-    // 4. The rounds.
+    // 4. The rounds: interleaved, one server at a time in the round's order; co-scheduled,
+    //    every server at once (their loads started in the round's order).
     let block = members.first().map_or(0, |m| m.spec.block);
     for round in 0..rounds {
         let order = round_order(members.len(), seed, block, round);
-        for (turn, &i) in order.iter().enumerate() {
-            if !measured.contains(&i) {
+        let turns: Vec<Vec<usize>> = if together {
+            vec![order]
+        } else {
+            order.into_iter().map(|i| vec![i]).collect()
+        };
+        for (turn, group) in turns.into_iter().enumerate() {
+            let live: Vec<usize> = group
+                .into_iter()
+                .filter(|i| measured.contains(i))
+                // A server that exited is left out; its verdict says so.
+                .filter(|&i| {
+                    let sut = members[i].server.as_mut().expect("measured");
+                    sut.server.exited().is_none()
+                })
+                .collect();
+            if live.is_empty() {
                 continue;
             }
-            let m = &mut members[i];
-            let sut = m.server.as_mut().expect("measured");
-            if sut.server.exited().is_some() {
-                continue; // its verdict says so
-            }
-            let pid = sut.server.pid();
-            let mut spec = m.load_spec.clone().expect("measured");
-            spec.warmup = lead_in(slice);
-            spec.stop = load::StopCondition::Duration(slice);
-            spec.seed = slice_seed(spec.seed, round);
+            let loads: Vec<(load::LoadSpec, i32)> = live
+                .iter()
+                .map(|&i| {
+                    let m = &members[i];
+                    let mut spec = m.load_spec.clone().expect("measured");
+                    spec.warmup = lead_in(slice);
+                    spec.stop = load::StopCondition::Duration(slice);
+                    spec.seed = slice_seed(spec.seed, round);
+                    (spec, m.server.as_ref().expect("measured").server.pid())
+                })
+                .collect();
             let start_s = phase_start.elapsed().as_secs_f64();
-            let run = run_slice(&spec, slice, pid, interrupt);
+            let runs = run_slices(loads, slice, interrupt);
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Stop::Interrupted);
             }
-            m.spans.push((run.span, run.span_cpu));
-            let cpu = run.window_cpu;
-            let outcome = match run.outcome {
-                Ok(o) => o,
-                Err(e) => {
-                    m.result.reason = Some(format!("the load generator failed: {e}"));
-                    continue;
-                }
-            };
-            m.slice_cpu = match (&m.slice_cpu, &cpu) {
-                (Ok(sum), Ok(c)) => Ok(sum.plus(c)),
-                (Err(e), _) => Err(e.clone()),
-                (Ok(_), Err(e)) => Err(format!(
-                    "the server's CPU time could not be read at the edges of round {}'s slice: {e}",
-                    round + 1
-                )),
-            };
-            m.slices.push(SliceRecord {
-                round,
-                turn,
-                start_s,
-                elapsed_s: outcome.recorded.as_secs_f64(),
-                requests: outcome.stats.responses,
-                errors: outcome.stats.errors.iter().sum(),
-                cpu_us: cpu.ok().map(|c| c.total_us()),
-            });
-            match &mut m.outcome {
-                Some(all) => all.absorb(outcome),
-                None => m.outcome = Some(outcome),
+            for (&i, run) in live.iter().zip(runs) {
+                members[i].record_slice(run, round, turn, start_s);
             }
         }
     }
@@ -388,61 +421,94 @@ fn measure_block(
     Ok(())
 }
 
-/// What one slice measured.
+/// What one slice measured, for one server.
 struct SliceRun {
     outcome: std::io::Result<load::RunOutcome>,
     /// The server tree's CPU time over the recorded window.
-    window_cpu: Result<CpuTimes, String>,
+    window_cpu: Result<CpuWindow, String>,
     /// Over the whole slice: from before the load's lead-in to after its wind-down.
     span: Duration,
     span_cpu: Option<CpuTimes>,
 }
 
-/// One slice: the load on one server for its lead-in and `slice`, and the server tree's CPU
-/// time over the recorded window (read at its two edges by a thread of its own) and over
-/// the whole slice. On Ctrl-C the reading thread is left to finish on its own (at most
-/// `slice` later).
-fn run_slice(
-    spec: &load::LoadSpec,
+/// One slice: each load of `loads` (one for an interleaved slice, every server's for a
+/// co-scheduled window) on its server at once, for its lead-in and `slice`; and each server
+/// tree's CPU time over the recorded window (read at its two edges by a thread of its own,
+/// every server at each edge) and over the whole slice. On Ctrl-C the reading thread is
+/// left to finish on its own (at most `slice` later).
+fn run_slices(
+    loads: Vec<(load::LoadSpec, i32)>,
     slice: Duration,
-    pid: i32,
     interrupt: &Arc<AtomicBool>,
-) -> SliceRun {
+) -> Vec<SliceRun> {
+    let pids: Vec<i32> = loads.iter().map(|(_, pid)| *pid).collect();
+    let read_all = |pids: &[i32]| -> Vec<std::io::Result<CpuReading>> {
+        pids.iter().map(|&pid| read_tree_cpu(pid, pid)).collect()
+    };
     let span_start = Instant::now();
-    let cpu_before = tree_cpu(pid, pid).ok();
-    // `load::run` starts recording `spec.warmup` after it is called: within microseconds of
-    // these instants.
-    let window_start = Instant::now() + spec.warmup;
+    let before = read_all(&pids);
+    // `load::run` starts recording `warmup` after it is called: within microseconds of
+    // these instants (the loads are all given the same lead-in).
+    let lead = loads
+        .first()
+        .map_or(Duration::ZERO, |(spec, _)| spec.warmup);
+    let window_start = Instant::now() + lead;
     let window_end = window_start + slice;
+    let edge_pids = pids.clone();
     let edges = std::thread::spawn(move || {
         std::thread::sleep(window_start.saturating_duration_since(Instant::now()));
-        let first = tree_cpu(pid, pid);
+        let first = read_all(&edge_pids);
         std::thread::sleep(window_end.saturating_duration_since(Instant::now()));
-        let last = tree_cpu(pid, pid);
-        match (first, last) {
-            (Ok(a), Ok(b)) => Ok(b.since(&a)),
-            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
-        }
+        let last = read_all(&edge_pids);
+        first
+            .into_iter()
+            .zip(last)
+            .map(|(a, b)| match (a, b) {
+                (Ok(a), Ok(b)) => Ok(b.since(&a)),
+                (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+            })
+            .collect::<Vec<_>>()
     });
-    let outcome = load::run(spec, None, interrupt.clone());
-    let cpu_after = tree_cpu(pid, pid).ok();
+    let outcomes: Vec<std::io::Result<load::RunOutcome>> = if loads.len() == 1 {
+        vec![load::run(&loads[0].0, None, interrupt.clone())]
+    } else {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = loads
+                .iter()
+                .map(|(spec, _)| scope.spawn(|| load::run(spec, None, interrupt.clone())))
+                .collect();
+            running
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("the load thread panicked")))
+                })
+                .collect()
+        })
+    };
+    let after = read_all(&pids);
     let span = span_start.elapsed();
-    let span_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.since(&a));
-    if interrupt.load(Ordering::SeqCst) {
-        return SliceRun {
+    let windows: Vec<Result<CpuWindow, String>> = if interrupt.load(Ordering::SeqCst) {
+        pids.iter().map(|_| Err("interrupted".into())).collect()
+    } else {
+        edges.join().unwrap_or_else(|_| {
+            pids.iter()
+                .map(|_| Err("the thread reading it panicked".into()))
+                .collect()
+        })
+    };
+    outcomes
+        .into_iter()
+        .zip(windows)
+        .zip(before.into_iter().zip(after))
+        .map(|((outcome, window_cpu), (a, b))| SliceRun {
             outcome,
-            window_cpu: Err("interrupted".into()),
+            window_cpu,
             span,
-            span_cpu,
-        };
-    }
-    let window_cpu = edges
-        .join()
-        .unwrap_or_else(|_| Err("the thread reading it panicked".into()));
-    SliceRun {
-        outcome,
-        window_cpu,
-        span,
-        span_cpu,
-    }
+            span_cpu: match (a, b) {
+                (Ok(a), Ok(b)) => Some(b.since(&a).times),
+                _ => None,
+            },
+        })
+        .collect()
 }

@@ -255,8 +255,8 @@ impl Run<'_> {
         schedule: &[ScheduledTrial],
         done: &std::collections::HashSet<usize>,
     ) -> Result<RunEnd> {
-        if let Design::Interleaved { slice, rounds } = self.design {
-            return self.run_interleaved(schedule, done, slice, rounds);
+        if self.design.slicing().is_some() {
+            return self.run_interleaved(schedule, done);
         }
         for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
             if self.interrupt.load(Ordering::SeqCst) {
@@ -276,15 +276,13 @@ impl Run<'_> {
         Ok(RunEnd::Complete)
     }
 
-    /// The interleaved design: the pending trials of each block run together
-    /// (crate::interleave) and are stored together; an interrupted block is run again
-    /// whole on resume.
+    /// The interleaved and co-scheduled designs: the pending trials of each block run
+    /// together (crate::interleave) and are stored together; an interrupted block is run
+    /// again whole on resume.
     fn run_interleaved(
         &mut self,
         schedule: &[ScheduledTrial],
         done: &std::collections::HashSet<usize>,
-        slice: std::time::Duration,
-        rounds: u32,
     ) -> Result<RunEnd> {
         let mut blocks: std::collections::BTreeMap<u32, Vec<&ScheduledTrial>> =
             std::collections::BTreeMap::new();
@@ -320,7 +318,7 @@ impl Run<'_> {
                 self.progress.trial_started(trial, &spec.label);
             }
             let mut results =
-                match run_interleaved_block(&specs, slice, rounds, self.seed, self.interrupt) {
+                match run_interleaved_block(&specs, &self.design, self.seed, self.interrupt) {
                     BlockOutcome::Interrupted => return Ok(RunEnd::Interrupted),
                     BlockOutcome::WriteFailed(what) => anyhow::bail!(
                         "{what} (block {} is not stored; every block before it is: free space or fix the problem, then resume)",

@@ -608,7 +608,8 @@ impl Store {
     pub fn trials_wall_time(&self) -> Result<std::time::Duration> {
         let query = match self.design()? {
             crate::design::Design::Blocks => "SELECT sum(wall_s) FROM trials",
-            crate::design::Design::Interleaved { .. } => {
+            crate::design::Design::Interleaved { .. }
+            | crate::design::Design::CoScheduled { .. } => {
                 "SELECT sum(w) FROM (SELECT max(wall_s) AS w FROM trials GROUP BY block)"
             }
         };

@@ -228,7 +228,7 @@ pub struct InterleavedRecord {
     pub idle_s: Option<f64>,
 }
 
-/// One slice of an interleaved trial.
+/// One slice of an interleaved trial (a window of a co-scheduled one).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SliceRecord {
     /// 0-based round, and this configuration's turn in it.
@@ -240,9 +240,14 @@ pub struct SliceRecord {
     pub elapsed_s: f64,
     pub requests: u64,
     pub errors: u64,
-    /// The server tree's CPU time over the slice (clock ticks of 10 ms, so a slice's own
-    /// figure is rough; the sum over the slices is what the trial's CPU per request uses).
+    /// The server tree's CPU time over the slice's recorded window; the sum over the slices
+    /// is what the trial's CPU per request uses.
     pub cpu_us: Option<u64>,
+    /// `cpu_us` is from the threads' nanosecond counters; false: from clock ticks (10 ms),
+    /// because a process or thread of the tree ended within the window (and in results
+    /// stored before slices read the threads' counters).
+    #[serde(default)]
+    pub cpu_fine: bool,
 }
 
 /// How a trial ended.

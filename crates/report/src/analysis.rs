@@ -484,6 +484,13 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which keeps their coverage at least 95%", s.dir.display(), end.describe()),
             });
         }
+        if matches!(s.design, lab::design::Design::CoScheduled { .. }) {
+            warnings.push(Warning {
+                kind: "co-scheduled".into(),
+                cohort: None,
+                message: format!("{}: every server of a block was loaded at once, sharing the same CPUs, so throughput and latency are each server's share of a contended machine, not what it does alone; CPU per request is the figure that compares the configurations", s.dir.display()),
+            });
+        }
     }
     Ok(Report {
         schema: REPORT_SCHEMA.into(),
