@@ -51,6 +51,21 @@ fn slices(t: &TrialRow) -> Vec<(u64, u64, f64, f64, u64)> {
         .collect()
 }
 
+/// Runs the lab's experiment to the end and gives its `trials` trials, every one valid, by
+/// block.
+fn run_to_valid_blocks(lab: &Lab, trials_expected: usize) -> BTreeMap<i64, Vec<TrialRow>> {
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let stored = trials(&lab.db());
+    assert_eq!(stored.len(), trials_expected);
+    let mut by_block: BTreeMap<i64, Vec<TrialRow>> = BTreeMap::new();
+    for t in stored {
+        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
+        by_block.entry(t.block).or_default().push(t);
+    }
+    by_block
+}
+
 #[test]
 fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_seconds() {
     let lab = Lab::new("interleaved");
@@ -70,15 +85,7 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
         "no duration default is noted: {dry:?}"
     );
 
-    let run = lab.run(&[], Duration::from_secs(120));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    let stored = trials(&lab.db());
-    assert_eq!(stored.len(), 4);
-    let mut by_block: BTreeMap<i64, Vec<&TrialRow>> = BTreeMap::new();
-    for t in &stored {
-        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
-        by_block.entry(t.block).or_default().push(t);
-    }
+    let by_block = run_to_valid_blocks(&lab, 4);
     for (block, pair) in &by_block {
         assert_eq!(pair.len(), 2, "block {block}");
         let ids: Vec<u64> = pair.iter().map(|t| t.trial_id as u64).collect();
@@ -149,7 +156,7 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
         }
         // Each server is idle while the other has the load: at least the other's recorded
         // windows.
-        for (this, other) in [(pair[0], pair[1]), (pair[1], pair[0])] {
+        for (this, other) in [(&pair[0], &pair[1]), (&pair[1], &pair[0])] {
             let others: f64 = slices(other).iter().map(|x| x.3).sum();
             let idle = this.result["interleaved"]["idle_s"].as_f64().unwrap();
             assert!(idle >= others, "idle {idle} s < the other's {others} s");
@@ -157,7 +164,7 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
         }
         // In the same seconds: round by round, the two configurations' slices alternate,
         // each taking its turn, and never overlap.
-        let (a, b) = (slices(pair[0]), slices(pair[1]));
+        let (a, b) = (slices(&pair[0]), slices(&pair[1]));
         for round in 0..4 {
             let (sa, sb) = (a[round], b[round]);
             assert_ne!(sa.1, sb.1, "two slices with the same turn in round {round}");
@@ -347,19 +354,11 @@ env = [
         dry.stdout.contains("Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: 4 windows of 300ms."),
         "{dry:?}"
     );
-    let run = lab.run(&[], Duration::from_secs(120));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    let stored = trials(&lab.db());
-    assert_eq!(stored.len(), 4);
-    let mut by_block: BTreeMap<i64, Vec<&TrialRow>> = BTreeMap::new();
-    for t in &stored {
-        assert_eq!(t.status, "valid", "trial {}: {:?}", t.trial_id, t.reason);
-        by_block.entry(t.block).or_default().push(t);
-    }
+    let by_block = run_to_valid_blocks(&lab, 4);
     let mut fine = 0;
     for (block, pair) in &by_block {
         assert_eq!(pair.len(), 2, "block {block}");
-        let (a, b) = (slices(pair[0]), slices(pair[1]));
+        let (a, b) = (slices(&pair[0]), slices(&pair[1]));
         for round in 0..4 {
             // The same window: started together, and each recorded for the whole slice.
             assert_eq!(a[round].0, round as u64);
