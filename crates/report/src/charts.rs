@@ -13,7 +13,7 @@
 //!   things apart by colour alone (invalid trials are hollow rings, lines have labels);
 //! - is marked for tests and scripts: the root is `<svg class="chart" data-chart="NAME">`
 //!   and each cohort's (or matrix cell's) element has `data-series="COHORT NAME"`, once;
-//! - escapes every string that comes from the user with [`crate::html::escape`].
+//! - escapes every string that comes from the user with [`crate::format::escape`].
 //!
 //! A cohort keeps its colour in every chart: the colour of its position in
 //! `report.cohorts`.
@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::html::escape;
+use crate::format::{escape, fmt_num, fmt_sig, fmt_us};
 use crate::model::{Report, Summary, TrialPoint};
 
 /// The font stack of every chart.
@@ -180,51 +180,6 @@ fn tick_decimals(ticks: &[f64]) -> usize {
     } else {
         (-step.log10().floor()) as usize
     }
-}
-
-/// `v` with `decimals` decimals and commas between thousands: `12,345.6`.
-pub fn fmt_num(v: f64, decimals: usize) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let s = format!("{:.*}", decimals, v.abs());
-    let (int, frac) = match s.split_once('.') {
-        Some((i, f)) => (i.to_string(), Some(f.to_string())),
-        None => (s.clone(), None),
-    };
-    let mut grouped = String::new();
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(ch);
-    }
-    let negative = v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0');
-    let mut out = String::new();
-    if negative {
-        out.push('−');
-    }
-    out.push_str(&grouped);
-    if let Some(f) = frac {
-        out.push('.');
-        out.push_str(&f);
-    }
-    out
-}
-
-/// About three significant digits: `12,345`, `123`, `12.3`, `1.23`, `0.123`.
-pub fn fmt_sig(v: f64) -> String {
-    let a = v.abs();
-    let decimals = if a >= 100.0 || a == 0.0 {
-        0
-    } else if a >= 10.0 {
-        1
-    } else if a >= 1.0 {
-        2
-    } else {
-        (2.0 - a.log10().floor()).clamp(0.0, 6.0) as usize
-    };
-    fmt_num(v, decimals)
 }
 
 /// A coordinate, rounded to 0.01 px to keep the SVG small.
@@ -1167,21 +1122,6 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     ticks
 }
 
-/// A latency in µs as people read it: `845 µs`, `1.23 ms`, `12.3 ms`, `123 ms`.
-pub fn fmt_us(us: f64) -> String {
-    if !us.is_finite() {
-        "–".to_string()
-    } else if us < 1000.0 {
-        format!("{} µs", fmt_num(us, 0))
-    } else if us < 10_000.0 {
-        format!("{} ms", fmt_num(us / 1000.0, 2))
-    } else if us < 100_000.0 {
-        format!("{} ms", fmt_num(us / 1000.0, 1))
-    } else {
-        format!("{} ms", fmt_num(us / 1000.0, 0))
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Memory: PSS and RSS at the end of each trial, whole process tree.
 
@@ -1954,20 +1894,6 @@ pub(crate) mod tests {
         // Degenerate ranges still give an axis.
         assert_eq!(nice_ticks(0.0, 0.0, 5).first(), Some(&0.0));
         assert!(nice_ticks(0.0, f64::NAN, 5).len() >= 2);
-    }
-
-    #[test]
-    fn numbers_are_formatted_for_people() {
-        assert_eq!(fmt_num(1234567.0, 0), "1,234,567");
-        assert_eq!(fmt_num(-1234.5, 1), "−1,234.5");
-        assert_eq!(fmt_num(-0.0001, 2), "0.00");
-        assert_eq!(fmt_num(999.0, 0), "999");
-        assert_eq!(fmt_sig(12345.4), "12,345");
-        assert_eq!(fmt_sig(12.345), "12.3");
-        assert_eq!(fmt_sig(0.01234), "0.0123");
-        assert_eq!(fmt_us(845.0), "845 µs");
-        assert_eq!(fmt_us(1234.0), "1.23 ms");
-        assert_eq!(fmt_us(123456.0), "123 ms");
     }
 
     #[test]

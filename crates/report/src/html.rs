@@ -9,30 +9,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::charts::{self, fmt_num, fmt_sig, fmt_us};
+use crate::charts;
+use crate::format::{escape, fmt_num, fmt_sig, fmt_us};
 use crate::model::{Cohort, Comparison, Report, Summary};
-
-/// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
-/// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
-/// SVG stays well-formed for renderers stricter than a browser.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + s.len() / 8);
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(ch),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{fffe}' || c == '\u{ffff}' => {
-                out.push('\u{fffd}')
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
@@ -918,17 +897,6 @@ mod tests {
             ci_high: 102.0,
         });
         r
-    }
-
-    #[test]
-    fn escape_covers_text_and_attributes() {
-        assert_eq!(
-            escape("<a href=\"x\">'&'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
-        assert_eq!(escape("plain µs ±1%"), "plain µs ±1%");
-        assert_eq!(escape("nul\0bell\x07"), "nul\u{fffd}bell\u{fffd}");
-        assert_eq!(escape("tab\tnl\n"), "tab\tnl\n");
     }
 
     #[test]

@@ -49,5 +49,6 @@ fn refuse_repeated_directories(dirs: &[PathBuf]) -> Result<()> {
 }
 
 pub mod charts;
+pub mod format;
 pub mod html;
 pub mod png;

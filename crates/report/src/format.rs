@@ -1,0 +1,115 @@
+//! Numbers, units and escaping shared by the renderers (the HTML page and its SVG charts):
+//! the page and its charts write a figure the same way. (The text formats still have their own,
+//! to be joined here: issue 16.)
+
+/// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
+/// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
+/// SVG stays well-formed for renderers stricter than a browser.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(ch),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{fffe}' || c == '\u{ffff}' => {
+                out.push('\u{fffd}')
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `v` with `decimals` decimals and commas between thousands: `12,345.6`.
+pub fn fmt_num(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return "–".to_string();
+    }
+    let s = format!("{:.*}", decimals, v.abs());
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i.to_string(), Some(f.to_string())),
+        None => (s.clone(), None),
+    };
+    let mut grouped = String::new();
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    let negative = v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0');
+    let mut out = String::new();
+    if negative {
+        out.push('−');
+    }
+    out.push_str(&grouped);
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(&f);
+    }
+    out
+}
+
+/// About three significant digits: `12,345`, `123`, `12.3`, `1.23`, `0.123`.
+pub fn fmt_sig(v: f64) -> String {
+    let a = v.abs();
+    let decimals = if a >= 100.0 || a == 0.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else {
+        (2.0 - a.log10().floor()).clamp(0.0, 6.0) as usize
+    };
+    fmt_num(v, decimals)
+}
+
+/// A latency in µs as people read it: `845 µs`, `1.23 ms`, `12.3 ms`, `123 ms`.
+pub fn fmt_us(us: f64) -> String {
+    if !us.is_finite() {
+        "–".to_string()
+    } else if us < 1000.0 {
+        format!("{} µs", fmt_num(us, 0))
+    } else if us < 10_000.0 {
+        format!("{} ms", fmt_num(us / 1000.0, 2))
+    } else if us < 100_000.0 {
+        format!("{} ms", fmt_num(us / 1000.0, 1))
+    } else {
+        format!("{} ms", fmt_num(us / 1000.0, 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_formatted_for_people() {
+        assert_eq!(fmt_num(1234567.0, 0), "1,234,567");
+        assert_eq!(fmt_num(-1234.5, 1), "−1,234.5");
+        assert_eq!(fmt_num(-0.0001, 2), "0.00");
+        assert_eq!(fmt_num(999.0, 0), "999");
+        assert_eq!(fmt_sig(12345.4), "12,345");
+        assert_eq!(fmt_sig(12.345), "12.3");
+        assert_eq!(fmt_sig(0.01234), "0.0123");
+        assert_eq!(fmt_us(845.0), "845 µs");
+        assert_eq!(fmt_us(1234.0), "1.23 ms");
+        assert_eq!(fmt_us(123456.0), "123 ms");
+    }
+
+    #[test]
+    fn escape_covers_text_and_attributes() {
+        assert_eq!(
+            escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape("plain µs ±1%"), "plain µs ±1%");
+        assert_eq!(escape("nul\0bell\x07"), "nul\u{fffd}bell\u{fffd}");
+        assert_eq!(escape("tab\tnl\n"), "tab\tnl\n");
+    }
+}
