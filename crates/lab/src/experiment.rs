@@ -567,42 +567,51 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `design = "interleaved"` or `"co-scheduled"` (`together`) with `slice` and `rounds`,
-    /// checked against what the configurations are: every one an HTTP workload on a port of
-    /// its own, measured for `rounds` × `slice` rather than for a `duration` or a number of
-    /// requests. `slice` and `rounds` with the blocks design are errors (no key is silently
-    /// ignored).
+    /// The design: the one written (`design = "blocks"`, `"interleaved"` or
+    /// `"co-scheduled"`), checked against what the configurations are; or, when none is
+    /// written, interleaved for two to [`crate::design::MAX_DEFAULT_INTERLEAVED`] HTTP
+    /// configurations that can be (see [`why_blocks_by_default`]) and blocks otherwise.
+    /// A sliced design measures each configuration for `rounds` × `slice` per block: from
+    /// the `duration` (every configuration's, the same) unless `rounds` is written. `slice`
+    /// and `rounds` with the blocks design are errors (no key is silently ignored). Returns
+    /// the design and, when it was not written, the note for the defaults list.
     fn design(
         &mut self,
-        sliced: Option<(bool, Span)>,
+        written_design: Option<(DesignName, Span)>,
         slice: Option<(Duration, Span)>,
         rounds: Option<(u32, Span)>,
         configs: &[Config],
         written: &std::collections::BTreeSet<&str>,
         repeat_noisy: u32,
-    ) -> crate::design::Design {
-        let Some((together, span)) = sliced else {
-            for (key, span) in [
-                ("slice", slice.map(|s| s.1)),
-                ("rounds", rounds.map(|r| r.1)),
-            ] {
-                if let Some(span) = span {
-                    self.error(
-                        &span,
-                        key,
-                        format!("{key} applies to design = \"interleaved\" or \"co-scheduled\", and this file uses the default design, blocks"),
-                        Some("add design = \"interleaved\", or remove it".into()),
-                    );
-                }
+    ) -> (crate::design::Design, Option<String>) {
+        let by_default = written_design.is_none();
+        let (name, span) = match written_design {
+            Some((DesignName::Blocks, _)) => {
+                self.refuse_slicing_keys(&slice, &rounds, "this file sets design = \"blocks\"");
+                return (crate::design::Design::Blocks, None);
             }
-            return crate::design::Design::Blocks;
+            Some((name, span)) => (name, span),
+            None => match why_blocks_by_default(configs, written, repeat_noisy) {
+                Some(reason) => {
+                    self.refuse_slicing_keys(
+                        &slice,
+                        &rounds,
+                        &format!("this file's design is blocks by default ({reason})"),
+                    );
+                    let note =
+                        (configs.len() >= 2).then(|| format!("design = \"blocks\" ({reason})"));
+                    return (crate::design::Design::Blocks, note);
+                }
+                None => (DesignName::Interleaved, None),
+            },
+        };
+        let together = name == DesignName::CoScheduled;
+        let (a_design, name) = if together {
+            ("a co-scheduled", "co-scheduled")
+        } else {
+            ("an interleaved", "interleaved")
         };
         let problem = |message: String, help: &str| (message, Some(help.to_string()));
-        let (name, a_design) = if together {
-            ("co-scheduled", "a co-scheduled")
-        } else {
-            ("interleaved", "an interleaved")
-        };
         let mut problems = Vec::new();
         if configs.len() < 2 {
             problems.push(problem(
@@ -622,7 +631,7 @@ impl<'a> Parser<'a> {
                     "configuration {:?} is a script workload: only HTTP servers can be {name}",
                     c.label
                 ),
-                "use the default design (blocks) for scripts",
+                "use design = \"blocks\" for scripts",
             ));
         }
         let fixed: Vec<u16> = configs
@@ -636,13 +645,24 @@ impl<'a> Parser<'a> {
                 "remove port: rubyrace picks a free port for every server",
             ));
         }
-        for key in ["duration", "requests"] {
-            if written.contains(key) {
-                problems.push(problem(
-                    format!("{key} does not apply to {a_design} design: each configuration is measured for rounds × slice"),
-                    "remove it, and set slice and rounds (e.g. slice = \"1s\", rounds = 10)",
-                ));
-            }
+        if written.contains("requests") {
+            problems.push(problem(
+                format!("requests does not apply to {a_design} design: each configuration is measured for rounds × slice"),
+                "remove it, and set duration (or slice and rounds)",
+            ));
+        }
+        if written.contains("duration") && rounds.is_some() {
+            problems.push(problem(
+                format!("duration and rounds are both set: {a_design} design measures each configuration for rounds × slice, so give either"),
+                "remove rounds (rounds then come from the duration), or remove duration",
+            ));
+        }
+        let durations = distinct_durations(configs);
+        if durations.len() > 1 && rounds.is_none() {
+            problems.push(problem(
+                format!("the configurations' durations differ ({}), and {a_design} design measures every configuration of a block for the same rounds × slice", durations.iter().map(|d| humantime::format_duration(*d).to_string()).collect::<Vec<_>>().join(", ")),
+                "give every configuration the same duration, or set rounds",
+            ));
         }
         if repeat_noisy > 0 {
             problems.push(problem(
@@ -650,15 +670,59 @@ impl<'a> Parser<'a> {
                 "remove repeat_noisy; the noisy-trials warning still names the trials of a block measured in noise",
             ));
         }
+        let duration = durations.first().copied().unwrap_or_default();
+        let (slice, rounds) =
+            crate::design::slicing_for(duration, slice.map(|s| s.0), rounds.map(|r| r.0));
+        if slice < crate::design::MIN_SLICE {
+            problems.push(problem(
+                format!(
+                    "duration = \"{}\" is shorter than the shortest slice, {}",
+                    humantime::format_duration(duration),
+                    humantime::format_duration(crate::design::MIN_SLICE)
+                ),
+                "measure for longer, or use design = \"blocks\"",
+            ));
+        }
         for (message, help) in problems {
             self.error(&span, "design", message, help);
         }
-        let slice = slice.map_or(crate::design::DEFAULT_SLICE, |s| s.0);
-        let rounds = rounds.map_or(crate::design::DEFAULT_ROUNDS, |r| r.0);
-        if together {
+        let design = if together {
             crate::design::Design::CoScheduled { slice, rounds }
         } else {
             crate::design::Design::Interleaved { slice, rounds }
+        };
+        let note = by_default.then(|| {
+            format!(
+                "design = \"interleaved\" ({rounds} round{} of {} slices)",
+                if rounds == 1 { "" } else { "s" },
+                humantime::format_duration(slice)
+            )
+        });
+        (design, note)
+    }
+
+    /// `slice` and `rounds` written where the design is blocks: an error each, saying why
+    /// the design is blocks (`why`).
+    fn refuse_slicing_keys(
+        &mut self,
+        slice: &Option<(Duration, Span)>,
+        rounds: &Option<(u32, Span)>,
+        why: &str,
+    ) {
+        for (key, span) in [
+            ("slice", slice.as_ref().map(|s| &s.1)),
+            ("rounds", rounds.as_ref().map(|r| &r.1)),
+        ] {
+            if let Some(span) = span {
+                self.error(
+                    span,
+                    key,
+                    format!(
+                        "{key} applies to design = \"interleaved\" or \"co-scheduled\", and {why}"
+                    ),
+                    Some("add design = \"interleaved\", or remove it".into()),
+                );
+            }
         }
     }
 
@@ -1474,6 +1538,73 @@ fn os_message(e: &std::io::Error) -> String {
     }
 }
 
+/// The `design` key's values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DesignName {
+    Blocks,
+    Interleaved,
+    CoScheduled,
+}
+
+/// Why configurations whose file writes no `design` are measured in blocks rather than
+/// interleaved; None when they can be interleaved: two to
+/// [`crate::design::MAX_DEFAULT_INTERLEAVED`] HTTP configurations, each on a free port,
+/// measured for one and the same duration (not a number of requests), without
+/// `repeat_noisy`.
+fn why_blocks_by_default(
+    configs: &[Config],
+    written: &std::collections::BTreeSet<&str>,
+    repeat_noisy: u32,
+) -> Option<String> {
+    let n = configs.len();
+    if n < 2 {
+        return Some("one configuration".into());
+    }
+    if configs
+        .iter()
+        .any(|c| c.settings.workload == Workload::Script)
+    {
+        return Some("script workloads".into());
+    }
+    if n > crate::design::MAX_DEFAULT_INTERLEAVED {
+        return Some(format!(
+            "{n} configurations: an interleaved block keeps every server in memory at once, and more than {} are not interleaved unless design says so",
+            crate::design::MAX_DEFAULT_INTERLEAVED
+        ));
+    }
+    if let Some(port) = configs.iter().map(|c| c.settings.port).find(|&p| p != 0) {
+        return Some(format!("port = {port} is fixed"));
+    }
+    if written.contains("requests") {
+        return Some("requests is set".into());
+    }
+    if repeat_noisy > 0 {
+        return Some("repeat_noisy is set".into());
+    }
+    let durations = distinct_durations(configs);
+    if durations.len() > 1 {
+        return Some("the configurations' durations differ".into());
+    }
+    if durations[0] < crate::design::MIN_SLICE {
+        return Some(format!(
+            "duration is shorter than the shortest slice, {}",
+            humantime::format_duration(crate::design::MIN_SLICE)
+        ));
+    }
+    None
+}
+
+/// The configurations' measured durations, each once, in order of first appearance.
+fn distinct_durations(configs: &[Config]) -> Vec<Duration> {
+    let mut durations: Vec<Duration> = Vec::new();
+    for d in configs.iter().map(|c| c.settings.load.duration) {
+        if !durations.contains(&d) {
+            durations.push(d);
+        }
+    }
+    durations
+}
+
 /// What `defaults_note` names when the file leaves it out: what runs, and for how long.
 const NOTED_SETTINGS: [&str; 7] = [
     "app",
@@ -1594,8 +1725,8 @@ impl Experiment {
         let mut max_batches: Option<(u32, Span)> = None;
         let mut max_duration: Option<(Duration, Span)> = None;
         let mut order = Order::Random;
-        // design (co-scheduled or interleaved), slice, rounds: value and where it was written.
-        let mut sliced: Option<(bool, Span)> = None;
+        // design, slice, rounds: value and where it was written.
+        let mut written_design: Option<(DesignName, Span)> = None;
         let mut slice: Option<(Duration, Span)> = None;
         let mut rounds: Option<(u32, Span)> = None;
         let mut conditions = crate::conditions::TrialConditions::default();
@@ -1668,9 +1799,12 @@ impl Experiment {
                 }
                 "design" => {
                     if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved", "co-scheduled"]), item) {
-                        if d != "blocks" {
-                            sliced = Some((d == "co-scheduled", span.clone()));
-                        }
+                        let name = match d.as_str() {
+                            "blocks" => DesignName::Blocks,
+                            "interleaved" => DesignName::Interleaved,
+                            _ => DesignName::CoScheduled,
+                        };
+                        written_design = Some((name, span.clone()));
                     }
                 }
                 "slice" => {
@@ -2107,18 +2241,20 @@ impl Experiment {
             }
             t
         });
-        let design = p.design(
-            sliced,
+        let rounds_written = rounds.is_some();
+        let (design, design_note) = p.design(
+            written_design,
             slice,
             rounds,
             &expanded,
             &written,
             conditions.repeat_noisy,
         );
-        if design != crate::design::Design::Blocks {
-            // Measured for rounds × slice: the duration's default does not apply.
+        if design != crate::design::Design::Blocks && rounds_written {
+            // Measured for the rounds written × slice: the duration's default does not apply.
             defaults.retain(|d| !d.starts_with("duration ="));
         }
+        defaults.extend(design_note);
         if !p.errors.is_empty() {
             return Err(ExperimentErrors(p.errors));
         }
@@ -3556,59 +3692,135 @@ env = { RUBY_YJIT_ENABLE = "0" }
         );
     }
 
+    fn interleaved(slice_ms: u64, rounds: u32) -> crate::design::Design {
+        crate::design::Design::Interleaved {
+            slice: Duration::from_millis(slice_ms),
+            rounds,
+        }
+    }
+
     #[test]
-    fn an_interleaved_design_reads_slice_and_rounds_with_defaults() {
-        let e = parse("design = \"interleaved\"\nslice = \"500ms\"\n[matrix]\nthreads = [1, 2]\n")
-            .unwrap();
-        assert_eq!(
-            e.design,
-            crate::design::Design::Interleaved {
-                slice: Duration::from_millis(500),
-                rounds: crate::design::DEFAULT_ROUNDS
-            }
-        );
+    fn an_interleaved_design_takes_its_rounds_from_the_duration_unless_written() {
+        // The default duration, 10 s, in 500 ms slices.
+        let e = parse("design = \"interleaved\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(500, 20));
         assert!(
-            !e.defaults.iter().any(|d| d.starts_with("duration")),
-            "the duration's default does not apply: {:?}",
+            e.defaults.contains(&"duration = \"10s\"".to_string()),
+            "the duration's default measures it: {:?}",
             e.defaults
         );
-        assert_eq!(
-            parse("[matrix]\nthreads = [1, 2]\n").unwrap().design,
-            crate::design::Design::Blocks
+        assert!(
+            !e.defaults.iter().any(|d| d.starts_with("design")),
+            "design is written: {:?}",
+            e.defaults
+        );
+        // A slice alone: as many rounds as fill the duration (rounded up).
+        let e = parse("design = \"interleaved\"\nslice = \"300ms\"\n[settings]\nduration = \"1s\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(300, 4));
+        // Neither: equal slices of at most 500 ms that add up to the duration exactly.
+        let e = parse("design = \"interleaved\"\n[settings]\nduration = \"1200ms\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(400, 3));
+        // Rounds written: the duration does not apply, and its default is not named.
+        let e =
+            parse("design = \"interleaved\"\nrounds = 6\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(500, 6));
+        assert!(
+            !e.defaults.iter().any(|d| d.starts_with("duration")),
+            "{:?}",
+            e.defaults
         );
         let smoke = parse("design = \"interleaved\"\nrounds = 20\n[matrix]\nthreads = [1, 2]\n")
             .unwrap()
             .smoke();
-        assert_eq!(
-            smoke.design,
-            crate::design::Design::Interleaved {
-                slice: Duration::from_millis(500),
-                rounds: 2
-            }
+        assert_eq!(smoke.design, interleaved(500, 2));
+    }
+
+    #[test]
+    fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwise() {
+        let e = parse("[settings]\nduration = \"3s\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(500, 6));
+        assert!(
+            e.defaults
+                .contains(&"design = \"interleaved\" (6 rounds of 500ms slices)".to_string()),
+            "the default design is named with the other defaults: {:?}",
+            e.defaults
         );
+        // slice and rounds apply to the default design.
+        let e = parse("slice = \"250ms\"\nrounds = 4\n[matrix]\nthreads = [1, 2]\n").unwrap();
+        assert_eq!(e.design, interleaved(250, 4));
+        // Eight are interleaved, nine are not.
+        let eight = parse("[matrix]\nthreads = [1, 2, 3, 4, 5, 6, 7, 8]\n").unwrap();
+        assert_eq!(eight.design, interleaved(500, 20));
+        let nine = parse("[matrix]\nthreads = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n").unwrap();
+        assert_eq!(nine.design, crate::design::Design::Blocks);
+        assert!(
+            nine.defaults.iter().any(|d| d.starts_with(
+                "design = \"blocks\" (9 configurations: an interleaved block keeps every server in memory at once"
+            )),
+            "{:?}",
+            nine.defaults
+        );
+        // Blocks, and why, for what cannot be interleaved.
+        std::fs::write("/tmp/rubyrace-exp-test-d.rb", "").unwrap();
+        for (file, why) in [
+            ("[settings]\nduration = \"3s\"\n", None),
+            ("design = \"blocks\"\n[matrix]\nthreads = [1, 2]\n", None),
+            ("[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-d.rb\"\n[matrix]\nruns = [1, 2]\n", Some("script workloads")),
+            ("[settings]\nport = 9000\n[matrix]\nthreads = [1, 2]\n", Some("port = 9000 is fixed")),
+            ("[settings]\nrequests = 100\n[matrix]\nthreads = [1, 2]\n", Some("requests is set")),
+            ("repeat_noisy = 1\n[matrix]\nthreads = [1, 2]\n", Some("repeat_noisy is set")),
+            ("[[configs]]\nlabel = \"a\"\nduration = \"2s\"\n[[configs]]\nlabel = \"b\"\nduration = \"3s\"\n", Some("the configurations' durations differ")),
+            ("[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n", Some("duration is shorter than the shortest slice, 100ms")),
+        ] {
+            let e = parse(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(e.design, crate::design::Design::Blocks, "{file}");
+            let note: Vec<&String> = e.defaults.iter().filter(|d| d.starts_with("design")).collect();
+            match why {
+                Some(why) => assert_eq!(note, [&format!("design = \"blocks\" ({why})")], "{file}"),
+                None => assert!(note.is_empty(), "{file}: {note:?}"),
+            }
+        }
     }
 
     #[test]
     fn an_interleaved_design_refuses_what_cannot_be_interleaved() {
-        let errs = errors("design = \"interleaved\"\nrepeat_noisy = 1\n[settings]\nport = 9000\nduration = \"5s\"\n");
+        let errs = errors("design = \"interleaved\"\nrepeat_noisy = 1\nrounds = 4\n[settings]\nport = 9000\nduration = \"5s\"\n");
         let all = errs.join("\n");
         for want in [
             "/tmp/exp.toml:1:10: design: an interleaved design measures configurations against each other in the same seconds, and this file has 1",
             "design: port = 9000 is fixed",
-            "design: duration does not apply to an interleaved design: each configuration is measured for rounds × slice",
+            "design: duration and rounds are both set: an interleaved design measures each configuration for rounds × slice, so give either",
             "design: repeat_noisy applies to the blocks design",
         ] {
             assert!(all.contains(want), "{want:?} not in\n{all}");
         }
-        let errs = errors("slice = \"1s\"\nrounds = 3\n[matrix]\nthreads = [1, 2]\n");
-        assert_eq!(errs.len(), 2, "{errs:#?}");
+        let errs = errors("design = \"interleaved\"\n[[configs]]\nlabel = \"a\"\nduration = \"2s\"\n[[configs]]\nlabel = \"b\"\nduration = \"3s\"\n");
+        assert!(
+            errs[0].contains("design: the configurations' durations differ (2s, 3s), and an interleaved design measures every configuration of a block for the same rounds × slice"),
+            "{errs:#?}"
+        );
+        let errs = errors("design = \"interleaved\"\n[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n");
         assert!(
             errs[0]
-                .starts_with("/tmp/exp.toml:1:9: slice: slice applies to design = \"interleaved\""),
+                .contains("design: duration = \"50ms\" is shorter than the shortest slice, 100ms"),
+            "{errs:#?}"
+        );
+        // slice and rounds where the design is blocks: written, or by default.
+        let errs =
+            errors("design = \"blocks\"\nslice = \"1s\"\nrounds = 3\n[matrix]\nthreads = [1, 2]\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(
+            errs[0].starts_with("/tmp/exp.toml:2:9: slice: slice applies to design = \"interleaved\" or \"co-scheduled\", and this file sets design = \"blocks\""),
             "{errs:#?}"
         );
         assert!(
-            errs[1].starts_with("/tmp/exp.toml:2:10: rounds: rounds applies to design"),
+            errs[1].starts_with("/tmp/exp.toml:3:10: rounds: rounds applies to design"),
+            "{errs:#?}"
+        );
+        let errs =
+            errors("slice = \"1s\"\n[settings]\nrequests = 10\n[matrix]\nthreads = [1, 2]\n");
+        assert!(
+            errs[0].starts_with("/tmp/exp.toml:1:9: slice: slice applies to design = \"interleaved\" or \"co-scheduled\", and this file's design is blocks by default (requests is set)"),
             "{errs:#?}"
         );
         let errs =
