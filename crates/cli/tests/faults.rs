@@ -302,6 +302,9 @@ fn fault_configs(name: &str, configs: &[(&str, &str)], extra_settings: &str) -> 
 name = "{name}"
 batches = 1
 order = "sequential"
+# A fault in a trial of its own, one server up at a time (the interleaved design's faults
+# are tested by faults_in_an_interleaved_block_...).
+design = "blocks"
 
 [settings]
 server = "custom"
@@ -1040,9 +1043,10 @@ fn faults_in_an_interleaved_block_are_seen_from_the_start_and_orphans_are_charge
         "max_error_rate = 100.0",
     )
     .replace(
-        "order = \"sequential\"",
+        "design = \"blocks\"",
         "design = \"interleaved\"\nslice = \"300ms\"\nrounds = 3",
     )
+    .replace("order = \"sequential\"\n", "")
     .replace("duration = \"2s\"\n", "")
     .replace("warmup = \"500ms\"", "warmup = \"2s\"");
     let lab = Lab::new(name);

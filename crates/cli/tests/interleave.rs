@@ -404,3 +404,75 @@ env = [
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// A file that writes no design: its two HTTP configurations are interleaved, each measured
+/// for its duration in equal slices of at most 500 ms, and the run names that default
+/// before it starts; the same file with `requests` runs in blocks and says why.
+#[test]
+fn two_http_configurations_without_a_design_are_interleaved_for_their_duration() {
+    let file = |measure: &str| {
+        format!(
+            r#"
+name = "by-default"
+batches = 1
+
+[settings]
+app = "rack-hello"
+connections = 2
+warmup = "300ms"
+{measure}
+
+[matrix]
+threads = [1, 2]
+"#
+        )
+    };
+    let lab = Lab::new("by-default");
+    lab.experiment(&file("duration = \"900ms\""));
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("does not set these, so their defaults apply: ")
+            && run
+                .stderr
+                .contains(", design = \"interleaved\" (2 rounds of 450ms slices)\n"),
+        "{run:?}"
+    );
+    let stored = trials(&lab.db());
+    assert_eq!(stored.len(), 2);
+    for t in &stored {
+        assert_eq!(t.status, "valid", "{:?}", t.reason);
+        let s = slices(t);
+        assert_eq!(s.len(), 2, "trial {}: {s:?}", t.trial_id);
+        for (_, _, _, elapsed, requests) in s {
+            assert!((0.44..0.6).contains(&elapsed), "a slice of {elapsed} s");
+            assert!(requests > 0);
+        }
+    }
+    assert!(
+        lab.report_json()["sources"][0]["design"]
+            .as_str()
+            .unwrap()
+            .starts_with("interleaved: 2 rounds of 450ms slices"),
+        "{}",
+        lab.report_json()["sources"]
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+
+    let blocks = Lab::new("by-default-requests");
+    blocks.experiment(&file("requests = 300"));
+    let run = blocks.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("design = \"blocks\" (requests is set)"),
+        "{run:?}"
+    );
+    for t in trials(&blocks.db()) {
+        assert_eq!(t.status, "valid", "{:?}", t.reason);
+        assert!(t.result.get("interleaved").is_none(), "{}", t.result);
+        assert_eq!(t.result["load"]["requests"], 300, "{}", t.result["load"]);
+    }
+    assert_eq!(blocks.report_json()["sources"][0]["design"], "blocks");
+    blocks.assert_no_leftovers(Duration::from_secs(2));
+}
