@@ -362,9 +362,8 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             println!("      env: {}", env.join(" "));
         }
         println!("      {what}");
-        estimate +=
-            lab::design::estimated_trial_time(s, &experiment.design, experiment.configs.len())
-                * experiment.batches;
+        estimate += s.estimated_trial_time(&experiment.design, experiment.configs.len())
+            * experiment.batches;
     }
     println!("\nSchedule:");
     for block in 0..experiment.batches {
@@ -544,7 +543,7 @@ impl ConsoleProgress {
         let design = store.design()?;
         let per_trial: Vec<Duration> = configs
             .iter()
-            .map(|c| lab::design::estimated_trial_time(&c.settings, &design, configs.len()))
+            .map(|c| c.settings.estimated_trial_time(&design, configs.len()))
             .collect();
         let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
         Ok(ConsoleProgress {

@@ -32,8 +32,9 @@ use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::cache::{default_cache_dir, rubies_dir};
 use crate::process::describe_status;
-use crate::rubies::display_argv;
+use crate::process::display_argv;
 
 /// The `schema` of a [`BuildRecord`].
 pub const SCHEMA: &str = "rubyrace.ruby-build/1";
@@ -49,29 +50,6 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------
 // The cache
-
-/// rubyrace's cache directory: `$RUBYRACE_CACHE`, else `$XDG_CACHE_HOME/rubyrace`, else
-/// `~/.cache/rubyrace` (empty variables count as unset).
-pub fn default_cache_dir() -> anyhow::Result<PathBuf> {
-    cache_dir_from(|name| std::env::var_os(name)).ok_or_else(|| {
-        anyhow!(
-            "no cache directory: set RUBYRACE_CACHE (or HOME, or XDG_CACHE_HOME), or pass --cache"
-        )
-    })
-}
-
-/// [`default_cache_dir`] with the variables read through `var`.
-pub fn cache_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let get = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    get("RUBYRACE_CACHE")
-        .or_else(|| get("XDG_CACHE_HOME").map(|x| x.join("rubyrace")))
-        .or_else(|| get("HOME").map(|h| h.join(".cache/rubyrace")))
-}
-
-/// Where the builds of `cache` live.
-pub fn rubies_dir(cache: &Path) -> PathBuf {
-    cache.join("rubies")
-}
 
 /// One complete build found in a cache by [`cache_builds`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1210,35 +1188,6 @@ mod tests {
         }
         assert_eq!(format_elapsed(Duration::from_millis(420)), "0.4 s");
         assert_eq!(format_elapsed(Duration::from_secs(187)), "3m07s");
-    }
-
-    #[test]
-    fn cache_dir_follows_the_environment() {
-        let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
-        assert_eq!(
-            cache_dir_from(vars(&[("RUBYRACE_CACHE", "/c"), ("HOME", "/h")])),
-            Some(PathBuf::from("/c"))
-        );
-        assert_eq!(
-            cache_dir_from(vars(&[
-                ("RUBYRACE_CACHE", ""),
-                ("XDG_CACHE_HOME", "/x"),
-                ("HOME", "/h")
-            ])),
-            Some(PathBuf::from("/x/rubyrace"))
-        );
-        assert_eq!(
-            cache_dir_from(vars(&[("HOME", "/h")])),
-            Some(PathBuf::from("/h/.cache/rubyrace"))
-        );
-        assert_eq!(cache_dir_from(vars(&[])), None);
     }
 
     #[test]

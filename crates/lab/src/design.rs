@@ -143,27 +143,6 @@ pub fn slice_seed(seed: u64, round: u32) -> u64 {
     seed.wrapping_add(u64::from(round).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// A rough wall time of one trial of a configuration, for estimates before anything ran:
-/// for HTTP, the warmup, the measured time (the duration, or rounds × (slice + lead-in)
-/// when interleaved, shared by the configurations when co-scheduled) and about 3 s to start and stop the server; for a script, 2 s per run.
-pub fn estimated_trial_time(
-    s: &crate::experiment::ConfigSettings,
-    design: &Design,
-    configurations: usize,
-) -> Duration {
-    match s.workload {
-        crate::experiment::Workload::Http => {
-            let measured = design
-                .loaded_per_configuration(configurations)
-                .unwrap_or(s.load.duration);
-            s.load.warmup + measured + Duration::from_secs(3)
-        }
-        crate::experiment::Workload::Script => {
-            Duration::from_secs(2) * s.script.as_ref().map_or(1, |x| x.runs)
-        }
-    }
-}
-
 /// The order of the configurations in round `round` of block `block`: a shuffle drawn from
 /// the run's seed, the block and the round (the schedule's generator), so a rerun of a block
 /// after an interruption alternates in the same order.
@@ -173,7 +152,7 @@ pub fn round_order(configurations: usize, seed: u64, block: u32, round: u32) -> 
     crate::schedule::one_block(
         configurations,
         block,
-        crate::experiment::Order::Random,
+        crate::schedule::Order::Random,
         round_seed,
         0,
     )

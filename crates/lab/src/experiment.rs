@@ -58,15 +58,7 @@ const ROOT_KEYS: [&str; 21] = [
     "exclude",
 ];
 
-/// How the trials of a block are ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Order {
-    /// A seeded random permutation per block (randomized complete blocks).
-    Random,
-    /// The configurations in file order in every block (for debugging an experiment).
-    Sequential,
-}
+pub use crate::schedule::Order;
 
 /// What a configuration measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +202,28 @@ pub struct ConfigSettings {
     /// `RUBY_ENGINE` of the Ruby ("ruby", "jruby"), when it answered the check.
     #[serde(default)]
     pub ruby_engine: Option<String>,
+}
+
+impl ConfigSettings {
+    /// A rough wall time of one trial of this configuration, for estimates before anything
+    /// ran: for HTTP, the warmup, the measured time (the duration, or rounds × (slice +
+    /// lead-in) when sliced, shared by the `configurations` when co-scheduled) and about
+    /// 3 s to start and stop the server; for a script, 2 s per run.
+    pub fn estimated_trial_time(
+        &self,
+        design: &crate::design::Design,
+        configurations: usize,
+    ) -> Duration {
+        match self.workload {
+            Workload::Http => {
+                let measured = design
+                    .loaded_per_configuration(configurations)
+                    .unwrap_or(self.load.duration);
+                self.load.warmup + measured + Duration::from_secs(3)
+            }
+            Workload::Script => Duration::from_secs(2) * self.script.as_ref().map_or(1, |x| x.runs),
+        }
+    }
 }
 
 /// One point of the matrix.

@@ -11,6 +11,7 @@
 //! HTTP load; this crate knows about Rubies, servers, processes and storage.
 
 pub mod build;
+pub mod cache;
 pub mod conditions;
 pub mod design;
 pub mod doctor;

@@ -14,6 +14,7 @@
 //! servers must be spawned from a thread that outlives them (rubyrace uses its main thread).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -735,6 +736,25 @@ fn watch(root: i32, pgid: i32, stop: &AtomicBool) -> Vec<Death> {
     deaths
 }
 
+/// The argv as a reader could paste it into a shell (for logs and messages only; nothing
+/// runs it).
+pub fn display_argv(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| {
+            let s = a.to_string_lossy();
+            let plain = !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%~".contains(c));
+            if plain {
+                s.into_owned()
+            } else {
+                format!("'{}'", s.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,6 +768,15 @@ mod tests {
             cwd: std::env::temp_dir(),
             cpus: None,
         }
+    }
+
+    #[test]
+    fn an_argv_is_shown_as_a_shell_would_read_it() {
+        assert_eq!(
+            display_argv(&["/usr/bin/ruby".into(), "-e".into(), "print 'a'".into()]),
+            r#"/usr/bin/ruby -e 'print '\''a'\'''"#
+        );
+        assert_eq!(display_argv(&["a=b".into(), "".into()]), "a=b ''");
     }
 
     #[test]

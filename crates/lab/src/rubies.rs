@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
+use crate::process::display_argv;
+
 /// How long one interpreter may take to answer during discovery (JRuby starts in seconds).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`ruby_description`] waits.
@@ -133,7 +135,7 @@ impl SearchRoots {
         // Rubies built by `rubyrace ruby build`, named by their --name links.
         add(
             RUBYRACE_BUILDS,
-            crate::build::cache_dir_from(&var).map(|c| crate::build::rubies_dir(&c)),
+            crate::cache::cache_dir_from(&var).map(|c| crate::cache::rubies_dir(&c)),
         );
 
         let path_dirs = var("PATH")
@@ -974,25 +976,6 @@ fn tail(bytes: &[u8]) -> String {
     out
 }
 
-/// The argv as a reader could paste it into a shell (for logs and messages only; nothing
-/// runs it).
-pub(crate) fn display_argv(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|a| {
-            let s = a.to_string_lossy();
-            let plain = !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%~".contains(c));
-            if plain {
-                s.into_owned()
-            } else {
-                format!("'{}'", s.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1482,10 +1465,6 @@ mod tests {
     #[test]
     fn answers_are_found_after_the_marker() {
         assert!(query_script().contains(MARKER));
-        assert_eq!(
-            display_argv(&["/usr/bin/ruby".into(), "-e".into(), "print 'a'".into()]),
-            r#"/usr/bin/ruby -e 'print '\''a'\'''"#
-        );
         let long: Vec<u8> = (0..100)
             .flat_map(|i| format!("line {i}\n").into_bytes())
             .collect();

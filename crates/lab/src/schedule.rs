@@ -7,7 +7,15 @@ use rand_core::RngCore;
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::Order;
+/// How the trials of a block are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// A seeded random permutation per block (randomized complete blocks).
+    Random,
+    /// The configurations in file order in every block (for debugging an experiment).
+    Sequential,
+}
 
 /// One scheduled trial.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use crate::spec::ConnectionMode;
+use crate::mode::ConnectionMode;
 
 /// One line of a URL mix: how often, which method, which path.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
