@@ -588,9 +588,7 @@ fn describe_result(r: &TrialResult) -> String {
         parts.push(format!("{rps:.1} req/s"));
     }
     if let Some(load) = &r.load {
-        if let Some(p99) = load.pointer("/latency_us/p99").and_then(|v| v.as_f64()) {
-            parts.push(format!("p99 {}", micros(p99)));
-        }
+        parts.push(format!("p99 {}", micros(load.latency_us.p99)));
     }
     if let Some(res) = &r.resources {
         parts.push(format!("PSS {}", bytes(res.end.pss_bytes)));
@@ -839,7 +837,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         "meta": meta,
         "configs": store.configs()?,
         "schedule": store.schedule()?,
-        "trials": store.trial_results()?,
+        "trials": store.trial_results_json()?,
         "noisy_attempts": store.noisy_attempts()?,
     });
     let text = serde_json::to_string_pretty(&export)? + "\n";

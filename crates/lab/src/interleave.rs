@@ -386,7 +386,6 @@ fn measure_block(
         m.result.derived = derive(&report, resources.as_ref().ok());
         m.result.resources = resources.as_ref().ok().cloned();
         m.result.noise = noise.clone();
-        m.result.load = serde_json::to_value(&report).ok();
         // Idle: the phase less this server's own slices, whole.
         let spans_s: f64 = m.spans.iter().map(|(d, _)| d.as_secs_f64()).sum();
         let spans_cpu: Option<u64> = m.spans.iter().map(|(_, c)| c.map(|c| c.total_us())).sum();
@@ -411,6 +410,7 @@ fn measure_block(
             resources.as_ref().err(),
         );
         m.result.status = status;
+        m.result.load = Some(report);
         if let Err(why) = &m.slice_cpu {
             invalidate(&mut m.result, why.clone());
         }

@@ -719,13 +719,7 @@ impl Store {
 /// One trial's row, within the caller's transaction.
 fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult) -> Result<()> {
     let json = serde_json::to_string(r)?;
-    let latency = |q: &str| {
-        r.load
-            .as_ref()
-            .and_then(|l| l.get("latency_us"))
-            .and_then(|l| l.get(q))
-            .and_then(|v| v.as_f64())
-    };
+    let latency = r.load.as_ref().map(|l| &l.latency_us);
     let res = r.resources.as_ref();
     let int = |v: Option<u64>| v.map(|v| v as i64);
     tx.execute(
@@ -750,13 +744,10 @@ fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult
             r.finished_at,
             r.wall_s,
             r.derived.requests_per_s,
-            r.load
-                .as_ref()
-                .and_then(|l| l.get("requests"))
-                .and_then(|v| v.as_i64()),
+            r.load.as_ref().map(|l| l.requests as i64),
             r.derived.error_rate,
-            latency("p50"),
-            latency("p99"),
+            latency.map(|l| l.p50),
+            latency.map(|l| l.p99),
             int(res.map(|x| x.end.rss_bytes)),
             int(res.map(|x| x.end.pss_bytes)),
             int(res.map(|x| x.end.uss_bytes)),
@@ -780,15 +771,35 @@ fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult
 }
 
 impl Store {
-    /// Every stored trial as its full JSON, in schedule order.
-    pub fn trial_results(&self) -> Result<Vec<serde_json::Value>> {
+    /// Every stored trial, in schedule order. A row that does not read as a trial result
+    /// is an error naming the trial and the field.
+    pub fn trial_results(&self) -> Result<Vec<TrialResult>> {
+        self.stored_trials(|id, text| {
+            serde_json::from_str(text)
+                .with_context(|| format!("stored trial {id} does not read as a trial result"))
+        })
+    }
+
+    /// Every stored trial's JSON as it was stored (for `rubyrace export`, which hands it on
+    /// unchanged), in schedule order.
+    pub fn trial_results_json(&self) -> Result<Vec<serde_json::Value>> {
+        self.stored_trials(|id, text| {
+            serde_json::from_str(text)
+                .with_context(|| format!("stored trial {id} is not valid JSON"))
+        })
+    }
+
+    /// Every stored trial's `result` column read by `read` (given the trial id), in
+    /// schedule order.
+    fn stored_trials<T>(&self, read: impl Fn(i64, &str) -> Result<T>) -> Result<Vec<T>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT result FROM trials ORDER BY trial_id")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            .prepare("SELECT trial_id, result FROM trials ORDER BY trial_id")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(serde_json::from_str(&row?).context("a stored trial is not valid JSON")?);
+            let (id, text) = row?;
+            out.push(read(id, &text)?);
         }
         Ok(out)
     }

@@ -57,10 +57,12 @@ pub struct TrialSpec {
     pub cpus: Option<crate::conditions::CpuSplit>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum TrialStatus {
-    /// Measured, and within the error policy: used by the statistics.
+    /// Measured, and within the error policy: used by the statistics. (The default only
+    /// for records built field by field, as in tests.)
+    #[default]
     Valid,
     /// Measured, but breaking the error policy: stored, excluded from statistics, counted.
     Invalid,
@@ -170,7 +172,7 @@ pub struct TrialResult {
     pub environment: EnvironmentRecord,
     pub server: Option<ServerRecord>,
     /// The load report (schema rubyrace.load/1) of the measured phase.
-    pub load: Option<serde_json::Value>,
+    pub load: Option<load::LoadReport>,
     pub resources: Option<ResourceSummary>,
     pub derived: Derived,
     pub script: Option<ScriptOutcome>,
@@ -648,7 +650,7 @@ pub(crate) fn record_stopped(
     record.orphans = orphans.clone();
     result.server = Some(record);
     if result.load.is_some() {
-        let requests = result.load.as_ref().and_then(|l| l["requests"].as_u64());
+        let requests = result.load.as_ref().map(|l| l.requests);
         let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
         apply_probe(result, summary);
     }
@@ -794,8 +796,6 @@ fn measure(
     let derived = derive(&report, resources.as_ref().ok());
     result.derived = derived;
     result.resources = resources.as_ref().ok().cloned();
-    result.load = serde_json::to_value(&report).ok();
-
     result.status = verdict(
         result,
         &report,
@@ -803,6 +803,7 @@ fn measure(
         record,
         resources.as_ref().err(),
     );
+    result.load = Some(report);
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::io;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::RunOutcome;
 use crate::plan::UrlLine;
@@ -19,9 +19,9 @@ pub const SCHEMA: &str = "rubyrace.load/1";
 /// Below this share of the target rate, an open-loop run is reported as not reaching it.
 pub const RATE_REACHED_SHARE: f64 = 0.99;
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct LoadReport {
-    pub schema: &'static str,
+    pub schema: String,
     pub tool: Tool,
     pub target: Target,
     pub settings: Settings,
@@ -51,26 +51,26 @@ pub struct LoadReport {
     pub warnings: Vec<String>,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
+    pub name: String,
+    pub version: String,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Target {
     pub url: String,
     pub addr: String,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Settings {
     pub threads: usize,
     pub connections: usize,
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,
     pub warmup_s: f64,
-    pub mode: &'static str,
+    pub mode: String,
     pub rate: Option<f64>,
     pub pipeline: usize,
     pub timeout_s: f64,
@@ -79,7 +79,7 @@ pub struct Settings {
     pub urls: Vec<UrlLine>,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Actual {
     /// Threads that ran (never more than connections).
     pub threads: usize,
@@ -116,7 +116,7 @@ pub struct Actual {
     pub time_wait: Option<TimeWaitCounts>,
 }
 
-#[derive(Serialize, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct ConnectFailures {
     /// ECONNREFUSED: nothing listened.
     pub refused: u64,
@@ -130,7 +130,7 @@ pub struct ConnectFailures {
     pub total: u64,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct TimeWaitCounts {
     /// Local ports held in TIME_WAIT by closed connections to the target (any process).
     pub local_ports: u64,
@@ -140,7 +140,7 @@ pub struct TimeWaitCounts {
     pub local_port_range: Option<[u16; 2]>,
 }
 
-#[derive(Serialize, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean: f64,
@@ -153,7 +153,7 @@ pub struct LatencySummary {
     pub max: f64,
 }
 
-#[derive(Serialize, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct Errors {
     pub connect: u64,
     pub read: u64,
@@ -165,7 +165,7 @@ pub struct Errors {
     pub total: u64,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct RateOutcome {
     pub target: f64,
     /// Requests intended by the schedule per second of the recorded phase that got a
@@ -240,10 +240,10 @@ impl LoadReport {
             unsent_at_end: s.unsent_at_end,
         });
         let mut report = LoadReport {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             tool: Tool {
-                name: "rubyrace",
-                version: env!("CARGO_PKG_VERSION"),
+                name: "rubyrace".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
             },
             target: Target {
                 url: url.to_string(),
@@ -261,7 +261,7 @@ impl LoadReport {
                     StopCondition::Duration(_) => None,
                 },
                 warmup_s: spec.warmup.as_secs_f64(),
-                mode: spec.mode.as_str(),
+                mode: spec.mode.as_str().into(),
                 rate: spec.rate,
                 pipeline: spec.pipeline,
                 timeout_s: spec.timeout.as_secs_f64(),

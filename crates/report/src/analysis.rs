@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 
+use lab::trial::TrialStatus;
+
 use crate::input::{read_histogram, SourceData, TrialData};
 use crate::model::*;
 
@@ -285,7 +287,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let all_valid: Vec<&TrialData> = all
         .iter()
         .copied()
-        .filter(|t| t.status == "valid")
+        .filter(|t| t.status == TrialStatus::Valid)
         .collect();
     let main: fn(&TrialData) -> Option<f64> = if http {
         |t| t.requests_per_s
@@ -301,7 +303,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         let valid: Vec<&TrialData> = trials
             .iter()
             .copied()
-            .filter(|t| t.status == "valid")
+            .filter(|t| t.status == TrialStatus::Valid)
             .collect();
         let mut c = cohort(name, trials, &valid, &by, &context, &mut warnings);
         c.noise = crate::noise::cohort_noise(trials);
@@ -329,13 +331,13 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let base_valid: Vec<&TrialData> = members[&baseline]
         .iter()
         .copied()
-        .filter(|t| t.status == "valid")
+        .filter(|t| t.status == TrialStatus::Valid)
         .collect();
     for name in order.iter().filter(|n| **n != baseline) {
         let valid: Vec<&TrialData> = members[name]
             .iter()
             .copied()
-            .filter(|t| t.status == "valid")
+            .filter(|t| t.status == TrialStatus::Valid)
             .collect();
         for m in &metrics {
             if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence) {
@@ -369,12 +371,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             let va: Vec<&TrialData> = members[a]
                 .iter()
                 .copied()
-                .filter(|t| t.status == "valid")
+                .filter(|t| t.status == TrialStatus::Valid)
                 .collect();
             let vb: Vec<&TrialData> = members[b]
                 .iter()
                 .copied()
-                .filter(|t| t.status == "valid")
+                .filter(|t| t.status == TrialStatus::Valid)
                 .collect();
             overhead(a, &va, b, &vb, confidence)
         }
@@ -446,7 +448,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             trial_id: t.trial_id,
             block: t.block,
             sequence: i,
-            status: t.status.clone(),
+            status: t.status.as_str().to_string(),
             requests_per_s: t.requests_per_s,
             pss_end_bytes: t.pss_end.map(|v| v as u64),
             wall_s: t.wall_s,
@@ -624,8 +626,8 @@ fn cohort(
     context: &RunContext,
     warnings: &mut Vec<Warning>,
 ) -> Cohort {
-    let count = |s: &str| trials.iter().filter(|t| t.status == s).count();
-    let (invalid, failed) = (count("invalid"), count("failed"));
+    let count = |s: TrialStatus| trials.iter().filter(|t| t.status == s).count();
+    let (invalid, failed) = (count(TrialStatus::Invalid), count(TrialStatus::Failed));
     let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
         warnings.push(Warning {
             kind: kind.into(),
@@ -636,7 +638,7 @@ fn cohort(
     if invalid + failed > 0 {
         let reasons: BTreeSet<&str> = trials
             .iter()
-            .filter(|t| t.status != "valid")
+            .filter(|t| t.status != TrialStatus::Valid)
             .filter_map(|t| t.reason.as_deref())
             .collect();
         let first = reasons.iter().next().copied().unwrap_or("");
@@ -1310,7 +1312,7 @@ fn latency_file_warnings(
         };
         let valid = members[name]
             .iter()
-            .filter(|t| t.status == "valid" && t.requests_per_s.is_some())
+            .filter(|t| t.status == TrialStatus::Valid && t.requests_per_s.is_some())
             .count();
         let ids: Vec<String> = damaged.iter().map(|t| t.trial_id.to_string()).collect();
         warnings.push(Warning {
@@ -1488,7 +1490,11 @@ fn dot_matrix(
         let t = ts.first()?;
         let r = rows.iter().position(|x| Some(x) == t.axes.get(rk))?;
         let c = cols.iter().position(|x| Some(x) == t.axes.get(ck))?;
-        let valid: Vec<&TrialData> = ts.iter().copied().filter(|t| t.status == "valid").collect();
+        let valid: Vec<&TrialData> = ts
+            .iter()
+            .copied()
+            .filter(|t| t.status == TrialStatus::Valid)
+            .collect();
         let s = if script {
             summary(&valid, |t| t.wall_s)
         } else {
@@ -1530,7 +1536,7 @@ mod tests {
             block,
             config_id: usize::from(label != "base"),
             label: label.into(),
-            status: "valid".into(),
+            status: TrialStatus::Valid,
             started_at: format!("2026-01-01T00:{:02}:00Z", id),
             keys,
             requests_per_s: Some(rps),
@@ -1831,7 +1837,7 @@ mod tests {
     #[test]
     fn invalid_trials_are_counted_and_excluded() {
         let mut t = blocked(|_| "m");
-        t[1].status = "invalid".into();
+        t[1].status = TrialStatus::Invalid;
         t[1].reason = Some("error rate 3% exceeds max_error_rate 0%".into());
         t[1].requests_per_s = Some(1.0);
         let r = analyze(&[source(t)], &Options::default()).unwrap();

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use lab::trial::{TrialResult, TrialStatus};
 use serde_json::Value;
 
 /// One stored trial, flattened.
@@ -20,7 +21,7 @@ pub struct TrialData {
     pub block: u32,
     pub config_id: usize,
     pub label: String,
-    pub status: String,
+    pub status: TrialStatus,
     pub reason: Option<String>,
     pub started_at: String,
     /// Every groupable key and its value for this trial.
@@ -87,10 +88,7 @@ pub struct SourceData {
     pub design: lab::design::Design,
 }
 
-fn num(v: &Value, pointer: &str) -> Option<f64> {
-    v.pointer(pointer).and_then(Value::as_f64)
-}
-
+/// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -127,134 +125,8 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         configs.iter().map(|c| (c.id, c.axes.clone())).collect();
     let mut trials = Vec::new();
     for r in store.trial_results()? {
-        let trial_id = r["trial_id"].as_u64().context("a trial without trial_id")? as usize;
-        let config_id = r["config_id"].as_u64().unwrap_or(0) as usize;
-        let label = text(&r["label"]);
-        let axes = axes_of.get(&config_id).cloned().unwrap_or_default();
-        let mut keys = BTreeMap::new();
-        keys.insert("label".to_string(), label.clone());
-        keys.insert("source".to_string(), store.dir().display().to_string());
-        for (axis, value) in &axes {
-            keys.insert(axis.clone(), value.clone());
-        }
-        flatten("settings", &r["settings"], &mut keys);
-        keys.insert("ruby".to_string(), text(&r["settings"]["ruby"]));
-        if let Some(env) = r["environment"]["env"].as_object() {
-            for (k, v) in env {
-                keys.insert(format!("env.{k}"), text(v));
-            }
-        }
-        if let Some(env) = r["settings"]["env"].as_object() {
-            for (k, v) in env {
-                keys.entry(format!("env.{k}")).or_insert_with(|| text(v));
-            }
-        }
-        let e = &r["environment"];
-        keys.insert("machine".into(), text(&e["machine"]["hostname"]));
-        keys.insert("kernel".into(), text(&e["machine"]["kernel"]));
-        keys.insert("cpu_model".into(), text(&e["machine"]["cpu_model"]));
-        keys.insert("ruby_description".into(), text(&e["ruby_description"]));
-        keys.insert("rubyrace_version".into(), text(&e["rubyrace_version"]));
-        if let Some(sha) = e["app_git"]["sha"].as_str() {
-            keys.insert("app_git".into(), sha.to_string());
-        }
-        if let Some(gems) = r["probe"]["gems"].as_object() {
-            for (name, version) in gems {
-                keys.insert(format!("gem.{name}"), text(version));
-            }
-        }
-        let mut runtime = BTreeMap::new();
-        if let Some(m) = r["probe"]["measured"].as_object() {
-            for (k, v) in m {
-                if let Some(v) = v.as_f64() {
-                    runtime.insert(k.clone(), v);
-                }
-            }
-        }
-        for k in ["app_loaded_after_s", "first_request_after_s"] {
-            if let Some(v) = r["probe"][k].as_f64() {
-                runtime.insert(k.to_string(), v);
-            }
-        }
-        let checks = r["verification"]["checks"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|c| {
-                        (
-                            text(&c["setting"]),
-                            text(&c["expected"]),
-                            text(&c["observed"]),
-                            c["ok"].as_bool().unwrap_or(false),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let trial_dir = lab::store::trial_dir(store.dir(), trial_id);
-        let hlog = trial_dir.join("latency.hlog");
-        let status = text(&r["status"]);
-        let requests_per_s = num(&r, "/derived/requests_per_s");
-        // Only a valid HTTP trial must have one; a failed trial may have stopped before.
-        let hlog_problem = if status != "valid" || requests_per_s.is_none() {
-            None
-        } else if !trial_dir.is_dir() {
-            Some(format!("{} is missing", trial_dir.display()))
-        } else if !hlog.is_file() {
-            Some(format!("{} is missing", hlog.display()))
-        } else {
-            read_histogram(&hlog).err().map(|e| format!("{e:#}"))
-        };
-        let metrics = r["script"]["median_metrics"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_f64().map(|v| (k.clone(), v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        trials.push(TrialData {
-            source: index,
-            trial_id,
-            block: r["block"].as_u64().unwrap_or(0) as u32,
-            config_id,
-            label,
-            status,
-            reason: r["reason"].as_str().map(str::to_string),
-            started_at: text(&r["started_at"]),
-            keys,
-            axes,
-            requests_per_s,
-            latency_p50_us: num(&r, "/load/latency_us/p50"),
-            latency_p99_us: num(&r, "/load/latency_us/p99"),
-            error_rate: num(&r, "/derived/error_rate"),
-            rss_end: num(&r, "/resources/end/rss_bytes"),
-            pss_end: num(&r, "/resources/end/pss_bytes"),
-            uss_end: num(&r, "/resources/end/uss_bytes"),
-            rss_peak: num(&r, "/resources/peak_rss_bytes"),
-            pss_peak: num(&r, "/resources/peak_pss_bytes"),
-            cpu_per_request: num(&r, "/derived/cpu_us_per_request"),
-            cpu_user_per_request: num(&r, "/derived/cpu_user_us_per_request"),
-            cpu_system_per_request: num(&r, "/derived/cpu_system_us_per_request"),
-            wall_s: num(&r, "/script/median_wall_s"),
-            user_s: num(&r, "/script/median_user_s"),
-            system_s: num(&r, "/script/median_system_s"),
-            max_rss: num(&r, "/script/max_rss_bytes"),
-            metrics,
-            runtime,
-            checks,
-            hlog: (hlog.is_file() && hlog_problem.is_none()).then_some(hlog),
-            hlog_problem,
-            // A damaged noise object is no noise record, not an unreadable run.
-            noise: serde_json::from_value(r["noise"].clone()).ok().flatten(),
-            quiet: serde_json::from_value(r["quiet"].clone()).ok().flatten(),
-            pinning: serde_json::from_value(r["pinning"].clone()).ok().flatten(),
-            noisy_attempts: r["noisy_attempts"].as_u64().unwrap_or(0) as u32,
-            idle_cpu_per_s: num(&r, "/interleaved/idle_cpu_us")
-                .zip(num(&r, "/interleaved/idle_s"))
-                .filter(|&(_, s)| s > 0.0)
-                .map(|(us, s)| us / s),
-        });
+        let trials_dir = lab::store::trial_dir(store.dir(), r.trial_id);
+        trials.push(trial_data(r, index, store.dir(), &trials_dir, &axes_of));
     }
     let mut unfinished = Vec::new();
     for c in &configs {
@@ -278,6 +150,149 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         doctor: store.doctor_reports()?,
         trials,
     })
+}
+
+/// One stored trial as the report's flat record: its figures, field by field, and every key
+/// a cohort can be grouped by.
+fn trial_data(
+    r: TrialResult,
+    index: usize,
+    source_dir: &Path,
+    trial_dir: &Path,
+    axes_of: &BTreeMap<usize, BTreeMap<String, String>>,
+) -> TrialData {
+    let axes = axes_of.get(&r.config_id).cloned().unwrap_or_default();
+    let mut keys = BTreeMap::new();
+    keys.insert("label".to_string(), r.label.clone());
+    keys.insert("source".to_string(), source_dir.display().to_string());
+    for (axis, value) in &axes {
+        keys.insert(axis.clone(), value.clone());
+    }
+    // Every setting, by its name in the results (`settings.threads`, `settings.load.mode`).
+    if let Ok(settings) = serde_json::to_value(&r.settings) {
+        flatten("settings", &settings, &mut keys);
+    }
+    keys.insert("ruby".to_string(), r.settings.ruby.clone());
+    for (k, v) in &r.environment.env {
+        keys.insert(format!("env.{k}"), v.clone());
+    }
+    for (k, v) in &r.settings.env {
+        keys.entry(format!("env.{k}")).or_insert_with(|| v.clone());
+    }
+    let e = &r.environment;
+    keys.insert("machine".into(), e.machine.hostname.clone());
+    keys.insert("kernel".into(), e.machine.kernel.clone());
+    keys.insert("cpu_model".into(), e.machine.cpu_model.clone());
+    keys.insert(
+        "ruby_description".into(),
+        e.ruby_description.clone().unwrap_or_default(),
+    );
+    keys.insert("rubyrace_version".into(), e.rubyrace_version.clone());
+    if let Some(git) = &e.app_git {
+        keys.insert("app_git".into(), git.sha.clone());
+    }
+    let mut runtime = BTreeMap::new();
+    if let Some(probe) = &r.probe {
+        for (name, version) in &probe.gems {
+            keys.insert(format!("gem.{name}"), version.clone());
+        }
+        // The measured figures by name (`gc_per_1000_requests`, ...), those that are numbers.
+        if let Some(Value::Object(m)) = probe
+            .measured
+            .as_ref()
+            .map(|m| serde_json::to_value(m).unwrap_or_default())
+        {
+            for (k, v) in m {
+                if let Some(v) = v.as_f64() {
+                    runtime.insert(k, v);
+                }
+            }
+        }
+        for (k, v) in [
+            ("app_loaded_after_s", probe.app_loaded_after_s),
+            ("first_request_after_s", probe.first_request_after_s),
+        ] {
+            if let Some(v) = v {
+                runtime.insert(k.to_string(), v);
+            }
+        }
+    }
+    let checks = r
+        .verification
+        .as_ref()
+        .map(|v| {
+            v.checks
+                .iter()
+                .map(|c| {
+                    (
+                        c.setting.clone(),
+                        c.expected.clone(),
+                        c.observed.clone(),
+                        c.ok,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let hlog = trial_dir.join("latency.hlog");
+    let requests_per_s = r.derived.requests_per_s;
+    // Only a valid HTTP trial must have one; a failed trial may have stopped before.
+    let hlog_problem = if r.status != TrialStatus::Valid || requests_per_s.is_none() {
+        None
+    } else if !trial_dir.is_dir() {
+        Some(format!("{} is missing", trial_dir.display()))
+    } else if !hlog.is_file() {
+        Some(format!("{} is missing", hlog.display()))
+    } else {
+        read_histogram(&hlog).err().map(|e| format!("{e:#}"))
+    };
+    let latency = r.load.as_ref().map(|l| &l.latency_us);
+    let resources = r.resources.as_ref();
+    let bytes = |v: Option<u64>| v.map(|b| b as f64);
+    let script = r.script.as_ref();
+    TrialData {
+        source: index,
+        trial_id: r.trial_id,
+        block: r.block,
+        config_id: r.config_id,
+        label: r.label,
+        status: r.status,
+        reason: r.reason,
+        started_at: r.started_at,
+        keys,
+        axes,
+        requests_per_s,
+        latency_p50_us: latency.map(|l| l.p50),
+        latency_p99_us: latency.map(|l| l.p99),
+        error_rate: r.derived.error_rate,
+        rss_end: bytes(resources.map(|x| x.end.rss_bytes)),
+        pss_end: bytes(resources.map(|x| x.end.pss_bytes)),
+        uss_end: bytes(resources.map(|x| x.end.uss_bytes)),
+        rss_peak: bytes(resources.map(|x| x.peak_rss_bytes)),
+        pss_peak: bytes(resources.map(|x| x.peak_pss_bytes)),
+        cpu_per_request: r.derived.cpu_us_per_request,
+        cpu_user_per_request: r.derived.cpu_user_us_per_request,
+        cpu_system_per_request: r.derived.cpu_system_us_per_request,
+        wall_s: script.and_then(|s| s.median_wall_s),
+        user_s: script.and_then(|s| s.median_user_s),
+        system_s: script.and_then(|s| s.median_system_s),
+        max_rss: bytes(script.and_then(|s| s.max_rss_bytes)),
+        metrics: script.map(|s| s.median_metrics.clone()).unwrap_or_default(),
+        runtime,
+        checks,
+        hlog: (hlog.is_file() && hlog_problem.is_none()).then_some(hlog),
+        hlog_problem,
+        noise: r.noise,
+        quiet: r.quiet,
+        pinning: r.pinning,
+        noisy_attempts: r.noisy_attempts,
+        idle_cpu_per_s: r
+            .interleaved
+            .as_ref()
+            .and_then(|i| i.idle_cpu_us.map(|us| us as f64).zip(i.idle_s))
+            .filter(|&(_, s)| s > 0.0)
+            .map(|(us, s)| us / s),
+    }
 }
 
 /// The latency histogram of a trial (nanoseconds), merged over the log's intervals.

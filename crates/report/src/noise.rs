@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use lab::noise::{NOISY_OTHER_PERCENT, NOISY_STEAL_PERCENT};
 use stats::median;
 
+use lab::trial::TrialStatus;
+
 use crate::input::TrialData;
 use crate::model::{CohortNoise, Report, Warning};
 
@@ -18,7 +20,7 @@ pub fn cohort_noise(trials: &[&TrialData]) -> Option<CohortNoise> {
     let recorded: Vec<&TrialData> = trials
         .iter()
         .copied()
-        .filter(|t| t.status != "failed" && t.noise.is_some())
+        .filter(|t| t.status != TrialStatus::Failed && t.noise.is_some())
         .collect();
     // The median of a figure over the trials that have it, and the trials that match.
     let median_of = |f: &dyn Fn(&TrialData) -> Option<f64>| -> Option<f64> {
@@ -85,7 +87,7 @@ pub fn condition_warnings(cohort: &str, noise: &CohortNoise) -> Vec<Warning> {
 pub fn noisy_warning(cohort: &str, trials: &[&TrialData]) -> Option<Warning> {
     let noisy: Vec<String> = trials
         .iter()
-        .filter(|t| t.status != "failed")
+        .filter(|t| t.status != TrialStatus::Failed)
         .filter_map(|t| {
             let n = t.noise.as_ref().filter(|n| n.is_noisy())?;
             Some(format!(
@@ -181,10 +183,10 @@ mod tests {
     use super::*;
     use lab::noise::NoiseRecord;
 
-    fn trial(id: usize, status: &str, other: f64, steal: f64) -> TrialData {
+    fn trial(id: usize, status: TrialStatus, other: f64, steal: f64) -> TrialData {
         TrialData {
             trial_id: id,
-            status: status.into(),
+            status,
             noise: Some(NoiseRecord {
                 other_percent: other,
                 steal_percent: steal,
@@ -198,13 +200,13 @@ mod tests {
     #[test]
     fn medians_and_noisy_trials_of_a_cohort() {
         let ts = [
-            trial(0, "valid", 2.0, 0.0),
-            trial(1, "valid", 55.0, 0.0),
-            trial(2, "invalid", 4.0, 3.0),
-            trial(3, "failed", 90.0, 9.0),
+            trial(0, TrialStatus::Valid, 2.0, 0.0),
+            trial(1, TrialStatus::Valid, 55.0, 0.0),
+            trial(2, TrialStatus::Invalid, 4.0, 3.0),
+            trial(3, TrialStatus::Failed, 90.0, 9.0),
             TrialData {
                 trial_id: 4,
-                status: "valid".into(),
+                status: TrialStatus::Valid,
                 ..TrialData::default()
             },
         ];
@@ -233,7 +235,10 @@ mod tests {
 
     #[test]
     fn quiet_or_unrecorded_cohorts_have_no_warning() {
-        let quiet = [trial(0, "valid", 9.9, 1.0), trial(1, "valid", 0.0, 0.0)];
+        let quiet = [
+            trial(0, TrialStatus::Valid, 9.9, 1.0),
+            trial(1, TrialStatus::Valid, 0.0, 0.0),
+        ];
         let refs: Vec<&TrialData> = quiet.iter().collect();
         assert!(noisy_warning("c", &refs).is_none());
         let old = [TrialData::default()];
