@@ -277,9 +277,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let script = all.iter().any(|t| t.wall_s.is_some());
     let http = all.iter().any(|t| t.requests_per_s.is_some());
     let workload = match (http, script) {
-        (true, true) => "mixed",
-        (false, true) => "script",
-        _ => "http",
+        (true, true) => Workloads::Mixed,
+        (false, true) => Workloads::Script,
+        _ => Workloads::Http,
     };
 
     let mut warnings = Vec::new();
@@ -315,7 +315,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     }
 
     // Comparisons with the baseline.
-    let metrics: Vec<Metric> = if workload == "script" {
+    let metrics: Vec<Metric> = if workload == Workloads::Script {
         script_metrics(&all)
     } else {
         http_metrics()
@@ -518,7 +518,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 doctor: s.doctor.clone(),
             })
             .collect(),
-        workload: workload.into(),
+        workload,
         group_by: by,
         baseline,
         cohorts,
@@ -1450,7 +1450,7 @@ fn overhead(
 fn dot_matrix(
     order: &[String],
     members: &BTreeMap<String, Vec<&TrialData>>,
-    workload: &str,
+    workload: Workloads,
 ) -> Option<DotMatrix> {
     let first: Vec<&TrialData> = order
         .iter()
@@ -1483,7 +1483,7 @@ fn dot_matrix(
             cols.push(c);
         }
     }
-    let script = workload == "script";
+    let script = workload == Workloads::Script;
     let mut cells = vec![vec![None; cols.len()]; rows.len()];
     for name in order {
         let ts = &members[name];

@@ -1831,7 +1831,7 @@ pub(crate) mod tests {
                 design: "blocks".to_string(),
                 doctor: vec![],
             }],
-            workload: "http".to_string(),
+            workload: crate::model::Workloads::Http,
             group_by: vec!["label".to_string()],
             baseline: "base".to_string(),
             cohorts: names
@@ -1946,7 +1946,7 @@ pub(crate) mod tests {
         // No wall chart without script times; a wall chart with them.
         assert!(wall(&r).is_none());
         let mut s = r.clone();
-        s.workload = "script".to_string();
+        s.workload = crate::model::Workloads::Script;
         for c in &mut s.cohorts {
             c.throughput = None;
             c.script = Some(ScriptTimes {

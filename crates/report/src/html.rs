@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use crate::charts;
 use crate::format::{escape, fmt_num, fmt_sig, fmt_us};
-use crate::model::{Cohort, Comparison, Report, Summary};
+use crate::model::{Cohort, Comparison, Report, Summary, Workloads};
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
@@ -159,13 +159,12 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
     for s in &report.sources {
         machines.extend(s.machines.iter().map(String::as_str));
     }
-    let workload = match report.workload.as_str() {
-        "http" => "HTTP workload".to_string(),
-        "script" => "script workload".to_string(),
-        "mixed" => "HTTP and script workloads".to_string(),
-        other => format!("{other} workload"),
+    let workload = match report.workload {
+        Workloads::Http => "HTTP workload",
+        Workloads::Script => "script workload",
+        Workloads::Mixed => "HTTP and script workloads",
     };
-    let mut parts = vec![escape(&workload)];
+    let mut parts = vec![workload.to_string()];
     parts.push(format!(
         "<b>{}</b> cohort{}{}",
         report.cohorts.len(),
@@ -1040,7 +1039,7 @@ mod tests {
             command: String::new(),
             confidence: 0.95,
             sources: vec![],
-            workload: "http".to_string(),
+            workload: Workloads::Http,
             group_by: vec![],
             baseline: String::new(),
             cohorts: vec![],

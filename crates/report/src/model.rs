@@ -313,7 +313,7 @@ pub struct Report {
     pub confidence: f64,
     pub sources: Vec<Source>,
     /// "http", "script" or "mixed".
-    pub workload: String,
+    pub workload: Workloads,
     /// The keys cohorts are grouped by.
     pub group_by: Vec<String>,
     pub baseline: String,
@@ -324,4 +324,13 @@ pub struct Report {
     pub trials: Vec<TrialPoint>,
     pub matrix: Option<DotMatrix>,
     pub environment: Vec<CohortEnvironment>,
+}
+
+/// What the report's trials measured: HTTP servers, scripts, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workloads {
+    Http,
+    Script,
+    Mixed,
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 
-use crate::model::{Comparison, Report, Summary};
+use crate::model::{Comparison, Report, Summary, Workloads};
 
 fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
@@ -78,7 +78,7 @@ struct Row {
 }
 
 fn headers(report: &Report) -> Vec<&'static str> {
-    if report.workload == "script" {
+    if report.workload == Workloads::Script {
         vec![
             "cohort",
             "trials",
@@ -103,7 +103,7 @@ fn headers(report: &Report) -> Vec<&'static str> {
 }
 
 fn rows(report: &Report) -> Vec<Row> {
-    let script = report.workload == "script";
+    let script = report.workload == Workloads::Script;
     let main_metric = if script { "wall" } else { "throughput" };
     report
         .cohorts
@@ -441,7 +441,7 @@ fn details(report: &Report) -> String {
             o.cohort, o.baseline, o.us_per_request, o.ci_low, o.ci_high, o.method, o.n
         );
     }
-    let main = if report.workload == "script" {
+    let main = if report.workload == Workloads::Script {
         "wall"
     } else {
         "throughput"
@@ -500,7 +500,7 @@ fn legend(report: &Report) -> Option<String> {
         return None;
     }
     let ratio = ratio_statistic(report);
-    let first = if report.workload == "script" {
+    let first = if report.workload == Workloads::Script {
         "wall: the median of the trials"
     } else {
         "req/s: the median of the trials, with their p10–p90"
@@ -709,7 +709,7 @@ pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String 
         }) {
             let mut line = format!(
                 "Benchmark{}/cohort={} 1",
-                if report.workload == "script" {
+                if report.workload == Workloads::Script {
                     "Script"
                 } else {
                     "Http"
