@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use load::{
-    parse_url_mix, ConnectionMode, LoadReport, LoadSettings, LoadSpec, PlanError, RawLog,
+    parse_url_mix, ConnectionMode, LoadReport, LoadSettings, LoadSpec, PlanError, RawLog, Setting,
     SettingsError,
 };
 
@@ -215,13 +215,12 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec, Refusal> {
     }
     let settings = settings(args).map_err(Refusal::Input)?;
     settings.build_spec(&args.url).map_err(|e| match e {
-        SettingsError::Invalid(m) => {
-            let option = m.split_whitespace().next().unwrap_or("");
-            let flag = match option {
-                "method" => "-m".to_string(),
-                o => format!("--{o}"),
+        SettingsError::Invalid { setting, message } => {
+            let flag = match setting {
+                Setting::Method => "-m".to_string(),
+                s => format!("--{}", s.name()),
             };
-            Refusal::Usage(m.replacen(option, &flag, 1))
+            Refusal::Usage(message.replacen(setting.name(), &flag, 1))
         }
         e @ (SettingsError::Url { .. } | SettingsError::Plan(PlanError::Header(_))) => {
             Refusal::Usage(e.to_string())

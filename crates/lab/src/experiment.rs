@@ -2431,11 +2431,15 @@ fn load_problems(load: &LoadSettings) -> Vec<(String, String)> {
     for _ in 0..16 {
         let Err(e) = load.check() else { break };
         let message = e.to_string();
-        let key = match message.split_whitespace().next().unwrap_or("") {
-            "threads" => "load_threads",
-            "seed" => "url_seed",
-            "header" => "headers",
-            k => k,
+        // The experiment file's name for the setting (its `threads` are the server's).
+        let key = match &e {
+            load::SettingsError::Invalid {
+                setting: load::Setting::Threads,
+                ..
+            } => "load_threads",
+            load::SettingsError::Invalid { setting, .. } => setting.name(),
+            load::SettingsError::Plan(load::PlanError::Header(_)) => "headers",
+            _ => message.split_whitespace().next().unwrap_or(""),
         }
         .to_string();
         let known = match key.as_str() {

@@ -26,6 +26,6 @@ pub use hdrhistogram::Histogram;
 pub use plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
 pub use raw::RawLog;
 pub use report::LoadReport;
-pub use settings::{LoadSettings, SettingsError};
+pub use settings::{LoadSettings, Setting, SettingsError};
 pub use sockets::TimeWait;
 pub use spec::{ConnectionMode, LoadSpec, StopCondition};

@@ -83,14 +83,50 @@ pub enum SettingsError {
         host: String,
         reason: String,
     },
-    #[error("{0}")]
-    Invalid(String),
+    /// A setting out of its range or not fitting the others; the message starts with the
+    /// setting's name.
+    #[error("{message}")]
+    Invalid { setting: Setting, message: String },
     #[error(transparent)]
     Plan(#[from] PlanError),
 }
 
-fn invalid(message: impl Into<String>) -> SettingsError {
-    SettingsError::Invalid(message.into())
+/// A load setting, as `rubyrace load` spells it: what a [`SettingsError::Invalid`] is
+/// about, so a caller can point at the option or the key without reading the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    Connections,
+    Threads,
+    Pipeline,
+    Rate,
+    Timeout,
+    Requests,
+    Duration,
+    Method,
+    Path,
+}
+
+impl Setting {
+    /// The name the messages start with (`rubyrace load`'s option without its dashes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Connections => "connections",
+            Setting::Threads => "threads",
+            Setting::Pipeline => "pipeline",
+            Setting::Rate => "rate",
+            Setting::Timeout => "timeout",
+            Setting::Requests => "requests",
+            Setting::Duration => "duration",
+            Setting::Method => "method",
+            Setting::Path => "path",
+        }
+    }
+}
+
+fn invalid(setting: Setting, message: impl Into<String>) -> SettingsError {
+    let message = message.into();
+    debug_assert!(message.starts_with(setting.name()), "{message}");
+    SettingsError::Invalid { setting, message }
 }
 
 impl LoadSettings {
@@ -99,35 +135,51 @@ impl LoadSettings {
     /// spells them; `build_spec` runs the same checks.
     pub fn check(&self) -> Result<(), SettingsError> {
         if self.connections == 0 {
-            return Err(invalid("connections must be at least 1"));
+            return Err(invalid(
+                Setting::Connections,
+                "connections must be at least 1",
+            ));
         }
         if self.threads == 0 {
-            return Err(invalid("threads must be at least 1"));
+            return Err(invalid(Setting::Threads, "threads must be at least 1"));
         }
         if !(1..=1024).contains(&self.pipeline) {
-            return Err(invalid("pipeline must be between 1 and 1024"));
+            return Err(invalid(
+                Setting::Pipeline,
+                "pipeline must be between 1 and 1024",
+            ));
         }
         if self.pipeline > 1 && self.mode != ConnectionMode::Keepalive {
-            return Err(invalid(format!(
-                "pipeline needs keepalive connections; it cannot be combined with {}",
-                self.mode.as_str()
-            )));
+            return Err(invalid(
+                Setting::Pipeline,
+                format!(
+                    "pipeline needs keepalive connections; it cannot be combined with {}",
+                    self.mode.as_str()
+                ),
+            ));
         }
         if let Some(rate) = self.rate {
             if !(rate.is_finite() && rate > 0.0) {
-                return Err(invalid(format!(
-                    "rate must be a positive number of requests per second (got {rate})"
-                )));
+                return Err(invalid(
+                    Setting::Rate,
+                    format!("rate must be a positive number of requests per second (got {rate})"),
+                ));
             }
         }
         if self.timeout.is_zero() {
-            return Err(invalid("timeout must be longer than zero"));
+            return Err(invalid(
+                Setting::Timeout,
+                "timeout must be longer than zero",
+            ));
         }
         if self.requests == Some(0) {
-            return Err(invalid("requests must be at least 1"));
+            return Err(invalid(Setting::Requests, "requests must be at least 1"));
         }
         if self.requests.is_none() && self.duration.is_zero() {
-            return Err(invalid("duration must be longer than zero"));
+            return Err(invalid(
+                Setting::Duration,
+                "duration must be longer than zero",
+            ));
         }
         for h in &self.headers {
             parse_header(h)?;
@@ -143,17 +195,22 @@ impl LoadSettings {
         let path = self.path.as_deref().unwrap_or(url_path);
         let method = &self.method;
         if !is_method(method) {
-            return Err(invalid(format!(
-                "method {method:?} is not an upper-case HTTP method"
-            )));
+            return Err(invalid(
+                Setting::Method,
+                format!("method {method:?} is not an upper-case HTTP method"),
+            ));
         }
         if !is_path(path) {
-            return Err(invalid(format!("path {path:?} must start with '/'")));
+            return Err(invalid(
+                Setting::Path,
+                format!("path {path:?} must start with '/'"),
+            ));
         }
         if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            return Err(invalid(format!(
-                "path {path:?} must not contain spaces or control characters"
-            )));
+            return Err(invalid(
+                Setting::Path,
+                format!("path {path:?} must not contain spaces or control characters"),
+            ));
         }
         Ok(UrlLine {
             weight: 1,
