@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 
 use lab::trial::TrialStatus;
 
+use crate::format::{format_p, p_text};
 use crate::input::{read_histogram, SourceData, TrialData};
 use crate::model::*;
 
@@ -1196,24 +1197,6 @@ fn decide(c: &mut Comparison, m: &Metric) {
 fn format_min_p(q: f64) -> String {
     let text = format!("{q:.4}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// "p<0.001" or "p=0.021".
-pub fn p_text(p: f64) -> String {
-    if p < 0.001 {
-        "p<0.001".into()
-    } else {
-        format!("p={}", format_p(p))
-    }
-}
-
-/// p-values as people read them.
-pub fn format_p(p: f64) -> String {
-    if p < 0.001 {
-        "<0.001".into()
-    } else {
-        format!("{p:.3}")
-    }
 }
 
 /// Names the cohorts whose comparisons cannot be significant whatever the data: the

@@ -1,6 +1,6 @@
-//! Numbers, units and escaping shared by the renderers (the HTML page and its SVG charts):
-//! the page and its charts write a figure the same way. (The text formats still have their own,
-//! to be joined here: issue 16.)
+//! Numbers, units, p-values and escaping shared by the renderers: the page, its SVG charts
+//! and the text formats write a figure the same way. (Some text-only number formats are
+//! still in text.rs: issue 16.)
 
 /// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
 /// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
@@ -84,9 +84,46 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
+/// "p<0.001" or "p=0.021".
+pub fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={}", format_p(p))
+    }
+}
+
+/// p-values as people read them.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// A p-value in a table cell: as [`format_p`] prints it, "–" when there is none.
+pub fn p_cell(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p.is_finite() => format_p(p),
+        _ => "–".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_p_value_reads_the_same_in_every_format() {
+        assert_eq!(format_p(0.0213), "0.021");
+        assert_eq!(format_p(0.25), "0.250");
+        assert_eq!(format_p(0.0004), "<0.001");
+        assert_eq!(p_text(0.0213), "p=0.021");
+        assert_eq!(p_cell(Some(0.0213)), "0.021");
+        assert_eq!(p_cell(None), "–");
+        assert_eq!(p_cell(Some(f64::NAN)), "–");
+    }
 
     #[test]
     fn numbers_are_formatted_for_people() {

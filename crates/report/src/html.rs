@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::charts;
-use crate::format::{escape, fmt_num, fmt_sig, fmt_us};
+use crate::format::{escape, fmt_num, fmt_sig, fmt_us, p_cell};
 use crate::model::{Cohort, Comparison, Report, Summary, Workloads};
 
 const CSS: &str = r#"
@@ -272,14 +272,6 @@ fn warnings(h: &mut String, report: &Report) {
     h.push_str("</ul>\n</section>\n");
 }
 
-/// The comparison of `cohort` on `metric`, if any.
-fn comparison<'a>(report: &'a Report, cohort: &str, metric: &str) -> Option<&'a Comparison> {
-    report
-        .comparisons
-        .iter()
-        .find(|c| c.cohort == cohort && c.metric == metric)
-}
-
 /// "better", "worse" or "same": the CSS class of a comparison's verdict.
 fn verdict_class(c: &Comparison) -> &'static str {
     if !c.significant {
@@ -288,16 +280,6 @@ fn verdict_class(c: &Comparison) -> &'static str {
         "better"
     } else {
         "worse"
-    }
-}
-
-fn fmt_p(p: Option<f64>) -> String {
-    match p {
-        None => "–".to_string(),
-        Some(p) if !p.is_finite() => "–".to_string(),
-        Some(p) if p < 0.001 => "&lt; 0.001".to_string(),
-        Some(p) if p < 0.01 => format!("{p:.3}"),
-        Some(p) => format!("{p:.2}"),
     }
 }
 
@@ -331,16 +313,18 @@ fn verdict_cell(report: &Report, cohort: &Cohort, metric: &str) -> String {
     if cohort.name == report.baseline {
         return "<td class=\"verdict same\">baseline</td>".to_string();
     }
-    match comparison(report, &cohort.name, metric) {
+    match report.comparison(&cohort.name, metric) {
         None => "<td class=\"verdict same\">–</td>".to_string(),
         Some(c) => format!(
-            "<td class=\"verdict\"><span class=\"{}\">{}</span><span class=\"sub\">CI {:.3}–{} · p {}{}</span></td>",
+            "<td class=\"verdict\"><span class=\"{}\">{}</span><span class=\"sub\">CI {:.3}–{} · p {}</span></td>",
             verdict_class(c),
             escape(&c.verdict),
             c.ci_low,
             fmt_ratio(c.ci_high),
-            if fmt_p(c.p_value).starts_with("&lt;") { String::new() } else { "= ".to_string() },
-            fmt_p(c.p_value),
+            match c.p_value {
+                Some(p) if p < 0.001 => "&lt; 0.001".to_string(),
+                p => format!("= {}", p_cell(p)),
+            },
         ),
     }
 }
@@ -634,7 +618,7 @@ fn comparisons_table(h: &mut String, report: &Report) {
                 fmt_ratio(c.ratio),
                 c.ci_low,
                 fmt_ratio(c.ci_high),
-                fmt_p(c.p_value),
+                escape(&p_cell(c.p_value)),
                 verdict_class(c),
                 escape(&c.verdict),
                 escape(&method),
@@ -1018,7 +1002,7 @@ mod tests {
         assert!(page.contains("<span class=\"better\">1.10×, 10.0% faster</span>"));
         assert!(page.contains("CI 1.050–1.150× · p &lt; 0.001"));
         assert!(page.contains("<span class=\"same\">~ no significant difference (1.01×)</span>"));
-        assert!(page.contains("p = 0.43"));
+        assert!(page.contains("p = 0.430"), "the text formats' p-value");
         assert!(page.contains("<span class=\"badge\">baseline</span>"));
         assert!(page.contains("±1% needs 61"));
         assert!(page.contains("91.0 µs more</b> per request"));

@@ -334,3 +334,12 @@ pub enum Workloads {
     Script,
     Mixed,
 }
+
+impl Report {
+    /// The comparison of `cohort` with the baseline on `metric`, if there is one.
+    pub fn comparison(&self, cohort: &str, metric: &str) -> Option<&Comparison> {
+        self.comparisons
+            .iter()
+            .find(|c| c.cohort == cohort && c.metric == metric)
+    }
+}

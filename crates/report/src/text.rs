@@ -47,13 +47,6 @@ fn dash() -> String {
     "-".into()
 }
 
-fn comparison<'a>(report: &'a Report, cohort: &str, metric: &str) -> Option<&'a Comparison> {
-    report
-        .comparisons
-        .iter()
-        .find(|c| c.cohort == cohort && c.metric == metric)
-}
-
 /// The main column of a cohort: median with its p10–p90 range.
 fn median_range(s: &Option<Summary>, f: fn(f64) -> String) -> String {
     match s {
@@ -109,7 +102,7 @@ fn rows(report: &Report) -> Vec<Row> {
         .cohorts
         .iter()
         .map(|c| {
-            let cmp = comparison(report, &c.name, main_metric);
+            let cmp = report.comparison(&c.name, main_metric);
             let versus = if c.name == report.baseline {
                 "baseline".to_string()
             } else {
@@ -641,7 +634,7 @@ pub fn csv(report: &Report) -> anyhow::Result<String> {
         metrics.push(("max_rss", &script.max_rss_bytes));
         for (name, s) in metrics {
             let Some(s) = s else { continue };
-            let cmp = comparison(report, &c.name, name);
+            let cmp = report.comparison(&c.name, name);
             let f = |v: f64| format!("{v}");
             w.write_record([
                 c.name.clone(),
