@@ -31,12 +31,10 @@ macro_rules! print {
     }};
 }
 
-mod doctor_command;
-mod load_command;
+mod commands;
+mod invocation;
 mod output;
-mod report_command;
-mod ruby_command;
-mod run_command;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -55,39 +53,39 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Send HTTP/1.1 load to a URL and report throughput, latency and errors.
-    Load(load_command::LoadArgs),
+    Load(commands::load::LoadArgs),
     /// Run an experiment: every configuration in randomized blocks, into a results directory.
-    Run(run_command::RunArgs),
+    Run(commands::run::RunArgs),
     /// Run one trial from a JSON spec and print its result as JSON.
-    Trial(run_command::TrialArgs),
+    Trial(commands::trial::TrialArgs),
     /// Analyse results: cohorts, comparisons with confidence intervals, warnings; as a
     /// table, Markdown, CSV, JSON, benchstat text or an HTML report.
-    Report(report_command::ReportArgs),
+    Report(commands::report::ReportArgs),
     /// Compare two results directories, or two cohorts of one.
-    Compare(report_command::CompareArgs),
+    Compare(commands::report::CompareArgs),
     /// Write the trials of a results directory as JSON.
-    Export(run_command::ExportArgs),
+    Export(commands::export::ExportArgs),
     /// List the Rubies installed on this machine.
-    Rubies(run_command::RubiesArgs),
+    Rubies(commands::rubies::RubiesArgs),
     /// Check this machine for what makes benchmarks noisy or wrong, and what to do about it.
-    Doctor(doctor_command::DoctorArgs),
+    Doctor(commands::doctor::DoctorArgs),
     /// Build a CRuby into rubyrace's cache, to name in experiments.
     #[command(subcommand)]
-    Ruby(ruby_command::RubyCommand),
+    Ruby(commands::ruby::RubyCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Load(args) => load_command::run(args),
-        Command::Run(args) => run_command::run(args),
-        Command::Trial(args) => run_command::trial(args),
-        Command::Report(args) => report_command::report(args),
-        Command::Compare(args) => report_command::compare(args),
-        Command::Export(args) => run_command::export(args),
-        Command::Rubies(args) => run_command::rubies(args),
-        Command::Ruby(command) => ruby_command::run(command),
-        Command::Doctor(args) => doctor_command::run(args),
+        Command::Load(args) => commands::load::run(args),
+        Command::Run(args) => commands::run::run(args),
+        Command::Trial(args) => commands::trial::trial(args),
+        Command::Report(args) => commands::report::report(args),
+        Command::Compare(args) => commands::report::compare(args),
+        Command::Export(args) => commands::export::export(args),
+        Command::Rubies(args) => commands::rubies::rubies(args),
+        Command::Ruby(command) => commands::ruby::run(command),
+        Command::Doctor(args) => commands::doctor::run(args),
     };
     match result {
         Ok(code) => code,

@@ -186,6 +186,7 @@ pub fn run(
     raw: Option<&RawLog>,
     interrupt: Arc<AtomicBool>,
 ) -> io::Result<RunOutcome> {
+    crate::limits::ensure_open_files(spec.connections, spec.threads)?;
     let per_thread: Vec<usize> = spec
         .connections_per_thread()
         .into_iter()

@@ -10,6 +10,7 @@
 //! exposes it as `rubyrace load`.
 
 pub mod engine;
+pub mod limits;
 pub mod mode;
 pub mod plan;
 pub mod raw;

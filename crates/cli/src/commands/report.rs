@@ -76,17 +76,13 @@ pub struct CompareArgs {
     pub common: CommonArgs,
 }
 
-fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
-}
-
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let options = Options {
         by: args.common.by.clone(),
         baseline: args.common.baseline.clone(),
         overhead: args.overhead.map(|v| (v[0].clone(), v[1].clone())),
         only: Vec::new(),
-        command: command_line(),
+        command: crate::invocation::command_line(),
     };
     check_outputs(&args.common, &args.dirs[0])?;
     let (report, sources) = report::build(&args.dirs, &options)?;
@@ -99,7 +95,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
         baseline: args.common.baseline.clone(),
         overhead: None,
         only: Vec::new(),
-        command: command_line(),
+        command: crate::invocation::command_line(),
     };
     let dirs: Vec<PathBuf> = match args.args.as_slice() {
         [a, b] => {

@@ -2,11 +2,8 @@
 //! summary, JSON, raw log and HDR log.
 
 use std::fs;
-use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -35,8 +32,6 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_ERROR_RATE: u8 = 3;
 /// Exit status when not a single response came back in the recorded phase.
 const EXIT_NO_RESPONSE: u8 = 4;
-/// Exit status after Ctrl-C (the summary of what ran is still printed).
-const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Args, Debug)]
 #[command(
@@ -229,42 +224,6 @@ fn build_spec(args: &LoadArgs) -> Result<LoadSpec, Refusal> {
     })
 }
 
-/// Raises the soft open-file limit to the hard one when the connections need it, and
-/// refuses a run that cannot have its connections, before any load is sent.
-fn ensure_file_limit(connections: usize, threads: usize) -> Result<()> {
-    // Each connection is one fd; each thread has an epoll fd and a timerfd; plus stdio,
-    // output files and some slack.
-    let needed = (connections + 2 * threads + 64) as libc::rlim_t;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the valid struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed
-    {
-        return Ok(());
-    }
-    if limit.rlim_max < needed {
-        bail!(
-            "-c {connections} needs about {needed} open files but the hard limit is {}; \
-             raise it (ulimit -Hn, /etc/security/limits.conf) or use fewer connections",
-            limit.rlim_max
-        );
-    }
-    let raised = libc::rlimit {
-        rlim_cur: needed.max(limit.rlim_cur),
-        rlim_max: limit.rlim_max,
-    };
-    // SAFETY: setrlimit reads the valid struct passed.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        bail!(
-            "cannot raise the open-file limit to {needed}: {}",
-            io::Error::last_os_error()
-        );
-    }
-    Ok(())
-}
-
 pub fn run(args: LoadArgs) -> Result<ExitCode> {
     let spec = match build_spec(&args) {
         Ok(spec) => spec,
@@ -277,7 +236,6 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
         }
         Err(Refusal::Input(e)) => return Err(e),
     };
-    ensure_file_limit(spec.connections, spec.threads)?;
     // Check every output before the load, so a bad path fails in a second, not after it.
     // Each is written under a temporary name and renamed into place when complete: none
     // can replace a results database or a file of a results directory (output.rs).
@@ -309,15 +267,7 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
         output::check_output_file(p).context("--json")?;
     }
 
-    let interrupt = Arc::new(AtomicBool::new(false));
-    let flag = interrupt.clone();
-    ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            // A second Ctrl-C: the user wants out now.
-            std::process::exit(i32::from(EXIT_INTERRUPTED));
-        }
-    })
-    .context("cannot install the Ctrl-C handler")?;
+    let interrupt = crate::invocation::install_interrupt(None)?;
 
     let outcome = load::run(&spec, raw.as_ref(), interrupt).context("the load run failed")?;
     let report = LoadReport::new(&spec, &args.url, &outcome);
@@ -367,7 +317,7 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
         bail!("{}", failures.join("; "));
     }
     if outcome.interrupted {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        return Ok(ExitCode::from(crate::invocation::EXIT_INTERRUPTED));
     }
     if let Some(limit) = args.max_error_rate {
         let percent = 100.0 * report.error_rate;

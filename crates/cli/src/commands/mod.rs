@@ -1,0 +1,11 @@
+//! One module per command (`compare` lives with `report`, whose options it shares): each
+//! parses its arguments, calls the crates that do the work, and prints.
+
+pub mod doctor;
+pub mod export;
+pub mod load;
+pub mod report;
+pub mod rubies;
+pub mod ruby;
+pub mod run;
+pub mod trial;

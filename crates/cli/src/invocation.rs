@@ -1,0 +1,43 @@
+//! How rubyrace was invoked and how a command ends: the command line as typed (recorded
+//! with results and reports), the exit statuses several commands share, and Ctrl-C.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+/// Exit status of a malformed experiment file.
+pub const EXIT_BAD_EXPERIMENT: u8 = 2;
+
+/// Exit status of a run that completed with failed or invalid trials (or stopped by
+/// --fail-fast).
+pub const EXIT_TRIALS_FAILED: u8 = 3;
+
+/// Exit status after Ctrl-C.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// What `run` and `trial` print at the first Ctrl-C.
+pub const STOPPING: &str = "\nrubyrace: stopping the current trial (Ctrl-C again to quit at once)";
+
+/// Sets the interrupt flag on Ctrl-C, printing `notice` (when there is one) the first time;
+/// a second Ctrl-C exits at once with [`EXIT_INTERRUPTED`] (the parent-death signal and the
+/// live-server registry still take care of any server).
+pub fn install_interrupt(notice: Option<&'static str>) -> Result<Arc<AtomicBool>> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = interrupt.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+        if let Some(notice) = notice {
+            eprintln!("{notice}");
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(interrupt)
+}
+
+/// The command line as typed, recorded with results and reports.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}

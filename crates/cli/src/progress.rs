@@ -1,0 +1,241 @@
+//! What `rubyrace run` shows while it runs: a line per trial, the precision after each
+//! block of an adaptive run, and a progress bar with an estimate of the time left.
+
+use std::io::{self, IsTerminal};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::runner::Progress;
+use lab::schedule::ScheduledTrial;
+use lab::store::Store;
+use lab::trial::{TrialResult, TrialStatus};
+use load::report::{bytes, micros};
+
+/// Progress on the terminal: a bar with the block, trial count, ETA, current label and
+/// the last trial's throughput; one line per finished trial (also when not a terminal, so
+/// an overnight log has them).
+pub struct ConsoleProgress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+    blocks: u32,
+    started: Instant,
+    run_this_session: usize,
+    estimate_per_trial: Duration,
+    last: String,
+    /// Configuration labels by id (the precision line names the comparisons).
+    labels: std::collections::BTreeMap<usize, String>,
+}
+
+impl ConsoleProgress {
+    pub fn new(store: &Store) -> Result<ConsoleProgress> {
+        // Before any trial ends, estimate from the settings.
+        let configs = store.configs()?;
+        let design = store.design()?;
+        let per_trial: Vec<Duration> = configs
+            .iter()
+            .map(|c| c.settings.estimated_trial_time(&design, configs.len()))
+            .collect();
+        let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
+        Ok(ConsoleProgress {
+            bar: None,
+            total: 0,
+            done: 0,
+            blocks: 0,
+            started: Instant::now(),
+            run_this_session: 0,
+            estimate_per_trial: estimate,
+            last: String::new(),
+            labels: configs.iter().map(|c| (c.id, c.label.clone())).collect(),
+        })
+    }
+
+    fn line(&self, text: String) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn eta(&self) -> Duration {
+        let per = if self.run_this_session > 0 {
+            self.started.elapsed() / self.run_this_session as u32
+        } else {
+            self.estimate_per_trial
+        };
+        per * (self.total - self.done) as u32
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn describe_result(r: &TrialResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(rps) = r.derived.requests_per_s {
+        parts.push(format!("{rps:.1} req/s"));
+    }
+    if let Some(load) = &r.load {
+        parts.push(format!("p99 {}", micros(load.latency_us.p99)));
+    }
+    if let Some(res) = &r.resources {
+        parts.push(format!("PSS {}", bytes(res.end.pss_bytes)));
+    }
+    if let Some(cpu) = r.derived.cpu_us_per_request {
+        parts.push(format!("{cpu:.0} µs CPU/req"));
+    }
+    if let Some(s) = &r.script {
+        if let Some(w) = s.median_wall_s {
+            parts.push(format!("{w:.3} s wall (median of {})", s.runs.len()));
+        }
+    }
+    parts.join(" · ")
+}
+
+impl Progress for ConsoleProgress {
+    fn begin(&mut self, total: usize, done: usize, blocks: u32) {
+        self.total = total;
+        self.done = done;
+        self.blocks = blocks;
+        if done > 0 {
+            eprintln!(
+                "rubyrace: {done} of {total} trials already stored; running the remaining {}",
+                total - done
+            );
+        }
+        if io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:24.cyan/blue} {pos}/{len} trials · {msg}")
+                    .expect("a valid progress template"),
+            );
+            bar.set_position(done as u64);
+            bar.enable_steady_tick(Duration::from_millis(500));
+            self.bar = Some(bar);
+        }
+    }
+
+    fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
+        let eta = humantime::format_duration(Duration::from_secs(self.eta().as_secs()));
+        let last = if self.last.is_empty() {
+            String::new()
+        } else {
+            format!(" · last: {}", self.last)
+        };
+        let msg = format!(
+            "block {}/{} · ETA {eta} · {label}{last}",
+            trial.block + 1,
+            self.blocks
+        );
+        if let Some(bar) = &self.bar {
+            bar.set_message(msg);
+        }
+    }
+
+    fn trial_finished(&mut self, r: &TrialResult) {
+        self.done += 1;
+        self.run_this_session += 1;
+        let what = match r.status {
+            TrialStatus::Valid => describe_result(r),
+            TrialStatus::Invalid => format!(
+                "INVALID: {} · {}",
+                r.reason.as_deref().unwrap_or(""),
+                describe_result(r)
+            ),
+            TrialStatus::Failed => format!("FAILED: {}", r.reason.as_deref().unwrap_or("")),
+        };
+        self.last = r
+            .derived
+            .requests_per_s
+            .map(|v| format!("{v:.0} req/s"))
+            .or_else(|| {
+                r.script
+                    .as_ref()
+                    .and_then(|s| s.median_wall_s)
+                    .map(|w| format!("{w:.3}s"))
+            })
+            .unwrap_or_default();
+        self.line(format!(
+            "[{}/{}] block {} · {} · {what}",
+            self.done,
+            self.total,
+            r.block + 1,
+            r.label
+        ));
+        if r.status == TrialStatus::Failed {
+            if let Some(server) = &r.server {
+                let tail: Vec<&str> = server.stderr_tail.lines().rev().take(5).collect();
+                for l in tail.into_iter().rev() {
+                    self.line(format!("      | {l}"));
+                }
+            }
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done as u64);
+        }
+    }
+
+    fn note(&mut self, message: &str) {
+        self.line(format!("rubyrace: {message}"));
+    }
+
+    fn precision(
+        &mut self,
+        status: &lab::precision::PrecisionStatus,
+        target: &lab::precision::PrecisionTarget,
+        added: bool,
+        total: usize,
+    ) {
+        let labels: std::collections::BTreeMap<usize, String> = self.labels.clone();
+        let widths: Vec<String> = status
+            .comparisons
+            .iter()
+            .map(|c| {
+                let w = c
+                    .half_width
+                    .map(|h| format!("±{:.2}%", 100.0 * h))
+                    .unwrap_or_else(|| "±?".into());
+                format!(
+                    "{} {w}",
+                    labels.get(&c.config_id).map_or("?", String::as_str)
+                )
+            })
+            .collect();
+        let per_block = if self.run_this_session > 0 {
+            self.started.elapsed() / self.run_this_session as u32 * labels.len().max(1) as u32
+        } else {
+            self.estimate_per_trial * labels.len().max(1) as u32
+        };
+        let left = match (added, status.blocks_left) {
+            (false, _) => "stopping".to_string(),
+            (true, Some(n)) => {
+                let n = n.min((target.max_batches - status.blocks_done) as usize);
+                format!(
+                    "about {n} more block{} (~{})",
+                    if n == 1 { "" } else { "s" },
+                    humantime::format_duration(Duration::from_secs(
+                        (per_block * n as u32).as_secs()
+                    ))
+                )
+            }
+            (true, None) => "adding a block".to_string(),
+        };
+        self.line(format!(
+            "precision after {} block{} ({}, 97.5% intervals, target ±{}%): {} · {left}",
+            status.blocks_done,
+            if status.blocks_done == 1 { "" } else { "s" },
+            target.metric.name(),
+            100.0 * target.target,
+            widths.join(", ")
+        ));
+        self.total = total;
+        self.blocks = (status.blocks_done + u32::from(added)).max(self.blocks);
+        if let Some(bar) = &self.bar {
+            bar.set_length(total as u64);
+        }
+    }
+}
