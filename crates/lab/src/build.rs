@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use crate::cache::{default_cache_dir, rubies_dir};
-use crate::process::describe_status;
-use crate::process::display_argv;
+use sys::process::describe_status;
+use sys::process::display_argv;
 
 /// The `schema` of a [`BuildRecord`].
 pub const SCHEMA: &str = "rubyrace.ruby-build/1";
@@ -937,7 +937,7 @@ impl Plan {
     /// The error of a failed step: what failed and how, where the log and the sources are,
     /// and the end of the log.
     fn failure(&self, step: &str, how: &str, elapsed: Duration) -> anyhow::Error {
-        let tail = crate::process::tail(&self.log, 64 * 1024);
+        let tail = sys::process::tail(&self.log, 64 * 1024);
         let lines: Vec<&str> = tail.lines().collect();
         let last: Vec<String> = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..]
             .iter()

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{environment, knobs, rubies};
+use crate::{knobs, rubies};
+use sys::environment;
 
 /// The schema name of a [`Report`] as JSON.
 pub const SCHEMA: &str = "rubyrace.doctor/1";
@@ -742,13 +743,13 @@ fn snapshot() -> Result<Snapshot, String> {
 }
 
 /// The first `cpu` line of /proc/stat: (busy ticks, all ticks, steal ticks). The parser is
-/// the trial's noise record's (`crate::noise::CpuTicks`).
+/// the trial's noise record's (`sys::noise::CpuTicks`).
 pub fn parse_proc_stat_cpu(text: &str) -> Option<(u64, u64, u64)> {
-    crate::noise::CpuTicks::parse(text).map(|t| (t.busy(), t.total(), t.steal))
+    sys::noise::CpuTicks::parse(text).map(|t| (t.busy(), t.total(), t.steal))
 }
 
 fn proc_stat_cpu() -> Option<(u64, u64, u64)> {
-    crate::noise::CpuTicks::read().map(|t| (t.busy(), t.total(), t.steal))
+    sys::noise::CpuTicks::read().map(|t| (t.busy(), t.total(), t.steal))
 }
 
 /// The processes that used CPU between two snapshots, busiest first, leaving out `me` and

@@ -799,8 +799,8 @@ impl<'a> Parser<'a> {
 
     /// `cpus = "split"`, `"none"`, or `{ server = "1-3", load = "0" }`, checked against the
     /// CPUs rubyrace may use here.
-    fn cpu_split(&mut self, item: &Item) -> Option<crate::conditions::CpuSplit> {
-        use crate::conditions::{CpuSet, CpuSplit};
+    fn cpu_split(&mut self, item: &Item) -> Option<sys::cpus::CpuSplit> {
+        use sys::cpus::{CpuSet, CpuSplit};
         let available = match CpuSet::of_this_process() {
             Ok(a) => a,
             Err(e) => {

@@ -7,7 +7,7 @@
 //! Every slice opens its connections afresh and starts with an unrecorded lead-in
 //! (crate::design::lead_in), so its recorded window begins with the server already under
 //! load; the server tree's CPU time is read at that window's two edges, from the threads'
-//! nanosecond counters where it can be (crate::resources::read_tree_cpu).
+//! nanosecond counters where it can be (sys::resources::read_tree_cpu).
 //!
 //! What a trial of its own records, an interleaved trial records too, for its slices'
 //! recorded windows alone: requests, errors, a latency histogram (the slices' merged), CPU
@@ -24,15 +24,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::design::{lead_in, round_order, slice_seed, Design};
-use crate::noise::{MachineCounters, NoiseRecord};
 use crate::probe;
-use crate::process::{describe_status, kill_orphans, DeathWatch};
-use crate::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
 use crate::trial::{
     begin_trial, derive, finish, invalidate, mark_measured_start, record_stopped, start_server,
     stop_process, verdict, write_latency_log, InterleavedRecord, Orphans, ServerUnderTest,
     SliceRecord, Stop, StoppedServer, TrialOutcome, TrialResult, TrialSpec, TrialStatus,
 };
+use sys::noise::{MachineCounters, NoiseRecord};
+use sys::process::{describe_status, kill_orphans, DeathWatch};
+use sys::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
 
 /// How an interleaved block ended.
 pub enum BlockOutcome {

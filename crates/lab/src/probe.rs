@@ -85,7 +85,7 @@ pub fn read_records(dir: &Path) -> Vec<Value> {
 }
 
 fn is_alive(pid: i32) -> bool {
-    crate::process::proc_stat(pid).is_some_and(|s| s.state != 'Z')
+    sys::process::proc_stat(pid).is_some_and(|s| s.state != 'Z')
 }
 
 /// Asks every probed process of the server (its registered pids that are in the server's
@@ -96,7 +96,7 @@ pub fn request_snapshot(dir: &Path, phase: &str, root: i32, pgid: i32) -> Vec<i3
     if fs::write(dir.join("phase"), phase).is_err() {
         return Vec::new();
     }
-    let tree = crate::resources::tree_pids(root, pgid).unwrap_or_default();
+    let tree = sys::resources::tree_pids(root, pgid).unwrap_or_default();
     let asked: Vec<i32> = read_records(dir)
         .iter()
         .filter_map(|r| r["pid"].as_i64().map(|p| p as i32))

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use load::response::ResponseParser;
 
-use crate::process::{describe_status, Supervised};
+use sys::process::{describe_status, Supervised};
 
 /// Time between attempts while the server is booting.
 const POLL: Duration = Duration::from_millis(50);

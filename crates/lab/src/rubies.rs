@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
-use crate::process::display_argv;
+use sys::process::display_argv;
 
 /// How long one interpreter may take to answer during discovery (JRuby starts in seconds).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -8,17 +8,18 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::conditions::{pin_this_process, wait_for_quiet, QuietRule, QuietWait, TrialConditions};
+use crate::conditions::{wait_for_quiet, QuietRule, QuietWait, TrialConditions};
 use crate::design::Design;
 use crate::experiment::Config;
 use crate::interleave::{run_interleaved_block, BlockOutcome};
 use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
-use crate::process::{become_subreaper, kill_registered_leftovers};
 use crate::schedule::{one_block, ScheduledTrial};
 use crate::store::Store;
 use crate::trial::{
     run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
 };
+use sys::cpus::pin_this_process;
+use sys::process::{become_subreaper, kill_registered_leftovers};
 
 /// What the runner reports while it works (a progress bar, a log, a test).
 pub trait Progress {

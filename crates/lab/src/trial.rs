@@ -17,17 +17,17 @@ use serde::{Deserialize, Serialize};
 use stats::median;
 
 use crate::conditions::PinningRecord;
-use crate::environment::{self, GitState, Machine};
 use crate::experiment::{ConfigSettings, Workload};
-use crate::noise::NoiseRecord;
 use crate::probe::{self, ProbeSummary, Verification};
-use crate::process::{
+use crate::readiness::{wait_ready, Readiness};
+use crate::servers::{server_command, ServerLaunch};
+use sys::environment::{self, GitState, Machine};
+use sys::noise::NoiseRecord;
+use sys::process::{
     describe_orphans, describe_status, kill_orphans, Death, DeathWatch, Ended, Launch, Orphan,
     Supervised,
 };
-use crate::readiness::{wait_ready, Readiness};
-use crate::resources::{ResourceSummary, Sampler};
-use crate::servers::{server_command, ServerLaunch};
+use sys::resources::{ResourceSummary, Sampler};
 
 pub const TRIAL_SPEC_SCHEMA: &str = "rubyrace.trial-spec/1";
 pub const TRIAL_RESULT_SCHEMA: &str = "rubyrace.trial/1";
@@ -54,7 +54,7 @@ pub struct TrialSpec {
     /// `cpus`: the server's tree runs on `server`, and rubyrace was pinned to `load`
     /// (`crate::conditions`); checked in every server process.
     #[serde(default)]
-    pub cpus: Option<crate::conditions::CpuSplit>,
+    pub cpus: Option<sys::cpus::CpuSplit>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -184,7 +184,7 @@ pub struct TrialResult {
     #[serde(default)]
     pub verification: Option<Verification>,
     /// How quiet the machine was over the measured phase: steal, other processes' CPU, load
-    /// average (`crate::noise`). Absent for script workloads, when /proc/stat could not be
+    /// average (`sys::noise`). Absent for script workloads, when /proc/stat could not be
     /// read, and in rows stored before it existed.
     #[serde(default)]
     pub noise: Option<NoiseRecord>,
@@ -904,11 +904,11 @@ pub(crate) fn mark_measured_start(
     probe_dir: &Path,
     pid: i32,
     preload: Option<&Path>,
-    cpus: Option<&crate::conditions::CpuSplit>,
+    cpus: Option<&sys::cpus::CpuSplit>,
 ) -> (BTreeMap<i32, Vec<String>>, Option<PinningRecord>) {
     probe::request_snapshot(probe_dir, probe::MEASURE_START, pid, pid);
     let mut maps = BTreeMap::new();
-    let pids = crate::resources::tree_pids(pid, pid).unwrap_or_default();
+    let pids = sys::resources::tree_pids(pid, pid).unwrap_or_default();
     for &p in &pids {
         if let Ok(found) = probe::mapped_allocators(p, preload) {
             maps.insert(p, found);

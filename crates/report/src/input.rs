@@ -55,7 +55,7 @@ pub struct TrialData {
     /// the merged percentiles of its cohort then leave it out, and the report says so.
     pub hlog_problem: Option<String>,
     /// The machine's noise over the measured phase; None for script trials and old rows.
-    pub noise: Option<lab::noise::NoiseRecord>,
+    pub noise: Option<sys::noise::NoiseRecord>,
     /// `quiet`: the wait for a quiet machine before the trial.
     pub quiet: Option<lab::conditions::QuietWait>,
     /// `cpus`: the CPUs checked in the server's processes and rubyrace's threads.

@@ -1,13 +1,13 @@
 //! How quiet the machine was while each cohort was measured, and which trials were measured
 //! in noise. A difference between cohorts means little when one of them ran while another
 //! process took a tenth of a CPU or the hypervisor stole time: the reader has to be told,
-//! trial by trial. The figures are the trials' noise records (`lab::noise`); the thresholds
-//! of "in noise" are `lab::noise::NOISY_OTHER_PERCENT` and `NOISY_STEAL_PERCENT`.
+//! trial by trial. The figures are the trials' noise records (`sys::noise`); the thresholds
+//! of "in noise" are `sys::noise::NOISY_OTHER_PERCENT` and `NOISY_STEAL_PERCENT`.
 
 use std::fmt::Write as _;
 
-use lab::noise::{NOISY_OTHER_PERCENT, NOISY_STEAL_PERCENT};
 use stats::median;
+use sys::noise::{NOISY_OTHER_PERCENT, NOISY_STEAL_PERCENT};
 
 use lab::trial::TrialStatus;
 
@@ -181,7 +181,7 @@ pub fn noise_markdown(report: &Report, escape: fn(&str) -> String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lab::noise::NoiseRecord;
+    use sys::noise::NoiseRecord;
 
     fn trial(id: usize, status: TrialStatus, other: f64, steal: f64) -> TrialData {
         TrialData {

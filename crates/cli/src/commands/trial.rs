@@ -46,7 +46,7 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     }
     let interrupt = install_interrupt(Some(STOPPING))?;
     // As in `run`: a server that daemonizes comes back to rubyrace and is killed.
-    if let Err(e) = lab::process::become_subreaper() {
+    if let Err(e) = sys::process::become_subreaper() {
         eprintln!("rubyrace: cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial");
     }
     let result = match run_trial(&spec, &interrupt) {

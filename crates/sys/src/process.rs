@@ -35,7 +35,7 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     /// Run on these CPUs only (`sched_setaffinity` before exec; its children inherit it).
-    pub cpus: Option<crate::conditions::CpuSet>,
+    pub cpus: Option<crate::cpus::CpuSet>,
 }
 
 /// How a supervised process ended.
@@ -450,7 +450,7 @@ pub fn is_subreaper() -> bool {
 
 /// The fields of /proc/PID/stat rubyrace needs (read with `procfs`, as `resources` does).
 #[derive(Clone, Debug)]
-pub(crate) struct ProcStat {
+pub struct ProcStat {
     pub pid: i32,
     pub state: char,
     pub ppid: i32,
@@ -461,7 +461,7 @@ pub(crate) struct ProcStat {
     pub start_time: u64,
 }
 
-pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
     Some(ProcStat {
         pid,
@@ -759,8 +759,6 @@ pub fn display_argv(argv: &[OsString]) -> String {
 mod tests {
     use super::*;
 
-    use crate::testutil::TempDir;
-
     fn launch(argv: &[&str]) -> Launch {
         Launch {
             argv: argv.iter().map(|s| s.to_string()).collect(),
@@ -781,8 +779,11 @@ mod tests {
 
     #[test]
     fn stop_terminates_the_whole_group() {
-        let tmp = TempDir::new("process-group");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-group")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         // A parent that forks a child ignoring nothing; both sleep.
         let mut s = Supervised::spawn(
             &launch(&[
@@ -808,8 +809,11 @@ mod tests {
 
     #[test]
     fn a_process_ignoring_term_is_killed_after_the_grace_period() {
-        let tmp = TempDir::new("process-ignore");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-ignore")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let mut s = Supervised::spawn(
             &launch(&[
                 "ruby",
@@ -834,8 +838,11 @@ mod tests {
 
     #[test]
     fn leftovers_of_a_dead_harness_are_killed_by_registration() {
-        let tmp = TempDir::new("process-leftover");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-leftover")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let registry = dir.join("live");
         let mut s =
             Supervised::spawn(&launch(&["sleep", "60"]), &dir, "server", &registry).unwrap();
@@ -852,8 +859,11 @@ mod tests {
 
     #[test]
     fn a_recycled_pid_is_not_killed() {
-        let tmp = TempDir::new("process-recycled");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-recycled")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let registry = dir.join("live");
         fs::create_dir_all(&registry).unwrap();
         let mut s = Supervised::spawn(&launch(&["sleep", "60"]), &dir, "other", &dir.join("other"))
@@ -908,8 +918,11 @@ mod tests {
         assert!(!is_subreaper());
         become_subreaper().unwrap();
         assert!(is_subreaper());
-        let tmp = TempDir::new("process-subreaper");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-subreaper")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
 
         // Process.daemon: fork, setsid, the first process exits at once.
         let mut s = Supervised::spawn(
@@ -970,8 +983,11 @@ mod tests {
 
     #[test]
     fn a_worker_killed_by_a_signal_is_seen_with_its_signal() {
-        let tmp = TempDir::new("process-death");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-death")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         // A master that forks a worker and reaps nothing for 30 s.
         let mut s = Supervised::spawn(
             &launch(&[
@@ -1019,8 +1035,11 @@ mod tests {
 
     #[test]
     fn tail_cuts_to_whole_lines() {
-        let tmp = TempDir::new("process-tail");
-        let dir = tmp.0.clone();
+        let tmp = tempfile::Builder::new()
+            .prefix("process-tail")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let f = dir.join("t");
         fs::write(&f, "first line\nsecond line\nthird\n").unwrap();
         assert_eq!(tail(&f, 15), "third\n");

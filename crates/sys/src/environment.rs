@@ -561,8 +561,6 @@ mod tests {
         );
     }
 
-    use crate::testutil::TempDir;
-
     /// Runs git in `dir` isolated from the user's and system's configuration.
     fn run_git(dir: &Path, args: &[&str]) {
         let out = Command::new("git")
@@ -606,8 +604,8 @@ mod tests {
     #[test]
     fn git_state_follows_commits_and_edits() {
         require_git();
-        let tmp = TempDir::new("git");
-        let repo = tmp.0.join("repo");
+        let tmp = tempfile::Builder::new().prefix("git").tempdir().unwrap();
+        let repo = tmp.path().join("repo");
         std::fs::create_dir_all(&repo).unwrap();
         run_git(&repo, &["init", "--quiet"]);
         assert_eq!(git_state(&repo), None, "no commit yet");
@@ -656,8 +654,8 @@ mod tests {
 
     #[test]
     fn git_state_is_none_outside_a_repository() {
-        let tmp = TempDir::new("nogit");
-        assert_eq!(git_state(&tmp.0), None);
-        assert_eq!(git_state(&tmp.0.join("missing")), None);
+        let tmp = tempfile::Builder::new().prefix("nogit").tempdir().unwrap();
+        assert_eq!(git_state(tmp.path()), None);
+        assert_eq!(git_state(&tmp.path().join("missing")), None);
     }
 }
