@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{knobs, rubies};
+use rubies::{discovery, knobs};
 use sys::environment;
 
 /// The schema name of a [`Report`] as JSON.
@@ -253,7 +253,7 @@ pub fn examine_with(options: &Options) -> Report {
         (Ok(skipped("rubies")), (Ok(skipped("servers")), allocators))
     } else {
         std::thread::scope(|scope| {
-            let rubies = scope.spawn(|| rubies_finding(&rubies::discover()));
+            let rubies = scope.spawn(|| rubies_finding(&discovery::discover()));
             let servers = scope.spawn(|| {
                 let query = server_query();
                 let linked = query.as_ref().ok().and_then(|q| q.linked_allocator.clone());
@@ -337,7 +337,7 @@ fn is_executable_file(path: &Path) -> bool {
 
 /// A program on PATH, as `rubyrace` would find it.
 fn on_path(program: &str) -> Option<PathBuf> {
-    rubies::resolve_executable(program).ok()
+    discovery::resolve_executable(program).ok()
 }
 
 /// Parses a kernel CPU list ("0-3,8,10-11") into CPU numbers; None if malformed. An empty
@@ -1171,7 +1171,7 @@ struct Ran {
 }
 
 /// Runs `program args...` (no shell) with stdin closed, in a process group of its own,
-/// capturing its output ([`crate::rubies::run_captured`]). Past `timeout` the group (which
+/// capturing its output ([`rubies::discovery::run_captured`]). Past `timeout` the group (which
 /// only this child and its own children are in) is killed.
 fn run_program(
     program: &Path,
@@ -1184,7 +1184,7 @@ fn run_program(
     for name in env_remove {
         cmd.env_remove(name);
     }
-    let out = crate::rubies::run_captured(cmd, timeout)?;
+    let out = rubies::discovery::run_captured(cmd, timeout)?;
     Ok(Ran {
         status: Some(out.status),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1301,7 +1301,7 @@ fn wrk_finding() -> Finding {
 // ---------------------------------------------------------------------------------------
 // Rubies, servers, allocators
 
-fn rubies_finding(found: &[rubies::DiscoveredRuby]) -> Finding {
+fn rubies_finding(found: &[discovery::DiscoveredRuby]) -> Finding {
     if found.is_empty() {
         return Finding::new(
             "rubies",
@@ -1420,7 +1420,7 @@ fn parse_server_answer(stdout: &str) -> Option<(Vec<Result<String, String>>, Str
 }
 
 fn server_query() -> Result<ServerQuery, String> {
-    let ruby = rubies::resolve_executable("ruby").map_err(|e| format!("{e:#}"))?;
+    let ruby = discovery::resolve_executable("ruby").map_err(|e| format!("{e:#}"))?;
     let script = server_script();
     // RUBYOPT is left out as in discovery: a `-rbundler/setup` in it would answer for a
     // Gemfile, not for the Ruby.
@@ -1766,7 +1766,7 @@ mod tests {
 
     #[test]
     fn rubies_and_servers_findings_grade_what_is_missing() {
-        let ruby = |name: &str, description: Option<&str>| rubies::DiscoveredRuby {
+        let ruby = |name: &str, description: Option<&str>| discovery::DiscoveredRuby {
             name: name.to_string(),
             path: PathBuf::from(format!("/opt/{name}/bin/ruby")),
             source: "PATH".to_string(),

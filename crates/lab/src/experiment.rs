@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as J};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
-use crate::knobs::{self, AllocatorSetting, Compact, Jit, COMPACTS, JITS};
-use crate::rubies::{DiscoveredRuby, RubyCapabilities};
 use crate::servers::ServerKind;
+use rubies::discovery::{DiscoveredRuby, RubyCapabilities};
+use rubies::knobs::{self, AllocatorSetting, Compact, Jit, COMPACTS, JITS};
 
 /// Apps shipped in `ruby/apps/`.
 pub const BUNDLED_APPS: [&str; 5] = [
@@ -1282,7 +1282,7 @@ impl<'a> Parser<'a> {
             if argv[0].contains('/') && !argv[0].starts_with('~') {
                 argv[0] = self.resolve_path(&argv[0]).display().to_string();
             }
-            match crate::rubies::resolve_executable(&argv[0]) {
+            match rubies::discovery::resolve_executable(&argv[0]) {
                 Ok(path) => argv[0] = path.display().to_string(),
                 Err(e) => {
                     self.error(
@@ -1309,7 +1309,7 @@ impl<'a> Parser<'a> {
         self.capabilities
             .entry((argv.to_vec(), env.to_vec()))
             .or_insert_with(|| {
-                crate::rubies::ruby_capabilities(argv, env).map_err(|e| format!("{e:#}"))
+                rubies::discovery::ruby_capabilities(argv, env).map_err(|e| format!("{e:#}"))
             })
             .clone()
     }
@@ -1318,7 +1318,9 @@ impl<'a> Parser<'a> {
     fn bundle_check(&mut self, argv: &[String], env: &[(String, String)]) -> Result<(), String> {
         self.bundles
             .entry((argv.to_vec(), env.to_vec()))
-            .or_insert_with(|| crate::rubies::bundle_check(argv, env).map_err(|e| format!("{e:#}")))
+            .or_insert_with(|| {
+                rubies::discovery::bundle_check(argv, env).map_err(|e| format!("{e:#}"))
+            })
             .clone()
     }
 
@@ -1672,7 +1674,7 @@ impl Experiment {
     /// Checks an experiment given as text; `file` names it in messages and anchors
     /// relative paths (apps, URL mixes, scripts).
     pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
-        Experiment::parse_with(file, text, &crate::rubies::discover)
+        Experiment::parse_with(file, text, &rubies::discovery::discover)
     }
 
     /// What the file leaves to defaults that decide what runs and for how long, as one
@@ -1975,7 +1977,7 @@ impl Experiment {
 
         // Without [rubies], the `ruby` on PATH is the only Ruby, named "system".
         if ruby_all.is_none() && rubies.is_empty() && root.get("rubies").is_none() {
-            match crate::rubies::resolve_executable("ruby") {
+            match rubies::discovery::resolve_executable("ruby") {
                 Ok(path) => {
                     rubies.insert(
                         "system".into(),
@@ -2755,7 +2757,7 @@ fn resolve(
     // The app: a bundled name or a directory with a config.ru.
     let app = string("app", "rack-hello");
     let app_dir = if BUNDLED_APPS.contains(&app.as_str()) {
-        crate::bundled_apps_dir().join(&app)
+        rubies::support::bundled_apps_dir().join(&app)
     } else {
         p.resolve_path(&app)
     };

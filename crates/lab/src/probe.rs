@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::ConfigSettings;
-use crate::knobs::{Compact, Jit, ALLOCATOR_PREFIXES};
+use rubies::knobs::{Compact, Jit, ALLOCATOR_PREFIXES};
 
 pub const PROBE_SCHEMA: &str = "rubyrace.probe/1";
 /// The trial's subdirectory where each process writes `<pid>.json`.
@@ -28,7 +28,7 @@ pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The probe script.
 pub fn probe_script() -> PathBuf {
-    crate::ruby_support_dir().join("probe.rb")
+    rubies::support::ruby_support_dir().join("probe.rb")
 }
 
 /// Variables that load the probe into every Ruby process started with them: `RUBYOPT`
@@ -602,7 +602,7 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
 mod tests {
     use super::*;
     use crate::experiment::Experiment;
-    use crate::knobs::AllocatorSetting;
+    use rubies::knobs::AllocatorSetting;
 
     /// Settings of a one-configuration experiment on the `ruby` on PATH, with no knob set.
     fn settings() -> ConfigSettings {

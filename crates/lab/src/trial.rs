@@ -419,7 +419,7 @@ fn capture_environment(spec: &TrialSpec) -> (EnvironmentRecord, Option<String>) 
     effective.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let env_pairs: Vec<(String, String)> =
         s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let description = crate::rubies::ruby_description(&s.ruby_argv, &env_pairs);
+    let description = rubies::discovery::ruby_description(&s.ruby_argv, &env_pairs);
     let ruby_error = description.as_ref().err().map(|e| format!("{e:#}"));
     let record = EnvironmentRecord {
         rubyrace_version: env!("CARGO_PKG_VERSION").into(),

@@ -13,7 +13,7 @@ pub struct RubiesArgs {
 }
 
 pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {
-    let found = lab::rubies::discover();
+    let found = rubies::discovery::discover();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&found)?);
         return Ok(ExitCode::SUCCESS);

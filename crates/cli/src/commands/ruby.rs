@@ -1,5 +1,5 @@
 //! `rubyrace ruby build` and `rubyrace ruby list`: argument parsing, progress lines and
-//! the printing of Ruby builds. The building itself is in `lab::build`.
+//! the printing of Ruby builds. The building itself is in `rubies::build`.
 
 use std::cell::Cell;
 use std::io::Write;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use lab::build::{
+use rubies::build::{
     build, cache_builds, default_cache_dir, format_elapsed, BuildOptions, BuildRequest,
     CachedBuild, Event,
 };
@@ -204,7 +204,7 @@ fn list(args: ListArgs) -> Result<ExitCode> {
     if builds.is_empty() {
         println!(
             "No Ruby builds in {} (build one with `rubyrace ruby build`).",
-            lab::build::rubies_dir(&cache).display()
+            rubies::build::rubies_dir(&cache).display()
         );
         return Ok(ExitCode::SUCCESS);
     }

@@ -814,7 +814,7 @@ pub fn bundle_check(argv_prefix: &[String], env: &[(String, String)]) -> anyhow:
 }
 
 /// What a program run by [`run_captured`] did and printed.
-pub(crate) struct Captured {
+pub struct Captured {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -827,7 +827,7 @@ const OUTPUT_CAP: usize = 256 * 1024;
 
 /// Runs `cmd` with stdin closed and stdout/stderr captured, in a new process group that is
 /// killed (SIGKILL) when `timeout` passes.
-pub(crate) fn run_captured(mut cmd: Command, timeout: Duration) -> std::io::Result<Captured> {
+pub fn run_captured(mut cmd: Command, timeout: Duration) -> std::io::Result<Captured> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -991,8 +991,6 @@ mod tests {
         );
     }
 
-    use crate::testutil::TempDir;
-
     fn write_script(path: &Path, body: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -1027,8 +1025,8 @@ mod tests {
     #[test]
     fn discover_in_a_fake_tree_of_version_managers() {
         require_system_ruby();
-        let tmp = TempDir::new("tree");
-        let root = &tmp.0;
+        let tmp = tempfile::Builder::new().prefix("tree").tempdir().unwrap();
+        let root = tmp.path();
         let forward = format!("exec {SYSTEM_RUBY} \"$@\"");
         // rbenv: a working 3.1.2, an alias symlink to it, a broken 9.9.9, a dir without bin/ruby.
         write_script(&root.join("rbenv/versions/3.1.2/bin/ruby"), &forward);
@@ -1116,8 +1114,8 @@ mod tests {
 
     #[test]
     fn a_ruby_that_hangs_is_killed_at_the_timeout() {
-        let tmp = TempDir::new("hang");
-        let exe = tmp.0.join("ruby");
+        let tmp = tempfile::Builder::new().prefix("hang").tempdir().unwrap();
+        let exe = tmp.path().join("ruby");
         // `sleep` is a grandchild holding the pipes: the whole group must go.
         write_script(&exe, "sleep 30 &\nsleep 30");
         let started = Instant::now();
@@ -1139,8 +1137,11 @@ mod tests {
 
     #[test]
     fn a_leftover_grandchild_holding_the_pipes_is_killed() {
-        let tmp = TempDir::new("leftover");
-        let exe = tmp.0.join("ruby");
+        let tmp = tempfile::Builder::new()
+            .prefix("leftover")
+            .tempdir()
+            .unwrap();
+        let exe = tmp.path().join("ruby");
         write_script(
             &exe,
             &format!("sleep 30 &\nprintf '{MARKER}\\nfake 1.0\\n1.0\\n'"),
@@ -1217,14 +1218,18 @@ mod tests {
 
     #[test]
     fn resolve_executable_handles_names_paths_and_home() {
-        let tmp = TempDir::new("resolve");
-        let bin = tmp.0.join("bin");
+        let tmp = tempfile::Builder::new()
+            .prefix("resolve")
+            .tempdir()
+            .unwrap();
+        let bin = tmp.path().join("bin");
         write_script(&bin.join("ruby"), "exit 0");
         std::fs::write(bin.join("notexec"), "").unwrap();
         let path_var =
-            std::env::join_paths([Path::new("relative/dir"), &tmp.0.join("empty"), &bin]).unwrap();
-        let home = tmp.0.as_path();
-        let cwd = tmp.0.as_path();
+            std::env::join_paths([Path::new("relative/dir"), &tmp.path().join("empty"), &bin])
+                .unwrap();
+        let home = tmp.path();
+        let cwd = tmp.path();
 
         assert_eq!(
             resolve_in("ruby", Some(&path_var), Some(home), cwd).unwrap(),

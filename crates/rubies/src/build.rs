@@ -1100,7 +1100,6 @@ pub fn format_elapsed(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::TempDir;
 
     fn tarball(sha: &str) -> SourceRecord {
         SourceRecord::Tarball {
@@ -1192,19 +1191,22 @@ mod tests {
 
     #[test]
     fn bundled_gems_are_dropped_only_without_gem_files() {
-        let tmp = TempDir::new("bundled-gems");
-        let gems = tmp.0.join("gems");
+        let tmp = tempfile::Builder::new()
+            .prefix("bundled-gems")
+            .tempdir()
+            .unwrap();
+        let gems = tmp.path().join("gems");
         fs::create_dir_all(&gems).unwrap();
         let list = "# gem-name version repository-url\n\nminitest 5.20.0 https://x\n  # indented\nrake    13.1.0  https://y rev\n";
         fs::write(gems.join("bundled_gems"), list).unwrap();
 
         fs::write(gems.join("rake-13.1.0.gem"), "").unwrap();
-        assert!(remove_missing_bundled_gems(&tmp.0).unwrap().is_empty());
+        assert!(remove_missing_bundled_gems(tmp.path()).unwrap().is_empty());
         assert_eq!(fs::read_to_string(gems.join("bundled_gems")).unwrap(), list);
 
         fs::remove_file(gems.join("rake-13.1.0.gem")).unwrap();
         assert_eq!(
-            remove_missing_bundled_gems(&tmp.0).unwrap(),
+            remove_missing_bundled_gems(tmp.path()).unwrap(),
             ["minitest 5.20.0", "rake 13.1.0"]
         );
         assert_eq!(
@@ -1212,10 +1214,10 @@ mod tests {
             "# gem-name version repository-url\n\n  # indented\n"
         );
         assert!(
-            remove_missing_bundled_gems(&tmp.0).unwrap().is_empty(),
+            remove_missing_bundled_gems(tmp.path()).unwrap().is_empty(),
             "idempotent"
         );
-        assert!(remove_missing_bundled_gems(&tmp.0.join("nowhere"))
+        assert!(remove_missing_bundled_gems(&tmp.path().join("nowhere"))
             .unwrap()
             .is_empty());
     }

@@ -2,17 +2,17 @@
 //!
 //! A knob becomes flags and environment for the server's Ruby (`--yjit`, `LD_PRELOAD`,
 //! `RUBYRACE_COMPACT` for the probe). The experiment checker asks the Ruby itself, with those
-//! flags, whether it can honour the knob ([`crate::rubies::ruby_capabilities`]), so a JIT the
+//! flags, whether it can honour the knob ([`crate::discovery::ruby_capabilities`]), so a JIT the
 //! Ruby lacks or an allocator that is not installed is an error before anything runs, never
 //! a mislabelled cohort. The running server is checked again, process by process, by
-//! [`crate::probe`].
+//! the probe (`lab::probe`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rubies::RubyCapabilities;
+use crate::discovery::RubyCapabilities;
 
 /// Which JIT the Ruby runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
