@@ -12,7 +12,6 @@
 
 pub mod conditions;
 pub mod design;
-pub mod doctor;
 pub mod experiment;
 pub mod interleave;
 pub mod precision;

@@ -120,9 +120,9 @@ pub fn run_pending(
     let session = store.begin_session(kind, command)?;
     // What makes this machine noisy right now, recorded with the session (quick: no CPU
     // sampling, no Ruby queries; about 50 ms).
-    let doctor = crate::doctor::examine_with(&crate::doctor::Options {
+    let doctor = doctor::examine_with(&doctor::Options {
         quick: true,
-        ..crate::doctor::Options::default()
+        ..doctor::Options::default()
     });
     store.record_doctor(session, &doctor)?;
     if let Some(split) = &conditions.cpus {

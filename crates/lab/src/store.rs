@@ -655,7 +655,7 @@ impl Store {
     }
 
     /// Records what `rubyrace doctor` found on the machine when a session started.
-    pub fn record_doctor(&self, session_id: i64, report: &crate::doctor::Report) -> Result<()> {
+    pub fn record_doctor(&self, session_id: i64, report: &doctor::Report) -> Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
             params![
@@ -667,7 +667,7 @@ impl Store {
     }
 
     /// The doctor's reports of every session, in session order.
-    pub fn doctor_reports(&self) -> Result<Vec<crate::doctor::Report>> {
+    pub fn doctor_reports(&self) -> Result<Vec<doctor::Report>> {
         let mut stmt = self
             .conn
             .prepare("SELECT key, value FROM meta WHERE key LIKE 'doctor.session.%'")?;

@@ -410,10 +410,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     for source in sources {
         for report in &source.doctor {
             for f in &report.findings {
-                let serious = matches!(
-                    f.status,
-                    lab::doctor::Status::Warn | lab::doctor::Status::Bad
-                );
+                let serious = matches!(f.status, doctor::Status::Warn | doctor::Status::Bad);
                 if serious && seen_findings.insert((f.name.clone(), f.value.clone())) {
                     let advice = if f.advice.is_empty() {
                         String::new()
@@ -1788,7 +1785,7 @@ mod tests {
 
     #[test]
     fn the_doctors_warnings_at_run_start_are_report_warnings() {
-        use lab::doctor::{Finding, Report as Doctor, Status};
+        use doctor::{Finding, Report as Doctor, Status};
         let finding = |name: &str, status: Status| Finding {
             name: name.into(),
             status,
@@ -1796,7 +1793,7 @@ mod tests {
             advice: format!("fix {name}"),
         };
         let doctor = Doctor {
-            schema: lab::doctor::SCHEMA.into(),
+            schema: doctor::SCHEMA.into(),
             checked_at: "2026-11-22T00:00:00Z".into(),
             findings: vec![
                 finding("load", Status::Warn),

@@ -772,7 +772,7 @@ fn sources(h: &mut String, report: &Report) {
 
 /// What `rubyrace doctor` found when a run (or a resume) started: every finding, so a reader
 /// sees the machine the numbers came from, not only what was wrong with it.
-fn doctor_findings(h: &mut String, dir: &str, d: &lab::doctor::Report) {
+fn doctor_findings(h: &mut String, dir: &str, d: &doctor::Report) {
     let _ = writeln!(
         h,
         "<h3>The machine for <code>{}</code>: <code>rubyrace doctor</code> at {}</h3>\n\
@@ -932,7 +932,7 @@ mod tests {
 
     #[test]
     fn every_doctor_finding_of_a_run_is_shown_escaped() {
-        use lab::doctor::{Finding, Report as Doctor, Status, SCHEMA};
+        use doctor::{Finding, Report as Doctor, Status, SCHEMA};
         let mut r = report();
         let finding = |name: &str, status, value: &str, advice: &str| Finding {
             name: name.into(),

@@ -75,7 +75,7 @@ pub struct SourceData {
     pub commands: Vec<String>,
     pub smoke: bool,
     /// What `rubyrace doctor` found when each session of the run started.
-    pub doctor: Vec<lab::doctor::Report>,
+    pub doctor: Vec<doctor::Report>,
     pub trials: Vec<TrialData>,
     /// An adaptive run (`precision = ...`), and how it ended once it has.
     pub adaptive: bool,

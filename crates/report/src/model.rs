@@ -32,7 +32,7 @@ pub struct Source {
     pub design: String,
     /// What `rubyrace doctor` found on the machine when the run and each resume started.
     #[serde(default)]
-    pub doctor: Vec<lab::doctor::Report>,
+    pub doctor: Vec<doctor::Report>,
 }
 
 /// Latency of a cohort: percentiles of the merged histograms of its valid trials, and the

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 
 use sys::process::display_argv;
+use sys::process::is_executable_file;
 
 /// How long one interpreter may take to answer during discovery (JRuby starts in seconds).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -445,12 +446,6 @@ fn is_ruby_name(name: &str) -> bool {
         }
         None => false,
     }
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// Compares digit runs as numbers ("3.10.0" after "3.9.1").

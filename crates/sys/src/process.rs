@@ -736,6 +736,14 @@ fn watch(root: i32, pgid: i32, stop: &AtomicBool) -> Vec<Death> {
     deaths
 }
 
+/// A regular file with an execute bit: a program that can be run.
+pub fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
 /// The argv as a reader could paste it into a shell (for logs and messages only; nothing
 /// runs it).
 pub fn display_argv(argv: &[OsString]) -> String {

@@ -16,9 +16,10 @@
 //! ([`BUSY_SAMPLE`]) and the Ruby queries; [`Options::quick`] skips both. docs/doctor.md
 //! describes every check and threshold.
 
+mod render;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime};
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use rubies::{discovery, knobs};
 use sys::environment;
+use sys::process::is_executable_file;
 
 /// The schema name of a [`Report`] as JSON.
 pub const SCHEMA: &str = "rubyrace.doctor/1";
@@ -167,6 +169,11 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report as aligned text, as `rubyrace doctor` prints it.
+    pub fn render(&self) -> String {
+        render::render(self)
+    }
+
     /// The finding of a check, by name.
     pub fn finding(&self, name: &str) -> Option<&Finding> {
         self.findings.iter().find(|f| f.name == name)
@@ -327,12 +334,6 @@ fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// A program on PATH, as `rubyrace` would find it.
