@@ -5,9 +5,9 @@ use std::io::{self, IsTerminal};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use experiment::schedule::ScheduledTrial;
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::runner::Progress;
-use lab::schedule::ScheduledTrial;
 use lab::store::Store;
 use lab::trial::{TrialResult, TrialStatus};
 use load::report::{bytes, micros};
@@ -185,8 +185,8 @@ impl Progress for ConsoleProgress {
 
     fn precision(
         &mut self,
-        status: &lab::precision::PrecisionStatus,
-        target: &lab::precision::PrecisionTarget,
+        status: &experiment::precision::PrecisionStatus,
+        target: &experiment::precision::PrecisionTarget,
         added: bool,
         total: usize,
     ) {

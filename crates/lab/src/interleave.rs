@@ -5,7 +5,7 @@
 //! once in each round: one window per round, shared.
 //!
 //! Every slice opens its connections afresh and starts with an unrecorded lead-in
-//! (crate::design::lead_in), so its recorded window begins with the server already under
+//! (experiment::design::lead_in), so its recorded window begins with the server already under
 //! load; the server tree's CPU time is read at that window's two edges, from the threads'
 //! nanosecond counters where it can be (sys::resources::read_tree_cpu).
 //!
@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::design::{lead_in, round_order, slice_seed, Design};
 use crate::probe;
 use crate::trial::{
     begin_trial, derive, finish, invalidate, mark_measured_start, record_stopped, start_server,
     stop_process, verdict, write_latency_log, InterleavedRecord, Orphans, ServerUnderTest,
     SliceRecord, Stop, StoppedServer, TrialOutcome, TrialResult, TrialSpec, TrialStatus,
 };
+use experiment::design::{lead_in, round_order, slice_seed, Design};
 use sys::noise::{MachineCounters, NoiseRecord};
 use sys::process::{describe_status, kill_orphans, DeathWatch};
 use sys::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};

@@ -1,26 +1,20 @@
-//! rubyrace's experiment lab: everything between an experiment file and stored results.
+//! rubyrace's lab: from a planned trial to stored results.
 //!
 //! ```text
-//! experiment.toml ─parse─► Experiment ─expand─► [Config] ─schedule(seed)─► [ScheduledTrial]
-//!                                                                              │
-//!      Store (SQLite + files) ◄── TrialResult ◄── run_trial(TrialSpec) ◄── runner
+//! experiment (file → [Config] → schedule) ──► runner ──► run_trial(TrialSpec) ──► TrialResult ──► Store
+//!                                                └─► run_interleaved_block (all servers of a block up at once)
 //! ```
 //!
 //! The trial is the unit of work: one server configuration started, checked for
 //! readiness, warmed up, measured, sampled and stopped, giving one result. `load` sends the
-//! HTTP load; this crate knows about Rubies, servers, processes and storage.
+//! HTTP load, `sys` supervises the processes and reads /proc, `rubies` knows the Rubies,
+//! `doctor` examines the machine when a run starts; this crate puts them together and
+//! stores what came out.
 
 pub mod conditions;
-pub mod design;
-pub mod experiment;
 pub mod interleave;
-pub mod precision;
 pub mod probe;
 pub mod readiness;
 pub mod runner;
-pub mod schedule;
-pub mod servers;
 pub mod store;
-#[cfg(test)]
-mod testutil;
 pub mod trial;

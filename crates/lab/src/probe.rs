@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::experiment::ConfigSettings;
+use experiment::ConfigSettings;
 use rubies::knobs::{Compact, Jit, ALLOCATOR_PREFIXES};
 
 pub const PROBE_SCHEMA: &str = "rubyrace.probe/1";
@@ -601,7 +601,7 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::Experiment;
+    use experiment::Experiment;
     use rubies::knobs::AllocatorSetting;
 
     /// Settings of a one-configuration experiment on the `ruby` on PATH, with no knob set.

@@ -8,16 +8,17 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::conditions::{wait_for_quiet, QuietRule, QuietWait, TrialConditions};
-use crate::design::Design;
-use crate::experiment::Config;
+use crate::conditions::{wait_for_quiet, QuietWait};
 use crate::interleave::{run_interleaved_block, BlockOutcome};
-use crate::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
-use crate::schedule::{one_block, ScheduledTrial};
 use crate::store::Store;
 use crate::trial::{
     run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
 };
+use experiment::conditions::{QuietRule, TrialConditions};
+use experiment::design::Design;
+use experiment::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
+use experiment::schedule::{one_block, ScheduledTrial};
+use experiment::Config;
 use sys::cpus::pin_this_process;
 use sys::process::{become_subreaper, kill_registered_leftovers};
 
@@ -197,9 +198,9 @@ impl Run<'_> {
     /// run one more block until it is reached or the budget is spent, then record how it
     /// ended.
     fn run_until_precise(&mut self, target: &PrecisionTarget) -> Result<RunEnd> {
-        let order: crate::experiment::Order = match self.store.meta("order")?.as_deref() {
-            Some("sequential") => crate::experiment::Order::Sequential,
-            _ => crate::experiment::Order::Random,
+        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
+            Some("sequential") => experiment::Order::Sequential,
+            _ => experiment::Order::Random,
         };
         let seed = self.seed;
         let configs = self.configs.len();

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use crate::experiment::{Config, Experiment};
-use crate::schedule::ScheduledTrial;
 use crate::trial::TrialResult;
+use experiment::schedule::ScheduledTrial;
+use experiment::{Config, Experiment};
 
 pub const DB_FILE: &str = "results.db";
 /// Bumped on any incompatible change of the tables below.
@@ -499,7 +499,7 @@ impl Store {
     }
 
     /// The precision target of an adaptive run (`precision = "1%"`), if it is one.
-    pub fn precision_target(&self) -> Result<Option<crate::precision::PrecisionTarget>> {
+    pub fn precision_target(&self) -> Result<Option<experiment::precision::PrecisionTarget>> {
         match self.meta("precision")? {
             Some(text) if !text.is_empty() => Ok(Some(
                 serde_json::from_str(&text).context("the stored precision target")?,
@@ -510,7 +510,7 @@ impl Store {
 
     /// The run's trial conditions (`quiet`, `cpus`, `repeat_noisy`); none for runs made
     /// before they existed.
-    pub fn conditions(&self) -> Result<crate::conditions::TrialConditions> {
+    pub fn conditions(&self) -> Result<experiment::conditions::TrialConditions> {
         match self.meta("conditions")? {
             Some(text) => serde_json::from_str(&text).context("the stored trial conditions"),
             None => Ok(Default::default()),
@@ -518,7 +518,7 @@ impl Store {
     }
 
     /// How the run measures its blocks (`design`); blocks for runs made before it existed.
-    pub fn design(&self) -> Result<crate::design::Design> {
+    pub fn design(&self) -> Result<experiment::design::Design> {
         match self.meta("design")? {
             Some(text) => serde_json::from_str(&text).context("the stored design"),
             None => Ok(Default::default()),
@@ -565,7 +565,7 @@ impl Store {
     }
 
     /// How an adaptive run ended, once it has.
-    pub fn precision_end(&self) -> Result<Option<crate::precision::PrecisionEnd>> {
+    pub fn precision_end(&self) -> Result<Option<experiment::precision::PrecisionEnd>> {
         match self.meta("precision_end")? {
             Some(text) => Ok(Some(
                 serde_json::from_str(&text).context("the stored precision_end")?,
@@ -574,7 +574,7 @@ impl Store {
         }
     }
 
-    pub fn record_precision_end(&self, end: &crate::precision::PrecisionEnd) -> Result<()> {
+    pub fn record_precision_end(&self, end: &experiment::precision::PrecisionEnd) -> Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('precision_end', ?1)",
             params![serde_json::to_string(end)?],
@@ -585,8 +585,8 @@ impl Store {
     /// The valid trials' values of `metric`, for the precision rule.
     pub fn observations(
         &self,
-        metric: crate::precision::PrecisionMetric,
-    ) -> Result<Vec<crate::precision::Observation>> {
+        metric: experiment::precision::PrecisionMetric,
+    ) -> Result<Vec<experiment::precision::Observation>> {
         let sql = format!(
             "SELECT config_id, block, {} FROM trials WHERE status = 'valid' AND {} IS NOT NULL",
             metric.column(),
@@ -594,7 +594,7 @@ impl Store {
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map([], |r| {
-            Ok(crate::precision::Observation {
+            Ok(experiment::precision::Observation {
                 config_id: r.get::<_, i64>(0)? as usize,
                 block: r.get(1)?,
                 value: r.get::<_, f64>(2)?,
@@ -607,9 +607,9 @@ impl Store {
     /// of an interleaved block ran at the same time, so a block counts once (its longest).
     pub fn trials_wall_time(&self) -> Result<std::time::Duration> {
         let query = match self.design()? {
-            crate::design::Design::Blocks => "SELECT sum(wall_s) FROM trials",
-            crate::design::Design::Interleaved { .. }
-            | crate::design::Design::CoScheduled { .. } => {
+            experiment::design::Design::Blocks => "SELECT sum(wall_s) FROM trials",
+            experiment::design::Design::Interleaved { .. }
+            | experiment::design::Design::CoScheduled { .. } => {
                 "SELECT sum(w) FROM (SELECT max(wall_s) AS w FROM trials GROUP BY block)"
             }
         };

@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use stats::median;
 
 use crate::conditions::PinningRecord;
-use crate::experiment::{ConfigSettings, Workload};
 use crate::probe::{self, ProbeSummary, Verification};
 use crate::readiness::{wait_ready, Readiness};
-use crate::servers::{server_command, ServerLaunch};
+use experiment::servers::{server_command, ServerLaunch};
+use experiment::{ConfigSettings, Workload};
 use sys::environment::{self, GitState, Machine};
 use sys::noise::NoiseRecord;
 use sys::process::{
@@ -212,7 +212,7 @@ pub struct TrialResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterleavedRecord {
     pub slice_s: f64,
-    /// The unrecorded start of every slice (crate::design::lead_in).
+    /// The unrecorded start of every slice (experiment::design::lead_in).
     #[serde(default)]
     pub lead_in_s: f64,
     pub rounds: u32,
@@ -378,8 +378,8 @@ fn is_trial_file(name: &str) -> bool {
     matches!(
         name,
         "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
-    ) || name == crate::servers::UNICORN_CONFIG
-        || name == crate::servers::PUMA_CONFIG
+    ) || name == experiment::servers::UNICORN_CONFIG
+        || name == experiment::servers::PUMA_CONFIG
         || run_log
 }
 

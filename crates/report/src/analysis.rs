@@ -240,7 +240,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 .map(|s| s.as_str())
                 .filter(|s| !s.starts_with("settings.load.urls"))
                 .collect();
-            let hint = lab::experiment::did_you_mean(k, &names)
+            let hint = experiment::did_you_mean(k, &names)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
@@ -322,9 +322,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         http_metrics()
     };
     // An adaptive run (it stopped when precise enough) is reported at the confidence its
-    // stopping rule used, which keeps the coverage at least 95% (lab::precision).
+    // stopping rule used, which keeps the coverage at least 95% (experiment::precision).
     let confidence = if sources.iter().any(|s| s.adaptive) {
-        lab::precision::SEQUENTIAL_CONFIDENCE
+        experiment::precision::SEQUENTIAL_CONFIDENCE
     } else {
         CONFIDENCE
     };
@@ -484,7 +484,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which keeps their coverage at least 95%", s.dir.display(), end.describe()),
             });
         }
-        if matches!(s.design, lab::design::Design::CoScheduled { .. }) {
+        if matches!(s.design, experiment::design::Design::CoScheduled { .. }) {
             warnings.push(Warning {
                 kind: "co-scheduled".into(),
                 cohort: None,
@@ -1536,7 +1536,7 @@ mod tests {
             precision_end: None,
             scheduled: trials.len(),
             unfinished: vec![],
-            design: lab::design::Design::Blocks,
+            design: experiment::design::Design::Blocks,
             trials,
         }
     }
@@ -1594,7 +1594,7 @@ mod tests {
                 });
             }
             let mut s = source(trials);
-            s.design = lab::design::Design::Interleaved {
+            s.design = experiment::design::Design::Interleaved {
                 slice: std::time::Duration::from_secs(1),
                 rounds: 10,
             };

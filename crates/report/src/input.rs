@@ -79,13 +79,13 @@ pub struct SourceData {
     pub trials: Vec<TrialData>,
     /// An adaptive run (`precision = ...`), and how it ended once it has.
     pub adaptive: bool,
-    pub precision_end: Option<lab::precision::PrecisionEnd>,
+    pub precision_end: Option<experiment::precision::PrecisionEnd>,
     /// Trials the run planned; fewer stored means the run is incomplete.
     pub scheduled: usize,
     /// Per configuration with fewer stored trials than planned: (label, stored, planned).
     pub unfinished: Vec<(String, usize, usize)>,
-    /// How its blocks were measured (lab::design::Design).
-    pub design: lab::design::Design,
+    /// How its blocks were measured (experiment::design::Design).
+    pub design: experiment::design::Design,
 }
 
 /// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use lab::experiment::{Experiment, Order, Workload};
+use experiment::schedule::{schedule, ScheduledTrial};
+use experiment::{Experiment, Order, Workload};
 use lab::runner::{run_pending, trial_spec, RunEnd};
-use lab::schedule::{schedule, ScheduledTrial};
 use lab::store::Store;
 use load::report::bytes;
 use stats::median;
@@ -319,13 +319,13 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
     match experiment.design {
-        lab::design::Design::Blocks => {}
-        lab::design::Design::Interleaved { slice, rounds } => println!(
+        experiment::design::Design::Blocks => {}
+        experiment::design::Design::Interleaved { slice, rounds } => println!(
             "Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: {} of {} each, in a new random order every round.",
             count(rounds as usize, "round"),
             humantime::format_duration(slice)
         ),
-        lab::design::Design::CoScheduled { slice, rounds } => println!(
+        experiment::design::Design::CoScheduled { slice, rounds } => println!(
             "Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: {} of {}. Compare CPU per request: throughput and latency are each server's share.",
             count(rounds as usize, "window"),
             humantime::format_duration(slice)
@@ -354,7 +354,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
 }
 
 /// The run's trial conditions in a sentence, or None when it sets none.
-fn conditions_line(c: &lab::conditions::TrialConditions) -> Option<String> {
+fn conditions_line(c: &experiment::conditions::TrialConditions) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(q) = &c.quiet {
         parts.push(format!(

@@ -9,6 +9,12 @@
 //! `Experiment`: run-level settings plus the expanded, labelled list of `Config`s, and the
 //! defaults the file relies on, which `rubyrace run` names before it runs anything.
 
+pub mod conditions;
+pub mod design;
+pub mod precision;
+pub mod schedule;
+pub mod servers;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;

@@ -461,7 +461,7 @@ mod tests {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use crate::testutil::TempDir;
+    use tempfile::TempDir;
 
     fn s(items: &[&str]) -> Vec<String> {
         strings(items)
@@ -508,9 +508,16 @@ mod tests {
     /// The command, with the scratch directory shown as `<scratch>`.
     fn build(kind: ServerKind, processes: u32, threads: u32) -> anyhow::Result<ServerCommand> {
         let ruby = s(&RUBY);
-        let scratch = TempDir::new("unit");
-        let mut cmd = server_command(&launch(kind, &ruby, &scratch.0, &[], processes, threads))?;
-        let dir = scratch.0.display().to_string();
+        let scratch = tempfile::Builder::new().prefix("unit").tempdir().unwrap();
+        let mut cmd = server_command(&launch(
+            kind,
+            &ruby,
+            scratch.path(),
+            &[],
+            processes,
+            threads,
+        ))?;
+        let dir = scratch.path().display().to_string();
         for arg in &mut cmd.argv {
             *arg = arg.replace(&dir, "<scratch>");
         }
@@ -607,9 +614,12 @@ mod tests {
     #[test]
     fn unicorn_argv_and_config_file() {
         let ruby = s(&RUBY);
-        let scratch = TempDir::new("unicorn");
+        let scratch = tempfile::Builder::new()
+            .prefix("unicorn")
+            .tempdir()
+            .unwrap();
         // A scratch directory that does not exist yet is created.
-        let dir = scratch.0.join("trial-7");
+        let dir = scratch.path().join("trial-7");
         let cmd = server_command(&launch(ServerKind::Unicorn, &ruby, &dir, &[], 4, 1)).unwrap();
         let config = dir.join("unicorn.conf.rb");
         assert_eq!(
@@ -687,10 +697,14 @@ mod tests {
 
     #[test]
     fn rubypath_follows_the_ruby() {
-        let scratch = TempDir::new("rubypath");
+        let scratch = tempfile::Builder::new()
+            .prefix("rubypath")
+            .tempdir()
+            .unwrap();
         // A bare name is looked up through PATH: no RUBYPATH.
         let ruby = s(&["ruby"]);
-        let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
+        let cmd =
+            server_command(&launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1)).unwrap();
         assert_eq!(cmd.argv[..3], s(&["ruby", "-S", "puma"]));
         assert!(
             cmd.env.iter().all(|(k, _)| k != "RUBYPATH"),
@@ -698,12 +712,18 @@ mod tests {
             cmd.env
         );
         // A symlink is resolved to the directory of the real executable.
-        let real = scratch.0.join("real/bin");
+        let real = scratch.path().join("real/bin");
         std::fs::create_dir_all(&real).unwrap();
         std::fs::write(real.join("ruby"), "").unwrap();
-        std::os::unix::fs::symlink(real.join("ruby"), scratch.0.join("ruby-link")).unwrap();
-        let ruby = vec![scratch.0.join("ruby-link").to_str().unwrap().to_string()];
-        let cmd = server_command(&launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1)).unwrap();
+        std::os::unix::fs::symlink(real.join("ruby"), scratch.path().join("ruby-link")).unwrap();
+        let ruby = vec![scratch
+            .path()
+            .join("ruby-link")
+            .to_str()
+            .unwrap()
+            .to_string()];
+        let cmd =
+            server_command(&launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1)).unwrap();
         let rubypath = cmd.env.iter().find(|(k, _)| k == "RUBYPATH").unwrap();
         assert_eq!(
             Path::new(&rubypath.1),
@@ -716,8 +736,8 @@ mod tests {
     #[test]
     fn environment_is_passed_through() {
         let ruby = s(&RUBY);
-        let scratch = TempDir::new("env");
-        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        let scratch = tempfile::Builder::new().prefix("env").tempdir().unwrap();
+        let mut l = launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1);
         l.environment = "staging";
         let cmd = server_command(&l).unwrap();
         assert!(
@@ -786,13 +806,13 @@ mod tests {
         );
 
         let ruby = s(&RUBY);
-        let scratch = TempDir::new("bad");
-        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        let scratch = tempfile::Builder::new().prefix("bad").tempdir().unwrap();
+        let mut l = launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1);
         l.port = 0;
         let e = format!("{:#}", server_command(&l).unwrap_err());
         assert!(e.contains("port 0"), "{e}");
 
-        let mut l = launch(ServerKind::Puma, &ruby, &scratch.0, &[], 1, 1);
+        let mut l = launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1);
         l.environment = "";
         let e = format!("{:#}", server_command(&l).unwrap_err());
         assert!(e.contains("environment"), "{e}");
@@ -803,7 +823,7 @@ mod tests {
             server_command(&launch(
                 ServerKind::Webrick,
                 &no_ruby,
-                &scratch.0,
+                scratch.path(),
                 &[],
                 1,
                 1
@@ -813,7 +833,7 @@ mod tests {
         assert!(e.contains("no Ruby given"), "{e}");
 
         // A scratch "directory" that is a file cannot hold the unicorn config.
-        let file = scratch.0.join("not-a-dir");
+        let file = scratch.path().join("not-a-dir");
         std::fs::write(&file, "").unwrap();
         let e = format!(
             "{:#}",
@@ -825,11 +845,11 @@ mod tests {
     fn custom(argv: &[&str], processes: u32, threads: u32) -> anyhow::Result<ServerCommand> {
         let ruby = s(&RUBY);
         let user = s(argv);
-        let scratch = TempDir::new("custom");
+        let scratch = tempfile::Builder::new().prefix("custom").tempdir().unwrap();
         server_command(&launch(
             ServerKind::Custom,
             &ruby,
-            &scratch.0,
+            scratch.path(),
             &user,
             processes,
             threads,
@@ -935,13 +955,16 @@ mod tests {
 
         let no_ruby: Vec<String> = Vec::new();
         let user = s(&["{ruby}", "{port}"]);
-        let scratch = TempDir::new("custom-noruby");
+        let scratch = tempfile::Builder::new()
+            .prefix("custom-noruby")
+            .tempdir()
+            .unwrap();
         let e = format!(
             "{:#}",
             server_command(&launch(
                 ServerKind::Custom,
                 &no_ruby,
-                &scratch.0,
+                scratch.path(),
                 &user,
                 1,
                 1
@@ -1108,13 +1131,13 @@ mod tests {
                 port,
                 processes,
                 threads,
-                scratch_dir: &scratch.0,
+                scratch_dir: scratch.path(),
                 custom_argv: &custom_argv,
                 environment: "production",
                 bundle_exec: false,
             })
             .unwrap();
-            let log = scratch.0.join(format!("server-{attempt}.log"));
+            let log = scratch.path().join(format!("server-{attempt}.log"));
             let log_file = std::fs::File::create(&log).unwrap();
             let child = Command::new(&cmd.argv[0])
                 .args(&cmd.argv[1..])
@@ -1170,7 +1193,10 @@ mod tests {
         threads: u32,
         custom_argv: &[&str],
     ) {
-        let scratch = TempDir::new(&format!("{kind}-{app}"));
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("{kind}-{app}"))
+            .tempdir()
+            .unwrap();
         let mut running = start(kind, app, processes, threads, custom_argv, &scratch);
         let response = get(running.port, &host(running.port)).expect("no response");
         assert!(
