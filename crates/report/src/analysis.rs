@@ -552,7 +552,7 @@ fn idle_cpu_warnings(cohorts: &[Cohort], warnings: &mut Vec<Warning>) {
     }
     let listed: Vec<String> = rates
         .iter()
-        .map(|(name, rate)| format!("{name} {}", crate::text::cpu_rate(*rate)))
+        .map(|(name, rate)| format!("{name} {}", crate::format::cpu_rate(*rate)))
         .collect();
     warnings.push(Warning {
         kind: "idle-cpu-differs".into(),
@@ -1611,7 +1611,7 @@ mod tests {
             "interleaved: 10 rounds of 1s slices per block"
         );
         assert_eq!(
-            crate::text::design_lines(&close),
+            crate::render::cells::design_lines(&close),
             ["Design of /r: interleaved: 10 rounds of 1s slices per block. A trial's figures are its slices'; between them its server used (median CPU per second): base 2.0 ms/s, fast 11.0 ms/s."]
         );
         let apart = run(12_500.0);
@@ -1627,7 +1627,7 @@ mod tests {
         );
         // A blocks run says nothing of a design.
         let blocks = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
-        assert!(crate::text::design_lines(&blocks).is_empty());
+        assert!(crate::render::cells::design_lines(&blocks).is_empty());
         assert_eq!(blocks.sources[0].design, "blocks");
     }
 

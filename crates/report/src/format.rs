@@ -110,9 +110,87 @@ pub fn p_cell(p: Option<f64>) -> String {
     }
 }
 
+pub(crate) fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
+}
+
+pub(crate) fn micros(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+pub(crate) fn rate(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub(crate) fn seconds(v: f64) -> String {
+    format!("{v:.3} s")
+}
+
+/// A number with about four significant digits.
+pub(crate) fn fmt_g(v: f64) -> String {
+    if v.abs() >= 1000.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+pub(crate) fn dash() -> String {
+    "-".into()
+}
+
+/// Bytes as KiB below a MiB, else MiB.
+pub(crate) fn bytes(v: f64) -> String {
+    if v < 1024.0 * 1024.0 {
+        format!("{:.0} KiB", v / 1024.0)
+    } else {
+        mib(v)
+    }
+}
+
+pub(crate) fn count_k(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else {
+        fmt_g(v)
+    }
+}
+
+/// A CPU rate in µs per second, in milliseconds of CPU per second.
+pub(crate) fn cpu_rate(us_per_s: f64) -> String {
+    format!("{:.1} ms/s", us_per_s / 1000.0)
+}
+
+/// Text for a Markdown table cell: `&` first (so `&lt;` in a name stays literal), then the
+/// table's `|`, and `<`, `>` that GitHub would read as HTML.
+pub(crate) fn md_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 13 item 18: `&` was left as is (GitHub then reads `&lt;` in a label as `<`).
+    #[test]
+    fn markdown_cells_escape_ampersands_pipes_and_markup() {
+        assert_eq!(md_escape("a & b"), "a &amp; b");
+        assert_eq!(md_escape("&lt;b&gt;"), "&amp;lt;b&amp;gt;");
+        assert_eq!(md_escape("x | <b>"), "x \\| &lt;b&gt;");
+    }
 
     #[test]
     fn a_p_value_reads_the_same_in_every_format() {

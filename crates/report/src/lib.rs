@@ -9,7 +9,7 @@ pub mod analysis;
 pub mod input;
 pub mod model;
 pub mod noise;
-pub mod text;
+pub mod render;
 
 use std::path::PathBuf;
 
@@ -50,5 +50,3 @@ fn refuse_repeated_directories(dirs: &[PathBuf]) -> Result<()> {
 
 pub mod charts;
 pub mod format;
-pub mod html;
-pub mod png;

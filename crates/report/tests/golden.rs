@@ -34,21 +34,30 @@ fn outputs(report: &Report) -> Vec<(String, String)> {
         )
     };
     let mut all = vec![
-        ("table.txt".to_string(), report::text::table(report, false)),
+        (
+            "table.txt".to_string(),
+            report::render::table::table(report, false),
+        ),
         (
             "table-colour.txt".to_string(),
-            report::text::table(report, true),
+            report::render::table::table(report, true),
         ),
         (
             "report.md".to_string(),
-            version(report::text::markdown(report)),
+            version(report::render::markdown::markdown(report)),
         ),
-        ("report.csv".to_string(), report::text::csv(report).unwrap()),
+        (
+            "report.csv".to_string(),
+            report::render::csv::csv(report).unwrap(),
+        ),
         (
             "report.json".to_string(),
             serde_json::to_string_pretty(report).unwrap(),
         ),
-        ("report.html".to_string(), report::html::render(report)),
+        (
+            "report.html".to_string(),
+            report::render::html::render(report),
+        ),
     ];
     for chart in report::charts::all(report) {
         all.push((format!("chart-{}.svg", chart.name), chart.svg));

@@ -213,7 +213,7 @@ fn fixture_renders_and_survives_the_browser() {
         .expect("the fixture has a dot matrix");
     assert_eq!((matrix.rows.len(), matrix.cols.len()), (3, 2));
 
-    let html = report::html::render(&report);
+    let html = report::render::html::render(&report);
     assert!(
         !html.contains("<script"),
         "raw <script in the rendered page"
@@ -363,7 +363,8 @@ fn fixture_charts_export_as_svg_and_png() {
     let report = fixture();
     let dir = work_dir("charts");
     let written =
-        report::png::export_charts(&report, &dir, |p, b| Ok(std::fs::write(p, b)?)).unwrap();
+        report::render::png::export_charts(&report, &dir, |p, b| Ok(std::fs::write(p, b)?))
+            .unwrap();
     assert_eq!(written.len(), 10, "{written:?}");
     for path in &written {
         let bytes = std::fs::read(path).unwrap();

@@ -161,23 +161,26 @@ fn emit(
         .flat_map(|s| s.trials.iter().cloned())
         .collect();
     let to = common.output.as_deref();
-    match common.format {
-        Format::Table => {
-            let color = to.is_none() && io::stdout().is_terminal();
-            output::write(to, &report::text::table(report, color))?;
-        }
-        Format::Markdown => output::write(to, &report::text::markdown(report))?,
-        Format::Csv => output::write(to, &report::text::csv(report)?)?,
-        Format::Json => output::write(to, &(serde_json::to_string_pretty(report)? + "\n"))?,
-        Format::Benchstat => output::write(to, &report::text::benchstat(report, &trials))?,
-        Format::Html => {
-            let path = html_path(common, first_dir);
-            output::write_file(&path, report::html::render(report).as_bytes())?;
-            eprintln!("rubyrace: wrote {}", path.display());
-        }
+    let format = match common.format {
+        Format::Table => report::render::Format::Table {
+            color: to.is_none() && io::stdout().is_terminal(),
+        },
+        Format::Markdown => report::render::Format::Markdown,
+        Format::Csv => report::render::Format::Csv,
+        Format::Json => report::render::Format::Json,
+        Format::Benchstat => report::render::Format::Benchstat,
+        Format::Html => report::render::Format::Html,
+    };
+    let text = report::render::render(report, format, &trials)?;
+    if common.format == Format::Html {
+        let path = html_path(common, first_dir);
+        output::write_file(&path, text.as_bytes())?;
+        eprintln!("rubyrace: wrote {}", path.display());
+    } else {
+        output::write(to, &text)?;
     }
     if let Some(dir) = &common.charts {
-        let files = report::png::export_charts(report, dir, output::write_file)?;
+        let files = report::render::png::export_charts(report, dir, output::write_file)?;
         eprintln!(
             "rubyrace: wrote {} chart files into {}",
             files.len(),

@@ -210,7 +210,7 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
         .map(|p| format!("<span class=\"nowrap\">{p}</span>"))
         .collect();
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", parts.join(" · "));
-    let runtime = if crate::text::runtime_table(report).is_some() {
+    let runtime = if crate::render::cells::runtime_table(report).is_some() {
         "<a href=\"#runtime\">In the server</a>"
     } else {
         ""
@@ -227,7 +227,7 @@ fn how_to_read(h: &mut String, report: &Report) {
     // Which statistic each column is, in the words of the text report's legend: the
     // cohort columns are medians, the ratio is not their quotient (1188/700 is 1.70; the
     // paired ratio of the same trials was 1.63).
-    let ratio = crate::text::ratio_statistic(report);
+    let ratio = crate::render::cells::ratio_statistic(report);
     let _ = writeln!(
         h,
         "<p class=\"howto\"><b>How to read this.</b> A cohort is the set of trials that share \
@@ -469,7 +469,7 @@ fn summary_table(h: &mut String, report: &Report) {
 
 /// The settings verified in the server and the probe's GC, heap, YJIT and boot figures.
 fn runtime_section(h: &mut String, report: &Report) {
-    let Some((headers, rows)) = crate::text::runtime_table(report) else {
+    let Some((headers, rows)) = crate::render::cells::runtime_table(report) else {
         return;
     };
     h.push_str(
@@ -567,7 +567,7 @@ fn comparisons_table(h: &mut String, report: &Report) {
          <table>\n<thead><tr><th>Cohort</th><th>Metric</th>\
          <th class=\"num\">Ratio</th><th class=\"num\">{} CI</th><th class=\"num\">p</th>\
          <th>Verdict</th><th>Method</th><th class=\"num\">Precision</th></tr></thead>\n",
-        crate::text::ratio_statistic(report),
+        crate::render::cells::ratio_statistic(report),
         report.confidence_label()
     ));
     // One row group per cohort, in the order the comparisons come.
@@ -748,7 +748,7 @@ fn sources(h: &mut String, report: &Report) {
         );
     }
     h.push_str("</tbody></table></div>\n");
-    for line in crate::text::design_lines(report) {
+    for line in crate::render::cells::design_lines(report) {
         let _ = writeln!(h, "<p>{}</p>", escape(&line));
     }
     for s in &report.sources {

@@ -1,0 +1,360 @@
+//! What the text formats share: the summary table's columns and rows (the terminal table
+//! and Markdown print the same cells), the probe's runtime table, the title, the comparisons
+//! in words, the legend and the design's lines (the HTML page uses the last three too).
+
+use std::fmt::Write as _;
+
+use crate::format::*;
+use crate::model::{Comparison, Report, Summary, Workloads};
+
+/// The main column of a cohort: median with its p10–p90 range.
+pub(crate) fn median_range(s: &Option<Summary>, f: fn(f64) -> String) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!("{} [{}–{}]", f(s.p50), f(s.p10), f(s.p90)),
+        Some(s) => f(s.p50),
+        None => dash(),
+    }
+}
+
+pub(crate) fn median(s: &Option<Summary>, f: fn(f64) -> String) -> String {
+    s.as_ref().map(|s| f(s.p50)).unwrap_or_else(dash)
+}
+
+/// One row per cohort: what the summary table shows.
+pub(crate) struct Row {
+    pub(crate) cohort: String,
+    pub(crate) trials: String,
+    pub(crate) main: String,
+    pub(crate) versus: String,
+    pub(crate) significant: Option<bool>,
+    pub(crate) rest: Vec<String>,
+}
+
+pub(crate) fn headers(report: &Report) -> Vec<&'static str> {
+    if report.workload == Workloads::Script {
+        vec![
+            "cohort",
+            "trials",
+            "wall (median [p10–p90])",
+            "vs baseline",
+            "user",
+            "system",
+            "max RSS",
+        ]
+    } else {
+        vec![
+            "cohort",
+            "trials",
+            "req/s (median [p10–p90])",
+            "vs baseline",
+            "p50",
+            "p99",
+            "PSS",
+            "CPU/req",
+        ]
+    }
+}
+
+pub(crate) fn rows(report: &Report) -> Vec<Row> {
+    let script = report.workload == Workloads::Script;
+    let main_metric = if script { "wall" } else { "throughput" };
+    report
+        .cohorts
+        .iter()
+        .map(|c| {
+            let cmp = report.comparison(&c.name, main_metric);
+            let versus = if c.name == report.baseline {
+                "baseline".to_string()
+            } else {
+                cmp.map(|x| x.verdict.clone()).unwrap_or_else(dash)
+            };
+            let trials = if c.invalid + c.failed > 0 {
+                format!("{} (+{} invalid, {} failed)", c.valid, c.invalid, c.failed)
+            } else {
+                c.valid.to_string()
+            };
+            let (main, rest) = if script {
+                let s = c.script.clone().unwrap_or_default();
+                (
+                    median_range(&s.wall, seconds),
+                    vec![
+                        median(&s.user, seconds),
+                        median(&s.system, seconds),
+                        median(&s.max_rss_bytes, mib),
+                    ],
+                )
+            } else {
+                let lat = c.latency.as_ref();
+                (
+                    median_range(&c.throughput, rate),
+                    vec![
+                        lat.map(|l| micros(l.p50)).unwrap_or_else(dash),
+                        lat.map(|l| micros(l.p99)).unwrap_or_else(dash),
+                        median(&c.memory.pss_end, mib),
+                        median(&c.cpu.per_request, micros),
+                    ],
+                )
+            };
+            Row {
+                cohort: c.name.clone(),
+                trials,
+                main,
+                versus,
+                significant: cmp.map(|x| x.significant),
+                rest,
+            }
+        })
+        .collect()
+}
+
+/// "jit=yjit ✓ allocator=jemalloc ✗ 2/3": each setting checked on the running server, with
+/// the count when not every trial had it in force.
+pub fn verified_cell(c: &crate::model::Cohort) -> String {
+    if c.verified.is_empty() {
+        return dash();
+    }
+    c.verified
+        .iter()
+        .map(|v| {
+            if v.verified == v.checked {
+                format!("{}={} ✓", v.setting, v.expected)
+            } else {
+                format!(
+                    "{}={} ✗ {}/{}",
+                    v.setting, v.expected, v.verified, v.checked
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The probe's table: the settings verified on the running server, then GC, allocation,
+/// heap, YJIT and boot medians per cohort. None when no cohort has probe data or checks.
+pub fn runtime_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    if report
+        .cohorts
+        .iter()
+        .all(|c| c.runtime.is_none() && c.verified.is_empty())
+    {
+        return None;
+    }
+    let headers = vec![
+        "cohort",
+        "verified in the server",
+        "GC /1k req",
+        "major /1k",
+        "GC ms /1k",
+        "objects /req",
+        "heap pages",
+        "YJIT code",
+        "YJIT ratio",
+        "boot",
+    ];
+    let rows: Vec<Vec<String>> = report
+        .cohorts
+        .iter()
+        .map(|c| {
+            let r = c.runtime.clone().unwrap_or_default();
+            vec![
+                c.name.clone(),
+                verified_cell(c),
+                median(&r.gc_per_1000_requests, fmt_g),
+                median(&r.major_gc_per_1000_requests, fmt_g),
+                median(&r.gc_time_ms_per_1000_requests, fmt_g),
+                median(&r.allocated_objects_per_request, fmt_g),
+                median(&r.heap_allocated_pages, count_k),
+                median(&r.yjit_code_bytes, bytes),
+                median(&r.yjit_ratio_in_yjit, |v| format!("{v:.1}%")),
+                median(&r.app_loaded_after_s, seconds),
+            ]
+        })
+        .collect();
+    // Columns with nothing in any cohort (no YJIT, no --yjit-stats) are left out.
+    let keep: Vec<bool> = (0..headers.len())
+        .map(|i| i < 2 || rows.iter().any(|r| r[i] != dash()))
+        .collect();
+    let pick = |v: Vec<String>| -> Vec<String> {
+        v.into_iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(x, _)| x)
+            .collect()
+    };
+    let headers = headers
+        .into_iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(h, _)| h)
+        .collect();
+    Some((headers, rows.into_iter().map(pick).collect()))
+}
+
+pub(crate) const RUNTIME_TITLE: &str = "In the server (ruby/probe.rb; per trial over the measured phase, summed over processes; medians):";
+
+pub(crate) fn title(report: &Report) -> String {
+    let experiments: Vec<&str> = report
+        .sources
+        .iter()
+        .map(|s| s.experiment.as_str())
+        .collect();
+    let incomplete = if report.warnings.iter().any(|w| w.kind == "incomplete-run") {
+        " · INCOMPLETE RUN (see the warnings)"
+    } else {
+        ""
+    };
+    format!(
+        "rubyrace report: {} · baseline {} · grouped by {} · {} confidence intervals{incomplete}",
+        experiments.join(", "),
+        report.baseline,
+        report.group_by.join(", "),
+        report.confidence_label()
+    )
+}
+
+/// The design of each results directory that is not the default, and for interleaved ones
+/// how busy each cohort's servers were between their own slices.
+pub(crate) fn design_lines(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in report.sources.iter().filter(|s| s.design != "blocks") {
+        let idle: Vec<String> = report
+            .cohorts
+            .iter()
+            .filter_map(|c| {
+                let rate = c.cpu.idle_per_s.as_ref()?;
+                Some(format!("{} {}", c.name, cpu_rate(rate.p50)))
+            })
+            .collect();
+        let mut line = format!("Design of {}: {}.", s.dir, s.design);
+        if !idle.is_empty() {
+            line.push_str(&format!(
+                " A trial's figures are its slices'; between them its server used (median CPU per second): {}.",
+                idle.join(", ")
+            ));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// Comparisons of every metric, the overhead, the precision advice and the warnings.
+pub(crate) fn details(report: &Report) -> String {
+    let mut out = String::new();
+    for line in design_lines(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
+    if !report.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nAgainst {} ({}):",
+            report.baseline,
+            method_words(report)
+        );
+        for c in &report.comparisons {
+            let _ = writeln!(out, "  {:<28} {:<16} {}", c.cohort, c.metric, c.verdict);
+        }
+    }
+    for c in &report.cohorts {
+        if let Some(script) = &c.script {
+            for (name, m) in &script.metrics {
+                let _ = writeln!(
+                    out,
+                    "Metric {name} of {}: median {} [p10 {} – p90 {}], n={}",
+                    c.name,
+                    fmt_g(m.p50),
+                    fmt_g(m.p10),
+                    fmt_g(m.p90),
+                    m.n
+                );
+            }
+        }
+    }
+    if let Some(o) = &report.overhead {
+        let _ = writeln!(
+            out,
+            "\nOverhead of {} over {}: {:+.1} µs per request [{:+.1} – {:+.1}] ({}, n={})",
+            o.cohort, o.baseline, o.us_per_request, o.ci_low, o.ci_high, o.method, o.n
+        );
+    }
+    let main = if report.workload == Workloads::Script {
+        "wall"
+    } else {
+        "throughput"
+    };
+    for c in report.comparisons.iter().filter(|c| c.metric == main) {
+        let advice = match c.needed_for_1pct {
+            Some(n) if n > c.n => format!("about {n} {} would bring it to ±1%", unit(c)),
+            _ => "already within ±1%".into(),
+        };
+        let _ = writeln!(
+            out,
+            "Precision: {} vs {}: the CI half-width is ±{:.1}%; {advice}.",
+            c.cohort, c.baseline, c.half_width_pct
+        );
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings:");
+        for w in &report.warnings {
+            match &w.cohort {
+                Some(c) => {
+                    let _ = writeln!(out, "  ! [{}] {}: {}", w.kind, c, w.message);
+                }
+                None => {
+                    let _ = writeln!(out, "  ! [{}] {}", w.kind, w.message);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn unit(c: &Comparison) -> &'static str {
+    if c.method == "paired" {
+        "blocks"
+    } else {
+        "trials per cohort"
+    }
+}
+
+/// Which statistic each column of the summary table is: the medians there and the ratio
+/// against the baseline are different statistics (1188/700 is 1.70; the paired ratio of the
+/// same trials was 1.63). `None` without comparisons.
+/// Which statistic the "vs baseline" ratio of this report's comparisons is.
+pub(crate) fn ratio_statistic(report: &Report) -> &'static str {
+    let paired = report.comparisons.iter().any(|c| c.method == "paired");
+    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
+    match (paired, unpaired) {
+        (true, false) => "the geometric mean of the per-block ratios",
+        (false, true) => "the ratio of the geometric means",
+        _ => "the geometric mean of the per-block ratios (paired) or the ratio of the geometric means (unpaired)",
+    }
+}
+
+pub(crate) fn legend(report: &Report) -> Option<String> {
+    if report.comparisons.is_empty() {
+        return None;
+    }
+    let ratio = ratio_statistic(report);
+    let first = if report.workload == Workloads::Script {
+        "wall: the median of the trials"
+    } else {
+        "req/s: the median of the trials, with their p10–p90"
+    };
+    Some(format!(
+        "{first}; vs baseline: {ratio}, with its {} interval (not the ratio of the medians)",
+        report.confidence_label()
+    ))
+}
+
+pub(crate) fn method_words(report: &Report) -> String {
+    let paired = report.comparisons.iter().any(|c| c.method == "paired");
+    let unpaired = report.comparisons.iter().any(|c| c.method == "unpaired");
+    match (paired, unpaired) {
+        (true, false) => {
+            "paired by block: geometric mean of per-block ratios, t interval, Wilcoxon signed-rank"
+                .into()
+        }
+        (false, true) => "unpaired: bootstrap interval, Mann–Whitney U".into(),
+        _ => "paired by block where possible, unpaired otherwise".into(),
+    }
+}
