@@ -1,6 +1,6 @@
-//! Numbers, units, p-values and escaping shared by the renderers: the page, its SVG charts
-//! and the text formats write a figure the same way. (Some text-only number formats are
-//! still in text.rs: issue 16.)
+//! Numbers, units, p-values and escaping for every renderer. The HTML page and its SVG
+//! charts share `fmt_num`, `fmt_sig` and `fmt_us`; the text formats use the compact forms
+//! (`micros`, `mib`, `rate`); a p-value is written by `format_p` everywhere.
 
 /// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
 /// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
