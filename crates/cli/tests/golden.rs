@@ -93,12 +93,19 @@ fn output(args: &[&str], a: &Path, b: &Path) -> String {
 }
 
 /// `text` with what depends on where the test runs written as words: the scratch directory
-/// that holds the fixtures' copies as `SCRATCH`, the binary (in the command lines a report
-/// records) as `rubyrace`, and the version as `VERSION`.
+/// that holds the fixtures' copies as `SCRATCH`, the binary in this test's own command lines
+/// (which a report records) as `rubyrace`, and the version as `VERSION`. The command lines
+/// stored in the fixtures are data, left as they are.
 fn normalise(text: &str) -> String {
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    text.replace(env!("CARGO_BIN_EXE_rubyrace"), "rubyrace")
-        .replace(scratch.to_str().unwrap(), "SCRATCH")
+    let mut text = text.to_string();
+    for command in ["report", "compare", "export"] {
+        text = text.replace(
+            &format!("{} {command} ", env!("CARGO_BIN_EXE_rubyrace")),
+            &format!("rubyrace {command} "),
+        );
+    }
+    text.replace(scratch.to_str().unwrap(), "SCRATCH")
         .replace(env!("CARGO_PKG_VERSION"), "VERSION")
 }
 
