@@ -52,6 +52,51 @@ pub enum RunEnd {
     StoppedAfterFailure { trial_id: usize },
 }
 
+/// The plan of a run as one JSON document (schema `rubyrace.plan/1`, what `rubyrace run
+/// --dry-run --json` prints): the experiment's run-wide settings, the resolved
+/// configurations, the schedule, and every trial's spec, each runnable with `rubyrace trial
+/// --spec`, for the results directory `dir`.
+pub fn plan(
+    experiment: &experiment::Experiment,
+    schedule: &[ScheduledTrial],
+    dir: &Path,
+    smoke: bool,
+) -> Result<serde_json::Value> {
+    let dir = std::path::absolute(dir)?;
+    let specs = schedule
+        .iter()
+        .map(|t| {
+            trial_spec(
+                &dir,
+                &experiment.configs,
+                t,
+                &experiment.record_env,
+                &experiment.conditions,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(serde_json::json!({
+        "schema": "rubyrace.plan/1",
+        "experiment": {
+            "name": experiment.name,
+            "description": experiment.description,
+            "file": std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone()),
+            "smoke": smoke,
+            "seed": experiment.seed,
+            "batches": experiment.batches,
+            "precision": experiment.precision,
+            "conditions": experiment.conditions,
+            "design": experiment.design,
+            "order": experiment.order,
+            "record_env": experiment.record_env,
+        },
+        "results_dir": dir,
+        "configs": experiment.configs,
+        "schedule": schedule,
+        "trials": specs,
+    }))
+}
+
 /// The spec of one scheduled trial of the results directory `results_dir`.
 pub fn trial_spec(
     results_dir: &Path,

@@ -771,6 +771,43 @@ fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult
 }
 
 impl Store {
+    /// The whole results directory as one JSON document (schema `rubyrace.export/1`, what
+    /// `rubyrace export --json` writes): the run's meta, its configurations and schedule,
+    /// every stored trial's JSON as it was stored, and the noisy attempts set aside.
+    pub fn export(&self) -> Result<serde_json::Value> {
+        const META_KEYS: [&str; 15] = [
+            "schema_version",
+            "rubyrace_version",
+            "created_at",
+            "experiment_name",
+            "experiment_description",
+            "experiment_file",
+            "experiment_text",
+            "seed",
+            "batches",
+            "order",
+            "record_env",
+            "smoke",
+            "precision",
+            "precision_end",
+            "conditions",
+        ];
+        let mut meta = serde_json::Map::new();
+        for k in META_KEYS {
+            if let Some(v) = self.meta(k)? {
+                meta.insert(k.to_string(), serde_json::Value::String(v));
+            }
+        }
+        Ok(serde_json::json!({
+            "schema": "rubyrace.export/1",
+            "meta": meta,
+            "configs": self.configs()?,
+            "schedule": self.schedule()?,
+            "trials": self.trial_results_json()?,
+            "noisy_attempts": self.noisy_attempts()?,
+        }))
+    }
+
     /// Every stored trial, in schedule order. A row that does not read as a trial result
     /// is an error naming the trial and the field.
     pub fn trial_results(&self) -> Result<Vec<TrialResult>> {

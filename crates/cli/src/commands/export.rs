@@ -29,37 +29,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         output::check_output_file(path)?;
     }
     let store = Store::open_read_only(&args.dir)?;
-    let meta_keys = [
-        "schema_version",
-        "rubyrace_version",
-        "created_at",
-        "experiment_name",
-        "experiment_description",
-        "experiment_file",
-        "experiment_text",
-        "seed",
-        "batches",
-        "order",
-        "record_env",
-        "smoke",
-        "precision",
-        "precision_end",
-        "conditions",
-    ];
-    let mut meta = serde_json::Map::new();
-    for k in meta_keys {
-        if let Some(v) = store.meta(k)? {
-            meta.insert(k.to_string(), serde_json::Value::String(v));
-        }
-    }
-    let export = serde_json::json!({
-        "schema": "rubyrace.export/1",
-        "meta": meta,
-        "configs": store.configs()?,
-        "schedule": store.schedule()?,
-        "trials": store.trial_results_json()?,
-        "noisy_attempts": store.noisy_attempts()?,
-    });
+    let export = store.export()?;
     let text = serde_json::to_string_pretty(&export)? + "\n";
     output::write(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
-use lab::runner::{run_pending, trial_spec, RunEnd};
+use lab::runner::{run_pending, RunEnd};
 use lab::store::Store;
 use load::report::bytes;
 use stats::median;
@@ -387,39 +387,7 @@ fn print_plan_json(
     dir: &std::path::Path,
     smoke: bool,
 ) -> Result<()> {
-    let dir = std::path::absolute(dir)?;
-    let specs = plan
-        .iter()
-        .map(|t| {
-            trial_spec(
-                &dir,
-                &experiment.configs,
-                t,
-                &experiment.record_env,
-                &experiment.conditions,
-            )
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let json = serde_json::json!({
-        "schema": "rubyrace.plan/1",
-        "experiment": {
-            "name": experiment.name,
-            "description": experiment.description,
-            "file": std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone()),
-            "smoke": smoke,
-            "seed": experiment.seed,
-            "batches": experiment.batches,
-            "precision": experiment.precision,
-            "conditions": experiment.conditions,
-            "design": experiment.design,
-            "order": experiment.order,
-            "record_env": experiment.record_env,
-        },
-        "results_dir": dir,
-        "configs": experiment.configs,
-        "schedule": plan,
-        "trials": specs,
-    });
+    let json = lab::runner::plan(experiment, plan, dir, smoke)?;
     write_stdout(&(serde_json::to_string_pretty(&json)? + "\n"))
 }
 
