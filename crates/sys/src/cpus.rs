@@ -2,6 +2,8 @@
 //! of this process to a set, and the split of the CPUs between a server and the load
 //! generator (`cpus = "split"`).
 
+use nix::sched::{sched_getaffinity, sched_setaffinity};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 /// A set of CPU numbers, written as Linux writes them (`0-3,6`).
@@ -47,27 +49,19 @@ impl CpuSet {
 
     /// The CPUs this process may run on (its affinity mask).
     pub fn of_this_process() -> std::io::Result<CpuSet> {
-        // SAFETY: sched_getaffinity writes into the zeroed set passed, of the size passed.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
-            != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        let cpus = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        let set = sched_getaffinity(Pid::from_raw(0))?;
+        let cpus = (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
             .collect();
         Ok(CpuSet(cpus))
     }
 
     /// The kernel's mask for this set.
-    pub fn mask(&self) -> libc::cpu_set_t {
-        // SAFETY: CPU_ZERO and CPU_SET only write bits of the local set; every number was
-        // checked below CPU_SETSIZE.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::CPU_ZERO(&mut set) };
+    pub fn mask(&self) -> nix::sched::CpuSet {
+        let mut set = nix::sched::CpuSet::new();
         for &c in &self.0 {
-            unsafe { libc::CPU_SET(c, &mut set) };
+            // Every number was checked below CPU_SETSIZE.
+            let _ = set.set(c);
         }
         set
     }
@@ -162,19 +156,14 @@ impl CpuSplit {
 pub fn pin_this_process(set: &CpuSet) -> std::io::Result<()> {
     let mask = set.mask();
     for entry in std::fs::read_dir("/proc/self/task")? {
-        let tid: libc::pid_t = match entry?.file_name().to_string_lossy().parse() {
+        let tid: i32 = match entry?.file_name().to_string_lossy().parse() {
             Ok(t) => t,
             Err(_) => continue,
         };
-        // SAFETY: the mask is a valid cpu_set_t of the size passed.
-        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) }
-            != 0
-        {
-            let e = std::io::Error::last_os_error();
+        match sched_setaffinity(Pid::from_raw(tid), &mask) {
             // A thread that ended since the listing is not an error.
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(e);
-            }
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -25,6 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nix::poll::{poll, PollFd, PollFlags};
+use nix::sched::sched_setaffinity;
+use nix::sys::prctl::{get_child_subreaper, set_child_subreaper, set_pdeathsig};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getppid, Pid};
 use serde::{Deserialize, Serialize};
 
 /// What to start.
@@ -91,16 +97,15 @@ fn start_time(pid: i32) -> Option<u64> {
     proc_stat(pid).map(|s| s.start_time)
 }
 
+/// Whether any member of the process group is left (signal 0 only checks).
 fn group_alive(pgid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    unsafe { libc::kill(-pgid, 0) == 0 }
+    killpg(Pid::from_raw(pgid), None).is_ok()
 }
 
-fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: signals the process group rubyrace created; never a pid it did not start.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
+/// Signals the process group rubyrace created; never a pid it did not start. A group that
+/// is gone already is not an error.
+fn signal_group(pgid: i32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
 impl Supervised {
@@ -133,28 +138,17 @@ impl Supervised {
             .stderr(stderr)
             .process_group(0);
         let mask = launch.cpus.as_ref().map(|c| c.mask());
-        // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit)
-        // between fork and exec; the mask was built before the fork.
+        // SAFETY: only async-signal-safe calls (sched_setaffinity, prctl, getppid, _exit:
+        // each one system call, no allocation) between fork and exec; the mask was built
+        // before the fork.
         unsafe {
             command.pre_exec(move || {
                 if let Some(mask) = &mask {
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
+                    sched_setaffinity(Pid::from_raw(0), mask)?;
                 }
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
+                set_pdeathsig(Signal::SIGKILL)?;
                 // rubyrace died between fork and prctl: do not run unsupervised.
-                if libc::getppid() != parent {
+                if getppid() != Pid::from_raw(parent) {
                     libc::_exit(1);
                 }
                 Ok(())
@@ -276,11 +270,11 @@ impl Supervised {
         let (stopped_by, status) = if let Some(s) = self.exited() {
             ("exited", s)
         } else {
-            signal_group(self.pgid, libc::SIGTERM);
+            signal_group(self.pgid, Signal::SIGTERM);
             match self.wait_for_exit(grace) {
                 Some(s) => ("term", s),
                 None => {
-                    signal_group(self.pgid, libc::SIGKILL);
+                    signal_group(self.pgid, Signal::SIGKILL);
                     // A wait4 elsewhere may have reaped it already: then it died of the KILL.
                     let s = self
                         .child
@@ -306,7 +300,7 @@ impl Supervised {
     fn reap_group(&mut self, grace: Duration) {
         if group_alive(self.pgid) {
             // Workers whose master is gone: give them the grace period, then KILL.
-            signal_group(self.pgid, libc::SIGTERM);
+            signal_group(self.pgid, Signal::SIGTERM);
             let deadline = Instant::now() + grace.min(Duration::from_secs(5));
             // Members re-parented to rubyrace (a subreaper) stay zombies, and so "alive",
             // until rubyrace reaps them.
@@ -314,7 +308,7 @@ impl Supervised {
                 reap_zombies();
                 std::thread::sleep(Duration::from_millis(10));
             }
-            signal_group(self.pgid, libc::SIGKILL);
+            signal_group(self.pgid, Signal::SIGKILL);
             let deadline = Instant::now() + Duration::from_secs(2);
             while group_alive(self.pgid) && Instant::now() < deadline {
                 if reap_zombies() == 0 {
@@ -331,7 +325,7 @@ impl Supervised {
 impl Drop for Supervised {
     fn drop(&mut self) {
         if self.registration.is_some() {
-            signal_group(self.pgid, libc::SIGKILL);
+            signal_group(self.pgid, Signal::SIGKILL);
             let _ = self.child.wait();
             disown(self.pgid);
             if let Some(r) = self.registration.take() {
@@ -383,7 +377,7 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
             let leader = start_time(pgid);
             let same = !matches!(leader, Some(t) if t != started);
             if pgid > 1 && same && group_alive(pgid) {
-                signal_group(pgid, libc::SIGKILL);
+                signal_group(pgid, Signal::SIGKILL);
                 killed.push(format!("process group {pgid}"));
             }
         }
@@ -425,27 +419,12 @@ fn owned(pid: i32) -> bool {
 /// worker whose master died) are re-parented to it instead of to init, so
 /// `kill_orphans` can find and kill them.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(set_child_subreaper(true)?)
 }
 
 /// Whether this process is a child subreaper.
 pub fn is_subreaper() -> bool {
-    let mut flag: libc::c_int = 0;
-    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer given.
-    let r = unsafe {
-        libc::prctl(
-            libc::PR_GET_CHILD_SUBREAPER,
-            &mut flag as *mut libc::c_int as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    r == 0 && flag != 0
+    get_child_subreaper().unwrap_or(false)
 }
 
 /// The fields of /proc/PID/stat rubyrace needs (read with `procfs`, as `resources` does).
@@ -489,8 +468,7 @@ pub fn cmdline(pid: i32) -> String {
 
 /// The children of this process that rubyrace did not start (or has already reaped).
 fn foreign_children() -> Vec<ProcStat> {
-    // SAFETY: getpid has no preconditions.
-    let me = unsafe { libc::getpid() };
+    let me = std::process::id() as i32;
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -506,10 +484,10 @@ fn foreign_children() -> Vec<ProcStat> {
 pub fn reap_zombies() -> usize {
     let mut n = 0;
     for s in foreign_children().into_iter().filter(|s| s.state == 'Z') {
-        let mut status = 0;
-        // SAFETY: waits for one zombie child of ours by pid, without blocking.
-        if unsafe { libc::waitpid(s.pid, &mut status, libc::WNOHANG) } == s.pid {
-            n += 1;
+        // One zombie child of ours, by pid, without blocking.
+        match waitpid(Pid::from_raw(s.pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => {}
+            Ok(_) => n += 1,
         }
     }
     n
@@ -547,12 +525,11 @@ pub fn kill_orphans(groups: &[i32]) -> Vec<Orphan> {
                         cmdline: cmdline(s.pid),
                     });
                 }
-                // SAFETY: a child of ours (its pid cannot be recycled until we reap it).
-                unsafe { libc::kill(s.pid, libc::SIGKILL) };
+                // A child of ours: its pid cannot be recycled until we reap it.
+                let _ = kill(Pid::from_raw(s.pid), Signal::SIGKILL);
             }
-            let mut status = 0;
-            // SAFETY: as above; WNOHANG, so a child still dying is reaped next round.
-            unsafe { libc::waitpid(s.pid, &mut status, libc::WNOHANG) };
+            // WNOHANG: a child still dying is reaped next round.
+            let _ = waitpid(Pid::from_raw(s.pid), Some(WaitPidFlag::WNOHANG));
         }
         if Instant::now() >= deadline {
             break;
@@ -699,21 +676,24 @@ fn watch(root: i32, pgid: i32, stop: &AtomicBool) -> Vec<Death> {
             }
             next_scan = Instant::now() + RESCAN;
         }
-        let mut fds: Vec<libc::pollfd> = watched
-            .values()
-            .filter_map(|w| w.fd.as_ref())
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+        // A pidfd becomes readable when its process ends; with none, a 50 ms sleep.
+        let (polled, mut fds): (Vec<i32>, Vec<PollFd>) = watched
+            .iter()
+            .filter_map(|(pid, w)| {
+                Some((*pid, PollFd::new(w.fd.as_ref()?.as_fd(), PollFlags::POLLIN)))
             })
+            .unzip();
+        let _ = poll(&mut fds, 50u16);
+        let ready: Vec<i32> = polled
+            .iter()
+            .zip(&fds)
+            .filter(|(_, p)| p.any().unwrap_or(false))
+            .map(|(pid, _)| *pid)
             .collect();
-        // SAFETY: polls our own fds; with none, it is a 50 ms sleep.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
         let ended: Vec<i32> = watched
             .iter()
             .filter(|(pid, w)| match &w.fd {
-                Some(fd) => fds.iter().any(|p| p.fd == fd.as_raw_fd() && p.revents != 0),
+                Some(_) => ready.contains(pid),
                 // No pidfd (an old kernel): poll /proc.
                 None => proc_stat(**pid).is_none_or(|s| s.state == 'Z'),
             })
