@@ -24,6 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime};
 
+use nix::sched::{sched_getaffinity, sched_setaffinity};
+use nix::sys::personality::{self, Persona};
+use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+use nix::unistd::{sysconf, Pid, SysconfVar};
 use serde::{Deserialize, Serialize};
 
 use rubies::{discovery, knobs};
@@ -64,8 +68,6 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the kernel's CPU files are.
 const CPU_SYS: &str = "/sys/devices/system/cpu";
-/// The personality flag `setarch -R` sets (`ADDR_NO_RANDOMIZE`, linux/personality.h).
-const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
 
 // ---------------------------------------------------------------------------------------
 // Report
@@ -419,9 +421,10 @@ fn cpu_counts() -> CpuCounts {
         .map(|l| l.len() as u32)
         .filter(|n| *n > 0)
         .unwrap_or_else(|| {
-            // SAFETY: sysconf only reads a system setting.
-            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-            n.max(0) as u32
+            sysconf(SysconfVar::_NPROCESSORS_ONLN)
+                .ok()
+                .flatten()
+                .map_or(0, |n| n.max(0) as u32)
         });
     CpuCounts {
         online,
@@ -434,20 +437,8 @@ fn cpu_counts() -> CpuCounts {
 
 /// The CPUs of this thread's affinity mask.
 fn affinity_cpus() -> Option<Vec<u32>> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-        Some(
-            (0..max)
-                .filter(|&i| libc::CPU_ISSET(i, &set))
-                .map(|i| i as u32)
-                .collect(),
-        )
-    }
+    let set = sys::cpus::CpuSet::of_this_process().ok()?;
+    Some(set.cpus().iter().map(|&c| c as u32).collect())
 }
 
 fn cpus_finding(cpus: &CpuCounts) -> Finding {
@@ -478,13 +469,8 @@ fn cpus_finding(cpus: &CpuCounts) -> Finding {
 
 /// Whether this thread may set its affinity: sets it to the mask it already has.
 fn affinity_settable() -> bool {
-    // SAFETY: reads the current mask and writes the same mask back: no change.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        libc::sched_getaffinity(0, size, &mut set) == 0
-            && libc::sched_setaffinity(0, size, &set) == 0
-    }
+    let me = Pid::from_raw(0);
+    sched_getaffinity(me).is_ok_and(|set| sched_setaffinity(me, &set).is_ok())
 }
 
 fn pinning_finding() -> Finding {
@@ -973,9 +959,7 @@ fn swap_finding() -> Finding {
 
 /// Whether this process runs with address-space randomization off (`setarch -R`).
 fn personality_no_randomize() -> bool {
-    // SAFETY: 0xffffffff only queries the current personality.
-    let persona = unsafe { libc::personality(0xffff_ffff) };
-    persona != -1 && (persona as libc::c_ulong) & ADDR_NO_RANDOMIZE != 0
+    personality::get().is_ok_and(|p| p.contains(Persona::ADDR_NO_RANDOMIZE))
 }
 
 fn aslr_finding() -> Finding {
@@ -1106,33 +1090,27 @@ fn tcp_tw_reuse_finding() -> Finding {
 }
 
 fn open_files_finding() -> Finding {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(limits) => limits,
+        Err(e) => {
+            return Finding::new(
+                "open_files",
+                Status::Info,
+                format!("not visible: {}", std::io::Error::from(e)),
+                "",
+            )
+        }
     };
-    // SAFETY: getrlimit writes into the valid struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Finding::new(
-            "open_files",
-            Status::Info,
-            format!("not visible: {}", std::io::Error::last_os_error()),
-            "",
-        );
-    }
-    let show = |v: libc::rlim_t| {
-        if v == libc::RLIM_INFINITY {
+    let show = |v: u64| {
+        if v == RLIM_INFINITY {
             "unlimited".to_string()
         } else {
             v.to_string()
         }
     };
-    let value = format!(
-        "soft {}, hard {}",
-        show(limit.rlim_cur),
-        show(limit.rlim_max)
-    );
-    let low = |v: libc::rlim_t| v != libc::RLIM_INFINITY && v < MIN_OPEN_FILES;
-    if low(limit.rlim_max) {
+    let value = format!("soft {}, hard {}", show(soft), show(hard));
+    let low = |v: u64| v != RLIM_INFINITY && v < MIN_OPEN_FILES;
+    if low(hard) {
         Finding::new(
             "open_files",
             Status::Warn,
@@ -1143,7 +1121,7 @@ fn open_files_finding() -> Finding {
                  /etc/security/limits.conf (nofile) or the service's LimitNOFILE"
             ),
         )
-    } else if low(limit.rlim_cur) {
+    } else if low(soft) {
         Finding::new(
             "open_files",
             Status::Warn,
@@ -1152,7 +1130,7 @@ fn open_files_finding() -> Finding {
                 "every connection is an open file in the load generator and in the server; \
                  rubyrace load raises its own soft limit when it needs to, but the servers \
                  inherit this one: `ulimit -n {}` in the shell before running",
-                show(limit.rlim_max)
+                show(hard)
             ),
         )
     } else {
@@ -1220,7 +1198,7 @@ fn perf_finding() -> Finding {
         }
     });
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     let mut value = match paranoid {
         Some(p) => format!("perf_event_paranoid {p}"),
         None => {
