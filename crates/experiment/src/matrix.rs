@@ -1,0 +1,219 @@
+//! The matrix: layers merged into configurations, exclusions, `ruby = "all"` expanded to
+//! every Ruby found, and the labels that name the configurations (unique, or an error).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde_json::{json, Value as J};
+use toml_edit::TableLike;
+
+use crate::parse::{
+    value_label, AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span,
+};
+use crate::schema::RubyDef;
+
+/// Merges layers: later layers replace a key, except `env`, whose variables are merged.
+pub(crate) fn merge(layers: &[&Layer]) -> Layer {
+    let mut merged = Layer::new();
+    for layer in layers {
+        for (k, v) in layer.iter() {
+            if k == "env" {
+                if let Some(existing) = merged.get_mut("env") {
+                    if let (J::Object(into), J::Object(from)) = (&mut existing.value, &v.value) {
+                        for (name, value) in from {
+                            into.insert(name.clone(), value.clone());
+                        }
+                        continue;
+                    }
+                }
+            }
+            merged.insert(k.clone(), v.clone());
+        }
+    }
+    merged
+}
+
+/// Whether every key of an exclusion matches the configuration (`env` as a subset).
+pub(crate) fn excluded_by(layer: &Layer, exclusion: &Layer) -> bool {
+    exclusion.iter().all(|(k, want)| {
+        let have = layer.get(k).map(|p| &p.value);
+        match (k.as_str(), have, &want.value) {
+            ("env", Some(J::Object(have)), J::Object(want)) => {
+                want.iter().all(|(name, v)| have.get(name) == Some(v))
+            }
+            (_, Some(have), want) => have == want,
+            (_, None, _) => false,
+        }
+    })
+}
+
+/// The Rubies `ruby = "all"` stands for, in order: those of `[rubies]` in file order, or,
+/// without `[rubies]`, those `discover` finds that run (one per canonical executable, in
+/// discovery order: version managers, PATH, then /usr/bin), which then become the
+/// experiment's Rubies. `declared` is the file's `[rubies]` table, if it has one.
+pub(crate) fn expand_ruby_all(
+    p: &mut Parser,
+    span: &Span,
+    declared: Option<&dyn TableLike>,
+    rubies: &mut BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+) -> Vec<AxisValue> {
+    let names: Vec<String> = match declared {
+        // Rubies that failed to resolve are reported already and left out.
+        Some(t) => {
+            let names: Vec<String> = t
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .filter(|k| rubies.contains_key(k))
+                .collect();
+            // Each name is a label part (`ruby=NAME`).
+            for name in &names {
+                let key_span = t.get_key_value(name).and_then(|(k, _)| k.span());
+                p.check_label(&key_span, &format!("rubies.{name}"), name);
+            }
+            names
+        }
+        None => {
+            rubies.clear();
+            let mut seen = std::collections::HashSet::new();
+            let mut names = Vec::new();
+            for r in (p.discover)() {
+                // Those that do not run (`rubyrace rubies` says why) are left out.
+                if r.error.is_some() || r.description.is_none() {
+                    continue;
+                }
+                let canonical = std::fs::canonicalize(&r.path).unwrap_or_else(|_| r.path.clone());
+                if !seen.insert(canonical) || rubies.contains_key(&r.name) {
+                    continue;
+                }
+                p.check_label(span, "matrix.ruby", &r.name);
+                let def = RubyDef {
+                    argv: vec![r.path.display().to_string()],
+                    env: BTreeMap::new(),
+                    gemfile: None,
+                };
+                rubies.insert(r.name.clone(), (def, None));
+                names.push(r.name);
+            }
+            if names.is_empty() {
+                p.error(
+                    span,
+                    "matrix.ruby",
+                    "ruby = \"all\": no Ruby that runs was found on this machine",
+                    Some(
+                        "`rubyrace rubies` lists what was found; or name the Rubies in [rubies]"
+                            .into(),
+                    ),
+                );
+                p.rubies_reported = true;
+            }
+            names
+        }
+    };
+    names
+        .into_iter()
+        .map(|name| AxisValue {
+            placed: Placed {
+                value: json!(name),
+                span: span.clone(),
+                key: "matrix.ruby".into(),
+                items: Vec::new(),
+            },
+            label: name,
+            chosen: false,
+        })
+        .collect()
+}
+
+/// Reports configuration `id` having the same label as configuration `first`, at the
+/// part of its label where the two differ (the second `[[configs]]` label, or a matrix
+/// value), naming where the first one's comes from.
+pub(crate) fn duplicate_label(
+    p: &mut Parser,
+    duplicate_axes: &[&str],
+    (first_id, first): (usize, &Point),
+    (id, second): (usize, &Point),
+) {
+    let n = first.parts.len().max(second.parts.len());
+    let differs = (0..n).find(|&i| match (first.parts.get(i), second.parts.get(i)) {
+        (Some(a), Some(b)) => a.span != b.span || a.text != b.text,
+        _ => true,
+    });
+    let part_of =
+        |point: &Point| differs.and_then(|i| point.parts.get(i).or(point.parts.last()).cloned());
+    let (theirs, ours) = (part_of(first), part_of(second));
+    // Two values of one axis with the same label are reported at the axis already.
+    if ours
+        .as_ref()
+        .and_then(|part| part.axis.as_ref())
+        .is_some_and(|axis| duplicate_axes.contains(&axis.as_str()))
+    {
+        return;
+    }
+    let first_at = p.at(&theirs
+        .as_ref()
+        .map_or(first.span.clone(), |part| part.span.clone()));
+    let (span, key) = match ours {
+        Some(part) => (part.span, part.key),
+        None => (second.span.clone(), "configs".to_string()),
+    };
+    p.error(
+        &span,
+        &key,
+        format!(
+            "configurations {first_id} and {id} have the same label {:?}; the first is from {first_at}",
+            second.label
+        ),
+        Some("give them distinct labels: `label` in [[configs]], or { label = \"...\", value = ... } in [matrix]".into()),
+    );
+}
+
+/// The label part of each `[[configs]]` entry: its `label`, or else, when there are several
+/// entries, every key it sets; a single entry without `label` adds nothing.
+pub(crate) fn labels_for_configs(
+    p: &mut Parser,
+    configs: &[ConfigEntry],
+) -> Vec<Option<LabelPart>> {
+    let several = configs.len() > 1;
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            if let Some(label) = &entry.label {
+                let text = label.value.as_str().unwrap_or_default().to_string();
+                p.check_label(&label.span, &label.key, &text);
+                return Some(LabelPart {
+                    text,
+                    span: label.span.clone(),
+                    key: label.key.clone(),
+                    axis: None,
+                });
+            }
+            if !several {
+                return None;
+            }
+            let parts: Vec<String> = entry
+                .layer
+                .iter()
+                .map(|(k, v)| {
+                    let l = value_label(k, &v.value);
+                    p.check_label(&v.span, &v.key, &l);
+                    if k == "env" {
+                        l
+                    } else {
+                        format!("{k}={l}")
+                    }
+                })
+                .collect();
+            Some(LabelPart {
+                text: if parts.is_empty() {
+                    "base".into()
+                } else {
+                    parts.join(" ")
+                },
+                span: entry.span.clone(),
+                key: format!("configs[{i}]"),
+                axis: None,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,718 @@
+//! Reading an experiment: the file (UTF-8, with a position for the first bad byte), the
+//! whole parse from document to `Experiment`, the defaults it relies on, and `--smoke`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value as J;
+use toml_edit::ImDocument;
+
+use crate::error::{line_column, os_message, ExperimentError, ExperimentErrors};
+use crate::matrix::{duplicate_label, excluded_by, expand_ruby_all, labels_for_configs, merge};
+use crate::parse::{
+    describe, parse_percent, table_list, Axis, ConfigEntry, DesignName, LabelPart, Layer, Parser,
+    Point, Span,
+};
+use crate::resolve::resolve;
+use crate::schedule::Order;
+use crate::schema::{Config, Experiment, RubyDef, Workload};
+use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, ROOT_KEYS};
+use rubies::discovery::DiscoveredRuby;
+
+/// What `defaults_note` names when the file leaves it out: what runs, and for how long.
+pub(crate) const NOTED_SETTINGS: [&str; 7] = [
+    "app",
+    "server",
+    "processes",
+    "threads",
+    "warmup",
+    "duration",
+    "runs",
+];
+
+impl Experiment {
+    /// Reads and checks an experiment file.
+    pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
+        let whole_file = |position, message: String, help: Option<&str>| {
+            ExperimentErrors(vec![ExperimentError {
+                file: file.to_path_buf(),
+                position,
+                key: String::new(),
+                message,
+                help: help.map(str::to_string),
+            }])
+        };
+        let bytes = std::fs::read(file).map_err(|e| {
+            whole_file(
+                None,
+                format!("cannot read {}: {}", file.display(), os_message(&e)),
+                None,
+            )
+        })?;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                // Where the first invalid byte is: everything before it is valid.
+                let offset = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+                return Err(whole_file(
+                    Some(line_column(valid, offset)),
+                    format!(
+                        "the file is not valid UTF-8: invalid byte 0x{:02X} at byte offset {offset}",
+                        bytes[offset]
+                    ),
+                    Some("save it as UTF-8"),
+                ));
+            }
+        };
+        Experiment::parse(file, &text)
+    }
+
+    /// Checks an experiment given as text; `file` names it in messages and anchors
+    /// relative paths (apps, URL mixes, scripts).
+    pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
+        Experiment::parse_with(file, text, &rubies::discovery::discover)
+    }
+
+    /// What the file leaves to defaults that decide what runs and for how long, as one
+    /// line for `rubyrace run` to print before the plan; none when it sets all of them.
+    pub fn defaults_note(&self) -> Option<String> {
+        (!self.defaults.is_empty()).then(|| {
+            format!(
+                "{} does not set these, so their defaults apply: {}",
+                self.file.display(),
+                self.defaults.join(", ")
+            )
+        })
+    }
+
+    /// [`Experiment::parse`] with the machine's Rubies found by `discover` (for
+    /// `ruby = "all"` without `[rubies]`), so tests need not depend on the machine.
+    pub(crate) fn parse_with(
+        file: &Path,
+        text: &str,
+        discover: &dyn Fn() -> Vec<DiscoveredRuby>,
+    ) -> Result<Experiment, ExperimentErrors> {
+        let base_dir = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base_dir = std::fs::canonicalize(&base_dir).unwrap_or(base_dir);
+        let mut p = Parser {
+            file,
+            text,
+            base_dir,
+            errors: Vec::new(),
+            capabilities: HashMap::new(),
+            bundles: HashMap::new(),
+            ruby_all: None,
+            rejected: Default::default(),
+            failed_rubies: Vec::new(),
+            rubies_reported: false,
+            rubies_span: None,
+            discover,
+        };
+        let doc = match ImDocument::parse(text.to_string()) {
+            Ok(doc) => doc,
+            Err(e) => {
+                let span = e.span();
+                let message = e.message().trim().to_string();
+                p.error(&span, "", format!("invalid TOML: {message}"), None);
+                return Err(ExperimentErrors(p.errors));
+            }
+        };
+        let root = doc.as_table();
+
+        let mut name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "experiment".into());
+        let mut description = None;
+        let mut seed = 1u64;
+        let mut batches = 5u32;
+        let mut batches_written = false;
+        // precision, metric, max_batches, max_duration: value and where it was written.
+        let mut precision: Option<(f64, Span)> = None;
+        let mut precision_metric: Option<(crate::precision::PrecisionMetric, Span)> = None;
+        let mut max_batches: Option<(u32, Span)> = None;
+        let mut max_duration: Option<(Duration, Span)> = None;
+        let mut order = Order::Random;
+        // design, slice, rounds: value and where it was written.
+        let mut written_design: Option<(DesignName, Span)> = None;
+        let mut slice: Option<(Duration, Span)> = None;
+        let mut rounds: Option<(u32, Span)> = None;
+        let mut conditions = crate::conditions::TrialConditions::default();
+        let mut record_env = Vec::new();
+        let mut rubies = BTreeMap::new();
+        let mut base = Layer::new();
+        let mut axes: Vec<Axis> = Vec::new();
+        let mut configs: Vec<ConfigEntry> = Vec::new();
+        // Each exclusion, where it is, and whether one of its values was rejected.
+        let mut exclusions: Vec<(Layer, Span, bool)> = Vec::new();
+
+        for (key, item) in root.iter() {
+            let key_span = root.key(key).and_then(|k| k.span());
+            let span = item.span();
+            match key {
+                "name" | "description" => match item.as_str() {
+                    Some(s) if key == "name" => {
+                        p.check_name(&span, s);
+                        name = s.to_string();
+                    }
+                    Some(s) => description = Some(s.to_string()),
+                    None => {
+                        let found = describe(item);
+                        p.error(&span, key, format!("expected a string, found {found}"), None)
+                    }
+                },
+                "seed" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
+                        seed = n.as_u64().unwrap_or(1);
+                    }
+                }
+                "batches" => {
+                    batches_written = true;
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        batches = n.as_u64().unwrap_or(1) as u32;
+                    }
+                }
+                "precision" => match item.as_str().map(parse_percent) {
+                    Some(Some(x)) if x > 0.0 && x < 100.0 => precision = Some((x / 100.0, span.clone())),
+                    _ => p.error(
+                        &span,
+                        key,
+                        format!("expected a percentage between 0% and 100% such as \"1%\", found {}", describe(item)),
+                        Some("the half-width every comparison's interval must reach, e.g. precision = \"1%\"".into()),
+                    ),
+                },
+                "metric" => {
+                    if let Some(J::String(name)) = p.check_value(key, Kind::OneOf(&crate::precision::PrecisionMetric::NAMES), item) {
+                        precision_metric = crate::precision::PrecisionMetric::parse(&name).map(|m| (m, span.clone()));
+                    }
+                }
+                "max_batches" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        max_batches = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
+                    }
+                }
+                "max_duration" => {
+                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
+                        if let Ok(d) = humantime::parse_duration(&text) {
+                            max_duration = Some((d, span.clone()));
+                        }
+                    }
+                }
+                "quiet" => conditions.quiet = p.quiet_rule(item),
+                "cpus" => conditions.cpus = p.cpu_split(item),
+                "repeat_noisy" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: 10 }, item) {
+                        conditions.repeat_noisy = n.as_u64().unwrap_or(0) as u32;
+                    }
+                }
+                "design" => {
+                    if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved", "co-scheduled"]), item) {
+                        let name = match d.as_str() {
+                            "blocks" => DesignName::Blocks,
+                            "interleaved" => DesignName::Interleaved,
+                            _ => DesignName::CoScheduled,
+                        };
+                        written_design = Some((name, span.clone()));
+                    }
+                }
+                "slice" => {
+                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
+                        match humantime::parse_duration(&text) {
+                            Ok(d) if d < crate::design::MIN_SLICE => p.error(
+                                &span,
+                                key,
+                                format!("a slice of {text} is shorter than {}: it would measure mostly connection set-up", humantime::format_duration(crate::design::MIN_SLICE)),
+                                Some("slices of 250ms to 2s suit most servers, e.g. slice = \"1s\"".into()),
+                            ),
+                            Ok(d) => slice = Some((d, span.clone())),
+                            Err(_) => {}
+                        }
+                    }
+                }
+                "rounds" => {
+                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 10_000 }, item) {
+                        rounds = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
+                    }
+                }
+                "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
+                    Some(J::String(s)) if s == "sequential" => order = Order::Sequential,
+                    _ => {}
+                },
+                "record_env" => {
+                    if let Some(J::Array(a)) = p.check_value(key, Kind::StrList, item) {
+                        record_env = a.iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                    }
+                }
+                "rubies" => {
+                    p.rubies_span = span.clone();
+                    match item.as_table_like() {
+                        Some(t) if t.is_empty() => {
+                            p.error(&span, key, "no Ruby is defined: [rubies] is empty", Some("add one, e.g. system = \"ruby\", or remove [rubies] to use the ruby on PATH".into()));
+                            p.rubies_reported = true;
+                        }
+                        Some(t) => rubies = p.rubies(t),
+                        None => {
+                            p.error(&span, key, format!("expected a table, found {}", describe(item)), None);
+                            p.rubies_reported = true;
+                        }
+                    }
+                }
+                "settings" => match item.as_table_like() {
+                    Some(t) => base = p.settings_layer(t, "settings", &[]).0,
+                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
+                },
+                "matrix" => match item.as_table_like() {
+                    Some(t) => axes = p.matrix(t),
+                    None => p.error(&span, key, format!("expected a table, found {}", describe(item)), None),
+                },
+                "configs" => match table_list(item) {
+                    Some(list) => {
+                        for (i, (t, tspan)) in list.into_iter().enumerate() {
+                            let errors_before = p.errors.len();
+                            let (layer, mut others) = p.settings_layer(t, &format!("configs[{i}]"), &["label"]);
+                            configs.push(ConfigEntry {
+                                layer,
+                                label: others.remove("label"),
+                                span: tspan,
+                                broken: p.errors.len() > errors_before,
+                            });
+                        }
+                    }
+                    None => p.error(&span, key, format!("expected an array of tables ([[configs]]), found {}", describe(item)), None),
+                },
+                "exclude" => match table_list(item) {
+                    Some(list) => {
+                        for (i, (t, tspan)) in list.into_iter().enumerate() {
+                            let errors_before = p.errors.len();
+                            // A rejected value here makes this exclusion unreliable (`broken`),
+                            // not the configurations' checks: they do not use it.
+                            let rejected = p.rejected.clone();
+                            let (layer, _) = p.settings_layer(t, &format!("exclude[{i}]"), &[]);
+                            p.rejected = rejected;
+                            if layer.is_empty() && p.errors.len() == errors_before {
+                                p.error(&tspan, &format!("exclude[{i}]"), "an exclusion needs at least one setting to match", None);
+                            }
+                            let broken = p.errors.len() > errors_before;
+                            exclusions.push((layer, tspan, broken));
+                        }
+                    }
+                    None => p.error(&span, key, format!("expected an array of tables ([[exclude]]), found {}", describe(item)), None),
+                },
+                other if setting_kind(other).is_some() => p.error(
+                    &key_span,
+                    other,
+                    format!("`{other}` is a setting of each configuration, not of the experiment"),
+                    Some("move it into [settings] (or list alternatives in [matrix])".to_string()),
+                ),
+                other => match (did_you_mean(other, &ROOT_KEYS), did_you_mean(other, &setting_names())) {
+                    (root, Some(setting))
+                        if !matches!(root, Some(r) if strsim::jaro_winkler(other, r) >= strsim::jaro_winkler(other, setting)) => p.error(
+                        &key_span,
+                        other,
+                        format!("unknown key `{other}`"),
+                        Some(format!("did you mean `{setting}`? It is a setting of each configuration: put it in [settings]")),
+                    ),
+                    _ => p.unknown_key(&key_span, other, other, &ROOT_KEYS),
+                },
+            }
+        }
+
+        // `ruby = "all"` in [matrix]: every Ruby of [rubies], or of the machine.
+        let ruby_all = p.ruby_all.clone();
+        if let Some(span) = &ruby_all {
+            let declared = root.get("rubies").and_then(|r| r.as_table_like());
+            let declared_or_broken = root.get("rubies").is_some();
+            let values = if declared_or_broken && declared.is_none() {
+                Vec::new() // `rubies` is not a table: reported already
+            } else {
+                expand_ruby_all(&mut p, span, declared, &mut rubies)
+            };
+            if let Some(axis) = axes.iter_mut().find(|axis| axis.name == "ruby") {
+                axis.values = values;
+            }
+        }
+
+        // A key set in [settings] or in a [[configs]] entry and also as a matrix axis would
+        // be replaced by the axis's values, never used: an error at both places. `env` is
+        // merged instead.
+        for axis in axes.iter().filter(|axis| axis.name != "env") {
+            let at = p.at(&axis.span);
+            if let Some(placed) = base.get(&axis.name) {
+                p.error(
+                    &placed.span,
+                    &placed.key,
+                    format!(
+                        "`{}` is also a [matrix] axis, at {at}, whose values would replace this one",
+                        axis.name
+                    ),
+                    Some("set it in one place: in [settings] or in [matrix]".into()),
+                );
+            }
+            for entry in &configs {
+                if let Some(placed) = entry.layer.get(&axis.name) {
+                    p.error(
+                        &placed.span,
+                        &placed.key,
+                        format!(
+                            "`{}` is also a [matrix] axis, at {at}, whose values would replace this one",
+                            axis.name
+                        ),
+                        Some(
+                            "set it in one place: in the [[configs]] entries or in [matrix]".into(),
+                        ),
+                    );
+                }
+            }
+        }
+        // An axis left without values ([rubies] empty or broken) expands to nothing.
+        axes.retain(|axis| !axis.values.is_empty());
+
+        // Without [rubies], the `ruby` on PATH is the only Ruby, named "system".
+        if ruby_all.is_none() && rubies.is_empty() && root.get("rubies").is_none() {
+            match rubies::discovery::resolve_executable("ruby") {
+                Ok(path) => {
+                    rubies.insert(
+                        "system".into(),
+                        (
+                            RubyDef {
+                                argv: vec![path.display().to_string()],
+                                env: BTreeMap::new(),
+                                gemfile: None,
+                            },
+                            None,
+                        ),
+                    );
+                }
+                Err(e) => {
+                    // About the file as a whole: nothing in it names a Ruby.
+                    p.error(
+                        &None,
+                        "rubies",
+                        format!("no [rubies] given and {e:#}"),
+                        None,
+                    );
+                    p.failed_rubies.push("system".into());
+                    p.rubies_reported = true;
+                }
+            }
+        }
+
+        // Expand: explicit configurations (or one empty one) × the matrix product.
+        if configs.is_empty() {
+            configs.push(ConfigEntry {
+                layer: Layer::new(),
+                label: None,
+                span: None,
+                broken: false,
+            });
+        }
+        let config_parts = labels_for_configs(&mut p, &configs);
+        let mut points: Vec<Point> = Vec::new();
+        for (entry, config_part) in configs.iter().zip(config_parts) {
+            let mut combos: Vec<(Layer, Vec<LabelPart>, BTreeMap<String, String>)> =
+                vec![(Layer::new(), Vec::new(), BTreeMap::new())];
+            for axis in &axes {
+                let mut next = Vec::new();
+                for (combo, parts, axis_labels) in &combos {
+                    for v in &axis.values {
+                        let mut c = combo.clone();
+                        c.insert(axis.name.clone(), v.placed.clone());
+                        let mut l = parts.clone();
+                        // `ruby = "all"` names the Ruby even when it finds only one: what
+                        // it expands to depends on the machine, and the label should say.
+                        if axis.values.len() > 1 || (axis.name == "ruby" && ruby_all.is_some()) {
+                            l.push(LabelPart {
+                                text: if axis.name == "env" || v.chosen {
+                                    v.label.clone()
+                                } else {
+                                    format!("{}={}", axis.name, v.label)
+                                },
+                                span: v.placed.span.clone(),
+                                key: v.placed.key.clone(),
+                                axis: Some(axis.name.clone()),
+                            });
+                        }
+                        let mut al = axis_labels.clone();
+                        al.insert(axis.name.clone(), v.label.clone());
+                        next.push((c, l, al));
+                    }
+                }
+                combos = next;
+            }
+            for (combo, axis_parts, axis_labels) in combos {
+                let layer = merge(&[&base, &entry.layer, &combo]);
+                let mut parts = Vec::new();
+                parts.extend(config_part.clone());
+                parts.extend(axis_parts);
+                let label = if parts.is_empty() {
+                    "default".to_string()
+                } else {
+                    parts
+                        .iter()
+                        .map(|part| part.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                points.push(Point {
+                    layer,
+                    label,
+                    parts,
+                    axes: axis_labels,
+                    span: entry.span.clone(),
+                });
+            }
+        }
+        // An exclusion with a rejected value, or on a setting whose value was rejected
+        // elsewhere, cannot be matched reliably: it is left out rather than reported as
+        // matching nothing (or everything).
+        let mut emptied_by = None;
+        for (i, (exclusion, span, broken)) in exclusions.iter().enumerate() {
+            if *broken || exclusion.keys().any(|k| p.rejected.contains(k)) {
+                continue;
+            }
+            let before = points.len();
+            points.retain(|point| !excluded_by(&point.layer, exclusion));
+            if points.len() == before {
+                p.error(
+                    span,
+                    &format!("exclude[{i}]"),
+                    "this exclusion matches no configuration",
+                    Some("check its values against [matrix]; values must match exactly".into()),
+                );
+            } else if points.is_empty() {
+                emptied_by = Some((i, span.clone()));
+            }
+        }
+        if let Some((i, span)) = &emptied_by {
+            p.error(
+                span,
+                &format!("exclude[{i}]"),
+                "every configuration is excluded; nothing would run",
+                Some(
+                    "an exclusion leaves out every configuration that matches all its keys".into(),
+                ),
+            );
+        }
+        // Labels are unique. When a value that makes labels was rejected, the labels are not
+        // the ones the file will give: a clash among them would follow from that error.
+        let labels_broken = axes.iter().any(|axis| p.rejected.contains(&axis.name))
+            || p.rejected.contains("label")
+            || (configs.len() > 1 && configs.iter().any(|c| c.label.is_none() && c.broken));
+        let duplicate_axes: Vec<&str> = axes
+            .iter()
+            .filter(|axis| axis.duplicate_labels)
+            .map(|axis| axis.name.as_str())
+            .collect();
+        let mut first_with_label: HashMap<&str, usize> = HashMap::new();
+        for (id, point) in points.iter().enumerate() {
+            match first_with_label.get(point.label.as_str()) {
+                Some(&first) if !labels_broken => duplicate_label(
+                    &mut p,
+                    &duplicate_axes,
+                    (first, &points[first]),
+                    (id, point),
+                ),
+                Some(_) => {}
+                None => {
+                    first_with_label.insert(&point.label, id);
+                }
+            }
+        }
+        let mut expanded = Vec::new();
+        for (id, point) in points.iter().enumerate() {
+            if let Some(settings) = resolve(&mut p, &point.layer, &rubies, &point.span) {
+                expanded.push(Config {
+                    id,
+                    label: point.label.clone(),
+                    axes: point.axes.clone(),
+                    settings,
+                });
+            }
+        }
+        if !p.errors.is_empty() {
+            // Each problem once (a [settings] mistake is found in every configuration),
+            // in file order; problems of the file as a whole first.
+            let mut errors: Vec<ExperimentError> = Vec::new();
+            for e in p.errors {
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+            errors.sort_by_key(|e| e.position);
+            return Err(ExperimentErrors(errors));
+        }
+
+        // What the file leaves to defaults that decide what runs and for how long.
+        let written: std::collections::BTreeSet<&str> = base
+            .keys()
+            .chain(configs.iter().flat_map(|c| c.layer.keys()))
+            .map(String::as_str)
+            .chain(axes.iter().map(|axis| axis.name.as_str()))
+            .collect();
+        let mut defaults = Vec::new();
+        if !batches_written {
+            defaults.push(format!("batches = {batches}"));
+        }
+        for key in NOTED_SETTINGS {
+            if written.contains(key) || (key == "duration" && written.contains("requests")) {
+                continue;
+            }
+            let mut values: Vec<String> = Vec::new();
+            for s in expanded.iter().map(|c| &c.settings) {
+                let value = match (s.workload, key) {
+                    (Workload::Http, "app") => format!("{:?}", s.app),
+                    (Workload::Http, "server") => format!("{:?}", s.server.as_str()),
+                    (Workload::Http, "processes") => s.processes.to_string(),
+                    (Workload::Http, "threads") => s.threads.to_string(),
+                    (Workload::Http, "warmup") => {
+                        format!("\"{}\"", humantime::format_duration(s.load.warmup))
+                    }
+                    (Workload::Http, "duration") => {
+                        format!("\"{}\"", humantime::format_duration(s.load.duration))
+                    }
+                    (Workload::Script, "runs") => {
+                        s.script.as_ref().map_or(0, |x| x.runs).to_string()
+                    }
+                    _ => continue, // does not apply to this workload
+                };
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+            if !values.is_empty() {
+                defaults.push(format!("{key} = {}", values.join(" or ")));
+            }
+        }
+
+        let precision = match precision {
+            Some((target, _)) => {
+                let max = max_batches
+                    .as_ref()
+                    .map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
+                if let Some((m, span)) = &max_batches {
+                    if *m < batches {
+                        p.error(span, "max_batches", format!("max_batches = {m} is below batches = {batches}, the minimum of an adaptive run"), None);
+                    }
+                }
+                Some(crate::precision::PrecisionTarget {
+                    target,
+                    metric: precision_metric
+                        .as_ref()
+                        .map_or(crate::precision::PrecisionMetric::Throughput, |m| m.0),
+                    min_batches: batches,
+                    max_batches: max,
+                    max_duration: max_duration.as_ref().map(|d| d.0),
+                })
+            }
+            None => {
+                // No key is silently ignored: these only mean something with `precision`.
+                let spans = [
+                    ("metric", precision_metric.clone().map(|m| m.1)),
+                    ("max_batches", max_batches.clone().map(|m| m.1)),
+                    ("max_duration", max_duration.map(|m| m.1)),
+                ];
+                for (key, span) in spans {
+                    if let Some(span) = span {
+                        p.error(
+                            &span,
+                            key,
+                            format!(
+                                "{key} applies to adaptive runs, and this file sets no precision"
+                            ),
+                            Some(
+                                "add precision = \"1%\" (the half-width to reach), or remove it"
+                                    .into(),
+                            ),
+                        );
+                    }
+                }
+                None
+            }
+        };
+        if let (Some(t), Some((_, span))) = (&precision, &precision_metric) {
+            let script_metric = t.metric == crate::precision::PrecisionMetric::Wall;
+            if let Some(c) = expanded
+                .iter()
+                .find(|c| (c.settings.workload == Workload::Script) != script_metric)
+            {
+                p.error(span, "metric", format!("metric = \"{}\" does not fit configuration {:?}, a {} workload", t.metric.name(), c.label, if c.settings.workload == Workload::Script { "script" } else { "http" }), Some("scripts use \"wall\"; HTTP workloads throughput, cpu_per_request, latency_p50, latency_p99 or pss_end".into()));
+            }
+        }
+        let precision = precision.map(|mut t| {
+            // A script experiment without `metric` targets its wall time.
+            if precision_metric.is_none()
+                && expanded
+                    .iter()
+                    .all(|c| c.settings.workload == Workload::Script)
+            {
+                t.metric = crate::precision::PrecisionMetric::Wall;
+            }
+            t
+        });
+        let rounds_written = rounds.is_some();
+        let (design, design_note) = p.design(
+            written_design,
+            slice,
+            rounds,
+            &expanded,
+            &written,
+            conditions.repeat_noisy,
+        );
+        if design != crate::design::Design::Blocks && rounds_written {
+            // Measured for the rounds written × slice: the duration's default does not apply.
+            defaults.retain(|d| !d.starts_with("duration ="));
+        }
+        defaults.extend(design_note);
+        if !p.errors.is_empty() {
+            return Err(ExperimentErrors(p.errors));
+        }
+
+        Ok(Experiment {
+            design,
+            precision,
+            conditions,
+            file: file.to_path_buf(),
+            text: text.to_string(),
+            name,
+            description,
+            seed,
+            batches,
+            order,
+            record_env,
+            rubies: rubies.into_iter().map(|(k, (def, _))| (k, def)).collect(),
+            configs: expanded,
+            defaults,
+        })
+    }
+
+    /// The same experiment cut down to a quick check: two short blocks (never adaptive).
+    pub fn smoke(mut self) -> Experiment {
+        self.batches = 2;
+        self.precision = None;
+        // Interleaved: 2 rounds of at most 500 ms, so each configuration is measured for
+        // at most a second per block, as a smoke trial is for two.
+        if let crate::design::Design::Interleaved { slice, rounds }
+        | crate::design::Design::CoScheduled { slice, rounds } = &mut self.design
+        {
+            *slice = (*slice).min(Duration::from_millis(500));
+            *rounds = (*rounds).min(2);
+        }
+        for c in &mut self.configs {
+            let load = &mut c.settings.load;
+            load.warmup = load.warmup.min(Duration::from_secs(1));
+            load.duration = load.duration.min(Duration::from_secs(2));
+            load.requests = load.requests.map(|n| n.min(1000));
+            if let Some(script) = &mut c.settings.script {
+                script.runs = 1;
+            }
+        }
+        self
+    }
+}

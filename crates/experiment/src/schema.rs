@@ -1,0 +1,170 @@
+//! What an experiment file becomes: the `Experiment` (run-wide settings and the expanded,
+//! labelled configurations) and each configuration's resolved `ConfigSettings`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use load::LoadSettings;
+use serde::{Deserialize, Serialize};
+
+use crate::schedule::Order;
+use crate::servers::ServerKind;
+use rubies::knobs::{AllocatorSetting, Compact, Jit};
+
+/// Apps shipped in `ruby/apps/`.
+pub const BUNDLED_APPS: [&str; 5] = [
+    "rack-hello",
+    "rails-hello",
+    "sinatra-hello",
+    "rails-mixed",
+    "known-effect",
+];
+
+/// What a configuration measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// An app server under HTTP load.
+    Http,
+    /// A Ruby script run several times per trial, timed from outside.
+    Script,
+}
+
+/// A Ruby named in `[rubies]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RubyDef {
+    /// The executable (resolved to a path) and any fixed options, e.g. `["/usr/bin/ruby"]`.
+    pub argv: Vec<String>,
+    /// Environment set whenever this Ruby runs.
+    pub env: BTreeMap<String, String>,
+    /// The Gemfile this Ruby's configurations use unless `gemfile` says otherwise.
+    #[serde(default)]
+    pub gemfile: Option<PathBuf>,
+}
+
+/// A script workload: a Ruby file run `runs` times per trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScriptSettings {
+    pub path: PathBuf,
+    pub args: Vec<String>,
+    pub runs: u32,
+    /// A run still going after this long is stopped and fails the trial.
+    #[serde(with = "humantime_serde", default = "default_script_timeout")]
+    pub timeout: Duration,
+}
+
+pub(crate) fn default_script_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+/// Everything one configuration runs with, fully resolved (absolute paths, URL mix read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigSettings {
+    /// Name of the Ruby in `[rubies]`.
+    pub ruby: String,
+    /// The Ruby's argv prefix followed by `ruby_opts`.
+    pub ruby_argv: Vec<String>,
+    pub ruby_opts: Vec<String>,
+    /// The Ruby's own environment, overlaid with the configuration's `env`.
+    pub env: BTreeMap<String, String>,
+    pub workload: Workload,
+    /// Bundled app name or the user's directory, as written.
+    pub app: String,
+    /// Directory holding the app's `config.ru`.
+    pub app_dir: PathBuf,
+    pub server: ServerKind,
+    pub server_argv: Vec<String>,
+    pub processes: u32,
+    pub threads: u32,
+    /// 0 picks a free port per trial.
+    pub port: u16,
+    pub readiness_path: String,
+    #[serde(with = "humantime_serde")]
+    pub readiness_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub stop_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub sample_interval: Duration,
+    /// Percent of failed requests (errors and non-2xx) above which a trial is invalid.
+    pub max_error_rate: f64,
+    /// Warmup, duration and everything `rubyrace load` accepts.
+    pub load: LoadSettings,
+    pub script: Option<ScriptSettings>,
+    /// The JIT asked for, verified on the running Ruby; none: the Ruby's own default,
+    /// recorded but not checked.
+    #[serde(default)]
+    pub jit: Option<Jit>,
+    /// The allocator asked for (its library is in `env` as `LD_PRELOAD` when preloaded).
+    #[serde(default)]
+    pub allocator: Option<AllocatorSetting>,
+    #[serde(default)]
+    pub compact: Option<Compact>,
+    /// The Gemfile in use: the server runs through `bundle exec` with `BUNDLE_GEMFILE` set.
+    #[serde(default)]
+    pub gemfile: Option<PathBuf>,
+    /// `RUBY_ENGINE` of the Ruby ("ruby", "jruby"), when it answered the check.
+    #[serde(default)]
+    pub ruby_engine: Option<String>,
+}
+
+impl ConfigSettings {
+    /// A rough wall time of one trial of this configuration, for estimates before anything
+    /// ran: for HTTP, the warmup, the measured time (the duration, or rounds × (slice +
+    /// lead-in) when sliced, shared by the `configurations` when co-scheduled) and about
+    /// 3 s to start and stop the server; for a script, 2 s per run.
+    pub fn estimated_trial_time(
+        &self,
+        design: &crate::design::Design,
+        configurations: usize,
+    ) -> Duration {
+        match self.workload {
+            Workload::Http => {
+                let measured = design
+                    .loaded_per_configuration(configurations)
+                    .unwrap_or(self.load.duration);
+                self.load.warmup + measured + Duration::from_secs(3)
+            }
+            Workload::Script => Duration::from_secs(2) * self.script.as_ref().map_or(1, |x| x.runs),
+        }
+    }
+}
+
+/// One point of the matrix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// 0-based position in the expanded list.
+    #[serde(rename = "config_id")]
+    pub id: usize,
+    pub label: String,
+    /// The matrix axes and their value labels for this configuration, e.g. `ruby=3.3`.
+    pub axes: BTreeMap<String, String>,
+    pub settings: ConfigSettings,
+}
+
+/// A parsed, validated and expanded experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub file: PathBuf,
+    /// The file's text, stored with the results so a resume never depends on the file.
+    pub text: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    pub batches: u32,
+    pub order: Order,
+    /// Extra environment variable names to record with every trial.
+    pub record_env: Vec<String>,
+    pub rubies: BTreeMap<String, RubyDef>,
+    pub configs: Vec<Config>,
+    /// What the file leaves to defaults that decide what runs and for how long, as
+    /// `key = value` (`batches = 5`, `warmup = "5s"`); see [`Experiment::defaults_note`].
+    pub defaults: Vec<String>,
+    /// `precision = "1%"`: blocks are added after `batches` until every comparison is that
+    /// precise, or the budget is spent (crate::precision).
+    pub precision: Option<crate::precision::PrecisionTarget>,
+    /// `quiet`, `cpus`, `repeat_noisy`: how trials are kept out of the machine's noise.
+    pub conditions: crate::conditions::TrialConditions,
+    /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).
+    pub design: crate::design::Design,
+}

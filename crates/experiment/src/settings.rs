@@ -1,0 +1,184 @@
+//! The keys an experiment file may hold: the root keys, and every setting of a
+//! configuration with the kind of value it takes (the table docs/experiment.md documents),
+//! and the "did you mean" suggestions for unknown ones.
+
+use rubies::knobs::{COMPACTS, JITS};
+
+/// Keys at the top level of the file.
+/// The `[matrix]` value of `ruby` that means every Ruby.
+pub const RUBY_ALL: &str = "all";
+
+pub(crate) const ROOT_KEYS: [&str; 21] = [
+    "name",
+    "description",
+    "seed",
+    "batches",
+    "precision",
+    "metric",
+    "max_batches",
+    "max_duration",
+    "quiet",
+    "cpus",
+    "repeat_noisy",
+    "design",
+    "slice",
+    "rounds",
+    "order",
+    "record_env",
+    "rubies",
+    "settings",
+    "matrix",
+    "configs",
+    "exclude",
+];
+
+/// The type and range of one setting.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Str,
+    Int { min: i64, max: i64 },
+    Float { min: f64, max: f64 },
+    Duration,
+    StrList,
+    StrMap,
+    OneOf(&'static [&'static str]),
+}
+
+impl Kind {
+    pub(crate) fn expected(self) -> String {
+        match self {
+            Kind::Str => "a string".into(),
+            Kind::Int { min, max } => format!("an integer from {min} to {max}"),
+            Kind::Float { max, .. } if max == f64::MAX => "a positive number".into(),
+            Kind::Float { min, max } => format!("a number from {min} to {max}"),
+            Kind::Duration => "a duration string such as \"500ms\", \"10s\" or \"2m\"".into(),
+            Kind::StrList => "an array of strings".into(),
+            Kind::StrMap => "a table of string values".into(),
+            Kind::OneOf(options) => format!("one of {}", quoted_list(options)),
+        }
+    }
+}
+
+pub(crate) const SERVERS: &[&str] = &["puma", "unicorn", "thin", "webrick", "custom"];
+
+pub(crate) const MODES: &[&str] = &["keepalive", "close-header", "client-close"];
+
+pub(crate) const WORKLOADS: &[&str] = &["http", "script"];
+
+/// Every setting a configuration has. Order is the order of the reference in
+/// docs/experiment.md.
+pub(crate) const SETTINGS: &[(&str, Kind)] = &[
+    ("ruby", Kind::Str),
+    ("ruby_opts", Kind::StrList),
+    ("env", Kind::StrMap),
+    ("jit", Kind::OneOf(JITS)),
+    ("allocator", Kind::Str),
+    ("compact", Kind::OneOf(COMPACTS)),
+    ("gemfile", Kind::Str),
+    ("workload", Kind::OneOf(WORKLOADS)),
+    ("app", Kind::Str),
+    ("server", Kind::OneOf(SERVERS)),
+    ("server_argv", Kind::StrList),
+    ("processes", Kind::Int { min: 1, max: 256 }),
+    ("threads", Kind::Int { min: 1, max: 1024 }),
+    ("port", Kind::Int { min: 0, max: 65535 }),
+    ("readiness_path", Kind::Str),
+    ("readiness_timeout", Kind::Duration),
+    ("stop_timeout", Kind::Duration),
+    ("sample_interval", Kind::Duration),
+    ("warmup", Kind::Duration),
+    ("duration", Kind::Duration),
+    (
+        "requests",
+        Kind::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+    ),
+    (
+        "max_error_rate",
+        Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+    ),
+    (
+        "connections",
+        Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+    ),
+    ("load_threads", Kind::Int { min: 1, max: 1024 }),
+    ("mode", Kind::OneOf(MODES)),
+    ("close_grace", Kind::Duration),
+    (
+        "rate",
+        Kind::Float {
+            min: f64::MIN_POSITIVE,
+            max: f64::MAX,
+        },
+    ),
+    ("method", Kind::Str),
+    ("path", Kind::Str),
+    ("headers", Kind::StrList),
+    ("body", Kind::Str),
+    ("urls", Kind::Str),
+    (
+        "url_seed",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    ),
+    ("pipeline", Kind::Int { min: 1, max: 1024 }),
+    ("timeout", Kind::Duration),
+    ("connect_stagger", Kind::Duration),
+    ("script", Kind::Str),
+    ("script_args", Kind::StrList),
+    (
+        "runs",
+        Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+    ),
+    ("script_timeout", Kind::Duration),
+];
+
+pub(crate) fn setting_kind(key: &str) -> Option<Kind> {
+    SETTINGS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, kind)| *kind)
+}
+
+pub(crate) fn setting_names() -> Vec<&'static str> {
+    SETTINGS.iter().map(|(k, _)| *k).collect()
+}
+
+pub(crate) fn quoted_list(options: &[&str]) -> String {
+    let quoted: Vec<String> = options.iter().map(|o| format!("\"{o}\"")).collect();
+    match quoted.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The closest known name, when it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(unknown, k), *k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// The setting a dotted key is about: `threads` for `configs[0].threads` or
+/// `matrix.threads[1]`.
+pub(crate) fn setting_of(key: &str) -> &str {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    last.split('[').next().unwrap_or(last)
+}
