@@ -4,13 +4,11 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use serde_json::{json, Value as J};
 use toml_edit::TableLike;
 
-use crate::parse::{
-    value_label, AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span,
-};
+use crate::parse::{AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span};
 use crate::schema::RubyDef;
+use crate::settings::SettingValue;
 
 /// Merges layers: later layers replace a key, except `env`, whose variables are merged.
 pub(crate) fn merge(layers: &[&Layer]) -> Layer {
@@ -19,7 +17,9 @@ pub(crate) fn merge(layers: &[&Layer]) -> Layer {
         for (k, v) in layer.iter() {
             if k == "env" {
                 if let Some(existing) = merged.get_mut("env") {
-                    if let (J::Object(into), J::Object(from)) = (&mut existing.value, &v.value) {
+                    if let (SettingValue::StrMap(into), SettingValue::StrMap(from)) =
+                        (&mut existing.value, &v.value)
+                    {
                         for (name, value) in from {
                             into.insert(name.clone(), value.clone());
                         }
@@ -38,7 +38,7 @@ pub(crate) fn excluded_by(layer: &Layer, exclusion: &Layer) -> bool {
     exclusion.iter().all(|(k, want)| {
         let have = layer.get(k).map(|p| &p.value);
         match (k.as_str(), have, &want.value) {
-            ("env", Some(J::Object(have)), J::Object(want)) => {
+            ("env", Some(SettingValue::StrMap(have)), SettingValue::StrMap(want)) => {
                 want.iter().all(|(name, v)| have.get(name) == Some(v))
             }
             (_, Some(have), want) => have == want,
@@ -113,7 +113,7 @@ pub(crate) fn expand_ruby_all(
         .into_iter()
         .map(|name| AxisValue {
             placed: Placed {
-                value: json!(name),
+                value: SettingValue::Str(name.clone()),
                 span: span.clone(),
                 key: "matrix.ruby".into(),
                 items: Vec::new(),
@@ -195,7 +195,7 @@ pub(crate) fn labels_for_configs(
                 .layer
                 .iter()
                 .map(|(k, v)| {
-                    let l = value_label(k, &v.value);
+                    let l = v.value.label();
                     p.check_label(&v.span, &v.key, &l);
                     if k == "env" {
                         l

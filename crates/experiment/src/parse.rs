@@ -7,19 +7,18 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Value as J};
 use toml_edit::{Item, TableLike, Value};
 
 use crate::error::{line_column, ExperimentError};
 use crate::schema::{Config, RubyDef, Workload};
 use crate::settings::RUBY_ALL;
-use crate::settings::{did_you_mean, setting_kind, setting_names, Kind};
+use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue};
 use rubies::discovery::{DiscoveredRuby, RubyCapabilities};
 
 /// A checked setting value and where it was written.
 #[derive(Clone, Debug)]
 pub(crate) struct Placed {
-    pub(crate) value: J,
+    pub(crate) value: SettingValue,
     pub(crate) span: Option<Range<usize>>,
     /// The dotted key where it was written, for messages.
     pub(crate) key: String,
@@ -390,8 +389,9 @@ impl<'a> Parser<'a> {
                     ),
                 },
                 "max_wait" | "window" => {
-                    if let Some(J::String(text)) = self.check_value(&key, Kind::Duration, value) {
-                        let d = humantime::parse_duration(&text).unwrap_or_default();
+                    if let Some(SettingValue::Duration { text, value: d }) =
+                        self.check_value(&key, Kind::Duration, value)
+                    {
                         if sub == "window" && d < Duration::from_millis(100) {
                             self.error(&value.span(), &key, format!("expected at least 100ms, found {text:?}: /proc/stat counts 10 ms ticks"), None);
                         } else if sub == "window" {
@@ -485,8 +485,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Checks a value against a kind; returns its normalized JSON form.
-    pub(crate) fn check_value(&mut self, key: &str, kind: Kind, item: &Item) -> Option<J> {
+    /// Checks a value against a kind; returns it typed.
+    pub(crate) fn check_value(
+        &mut self,
+        key: &str,
+        kind: Kind,
+        item: &Item,
+    ) -> Option<SettingValue> {
         let span = item.span();
         let found = describe(item);
         let wrong = |p: &mut Self, detail: Option<String>| {
@@ -511,10 +516,10 @@ impl<'a> Parser<'a> {
         match kind {
             Kind::Str => value
                 .as_str()
-                .map(|s| json!(s))
+                .map(|s| SettingValue::Str(s.to_string()))
                 .or_else(|| wrong(self, None)),
             Kind::Int { min, max } => match value.as_integer() {
-                Some(i) if (min..=max).contains(&i) => Some(json!(i)),
+                Some(i) if (min..=max).contains(&i) => Some(SettingValue::Int(i)),
                 Some(i) => wrong(self, Some(format!("found {i}"))),
                 None => wrong(self, None),
             },
@@ -523,7 +528,7 @@ impl<'a> Parser<'a> {
                     .as_float()
                     .or_else(|| value.as_integer().map(|i| i as f64));
                 match f {
-                    Some(f) if f >= min && f <= max => Some(json!(f)),
+                    Some(f) if f >= min && f <= max => Some(SettingValue::Float(f)),
                     Some(f) => wrong(self, Some(format!("found {f}"))),
                     None => wrong(self, None),
                 }
@@ -543,19 +548,23 @@ impl<'a> Parser<'a> {
                     None
                 }
                 Some(s) => match humantime::parse_duration(s) {
-                    Ok(_) => Some(json!(s)),
+                    Ok(d) => Some(SettingValue::Duration {
+                        text: s.to_string(),
+                        value: d,
+                    }),
                     Err(e) => wrong(self, Some(format!("found {s:?} ({e})"))),
                 },
                 None => wrong(self, None),
             },
             Kind::StrList => match value.as_array() {
-                Some(a) if a.iter().all(|v| v.as_str().is_some()) => Some(J::Array(
-                    a.iter().map(|v| json!(v.as_str().unwrap())).collect(),
-                )),
-                _ => wrong(self, None),
+                Some(a) => match a.iter().map(|v| v.as_str().map(str::to_string)).collect() {
+                    Some(list) => Some(SettingValue::StrList(list)),
+                    None => wrong(self, None),
+                },
+                None => wrong(self, None),
             },
             Kind::OneOf(options) => match value.as_str() {
-                Some(s) if options.contains(&s) => Some(json!(s)),
+                Some(s) if options.contains(&s) => Some(SettingValue::Str(s.to_string())),
                 Some(s) => {
                     let help = did_you_mean(s, options).map(|k| format!("did you mean \"{k}\"?"));
                     self.error(
@@ -573,12 +582,12 @@ impl<'a> Parser<'a> {
     }
 
     /// A table of string values (environment variables); non-strings are reported.
-    pub(crate) fn string_map(&mut self, key: &str, t: &dyn TableLike) -> J {
-        let mut map = serde_json::Map::new();
+    pub(crate) fn string_map(&mut self, key: &str, t: &dyn TableLike) -> SettingValue {
+        let mut map = BTreeMap::new();
         for (k, v) in t.iter() {
             match v.as_str() {
                 Some(s) => {
-                    map.insert(k.to_string(), json!(s));
+                    map.insert(k.to_string(), s.to_string());
                 }
                 None => {
                     let key = format!("{key}.{k}");
@@ -591,7 +600,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        J::Object(map)
+        SettingValue::StrMap(map)
     }
 
     /// Reads a table of settings (`[settings]`, a `[[configs]]` entry, an `[[exclude]]`
@@ -612,7 +621,7 @@ impl<'a> Parser<'a> {
                     others.insert(
                         name.to_string(),
                         Placed {
-                            value: json!(s),
+                            value: SettingValue::Str(s.to_string()),
                             span: item.span(),
                             key: dotted,
                             items: Vec::new(),
@@ -732,7 +741,7 @@ impl<'a> Parser<'a> {
                 }
                 if let Some(checked) = checked {
                     let chosen = label.is_some();
-                    let label = label.unwrap_or_else(|| value_label(name, &checked));
+                    let label = label.unwrap_or_else(|| checked.label());
                     // Every value's label is recorded with its configurations (`axes`),
                     // even on an axis of one value.
                     self.check_label(&v.span(), &element_key, &label);
@@ -809,7 +818,9 @@ impl<'a> Parser<'a> {
                             }
                         },
                         "argv" => {
-                            if let Some(J::Array(a)) = self.check_value(&key, Kind::StrList, v) {
+                            if let Some(SettingValue::StrList(a)) =
+                                self.check_value(&key, Kind::StrList, v)
+                            {
                                 if a.is_empty() {
                                     self.error(
                                         &v.span(),
@@ -818,18 +829,15 @@ impl<'a> Parser<'a> {
                                         None,
                                     );
                                 } else {
-                                    argv = Some(
-                                        a.iter().map(|s| s.as_str().unwrap().to_string()).collect(),
-                                    );
+                                    argv = Some(a);
                                 }
                             }
                         }
                         "env" => {
-                            if let Some(J::Object(m)) = self.check_value(&key, Kind::StrMap, v) {
-                                env = m
-                                    .into_iter()
-                                    .map(|(k, v)| (k, v.as_str().unwrap().to_string()))
-                                    .collect();
+                            if let Some(SettingValue::StrMap(m)) =
+                                self.check_value(&key, Kind::StrMap, v)
+                            {
+                                env = m.into_iter().collect();
                             }
                         }
                         "gemfile" => match v.as_str() {
@@ -981,27 +989,6 @@ pub(crate) fn element_spans(value: Option<&Value>) -> Vec<Span> {
         .and_then(Value::as_array)
         .map(|a| a.iter().map(Value::span).collect())
         .unwrap_or_default()
-}
-
-/// The default label of a matrix value, e.g. `--yjit` or `RUBY_YJIT_ENABLE=1`.
-pub(crate) fn value_label(key: &str, value: &J) -> String {
-    match value {
-        J::String(s) => s.clone(),
-        J::Array(a) if a.is_empty() => "none".into(),
-        J::Array(a) => a
-            .iter()
-            .map(|v| v.as_str().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(" "),
-        J::Object(m) if m.is_empty() => "none".into(),
-        J::Object(m) => m
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(","),
-        other if key.is_empty() => other.to_string(),
-        other => other.to_string(),
-    }
 }
 
 pub(crate) fn describe(item: &Item) -> String {

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value as J;
 use toml_edit::ImDocument;
 
 use crate::error::{line_column, os_message, ExperimentError, ExperimentErrors};
@@ -17,7 +16,7 @@ use crate::parse::{
 use crate::resolve::resolve;
 use crate::schedule::Order;
 use crate::schema::{Config, Experiment, RubyDef, Workload};
-use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, ROOT_KEYS};
+use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, ROOT_KEYS};
 use rubies::discovery::DiscoveredRuby;
 
 /// What `defaults_note` names when the file leaves it out: what runs, and for how long.
@@ -169,14 +168,14 @@ impl Experiment {
                     }
                 },
                 "seed" => {
-                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
-                        seed = n.as_u64().unwrap_or(1);
+                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 0, max: i64::MAX }, item) {
+                        seed = n as u64;
                     }
                 }
                 "batches" => {
                     batches_written = true;
-                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                        batches = n.as_u64().unwrap_or(1) as u32;
+                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        batches = n as u64 as u32;
                     }
                 }
                 "precision" => match item.as_str().map(parse_percent) {
@@ -189,31 +188,29 @@ impl Experiment {
                     ),
                 },
                 "metric" => {
-                    if let Some(J::String(name)) = p.check_value(key, Kind::OneOf(&crate::precision::PrecisionMetric::NAMES), item) {
+                    if let Some(SettingValue::Str(name)) = p.check_value(key, Kind::OneOf(&crate::precision::PrecisionMetric::NAMES), item) {
                         precision_metric = crate::precision::PrecisionMetric::parse(&name).map(|m| (m, span.clone()));
                     }
                 }
                 "max_batches" => {
-                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                        max_batches = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
+                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                        max_batches = Some((n as u64 as u32, span.clone()));
                     }
                 }
                 "max_duration" => {
-                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
-                        if let Ok(d) = humantime::parse_duration(&text) {
-                            max_duration = Some((d, span.clone()));
-                        }
+                    if let Some(d) = p.check_value(key, Kind::Duration, item).and_then(|v| v.as_duration()) {
+                        max_duration = Some((d, span.clone()));
                     }
                 }
                 "quiet" => conditions.quiet = p.quiet_rule(item),
                 "cpus" => conditions.cpus = p.cpu_split(item),
                 "repeat_noisy" => {
-                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 0, max: 10 }, item) {
-                        conditions.repeat_noisy = n.as_u64().unwrap_or(0) as u32;
+                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 0, max: 10 }, item) {
+                        conditions.repeat_noisy = n as u64 as u32;
                     }
                 }
                 "design" => {
-                    if let Some(J::String(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved", "co-scheduled"]), item) {
+                    if let Some(SettingValue::Str(d)) = p.check_value(key, Kind::OneOf(&["blocks", "interleaved", "co-scheduled"]), item) {
                         let name = match d.as_str() {
                             "blocks" => DesignName::Blocks,
                             "interleaved" => DesignName::Interleaved,
@@ -223,31 +220,31 @@ impl Experiment {
                     }
                 }
                 "slice" => {
-                    if let Some(J::String(text)) = p.check_value(key, Kind::Duration, item) {
-                        match humantime::parse_duration(&text) {
-                            Ok(d) if d < crate::design::MIN_SLICE => p.error(
+                    if let Some(SettingValue::Duration { text, value: d }) = p.check_value(key, Kind::Duration, item) {
+                        if d < crate::design::MIN_SLICE {
+                            p.error(
                                 &span,
                                 key,
                                 format!("a slice of {text} is shorter than {}: it would measure mostly connection set-up", humantime::format_duration(crate::design::MIN_SLICE)),
                                 Some("slices of 250ms to 2s suit most servers, e.g. slice = \"1s\"".into()),
-                            ),
-                            Ok(d) => slice = Some((d, span.clone())),
-                            Err(_) => {}
+                            );
+                        } else {
+                            slice = Some((d, span.clone()));
                         }
                     }
                 }
                 "rounds" => {
-                    if let Some(J::Number(n)) = p.check_value(key, Kind::Int { min: 1, max: 10_000 }, item) {
-                        rounds = Some((n.as_u64().unwrap_or(1) as u32, span.clone()));
+                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 10_000 }, item) {
+                        rounds = Some((n as u64 as u32, span.clone()));
                     }
                 }
                 "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
-                    Some(J::String(s)) if s == "sequential" => order = Order::Sequential,
+                    Some(SettingValue::Str(s)) if s == "sequential" => order = Order::Sequential,
                     _ => {}
                 },
                 "record_env" => {
-                    if let Some(J::Array(a)) = p.check_value(key, Kind::StrList, item) {
-                        record_env = a.iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                    if let Some(SettingValue::StrList(a)) = p.check_value(key, Kind::StrList, item) {
+                        record_env = a;
                     }
                 }
                 "rubies" => {

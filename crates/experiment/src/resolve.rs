@@ -6,7 +6,6 @@ use std::ops::Range;
 use std::time::Duration;
 
 use load::{ConnectionMode, LoadSettings};
-use serde_json::Value as J;
 
 use crate::parse::{Layer, Parser};
 use crate::schema::{
@@ -116,18 +115,13 @@ pub(crate) fn resolve(
     let float = |k: &str| get(k).and_then(|v| v.value.as_f64());
     let duration = |k: &str, default: Duration| {
         get(k)
-            .and_then(|v| v.value.as_str())
-            .and_then(|s| humantime::parse_duration(s).ok())
+            .and_then(|v| v.value.as_duration())
             .unwrap_or(default)
     };
     let list = |k: &str| -> Vec<String> {
         get(k)
-            .and_then(|v| v.value.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
+            .and_then(|v| v.value.as_list())
+            .map(<[String]>::to_vec)
             .unwrap_or_default()
     };
 
@@ -215,10 +209,8 @@ pub(crate) fn resolve(
     let def = def.unwrap_or(&empty_def);
     let ruby_opts = list("ruby_opts");
     let mut env = def.env.clone();
-    if let Some(J::Object(m)) = get("env").map(|v| &v.value) {
-        for (k, v) in m {
-            env.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-        }
+    if let Some(m) = get("env").and_then(|v| v.value.as_map()) {
+        env.extend(m.clone());
     }
 
     // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).

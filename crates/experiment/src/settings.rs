@@ -2,6 +2,9 @@
 //! configuration with the kind of value it takes (the table docs/experiment.md documents),
 //! and the "did you mean" suggestions for unknown ones.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use rubies::knobs::{COMPACTS, JITS};
 
 /// Keys at the top level of the file.
@@ -181,4 +184,91 @@ pub fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
 pub(crate) fn setting_of(key: &str) -> &str {
     let last = key.rsplit('.').next().unwrap_or(key);
     last.split('[').next().unwrap_or(last)
+}
+
+/// A setting's value once checked against its [`Kind`]: typed, so nothing downstream
+/// re-parses a string or reasserts a type with `unwrap`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum SettingValue {
+    /// `Kind::Str` and `Kind::OneOf`.
+    Str(String),
+    Int(i64),
+    Float(f64),
+    /// A duration as written (`"500ms"`, kept for labels and messages) and its value.
+    Duration {
+        text: String,
+        value: Duration,
+    },
+    StrList(Vec<String>),
+    StrMap(BTreeMap<String, String>),
+}
+
+impl SettingValue {
+    /// A string, or a duration as written.
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            SettingValue::Str(s) | SettingValue::Duration { text: s, .. } => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_i64(&self) -> Option<i64> {
+        match self {
+            SettingValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// A number, an integer included.
+    pub(crate) fn as_f64(&self) -> Option<f64> {
+        match self {
+            SettingValue::Float(f) => Some(*f),
+            SettingValue::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_duration(&self) -> Option<Duration> {
+        match self {
+            SettingValue::Duration { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_list(&self) -> Option<&[String]> {
+        match self {
+            SettingValue::StrList(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_map(&self) -> Option<&BTreeMap<String, String>> {
+        match self {
+            SettingValue::StrMap(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The value as a matrix label shows it by default: a string as it is, a list joined by
+    /// spaces and a map as `K=V,...` ("none" when empty), a number as JSON writes it.
+    pub(crate) fn label(&self) -> String {
+        let join_or_none = |parts: Vec<String>, sep: &str| {
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(sep)
+            }
+        };
+        match self {
+            SettingValue::Str(s) | SettingValue::Duration { text: s, .. } => s.clone(),
+            SettingValue::Int(i) => i.to_string(),
+            SettingValue::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or_else(|| f.to_string(), |n| n.to_string())
+            }
+            SettingValue::StrList(l) => join_or_none(l.clone(), " "),
+            SettingValue::StrMap(m) => {
+                join_or_none(m.iter().map(|(k, v)| format!("{k}={v}")).collect(), ",")
+            }
+        }
+    }
 }

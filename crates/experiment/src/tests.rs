@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use load::{ConnectionMode, LoadSettings};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as J};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::schedule::Order;
