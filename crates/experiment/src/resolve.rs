@@ -502,19 +502,24 @@ pub(crate) fn resolve(
         }
         None => None,
     };
-    let mode = match string("mode", "keepalive").as_str() {
-        "close-header" => ConnectionMode::CloseHeader,
-        "client-close" => ConnectionMode::ClientClose,
-        _ => ConnectionMode::Keepalive,
+    // The experiment file's defaults are the load generator's (LoadSettings::default()),
+    // except where a server's configuration decides: connections (one per server thread),
+    // the path ("/"), and the warmup (5 s; 30 s for a JVM, which needs far longer than CRuby
+    // before its JIT has settled).
+    let engine = LoadSettings::default();
+    let mode = match get("mode").and_then(|v| v.value.as_str()) {
+        Some("close-header") => ConnectionMode::CloseHeader,
+        Some("client-close") => ConnectionMode::ClientClose,
+        Some(_) => ConnectionMode::Keepalive,
+        None => engine.mode,
     };
     let load = LoadSettings {
         connections: int("connections")
             .map(|c| c as usize)
             .unwrap_or((processes * threads) as usize),
-        threads: int("load_threads").unwrap_or(1) as usize,
-        duration: duration("duration", Duration::from_secs(10)),
+        threads: int("load_threads").map_or(engine.threads, |n| n as usize),
+        duration: duration("duration", engine.duration),
         requests: int("requests").map(|n| n as u64),
-        // A JVM needs far longer than CRuby before its JIT has settled.
         warmup: duration(
             "warmup",
             Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") {
@@ -524,21 +529,19 @@ pub(crate) fn resolve(
             }),
         ),
         mode,
-        close_grace: duration("close_grace", Duration::from_millis(100)),
+        close_grace: duration("close_grace", engine.close_grace),
         rate: float("rate"),
-        method: string("method", "GET"),
+        method: string("method", &engine.method),
         path: Some(string("path", "/")),
         headers: list("headers"),
         body: get("body")
             .and_then(|v| v.value.as_str())
             .map(|b| b.as_bytes().to_vec()),
         urls: urls.clone(),
-        seed: int("url_seed").unwrap_or(1) as u64,
-        pipeline: int("pipeline").unwrap_or(1) as usize,
-        timeout: duration("timeout", Duration::from_secs(10)),
-        connect_stagger: get("connect_stagger")
-            .and_then(|v| v.value.as_str())
-            .and_then(|s| humantime::parse_duration(s).ok()),
+        seed: int("url_seed").map_or(engine.seed, |n| n as u64),
+        pipeline: int("pipeline").map_or(engine.pipeline, |n| n as usize),
+        timeout: duration("timeout", engine.timeout),
+        connect_stagger: get("connect_stagger").and_then(|v| v.value.as_duration()),
     };
     if workload == Workload::Http {
         for (key, message) in load_problems(&load) {
