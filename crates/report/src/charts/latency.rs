@@ -1,0 +1,290 @@
+//! Latency: the HdrHistogram-style percentile distribution of each cohort on a "nines"
+//! axis.
+
+use std::fmt::Write as _;
+
+use super::svg::{
+    c, caption, document, legend, linear, source_line, subtitle, x_axis, y_axis, zero_based_ticks,
+    Extent, Scale, Swatch,
+};
+use super::{cohort_colour, dash, WIDTH};
+use crate::format::{escape, fmt_num, fmt_us};
+use crate::model::Report;
+
+// ---------------------------------------------------------------------------------------
+// Latency: HDR-style percentile distribution on a "nines" axis.
+
+/// The "nines" position of percentile `p` (0..100): −log10(1 − p/100); 90 → 1, 99 → 2.
+pub fn nines(p: f64) -> f64 {
+    -(1.0 - p / 100.0).log10()
+}
+
+/// Latency by percentile, HDR style: x is the percentile on a log "nines" axis (50%, 90%,
+/// 99%, 99.9%, …), y the latency from zero; one line per cohort from `Latency.curve`.
+pub fn latency(report: &Report) -> Option<String> {
+    struct Line<'a> {
+        name: &'a str,
+        index: usize,
+        points: Vec<(f64, f64)>,
+        p50: f64,
+        p99: f64,
+        p99_9: f64,
+    }
+    let mut lines: Vec<Line> = Vec::new();
+    for (i, cohort) in report.cohorts.iter().enumerate() {
+        let Some(lat) = &cohort.latency else { continue };
+        let mut points: Vec<(f64, f64)> = lat
+            .curve
+            .iter()
+            .filter(|(p, us)| {
+                p.is_finite() && us.is_finite() && *p >= 0.0 && *p < 100.0 && *us >= 0.0
+            })
+            .map(|(p, us)| (nines(*p), *us))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if points.is_empty() {
+            continue;
+        }
+        lines.push(Line {
+            name: &cohort.name,
+            index: i,
+            points,
+            p50: lat.p50,
+            p99: lat.p99,
+            p99_9: lat.p99_9,
+        });
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let max_nines = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .ceil()
+        .clamp(2.0, 6.0);
+    let max_us = lines
+        .iter()
+        .flat_map(|l| l.points.iter().filter(|p| p.0 <= max_nines).map(|p| p.1))
+        .fold(0.0, f64::max);
+    let (divisor, unit) = if max_us >= 2_000.0 {
+        (1000.0, "ms")
+    } else {
+        (1.0, "µs")
+    };
+
+    let left = 74.0;
+    let right = WIDTH - 28.0;
+    let plot_top = 64.0;
+    let plot_bottom = plot_top + 300.0;
+    let mut b = String::new();
+
+    // Latency spans orders of magnitude from the median to the tail: a log axis shows
+    // both (and says so); a narrow range keeps a linear axis from zero.
+    let min_us = lines
+        .iter()
+        .flat_map(|l| l.points.iter().filter(|p| p.0 <= max_nines).map(|p| p.1))
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let log = min_us.is_finite() && max_us / min_us > 5.0;
+    let (y, y_to): (Scale, fn(f64) -> f64) = if log {
+        let (lo, hi) = log_extent(min_us / divisor, max_us / divisor);
+        let ticks = log_ticks(lo, hi);
+        let labelled: Vec<(f64, String)> = ticks
+            .iter()
+            .map(|t| (t.log10(), fmt_log_tick(*t)))
+            .collect();
+        let y = Scale::new(lo.log10(), hi.log10(), plot_bottom, plot_top);
+        y_axis(
+            &mut b,
+            y,
+            &labelled,
+            left,
+            right,
+            &format!("latency ({unit}, log scale)"),
+            Extent {
+                min: lo,
+                max: hi,
+                kind: "log",
+            },
+        );
+        (y, |v: f64| v.max(1e-9).log10())
+    } else {
+        let (yt, y_max) = zero_based_ticks(max_us / divisor, 7, "");
+        let y = Scale::new(0.0, y_max, plot_bottom, plot_top);
+        y_axis(
+            &mut b,
+            y,
+            &yt,
+            left,
+            right,
+            &format!("latency ({unit}), from zero"),
+            linear(0.0, y_max),
+        );
+        (y, |v: f64| v)
+    };
+    let y_at = |us: f64| y.at(y_to(us / divisor));
+
+    let x = Scale::new(0.0, max_nines, left, right);
+    let mut xt: Vec<(f64, String)> =
+        vec![(0.0, "0%".to_string()), (nines(50.0), "50%".to_string())];
+    for k in 1..=(max_nines as usize) {
+        let label = match k {
+            1 => "90".to_string(),
+            2 => "99".to_string(),
+            _ => format!("99.{}", "9".repeat(k - 2)),
+        };
+        xt.push((k as f64, format!("{label}%")));
+    }
+    x_axis(
+        &mut b,
+        x,
+        &xt,
+        plot_top,
+        plot_bottom,
+        "percentile (log scale of nines: each step is ten times rarer)",
+        Extent {
+            min: 0.0,
+            max: max_nines,
+            kind: "nines",
+        },
+    );
+
+    let mut desc = format!(
+        "Latency by percentile per cohort, in {unit}; the percentile axis is logarithmic in nines, {}.",
+        if log { "the latency axis is logarithmic too" } else { "the latency axis starts at zero" }
+    );
+    for line in &lines {
+        let colour = cohort_colour(line.index);
+        let pts: Vec<String> = line
+            .points
+            .iter()
+            .filter(|p| p.0 <= max_nines)
+            .map(|(n, us)| format!("{},{}", c(x.at(*n)), c(y_at(*us))))
+            .collect();
+        let tooltip = format!(
+            "{}: p50 {}, p99 {}, p99.9 {}",
+            line.name,
+            fmt_us(line.p50),
+            fmt_us(line.p99),
+            fmt_us(line.p99_9)
+        );
+        let _ = write!(desc, " {}.", tooltip);
+        let d = dash(line.index);
+        let _ = write!(
+            b,
+            "<g data-series=\"{}\"><title>{}</title><polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2.2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"{}/>",
+            escape(line.name),
+            escape(&tooltip),
+            pts.join(" "),
+            if d.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{d}\"") },
+        );
+        // Markers at p50, p99 and p99.9, the numbers people quote.
+        for (p, v) in [(50.0, line.p50), (99.0, line.p99), (99.9, line.p99_9)] {
+            if nines(p) <= max_nines && v.is_finite() && v > 0.0 {
+                let _ = write!(
+                    b,
+                    "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#ffffff\" stroke=\"{colour}\" stroke-width=\"1.8\"/>",
+                    c(x.at(nines(p))),
+                    c(y_at(v))
+                );
+            }
+        }
+        b.push_str("</g>");
+    }
+
+    let items: Vec<(Swatch, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                Swatch::Line(cohort_colour(l.index), dash(l.index)),
+                l.name.to_string(),
+            )
+        })
+        .collect();
+    let below = legend(&mut b, &items, left, plot_bottom + 62.0, WIDTH - 16.0);
+    let text = format!(
+        "Latency of the merged histograms of each cohort's valid trials at every percentile. \
+         Left to right, each gridline is ten times rarer: 90% of requests took at most the \
+         latency at 90%, 99% at most that at 99%, and so on; rings mark p50, p99 and p99.9. {}",
+        if log {
+            format!("The latency axis ({unit}) is logarithmic, so the median and the tail both show: equal distances are equal ratios.")
+        } else {
+            format!("The latency axis starts at zero ({unit}).")
+        }
+    );
+    let end = caption(&mut b, &text, &source_line(report), below + 14.0, WIDTH);
+    Some(document(
+        "latency",
+        "Latency by percentile",
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
+}
+
+/// A log axis from a power of ten (or 2 or 5 times one) at or below `lo` to one at or
+/// above `hi`.
+pub(crate) fn log_extent(lo: f64, hi: f64) -> (f64, f64) {
+    let steps = [1.0, 2.0, 5.0, 10.0];
+    let floor = |v: f64| {
+        let e = 10f64.powf(v.log10().floor());
+        steps
+            .iter()
+            .rev()
+            .map(|m| m * e)
+            .find(|x| *x <= v * (1.0 + 1e-9))
+            .unwrap_or(e)
+    };
+    let ceil = |v: f64| {
+        let e = 10f64.powf(v.log10().floor());
+        steps
+            .iter()
+            .map(|m| m * e)
+            .find(|x| *x >= v * (1.0 - 1e-9))
+            .unwrap_or(10.0 * e)
+    };
+    let (lo, hi) = (floor(lo), ceil(hi));
+    if hi > lo {
+        (lo, hi)
+    } else {
+        (lo, lo * 10.0)
+    }
+}
+
+/// A log-axis tick with no trailing zeros: `0.2`, `5`, `1,000`.
+pub(crate) fn fmt_log_tick(v: f64) -> String {
+    if v >= 1.0 {
+        fmt_num(v, 0)
+    } else {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Ticks of a log axis: 1, 2 and 5 × 10ⁿ when the axis spans up to three decades, powers
+/// of ten beyond.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let decades = (hi / lo).log10();
+    let mantissas: &[f64] = if decades <= 3.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let mut ticks = Vec::new();
+    let mut e = lo.log10().floor() as i32;
+    while 10f64.powi(e) <= hi * (1.0 + 1e-9) {
+        for m in mantissas {
+            // Round away binary noise: 0.1 × 3 is not 0.3.
+            let v = m * 10f64.powi(e);
+            let v = (v * 1e9).round() / 1e9;
+            if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                ticks.push(v);
+            }
+        }
+        e += 1;
+    }
+    ticks
+}

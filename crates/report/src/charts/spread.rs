@@ -1,0 +1,279 @@
+//! Throughput (HTTP) and wall time (scripts): one row per cohort, the p10–p90 band, the
+//! median, and every trial as a dot.
+
+use std::fmt::Write as _;
+
+use super::svg::{
+    c, caption, clip, document, is_valid, jitter, label_chars, label_column, legend, linear,
+    source_line, subtitle, x_axis, zero_based_ticks, Scale, Swatch,
+};
+use super::{cohort_colour, INK, INVALID, MUTED, WIDTH};
+use crate::format::{escape, fmt_num};
+use crate::model::{Report, Summary, TrialPoint};
+
+// ---------------------------------------------------------------------------------------
+// Throughput and wall time: one row per cohort, band p10–p90, median, every trial.
+
+/// Requests per second per cohort: the p10–p90 band of valid trials, a bar at the median,
+/// and every trial as a jittered dot (invalid or failed trials as hollow rings).
+pub fn throughput(report: &Report) -> Option<String> {
+    spread(
+        report,
+        SpreadSpec {
+            name: "throughput",
+            title: "Throughput per cohort",
+            axis: "requests per second (higher is better)",
+            unit: "req/s",
+            what: "Requests per second",
+            summary: |r, i| r.cohorts[i].throughput.clone(),
+            value: |t| t.requests_per_s,
+        },
+    )
+}
+
+/// Wall time of a script workload per cohort, drawn like [`throughput`].
+pub fn wall(report: &Report) -> Option<String> {
+    spread(
+        report,
+        SpreadSpec {
+            name: "wall",
+            title: "Wall time per cohort",
+            axis: "wall time, seconds (lower is better)",
+            unit: "s",
+            what: "Wall time",
+            summary: |r, i| r.cohorts[i].script.as_ref().and_then(|s| s.wall.clone()),
+            value: |t| t.wall_s,
+        },
+    )
+}
+
+pub(crate) struct SpreadSpec {
+    pub(crate) name: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) axis: &'static str,
+    pub(crate) unit: &'static str,
+    pub(crate) what: &'static str,
+    pub(crate) summary: fn(&Report, usize) -> Option<Summary>,
+    pub(crate) value: fn(&TrialPoint) -> Option<f64>,
+}
+
+pub(crate) fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
+    // Rows: cohorts with a summary or at least one trial value, in report order.
+    struct Row<'a> {
+        name: &'a str,
+        colour: &'static str,
+        summary: Option<Summary>,
+        trials: Vec<(&'a TrialPoint, f64)>,
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for (i, cohort) in report.cohorts.iter().enumerate() {
+        let summary = (spec.summary)(report, i);
+        let trials: Vec<(&TrialPoint, f64)> = report
+            .trials
+            .iter()
+            .filter(|t| t.cohort == cohort.name)
+            .filter_map(|t| {
+                (spec.value)(t)
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(|v| (t, v))
+            })
+            .collect();
+        if summary.is_some() || !trials.is_empty() {
+            rows.push(Row {
+                name: &cohort.name,
+                colour: cohort_colour(i),
+                summary,
+                trials,
+            });
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let max = rows
+        .iter()
+        .flat_map(|r| {
+            r.trials
+                .iter()
+                .map(|(_, v)| *v)
+                .chain(r.summary.iter().flat_map(|s| [s.p90, s.max]))
+        })
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let decimals_for = |v: f64| {
+        if spec.unit == "s" {
+            if v >= 100.0 {
+                1
+            } else {
+                3
+            }
+        } else {
+            0
+        }
+    };
+
+    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+    let left = label_column(&names);
+    let right = WIDTH - 28.0;
+    let any_invalid = rows
+        .iter()
+        .any(|r| r.trials.iter().any(|(t, _)| !is_valid(t)));
+
+    let mut b = String::new();
+    let mut legend_items = vec![
+        (
+            Swatch::Band("#59636e"),
+            "p10–p90 of valid trials".to_string(),
+        ),
+        (Swatch::MedianTick, "median".to_string()),
+        (Swatch::Dot("#59636e"), "one trial".to_string()),
+    ];
+    if any_invalid {
+        legend_items.push((
+            Swatch::Ring,
+            "invalid or failed trial (not in the statistics)".to_string(),
+        ));
+    }
+    let top = legend(&mut b, &legend_items, 16.0, 66.0, WIDTH - 16.0) + 6.0;
+
+    let row_h = 40.0;
+    let plot_top = top;
+    let plot_bottom = plot_top + rows.len() as f64 * row_h;
+    let (ticks, axis_max) = zero_based_ticks(max, 7, "");
+    let x = Scale::new(0.0, axis_max, left, right);
+    x_axis(
+        &mut b,
+        x,
+        &ticks,
+        plot_top,
+        plot_bottom,
+        spec.axis,
+        linear(0.0, axis_max),
+    );
+
+    let chars = label_chars(left);
+    let mut desc = format!("{} per cohort; the axis starts at zero.", spec.what);
+    for (k, row) in rows.iter().enumerate() {
+        let cy = plot_top + k as f64 * row_h + row_h / 2.0;
+        let baseline = row.name == report.baseline;
+        let mut tooltip = row.name.to_string();
+        let mut second;
+        if let Some(s) = &row.summary {
+            let d = decimals_for(s.p50);
+            second = format!("median {} {}", fmt_num(s.p50, d), spec.unit);
+            let _ = write!(
+                tooltip,
+                ": median {} {u}, p10–p90 {}–{} {u}, n = {}",
+                fmt_num(s.p50, d),
+                fmt_num(s.p10, d),
+                fmt_num(s.p90, d),
+                s.n,
+                u = spec.unit
+            );
+            let _ = write!(
+                desc,
+                " {}: median {} {u} (p10 {}, p90 {}, {} valid trials).",
+                row.name,
+                fmt_num(s.p50, d),
+                fmt_num(s.p10, d),
+                fmt_num(s.p90, d),
+                s.n,
+                u = spec.unit
+            );
+        } else {
+            second = "no valid trials".to_string();
+            let _ = write!(desc, " {}: no valid trials.", row.name);
+        }
+        if baseline {
+            second.push_str(" · baseline");
+        }
+        // Zebra background and the row's labels.
+        if k % 2 == 1 {
+            let _ = write!(
+                b,
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f6f8fa\" fill-opacity=\"0.7\"/>",
+                c(16.0),
+                c(cy - row_h / 2.0),
+                c(right - 16.0),
+                c(row_h)
+            );
+        }
+        let _ = write!(
+            b,
+            "<g data-series=\"{}\"><title>{}</title>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12.5\"{}>{}</text>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"11\" fill=\"{MUTED}\">{}</text>",
+            escape(row.name),
+            escape(&tooltip),
+            c(left - 12.0),
+            c(cy - 2.0),
+            if baseline { " font-weight=\"600\"" } else { "" },
+            escape(&clip(row.name, chars)),
+            c(left - 12.0),
+            c(cy + 12.0),
+            escape(&second),
+        );
+        if let Some(s) = &row.summary {
+            let _ = write!(
+                b,
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" rx=\"3\" fill=\"{}\" fill-opacity=\"0.25\"/>",
+                c(x.at(s.p10)),
+                c(cy - 9.0),
+                c((x.at(s.p90) - x.at(s.p10)).max(1.0)),
+                row.colour
+            );
+        }
+        for (t, v) in &row.trials {
+            let dy = jitter(t.source, t.trial_id) * 10.0;
+            if is_valid(t) {
+                let _ = write!(
+                    b,
+                    "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"0.6\"/>",
+                    c(x.at(*v)),
+                    c(cy + dy),
+                    row.colour
+                );
+            } else {
+                let _ = write!(
+                    b,
+                    "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"#ffffff\" stroke=\"{INVALID}\" stroke-width=\"1.6\"/>",
+                    c(x.at(*v)),
+                    c(cy + dy)
+                );
+            }
+        }
+        if let Some(s) = &row.summary {
+            let _ = write!(
+                b,
+                "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"26\" fill=\"{INK}\"/>",
+                c(x.at(s.p50) - 1.5),
+                c(cy - 13.0)
+            );
+        }
+        b.push_str("</g>");
+    }
+
+    let text = format!(
+        "{} of each trial (dots, spread vertically so they do not overlap). The band spans the \
+         10th to 90th percentile of the valid trials and the black bar marks their median. \
+         Hollow rings are invalid or failed trials, shown but left out of every statistic. \
+         The axis starts at zero.",
+        spec.what
+    );
+    let end = caption(
+        &mut b,
+        &text,
+        &source_line(report),
+        plot_bottom + 62.0,
+        WIDTH,
+    );
+    Some(document(
+        spec.name,
+        spec.title,
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
+}
