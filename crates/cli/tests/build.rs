@@ -15,7 +15,6 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -24,26 +23,22 @@ const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A scratch directory under the system's temporary directory (not cargo's target dir,
 /// which sits inside this repository: the tests need directories outside any git
-/// repository), removed on drop.
-struct TempDir(PathBuf);
+/// repository), removed on drop; its path canonical.
+struct TempDir {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "rubyrace-build-test-{name}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path.canonicalize().unwrap())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("rubyrace-build-test-{name}-"))
+            .tempdir()
+            .unwrap();
+        TempDir {
+            path: dir.path().canonicalize().unwrap(),
+            _dir: dir,
+        }
     }
 }
 
@@ -202,7 +197,7 @@ impl Lab {
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.0.clone()
+        self.dir.path.clone()
     }
 
     fn cache(&self) -> PathBuf {
@@ -214,7 +209,7 @@ impl Lab {
     }
 
     fn record_dir(&self) -> PathBuf {
-        self.dir.0.join("record")
+        self.dir.path.join("record")
     }
 
     /// `rubyrace ARGS` with the cache, the record dir and `env`; killed after DEADLINE.
