@@ -11,8 +11,6 @@ use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
 use lab::runner::{run_pending, RunEnd};
 use lab::store::Store;
-use load::report::bytes;
-use stats::median;
 
 use crate::invocation::{
     command_line, install_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
@@ -392,38 +390,6 @@ fn print_plan_json(
 }
 
 fn print_summary(store: &Store) -> Result<()> {
-    let rows = store.summary_rows()?;
-    let width = rows
-        .iter()
-        .map(|r| r.label.len())
-        .max()
-        .unwrap_or(5)
-        .max(13);
-    println!(
-        "\n{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
-        "configuration", "valid", "invalid", "failed", "median", "median RSS", "median PSS"
-    );
-    for r in &rows {
-        let rps = median(&r.requests_per_s)
-            .map(|v| format!("{v:.1} req/s"))
-            .or_else(|| median(&r.script_wall_s).map(|w| format!("{w:.3} s wall")))
-            .unwrap_or_else(|| "-".into());
-        let mem = |v: &[f64]| {
-            median(v)
-                .map(|b| bytes(b as u64))
-                .unwrap_or_else(|| "-".into())
-        };
-        println!(
-            "{:<width$}  {:>5} {:>7} {:>6}  {:>16}  {:>10}  {:>10}",
-            r.label,
-            r.valid,
-            r.invalid,
-            r.failed,
-            rps,
-            mem(&r.rss_end_bytes),
-            mem(&r.pss_end_bytes)
-        );
-    }
-    println!("(medians over valid trials; memory is the server's whole process tree at the end of the measurement; scripts show wall time)");
+    print!("\n{}", lab::store::summary_table(&store.summary_rows()?));
     Ok(())
 }
