@@ -22,34 +22,29 @@ pub fn rubies(args: RubiesArgs) -> Result<ExitCode> {
         println!("No Ruby found on PATH or in rbenv, rvm, chruby, asdf or mise.");
         return Ok(ExitCode::from(1));
     }
-    let width = found.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let source_width = found
-        .iter()
-        .map(|r| r.source.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    println!(
-        "{:<width$}  {:<source_width$}  RUBY_DESCRIPTION / path",
-        "name", "source"
-    );
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_header(["name", "source", "RUBY_DESCRIPTION / path"]);
     for r in &found {
         let description = match (&r.description, &r.error) {
             (Some(d), _) => d.clone(),
             (None, Some(e)) => format!("(does not run: {})", e.lines().next().unwrap_or("")),
             (None, None) => "(unknown)".into(),
         };
-        println!(
-            "{:<width$}  {:<source_width$}  {description}",
-            r.name, r.source
-        );
-        println!(
-            "{:<width$}  {:<source_width$}  {}",
-            "",
-            "",
-            r.path.display()
-        );
+        table.add_row([
+            r.name.clone(),
+            r.source.clone(),
+            format!("{description}\n{}", r.path.display()),
+        ]);
     }
+    for column in 0..3 {
+        if let Some(c) = table.column_mut(column) {
+            // Two spaces between columns, none before the first.
+            c.set_padding((0, if column == 2 { 0 } else { 2 }));
+        }
+    }
+    println!("{}", table.trim_fmt());
     println!("\nUse them in an experiment file: [rubies] NAME = \"PATH\" (docs/experiment.md).");
     Ok(ExitCode::SUCCESS)
 }
