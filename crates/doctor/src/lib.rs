@@ -729,12 +729,8 @@ fn snapshot() -> Result<Snapshot, String> {
     Ok(all)
 }
 
-/// The first `cpu` line of /proc/stat: (busy ticks, all ticks, steal ticks). The parser is
-/// the trial's noise record's (`sys::noise::CpuTicks`).
-pub fn parse_proc_stat_cpu(text: &str) -> Option<(u64, u64, u64)> {
-    sys::noise::CpuTicks::parse(text).map(|t| (t.busy(), t.total(), t.steal))
-}
-
+/// The machine's CPU ticks now: (busy, all, steal), as the trial's noise record counts
+/// them (`sys::noise::CpuTicks`).
 fn proc_stat_cpu() -> Option<(u64, u64, u64)> {
     sys::noise::CpuTicks::read().map(|t| (t.busy(), t.total(), t.steal))
 }
@@ -886,23 +882,6 @@ fn busy_finding(sample: BusySample, top: usize) -> Finding {
 // ---------------------------------------------------------------------------------------
 // Memory and the kernel
 
-/// `SwapTotal` and `SwapFree` of /proc/meminfo, in bytes.
-pub fn parse_swap(meminfo: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| -> Option<u64> {
-        let line = meminfo
-            .lines()
-            .find(|l| l.split(':').next() == Some(name))?;
-        let rest = line.split_once(':')?.1.trim();
-        let mut words = rest.split_whitespace();
-        let n: u64 = words.next()?.parse().ok()?;
-        Some(match words.next() {
-            Some("kB") => n * 1024,
-            _ => n,
-        })
-    };
-    Some((field("SwapTotal")?, field("SwapFree")?))
-}
-
 /// Bytes as "4.0 GiB", "512 MiB", "0 B".
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -927,10 +906,11 @@ fn swap_finding() -> Finding {
         Some(v) => format!("{s}; swappiness {v}"),
         None => s,
     };
-    let Some((total, free)) = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| parse_swap(&t))
-    else {
+    let meminfo = {
+        use procfs::Current;
+        procfs::Meminfo::current()
+    };
+    let Some((total, free)) = meminfo.ok().map(|m| (m.swap_total, m.swap_free)) else {
         return Finding::new("swap", Status::Info, "not visible (/proc/meminfo)", "");
     };
     if total == 0 {
@@ -1540,24 +1520,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn meminfo_swap_is_parsed_in_bytes() {
-        let meminfo = "MemTotal:        8131420 kB\nMemFree:          312208 kB\n\
-                       SwapCached:         1024 kB\nSwapTotal:       2097148 kB\n\
-                       SwapFree:        2000000 kB\n";
-        assert_eq!(
-            parse_swap(meminfo),
-            Some((2_097_148 * 1024, 2_000_000 * 1024))
-        );
-        // SwapCached must not be taken for SwapTotal; no swap at all is zeros.
-        assert_eq!(
-            parse_swap("SwapCached: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n"),
-            Some((0, 0))
-        );
-        assert_eq!(parse_swap("MemTotal: 1 kB\n"), None);
-        assert_eq!(parse_swap("SwapTotal: x kB\nSwapFree: 0 kB\n"), None);
-    }
-
-    #[test]
     fn port_range_is_parsed_and_sized() {
         assert_eq!(parse_port_range("32768\t60999\n"), Some((32768, 60999)));
         assert_eq!(parse_port_range("1024 65535"), Some((1024, 65535)));
@@ -1614,15 +1576,6 @@ mod tests {
         assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
         assert_eq!(format_cpu_list(&[5]), "5");
         assert_eq!(format_cpu_list(&[]), "");
-    }
-
-    #[test]
-    fn proc_stat_cpu_line_is_parsed() {
-        let text = "cpu  100 5 50 800 20 1 2 7 0 0\ncpu0 50 2 25 400 10 0 1 3 0 0\n";
-        // busy = all - idle - iowait; steal is the 8th field.
-        assert_eq!(parse_proc_stat_cpu(text), Some((165, 985, 7)));
-        assert_eq!(parse_proc_stat_cpu("cpu0 1 2 3 4\n"), None);
-        assert_eq!(parse_proc_stat_cpu("cpu  1 2 x 4\n"), None);
     }
 
     #[test]

@@ -78,10 +78,10 @@ pub fn machine() -> Machine {
                 0
             }
         });
-    let memory_total_bytes = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| parse_mem_total(&t))
-        .unwrap_or(0);
+    let memory_total_bytes = {
+        use procfs::Current;
+        procfs::Meminfo::current().map_or(0, |m| m.mem_total)
+    };
     Machine {
         hostname,
         kernel,
@@ -93,7 +93,8 @@ pub fn machine() -> Machine {
     }
 }
 
-/// The 1, 5 and 15 minute load averages of /proc/loadavg.
+/// The 1, 5 and 15 minute load averages of /proc/loadavg. (Read here, not with procfs,
+/// whose `LoadAverage` holds `f32`s: 1.68 would be stored as 1.6799999475479126.)
 pub fn load_average() -> Option<[f64; 3]> {
     parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
 }
@@ -345,7 +346,8 @@ fn unquote_shell(v: &str) -> String {
     out
 }
 
-/// The first "model name" of /proc/cpuinfo; on architectures without one (some ARM, RISC-V,
+/// The first "model name" of /proc/cpuinfo (read here, not with procfs, whose `CpuInfo`
+/// has no fallback); on architectures without one (some ARM, RISC-V,
 /// POWER, MIPS), the first of "Model", "Hardware", "cpu model", "uarch", "cpu".
 fn parse_cpu_model(text: &str) -> Option<String> {
     let first = |key: &str| {
@@ -365,19 +367,6 @@ fn parse_cpu_model(text: &str) -> Option<String> {
     ]
     .iter()
     .find_map(|k| first(k))
-}
-
-/// `MemTotal:  16318412 kB` → bytes.
-fn parse_mem_total(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let mut words = line["MemTotal:".len()..].split_whitespace();
-    let n: u64 = words.next()?.parse().ok()?;
-    let factor = match words.next() {
-        Some("kB") | Some("KB") | Some("kb") => 1024,
-        None => 1,
-        Some(_) => return None,
-    };
-    n.checked_mul(factor)
 }
 
 /// `0.52 0.58 0.59 1/1234 5678` → [0.52, 0.58, 0.59].
@@ -408,8 +397,14 @@ mod tests {
                 assert!(!m.cpu_model.is_empty(), "{m:?}");
                 assert_eq!(m.arch, "x86_64");
             }
+            // MemTotal, in kB in /proc/meminfo.
             let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-            assert_eq!(Some(m.memory_total_bytes), parse_mem_total(&meminfo));
+            let kb: u64 = meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+                .unwrap();
+            assert_eq!(m.memory_total_bytes, kb * 1024);
         }
         let json = serde_json::to_string(&m).unwrap();
         assert_eq!(serde_json::from_str::<Machine>(&json).unwrap(), m);
@@ -444,12 +439,6 @@ mod tests {
             Some("Raspberry Pi 4 Model B Rev 1.4")
         );
         assert_eq!(parse_cpu_model("processor : 0\n"), None);
-
-        assert_eq!(
-            parse_mem_total("MemTotal:       16318412 kB\nMemFree: 1 kB\n"),
-            Some(16318412 * 1024)
-        );
-        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
 
         assert_eq!(
             parse_loadavg("0.52 0.58 1.59 1/1234 5678\n"),

@@ -35,34 +35,20 @@ pub struct CpuTicks {
 }
 
 impl CpuTicks {
-    /// Parses the first `cpu ` line of `/proc/stat`. Kernels before 2.6.11 have no steal
-    /// column (it reads as 0); fewer than four columns is not a `/proc/stat`.
-    pub fn parse(text: &str) -> Option<CpuTicks> {
-        let line = text.lines().find(|l| l.starts_with("cpu "))?;
-        let fields: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().ok())
-            .collect::<Option<Vec<u64>>>()?;
-        if fields.len() < 4 {
-            return None;
-        }
-        let at = |i: usize| fields.get(i).copied().unwrap_or(0);
-        Some(CpuTicks {
-            user: at(0),
-            nice: at(1),
-            system: at(2),
-            idle: at(3),
-            iowait: at(4),
-            irq: at(5),
-            softirq: at(6),
-            steal: at(7),
-        })
-    }
-
-    /// The machine's counters now.
+    /// The machine's counters now (the first `cpu` line of /proc/stat, through procfs).
     pub fn read() -> Option<CpuTicks> {
-        CpuTicks::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+        use procfs::CurrentSI;
+        let t = procfs::KernelStats::current().ok()?.total;
+        Some(CpuTicks {
+            user: t.user,
+            nice: t.nice,
+            system: t.system,
+            idle: t.idle,
+            iowait: t.iowait.unwrap_or(0),
+            irq: t.irq.unwrap_or(0),
+            softirq: t.softirq.unwrap_or(0),
+            steal: t.steal.unwrap_or(0),
+        })
     }
 
     /// Every tick counted: busy, idle and stolen.
@@ -195,16 +181,23 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn proc_stat_columns_are_read() {
-        let text = "cpu  100 5 50 800 20 1 2 7 0 0\ncpu0 50 2 25 400 10 0 1 3 0 0\n";
-        let t = CpuTicks::parse(text).unwrap();
-        assert_eq!((t.user, t.nice, t.system, t.idle), (100, 5, 50, 800));
-        assert_eq!((t.iowait, t.irq, t.softirq, t.steal), (20, 1, 2, 7));
+    fn the_machines_ticks_are_summed_as_top_counts_them() {
+        let t = CpuTicks {
+            user: 100,
+            nice: 5,
+            system: 50,
+            idle: 800,
+            iowait: 20,
+            irq: 1,
+            softirq: 2,
+            steal: 7,
+        };
         assert_eq!((t.busy(), t.total(), t.process_time()), (165, 985, 155));
-        // An old kernel's line without steal.
-        assert_eq!(CpuTicks::parse("cpu  1 2 3 4\n").unwrap().steal, 0);
-        assert_eq!(CpuTicks::parse("cpu0 1 2 3 4\n"), None);
-        assert_eq!(CpuTicks::parse("cpu  1 2 x 4\n"), None);
+        // This machine's, through procfs: they only grow.
+        let a = CpuTicks::read().expect("/proc/stat");
+        std::thread::sleep(Duration::from_millis(30));
+        let b = CpuTicks::read().unwrap();
+        assert!(b.total() >= a.total() && a.total() > 0, "{a:?} {b:?}");
     }
 
     #[test]
