@@ -33,11 +33,8 @@ impl ConsoleProgress {
         // Before any trial ends, estimate from the settings.
         let configs = store.configs()?;
         let design = store.design()?;
-        let per_trial: Vec<Duration> = configs
-            .iter()
-            .map(|c| c.settings.estimated_trial_time(&design, configs.len()))
-            .collect();
-        let estimate = per_trial.iter().sum::<Duration>() / per_trial.len().max(1) as u32;
+        let estimate =
+            experiment::estimated_block_time(&configs, &design) / configs.len().max(1) as u32;
         Ok(ConsoleProgress {
             bar: None,
             total: 0,

@@ -168,3 +168,13 @@ pub struct Experiment {
     /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).
     pub design: crate::design::Design,
 }
+
+/// A rough wall time of one block of `configs` in `design`, for estimates before anything
+/// ran (`--dry-run`, the progress bar's first ETA): each configuration's
+/// [`ConfigSettings::estimated_trial_time`], summed.
+pub fn estimated_block_time(configs: &[Config], design: &crate::design::Design) -> Duration {
+    configs
+        .iter()
+        .map(|c| c.settings.estimated_trial_time(design, configs.len()))
+        .sum()
+}

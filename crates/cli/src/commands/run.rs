@@ -242,7 +242,6 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         experiment.seed
     );
     println!("Configurations:");
-    let mut estimate = Duration::ZERO;
     let interleaved = experiment.design.measured_per_configuration();
     for c in &experiment.configs {
         let s = &c.settings;
@@ -300,9 +299,9 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             println!("      env: {}", env.join(" "));
         }
         println!("      {what}");
-        estimate += s.estimated_trial_time(&experiment.design, experiment.configs.len())
-            * experiment.batches;
     }
+    let estimate = experiment::estimated_block_time(&experiment.configs, &experiment.design)
+        * experiment.batches;
     println!("\nSchedule:");
     for block in 0..experiment.batches {
         let order: Vec<String> = plan
