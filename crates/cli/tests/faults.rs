@@ -347,13 +347,7 @@ fn run_fault_configs(
     (lab, run, rows, took)
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use testkit::free_port;
 
 /// Prints the line of one fault for docs/RELIABILITY.md: the fault, the verdict, and what
 /// was lost and left (the caller has asserted both are zero).

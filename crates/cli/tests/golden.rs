@@ -66,19 +66,6 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// The first line where `got` and `want` differ, for the failure message.
-fn first_difference(got: &str, want: &str) -> String {
-    let (mut g, mut w) = (got.lines(), want.lines());
-    for number in 1.. {
-        match (g.next(), w.next()) {
-            (Some(a), Some(b)) if a == b => continue,
-            (None, None) => break,
-            (a, b) => return format!("line {number}:\n  now:    {a:?}\n  before: {b:?}"),
-        }
-    }
-    "the same lines, different line endings".into()
-}
-
 /// Runs `rubyrace ARGS` (with `{A}` and `{B}` standing for the copies of the fixtures) and
 /// gives its stdout, normalised; it must succeed.
 fn output(args: &[&str], a: &Path, b: &Path) -> String {
@@ -173,31 +160,11 @@ fn report_compare_and_export_of_stored_results_print_what_they_printed_before() 
         ),
     ));
 
-    let dir = golden_dir();
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    let mut changed = Vec::new();
-    for (name, got) in &outputs {
-        assert!(!got.is_empty(), "{name} is empty");
-        let path = dir.join(name);
-        if update {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (UPDATE_GOLDEN=1 cargo test -p rubyrace-cli --test golden writes it)",
-                path.display()
-            )
-        });
-        if *got != want {
-            changed.push(format!("{name}: {}", first_difference(got, &want)));
-        }
-    }
-    assert!(
-        changed.is_empty(),
-        "outputs differ from tests/golden (UPDATE_GOLDEN=1 rewrites them):\n{}",
-        changed.join("\n")
+    testkit::assert_golden(
+        &golden_dir(),
+        &outputs,
+        "cargo test -p rubyrace-cli --test golden",
+        false,
     );
 }
 

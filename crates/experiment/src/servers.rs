@@ -456,7 +456,7 @@ mod tests {
     use super::*;
 
     use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::net::{SocketAddr, TcpStream};
     use std::os::unix::process::CommandExt;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
@@ -1068,14 +1068,7 @@ mod tests {
         pids
     }
 
-    /// A port that was free a moment ago.
-    fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
+    use testkit::free_port;
 
     /// One `GET /` with the given Host header; the whole response, if any.
     fn get(port: u16, host: &str) -> Option<String> {

@@ -65,67 +65,21 @@ fn outputs(report: &Report) -> Vec<(String, String)> {
     all
 }
 
-/// The first line where `got` and `want` differ, for the failure message.
-fn first_difference(got: &str, want: &str) -> String {
-    let (mut g, mut w) = (got.lines(), want.lines());
-    for number in 1.. {
-        match (g.next(), w.next()) {
-            (Some(a), Some(b)) if a == b => continue,
-            (None, None) => break,
-            (a, b) => return format!("line {number}:\n  now:    {a:?}\n  before: {b:?}"),
-        }
-    }
-    "the same lines, different line endings".into()
-}
-
 #[test]
 fn every_renderer_prints_what_it_printed_before() {
     let report = fixture();
     let dir = golden_dir();
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let outputs = outputs(&report);
     assert!(
         outputs.iter().filter(|(n, _)| n.ends_with(".svg")).count() >= 4,
         "the fixture draws its charts: {:?}",
         outputs.iter().map(|(n, _)| n).collect::<Vec<_>>()
     );
-    let mut changed = Vec::new();
-    for (name, text) in &outputs {
-        let path = dir.join(name);
-        if update {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&path, text).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (UPDATE_GOLDEN=1 writes the golden files)",
-                path.display()
-            )
-        });
-        if *text != want {
-            changed.push(format!(
-                "{}: {}",
-                path.display(),
-                first_difference(text, &want)
-            ));
-        }
-    }
-    // No golden file is left over from an output that no longer exists.
-    if !update {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            assert!(
-                outputs.iter().any(|(n, _)| *n == name),
-                "{name} in {} is no renderer's output any more",
-                dir.display()
-            );
-        }
-    }
-    assert!(
-        changed.is_empty(),
-        "outputs changed (UPDATE_GOLDEN=1 rewrites them if that is meant):\n{}",
-        changed.join("\n")
+    testkit::assert_golden(
+        &dir,
+        &outputs,
+        "cargo test -p rubyrace-report --test golden",
+        true,
     );
 }
 

@@ -513,8 +513,7 @@ fn parse_request(buf: &[u8]) -> Parsed {
 
 /// A port on which nothing listens (bound, then released).
 pub fn closed_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    testkit::free_port()
 }
 
 /// A listener that never accepts, with the smallest accept queue: once one connection
