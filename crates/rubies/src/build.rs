@@ -937,7 +937,7 @@ impl Plan {
     /// The error of a failed step: what failed and how, where the log and the sources are,
     /// and the end of the log.
     fn failure(&self, step: &str, how: &str, elapsed: Duration) -> anyhow::Error {
-        let tail = sys::process::tail(&self.log, 64 * 1024);
+        let tail = sys::process::tail_file(&self.log, 64 * 1024);
         let lines: Vec<&str> = tail.lines().collect();
         let last: Vec<String> = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..]
             .iter()
@@ -1025,9 +1025,9 @@ fn ask(ruby: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = match rx.recv_timeout(CHECK_TIMEOUT) {
         Ok(out) => out,
         Err(_) => {
-            // SAFETY: kill(2) on the process group created for this child (it is not
-            // reaped yet, so the id cannot have been reused).
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            // The process group created for this child (not reaped yet, so the id cannot
+            // have been reused).
+            sys::process::kill_group(pgid);
             let _ = rx.recv();
             bail!(
                 "`{shown}` did not answer within {} s",

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
-use sys::process::display_argv;
-use sys::process::is_executable_file;
+use sys::process::{describe_status, display_argv, is_executable_file, kill_group};
 
 /// How long one interpreter may take to answer during discovery (JRuby starts in seconds).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -655,7 +654,7 @@ fn query_lines(
         cmd.env(k, v);
     }
     let out = run_captured(cmd, timeout).map_err(|e| anyhow!("could not run `{shown}`: {e}"))?;
-    let stderr_tail = tail(&out.stderr);
+    let stderr_tail = tail_output(&out.stderr);
     if out.timed_out {
         bail!(with_stderr(
             format!(
@@ -667,7 +666,7 @@ fn query_lines(
     }
     if !out.status.success() {
         bail!(with_stderr(
-            format!("`{shown}` {}", describe_status(out.status)),
+            format!("`{shown}` failed ({})", describe_status(out.status)),
             &stderr_tail
         ));
     }
@@ -676,7 +675,7 @@ fn query_lines(
         bail!(with_stderr(
             format!(
                 "`{shown}` exited 0 but did not answer (stdout: {:?})",
-                tail(&out.stdout)
+                tail_output(&out.stdout)
             ),
             &stderr_tail
         ));
@@ -802,8 +801,12 @@ pub fn bundle_check(argv_prefix: &[String], env: &[(String, String)]) -> anyhow:
         );
     }
     if !out.status.success() {
-        let said = format!("{} {}", tail(&out.stdout), tail(&out.stderr));
-        bail!("`{shown}` {}: {}", describe_status(out.status), said.trim());
+        let said = format!("{} {}", tail_output(&out.stdout), tail_output(&out.stderr));
+        bail!(
+            "`{shown}` failed ({}): {}",
+            describe_status(out.status),
+            said.trim()
+        );
     }
     Ok(())
 }
@@ -925,40 +928,8 @@ fn spawn_retrying(cmd: &mut Command) -> std::io::Result<std::process::Child> {
     }
 }
 
-fn kill_group(pgid: libc::pid_t) {
-    if pgid > 0 {
-        // SAFETY: kill(2) with a negative pid signals the process group we created for the
-        // child; it touches no memory.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-fn describe_status(status: ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exited with status {code}");
-    }
-    match status.signal() {
-        Some(sig) => {
-            let name = match sig {
-                libc::SIGKILL => " (SIGKILL)",
-                libc::SIGTERM => " (SIGTERM)",
-                libc::SIGSEGV => " (SIGSEGV)",
-                libc::SIGABRT => " (SIGABRT)",
-                libc::SIGBUS => " (SIGBUS)",
-                libc::SIGILL => " (SIGILL)",
-                libc::SIGINT => " (SIGINT)",
-                _ => "",
-            };
-            format!("was killed by signal {sig}{name}")
-        }
-        None => format!("ended with {status}"),
-    }
-}
-
-/// The last few lines of an output stream, trimmed, for error messages.
-fn tail(bytes: &[u8]) -> String {
+/// The last few lines of a captured output stream, trimmed, for error messages.
+fn tail_output(bytes: &[u8]) -> String {
     const MAX_LINES: usize = 12;
     const MAX_CHARS: usize = 1500;
     let text = String::from_utf8_lossy(bytes);
@@ -1086,7 +1057,7 @@ mod tests {
         assert_eq!(broken.version, None);
         let error = broken.error.as_deref().unwrap();
         assert!(
-            error.contains("exited with status 1") && error.contains("boom"),
+            error.contains("failed (exit status 1)") && error.contains("boom"),
             "{error}"
         );
         assert!(error.contains("9.9.9/bin/ruby"), "names the argv: {error}");
@@ -1197,7 +1168,7 @@ mod tests {
             err.contains(SYSTEM_RUBY) && err.contains("--no-such-option"),
             "{err}"
         );
-        assert!(err.contains("exited with status 1"), "{err}");
+        assert!(err.contains("failed (exit status 1)"), "{err}");
         assert!(err.contains("invalid option"), "stderr tail: {err}");
 
         let err = format!(
@@ -1468,7 +1439,7 @@ mod tests {
         let long: Vec<u8> = (0..100)
             .flat_map(|i| format!("line {i}\n").into_bytes())
             .collect();
-        let t = tail(&long);
+        let t = tail_output(&long);
         assert!(t.starts_with("line 88") && t.ends_with("line 99"), "{t}");
     }
 }

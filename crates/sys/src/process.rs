@@ -108,6 +108,14 @@ fn signal_group(pgid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
+/// SIGKILLs the process group `pgid`, one that the caller started (in a group of its
+/// own); nothing for 0 or less.
+pub fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        signal_group(pgid, Signal::SIGKILL);
+    }
+}
+
 impl Supervised {
     /// Starts `launch` in a new process group with stdout and stderr going to files in
     /// `log_dir`, registered in `registry` (a directory) while it lives.
@@ -260,7 +268,7 @@ impl Supervised {
 
     /// The last `max_bytes` of what the process wrote to stderr, cut to whole lines.
     pub fn stderr_tail(&self, max_bytes: u64) -> String {
-        tail(&self.stderr_path, max_bytes)
+        tail_file(&self.stderr_path, max_bytes)
     }
 
     /// TERM to the group; KILL to the group after `grace` if the first process has not
@@ -336,7 +344,7 @@ impl Drop for Supervised {
 }
 
 /// The end of a file, at most `max_bytes`, starting at a line boundary.
-pub fn tail(path: &Path, max_bytes: u64) -> String {
+pub fn tail_file(path: &Path, max_bytes: u64) -> String {
     let Ok(mut f) = File::open(path) else {
         return String::new();
     };
@@ -1030,7 +1038,7 @@ mod tests {
         let dir = tmp.path().to_path_buf();
         let f = dir.join("t");
         fs::write(&f, "first line\nsecond line\nthird\n").unwrap();
-        assert_eq!(tail(&f, 15), "third\n");
-        assert_eq!(tail(&f, 1000), "first line\nsecond line\nthird\n");
+        assert_eq!(tail_file(&f, 15), "third\n");
+        assert_eq!(tail_file(&f, 1000), "first line\nsecond line\nthird\n");
     }
 }
