@@ -103,10 +103,11 @@ pub fn request_snapshot(dir: &Path, phase: &str, root: i32, pgid: i32) -> Vec<i3
         .filter(|pid| tree.contains(pid))
         .collect();
     for pid in &asked {
-        // SAFETY: kill(2) with a pid of the server's tree and a signal number.
-        unsafe {
-            libc::kill(*pid, libc::SIGURG);
-        }
+        // A process of the server's tree: ask it for a snapshot.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGURG,
+        );
     }
     let deadline = Instant::now() + SNAPSHOT_TIMEOUT;
     loop {

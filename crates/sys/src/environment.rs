@@ -70,13 +70,11 @@ pub fn machine() -> Machine {
     let cpus_online = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or_else(|_| {
-            // SAFETY: sysconf only reads a system setting.
-            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-            if n > 0 {
-                n as u32
-            } else {
-                0
-            }
+            use nix::unistd::{sysconf, SysconfVar};
+            sysconf(SysconfVar::_NPROCESSORS_ONLN)
+                .ok()
+                .flatten()
+                .map_or(0, |n| n.max(0) as u32)
         });
     let memory_total_bytes = {
         use procfs::Current;
@@ -278,24 +276,13 @@ struct Uname {
 }
 
 fn uname() -> Option<Uname> {
-    // SAFETY: utsname is plain old data; uname(2) fills it in and we read it only on success.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    fn field(chars: &[libc::c_char]) -> String {
-        let bytes: Vec<u8> = chars
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).trim().to_string()
-    }
+    let u = nix::sys::utsname::uname().ok()?;
+    let field = |s: &std::ffi::OsStr| s.to_string_lossy().trim().to_string();
     Some(Uname {
-        nodename: field(&u.nodename),
-        release: field(&u.release),
-        version: field(&u.version),
-        machine: field(&u.machine),
+        nodename: field(u.nodename()),
+        release: field(u.release()),
+        version: field(u.version()),
+        machine: field(u.machine()),
     })
 }
 

@@ -77,13 +77,11 @@ impl CpuTicks {
 
 /// CPU time of this process so far (user + system, every thread), in µs.
 pub fn own_cpu_us() -> Option<u64> {
-    // SAFETY: getrusage writes into the zeroed struct passed.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return None;
-    }
-    let us = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
-    Some(us(usage.ru_utime) + us(usage.ru_stime))
+    use nix::sys::resource::{getrusage, UsageWho};
+    use nix::sys::time::TimeValLike;
+    let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let us = |t: nix::sys::time::TimeVal| t.num_microseconds().max(0) as u64;
+    Some(us(usage.user_time()) + us(usage.system_time()))
 }
 
 /// The machine's counters at one instant, read next to a sample of the server's tree.
