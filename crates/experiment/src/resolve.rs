@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use load::{ConnectionMode, LoadSettings};
 
-use crate::parse::{Layer, Parser};
+use crate::parse::{Layer, Parser, Placed};
 use crate::schema::{
     default_script_timeout, ConfigSettings, RubyDef, ScriptSettings, Workload, BUNDLED_APPS,
 };
@@ -86,6 +86,59 @@ pub(crate) fn load_problems(load: &LoadSettings) -> Vec<(String, String)> {
     problems
 }
 
+/// A configuration's merged settings, read by key: the value, where it was written (or
+/// the configuration, for a default) and under which name, and typed accessors with
+/// defaults.
+struct Lookup<'a> {
+    layer: &'a Layer,
+    config_span: &'a Option<Range<usize>>,
+}
+
+impl Lookup<'_> {
+    fn get(&self, k: &str) -> Option<&Placed> {
+        self.layer.get(k)
+    }
+
+    fn span_of(&self, k: &str) -> Option<Range<usize>> {
+        self.get(k)
+            .and_then(|v| v.span.clone())
+            .or_else(|| self.config_span.clone())
+    }
+
+    fn key_of(&self, k: &str) -> String {
+        self.get(k)
+            .map(|v| v.key.clone())
+            .unwrap_or_else(|| format!("settings.{k}"))
+    }
+
+    fn string(&self, k: &str, default: &str) -> String {
+        self.get(k)
+            .and_then(|v| v.value.as_str().map(str::to_string))
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    fn int(&self, k: &str) -> Option<i64> {
+        self.get(k).and_then(|v| v.value.as_i64())
+    }
+
+    fn float(&self, k: &str) -> Option<f64> {
+        self.get(k).and_then(|v| v.value.as_f64())
+    }
+
+    fn duration(&self, k: &str, default: Duration) -> Duration {
+        self.get(k)
+            .and_then(|v| v.value.as_duration())
+            .unwrap_or(default)
+    }
+
+    fn list(&self, k: &str) -> Vec<String> {
+        self.get(k)
+            .and_then(|v| v.value.as_list())
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
+    }
+}
+
 /// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
 /// file system: the Ruby, the app, the URL mix, the script, server combinations.
 pub(crate) fn resolve(
@@ -95,35 +148,7 @@ pub(crate) fn resolve(
     config_span: &Option<Range<usize>>,
 ) -> Option<ConfigSettings> {
     let errors_before = p.errors.len();
-    let get = |k: &str| layer.get(k);
-    let span_of = |k: &str| {
-        get(k)
-            .and_then(|v| v.span.clone())
-            .or_else(|| config_span.clone())
-    };
-    let key_of = |k: &str| {
-        get(k)
-            .map(|v| v.key.clone())
-            .unwrap_or_else(|| format!("settings.{k}"))
-    };
-    let string = |k: &str, default: &str| {
-        get(k)
-            .and_then(|v| v.value.as_str().map(str::to_string))
-            .unwrap_or_else(|| default.to_string())
-    };
-    let int = |k: &str| get(k).and_then(|v| v.value.as_i64());
-    let float = |k: &str| get(k).and_then(|v| v.value.as_f64());
-    let duration = |k: &str, default: Duration| {
-        get(k)
-            .and_then(|v| v.value.as_duration())
-            .unwrap_or(default)
-    };
-    let list = |k: &str| -> Vec<String> {
-        get(k)
-            .and_then(|v| v.value.as_list())
-            .map(<[String]>::to_vec)
-            .unwrap_or_default()
-    };
+    let l = Lookup { layer, config_span };
 
     // Settings whose value was rejected (reported already): checks that depend on them
     // would only report what follows from that error, so they are skipped.
@@ -139,7 +164,7 @@ pub(crate) fn resolve(
         .collect();
     declared.sort_unstable();
     declared.dedup();
-    let ruby = match get("ruby").and_then(|v| v.value.as_str()) {
+    let ruby = match l.get("ruby").and_then(|v| v.value.as_str()) {
         Some(r) => Some(r.to_string()),
         None if rejected.contains("ruby") => None,
         None if declared.len() == 1 => Some(declared[0].to_string()),
@@ -176,7 +201,7 @@ pub(crate) fn resolve(
             None if rubies.is_empty() && p.rubies_reported => None,
             None => {
                 let all_outside_matrix =
-                    r == RUBY_ALL && get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
+                    r == RUBY_ALL && l.get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
                 let help = all_outside_matrix
                     .then(|| {
                         "ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]"
@@ -190,8 +215,8 @@ pub(crate) fn resolve(
                         ))
                     });
                 p.error(
-                    &span_of("ruby"),
-                    &key_of("ruby"),
+                    &l.span_of("ruby"),
+                    &l.key_of("ruby"),
                     format!("no Ruby named {r:?} in [rubies]"),
                     help,
                 );
@@ -207,20 +232,20 @@ pub(crate) fn resolve(
     };
     let ruby_known = def.is_some();
     let def = def.unwrap_or(&empty_def);
-    let ruby_opts = list("ruby_opts");
+    let ruby_opts = l.list("ruby_opts");
     let mut env = def.env.clone();
-    if let Some(m) = get("env").and_then(|v| v.value.as_map()) {
+    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
         env.extend(m.clone());
     }
 
     // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
-    let jit = get("jit")
+    let jit = l.get("jit")
         .and_then(|v| v.value.as_str())
         .and_then(Jit::parse);
-    let compact = get("compact")
+    let compact = l.get("compact")
         .and_then(|v| v.value.as_str())
         .and_then(Compact::parse);
-    let allocator_value = get("allocator")
+    let allocator_value = l.get("allocator")
         .and_then(|v| v.value.as_str())
         .map(str::to_string);
     let env_pairs: Vec<(String, String)> =
@@ -229,15 +254,15 @@ pub(crate) fn resolve(
     plain_argv.extend(ruby_opts.iter().cloned());
     let knob = ["jit", "allocator", "compact"]
         .into_iter()
-        .find(|k| get(k).is_some());
+        .find(|k| l.get(k).is_some());
     let caps = match ruby_known.then(|| p.capabilities(&plain_argv, &env_pairs)) {
         None => None,
         Some(Ok(c)) => Some(c),
         Some(Err(e)) => {
             if let Some(k) = knob {
                 p.error(
-                    &span_of(k),
-                    &key_of(k),
+                    &l.span_of(k),
+                    &l.key_of(k),
                     format!("cannot check `{k}`: the Ruby {ruby:?} does not answer: {e}"),
                     None,
                 );
@@ -250,8 +275,8 @@ pub(crate) fn resolve(
         for o in &ruby_opts {
             if knobs::jit_option_conflict(o, j) {
                 p.error(
-                    &span_of("ruby_opts"),
-                    &key_of("ruby_opts"),
+                    &l.span_of("ruby_opts"),
+                    &l.key_of("ruby_opts"),
                     format!("`{o}` chooses a JIT, but `jit` = \"{}\" is set too", j.as_str()),
                     Some("choose the JIT with `jit` only; rubyrace adds the right flag and verifies it".into()),
                 );
@@ -266,7 +291,7 @@ pub(crate) fn resolve(
             });
             match checked {
                 Ok(flag) => jit_flag = flag,
-                Err((message, help)) => p.error(&span_of("jit"), &key_of("jit"), message, help),
+                Err((message, help)) => p.error(&l.span_of("jit"), &l.key_of("jit"), message, help),
             }
         }
     }
@@ -282,15 +307,15 @@ pub(crate) fn resolve(
                 .map(|k| format!("did you mean \"{k}\"?"))
                 .or_else(|| Some("or give the path of the allocator's shared library".into()));
             p.error(
-                &span_of("allocator"),
-                &key_of("allocator"),
+                &l.span_of("allocator"),
+                &l.key_of("allocator"),
                 format!("expected \"system\", \"jemalloc\", \"tcmalloc\" or a library path, found {value:?}"),
                 help,
             );
         } else if env.contains_key("LD_PRELOAD") {
             p.error(
-                &span_of("allocator"),
-                &key_of("allocator"),
+                &l.span_of("allocator"),
+                &l.key_of("allocator"),
                 "LD_PRELOAD is set in `env` too; rubyrace sets it for the allocator",
                 Some("choose the allocator with `allocator` only".into()),
             );
@@ -308,7 +333,7 @@ pub(crate) fn resolve(
                     allocator = Some(a);
                 }
                 Err((message, help)) => {
-                    p.error(&span_of("allocator"), &key_of("allocator"), message, help)
+                    p.error(&l.span_of("allocator"), &l.key_of("allocator"), message, help)
                 }
             }
         }
@@ -321,8 +346,8 @@ pub(crate) fn resolve(
         };
         if let Some(m) = missing {
             p.error(
-                &span_of("compact"),
-                &key_of("compact"),
+                &l.span_of("compact"),
+                &l.key_of("compact"),
                 format!(
                     "{} has no {m}, so compact = \"{}\" cannot run",
                     c.description,
@@ -334,16 +359,16 @@ pub(crate) fn resolve(
     }
     let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
 
-    let workload = match string("workload", "http").as_str() {
+    let workload = match l.string("workload", "http").as_str() {
         "script" => Workload::Script,
         _ => Workload::Http,
     };
-    let server = ServerKind::parse(&string("server", "puma")).unwrap_or(ServerKind::Puma);
-    let processes = int("processes").unwrap_or(1) as u32;
-    let threads = int("threads").unwrap_or(1) as u32;
+    let server = ServerKind::parse(&l.string("server", "puma")).unwrap_or(ServerKind::Puma);
+    let processes = l.int("processes").unwrap_or(1) as u32;
+    let threads = l.int("threads").unwrap_or(1) as u32;
 
     // The app: a bundled name or a directory with a config.ru.
-    let app = string("app", "rack-hello");
+    let app = l.string("app", "rack-hello");
     let app_dir = if BUNDLED_APPS.contains(&app.as_str()) {
         rubies::support::bundled_apps_dir().join(&app)
     } else {
@@ -364,25 +389,25 @@ pub(crate) fn resolve(
                     })
             };
             p.error(
-                &span_of("app"),
-                &key_of("app"),
+                &l.span_of("app"),
+                &l.key_of("app"),
                 format!("no config.ru in {}", app_dir.display()),
                 help,
             );
         }
-        let server_argv = list("server_argv");
+        let server_argv = l.list("server_argv");
         // Which server, and with how many processes and threads, is unknown when one of
         // them was rejected.
         let server_known = !["server", "server_argv", "processes", "threads"]
             .iter()
             .any(|k| rejected.contains(*k));
         if server_known && server == ServerKind::Custom && server_argv.is_empty() {
-            p.error(&span_of("server"), &key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
+            p.error(&l.span_of("server"), &l.key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
         }
         if server_known && server != ServerKind::Custom && !server_argv.is_empty() {
             p.error(
-                &span_of("server_argv"),
-                &key_of("server_argv"),
+                &l.span_of("server_argv"),
+                &l.key_of("server_argv"),
                 format!(
                     "`server_argv` is only used with server = \"custom\", but the server is {:?}",
                     server.as_str()
@@ -392,8 +417,8 @@ pub(crate) fn resolve(
         }
         if server_known && processes > 1 && !server.supports_processes() {
             p.error(
-                &span_of("processes"),
-                &key_of("processes"),
+                &l.span_of("processes"),
+                &l.key_of("processes"),
                 format!(
                     "{} runs a single process; processes must be 1",
                     server.as_str()
@@ -403,8 +428,8 @@ pub(crate) fn resolve(
         }
         if server_known && threads > 1 && !server.supports_threads() {
             p.error(
-                &span_of("threads"),
-                &key_of("threads"),
+                &l.span_of("threads"),
+                &l.key_of("threads"),
                 format!(
                     "{} does not take a thread count; threads must be 1",
                     server.as_str()
@@ -416,15 +441,15 @@ pub(crate) fn resolve(
 
     // The Gemfile: `gemfile` ("none", or a path where {ruby} is the Ruby's name), else the
     // Ruby's `gemfile`, else BUNDLE_GEMFILE in `env`, else the app's Gemfile.<ruby> or Gemfile.
-    let gemfile = match get("gemfile").and_then(|v| v.value.as_str()) {
+    let gemfile = match l.get("gemfile").and_then(|v| v.value.as_str()) {
         Some("none") => None,
         Some(g) => {
             let path = p.resolve_path(&g.replace("{ruby}", &ruby));
             // With `{ruby}` and no known Ruby, the path is unknown too.
             if !path.is_file() && (ruby_known || !g.contains("{ruby}")) {
                 p.error(
-                    &span_of("gemfile"),
-                    &key_of("gemfile"),
+                    &l.span_of("gemfile"),
+                    &l.key_of("gemfile"),
                     format!("no such Gemfile: {}", path.display()),
                     None,
                 );
@@ -455,14 +480,14 @@ pub(crate) fn resolve(
                 env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
                 // Point at what chose the Gemfile: `gemfile`, else the app that has it.
-                let chosen_by = if get("gemfile").is_some() {
+                let chosen_by = if l.get("gemfile").is_some() {
                     "gemfile"
                 } else {
                     "app"
                 };
                 p.error(
-                    &span_of(chosen_by),
-                    &key_of(chosen_by),
+                    &l.span_of(chosen_by),
+                    &l.key_of(chosen_by),
                     format!(
                         "the gems of {} are not all installed for Ruby {ruby:?}: {e}",
                         g.display()
@@ -478,21 +503,21 @@ pub(crate) fn resolve(
     }
 
     // The load.
-    let urls = match get("urls").and_then(|v| v.value.as_str()) {
+    let urls = match l.get("urls").and_then(|v| v.value.as_str()) {
         Some(f) => {
             let path = p.resolve_path(f);
             match std::fs::read_to_string(&path) {
                 Ok(text) => match load::parse_url_mix(&text, &path.display().to_string()) {
                     Ok(lines) => Some(lines),
                     Err(e) => {
-                        p.error(&span_of("urls"), &key_of("urls"), e.to_string(), None);
+                        p.error(&l.span_of("urls"), &l.key_of("urls"), e.to_string(), None);
                         None
                     }
                 },
                 Err(e) => {
                     p.error(
-                        &span_of("urls"),
-                        &key_of("urls"),
+                        &l.span_of("urls"),
+                        &l.key_of("urls"),
                         format!("cannot read {}: {e}", path.display()),
                         None,
                     );
@@ -507,20 +532,20 @@ pub(crate) fn resolve(
     // the path ("/"), and the warmup (5 s; 30 s for a JVM, which needs far longer than CRuby
     // before its JIT has settled).
     let engine = LoadSettings::default();
-    let mode = match get("mode").and_then(|v| v.value.as_str()) {
+    let mode = match l.get("mode").and_then(|v| v.value.as_str()) {
         Some("close-header") => ConnectionMode::CloseHeader,
         Some("client-close") => ConnectionMode::ClientClose,
         Some(_) => ConnectionMode::Keepalive,
         None => engine.mode,
     };
     let load = LoadSettings {
-        connections: int("connections")
+        connections: l.int("connections")
             .map(|c| c as usize)
             .unwrap_or((processes * threads) as usize),
-        threads: int("load_threads").map_or(engine.threads, |n| n as usize),
-        duration: duration("duration", engine.duration),
-        requests: int("requests").map(|n| n as u64),
-        warmup: duration(
+        threads: l.int("load_threads").map_or(engine.threads, |n| n as usize),
+        duration: l.duration("duration", engine.duration),
+        requests: l.int("requests").map(|n| n as u64),
+        warmup: l.duration(
             "warmup",
             Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") {
                 30
@@ -529,31 +554,31 @@ pub(crate) fn resolve(
             }),
         ),
         mode,
-        close_grace: duration("close_grace", engine.close_grace),
-        rate: float("rate"),
-        method: string("method", &engine.method),
-        path: Some(string("path", "/")),
-        headers: list("headers"),
-        body: get("body")
+        close_grace: l.duration("close_grace", engine.close_grace),
+        rate: l.float("rate"),
+        method: l.string("method", &engine.method),
+        path: Some(l.string("path", "/")),
+        headers: l.list("headers"),
+        body: l.get("body")
             .and_then(|v| v.value.as_str())
             .map(|b| b.as_bytes().to_vec()),
         urls: urls.clone(),
-        seed: int("url_seed").map_or(engine.seed, |n| n as u64),
-        pipeline: int("pipeline").map_or(engine.pipeline, |n| n as usize),
-        timeout: duration("timeout", engine.timeout),
-        connect_stagger: get("connect_stagger").and_then(|v| v.value.as_duration()),
+        seed: l.int("url_seed").map_or(engine.seed, |n| n as u64),
+        pipeline: l.int("pipeline").map_or(engine.pipeline, |n| n as usize),
+        timeout: l.duration("timeout", engine.timeout),
+        connect_stagger: l.get("connect_stagger").and_then(|v| v.value.as_duration()),
     };
     if workload == Workload::Http {
         for (key, message) in load_problems(&load) {
             if key == "headers" {
                 // Each header that is not `Name: value`, where it is written.
-                let spans = get("headers").map(|v| v.items.clone()).unwrap_or_default();
+                let spans = l.get("headers").map(|v| v.items.clone()).unwrap_or_default();
                 for (i, h) in load.headers.iter().enumerate() {
                     if let Err(e) = load::parse_header(h) {
                         let span = spans.get(i).cloned().flatten();
                         let (span, key) = match span {
-                            Some(s) => (Some(s), format!("{}[{i}]", key_of("headers"))),
-                            None => (span_of("headers"), key_of("headers")),
+                            Some(s) => (Some(s), format!("{}[{i}]", l.key_of("headers"))),
+                            None => (l.span_of("headers"), l.key_of("headers")),
                         };
                         p.error(&span, &key, e.to_string(), None);
                     }
@@ -580,13 +605,13 @@ pub(crate) fn resolve(
                 }
                 _ => None,
             };
-            p.error(&span_of(&key), &key_of(&key), message, help);
+            p.error(&l.span_of(&key), &l.key_of(&key), message, help);
         }
-        let readiness = string("readiness_path", "/");
+        let readiness = l.string("readiness_path", "/");
         if !readiness.starts_with('/') {
             p.error(
-                &span_of("readiness_path"),
-                &key_of("readiness_path"),
+                &l.span_of("readiness_path"),
+                &l.key_of("readiness_path"),
                 format!("expected a path starting with '/', found {readiness:?}"),
                 None,
             );
@@ -595,29 +620,29 @@ pub(crate) fn resolve(
 
     // A script workload. With a rejected `workload`, which settings apply is unknown.
     let workload_known = !rejected.contains("workload");
-    let script = match (workload, get("script").and_then(|v| v.value.as_str())) {
+    let script = match (workload, l.get("script").and_then(|v| v.value.as_str())) {
         _ if !workload_known => None,
         (Workload::Script, Some(s)) => {
             let path = p.resolve_path(s);
             if !path.is_file() {
                 p.error(
-                    &span_of("script"),
-                    &key_of("script"),
+                    &l.span_of("script"),
+                    &l.key_of("script"),
                     format!("no such script: {}", path.display()),
                     None,
                 );
             }
             Some(ScriptSettings {
                 path,
-                args: list("script_args"),
-                runs: int("runs").unwrap_or(3) as u32,
-                timeout: duration("script_timeout", default_script_timeout()),
+                args: l.list("script_args"),
+                runs: l.int("runs").unwrap_or(3) as u32,
+                timeout: l.duration("script_timeout", default_script_timeout()),
             })
         }
         (Workload::Script, None) => {
             p.error(
-                &span_of("workload"),
-                &key_of("workload"),
+                &l.span_of("workload"),
+                &l.key_of("workload"),
                 "workload = \"script\" needs `script`, the Ruby file to run",
                 None,
             );
@@ -625,8 +650,8 @@ pub(crate) fn resolve(
         }
         (Workload::Http, Some(_)) => {
             p.error(
-                &span_of("script"),
-                &key_of("script"),
+                &l.span_of("script"),
+                &l.key_of("script"),
                 "`script` is only used with workload = \"script\"",
                 Some("add workload = \"script\" to the same table".into()),
             );
@@ -657,10 +682,10 @@ pub(crate) fn resolve(
             );
         }
     }
-    if workload == Workload::Http && get("requests").is_some() && get("duration").is_some() {
+    if workload == Workload::Http && l.get("requests").is_some() && l.get("duration").is_some() {
         p.error(
-            &span_of("requests"),
-            &key_of("requests"),
+            &l.span_of("requests"),
+            &l.key_of("requests"),
             "give either `duration` or `requests`, not both",
             None,
         );
@@ -690,14 +715,14 @@ pub(crate) fn resolve(
             processes,
             threads,
             scratch_dir: &std::env::temp_dir(),
-            custom_argv: &list("server_argv"),
+            custom_argv: &l.list("server_argv"),
             environment: "production",
             bundle_exec: false,
         };
         if let Err(e) = crate::servers::server_command(&launch) {
             p.error(
-                &span_of("server_argv"),
-                &key_of("server_argv"),
+                &l.span_of("server_argv"),
+                &l.key_of("server_argv"),
                 format!("{e:#}"),
                 None,
             );
@@ -715,15 +740,15 @@ pub(crate) fn resolve(
         app,
         app_dir,
         server,
-        server_argv: list("server_argv"),
+        server_argv: l.list("server_argv"),
         processes,
         threads,
-        port: int("port").unwrap_or(0) as u16,
-        readiness_path: string("readiness_path", "/"),
-        readiness_timeout: duration("readiness_timeout", Duration::from_secs(60)),
-        stop_timeout: duration("stop_timeout", Duration::from_secs(10)),
-        sample_interval: duration("sample_interval", Duration::from_secs(1)),
-        max_error_rate: float("max_error_rate").unwrap_or(0.0),
+        port: l.int("port").unwrap_or(0) as u16,
+        readiness_path: l.string("readiness_path", "/"),
+        readiness_timeout: l.duration("readiness_timeout", Duration::from_secs(60)),
+        stop_timeout: l.duration("stop_timeout", Duration::from_secs(10)),
+        sample_interval: l.duration("sample_interval", Duration::from_secs(1)),
+        max_error_rate: l.float("max_error_rate").unwrap_or(0.0),
         load,
         script,
         jit,
