@@ -14,7 +14,8 @@ use crate::schema::{
 use crate::servers::ServerKind;
 use crate::settings::RUBY_ALL;
 use crate::settings::{did_you_mean, setting_of};
-use rubies::knobs::{self, Compact, Jit};
+use rubies::discovery::RubyCapabilities;
+use rubies::knobs::{self, AllocatorSetting, Compact, Jit};
 
 /// Every problem `LoadSettings::check` finds, as (setting, message). `check` stops at the
 /// first one; so that all are reported at once, the setting it names is put back to its
@@ -139,20 +140,16 @@ impl Lookup<'_> {
     }
 }
 
-/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
-/// file system: the Ruby, the app, the URL mix, the script, server combinations.
-pub(crate) fn resolve(
+/// The configuration's Ruby: the one it names, the only one defined, or an error (none
+/// defined, several and none named, a name not in `[rubies]`); and its definition, when it
+/// is known. Rejected definitions and values were reported already and add nothing.
+fn choose_ruby<'r>(
     p: &mut Parser,
-    layer: &Layer,
-    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
-    config_span: &Option<Range<usize>>,
-) -> Option<ConfigSettings> {
-    let errors_before = p.errors.len();
-    let l = Lookup { layer, config_span };
-
-    // Settings whose value was rejected (reported already): checks that depend on them
-    // would only report what follows from that error, so they are skipped.
+    l: &Lookup,
+    rubies: &'r BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+) -> (Option<String>, Option<&'r RubyDef>) {
     let rejected = p.rejected.clone();
+    let config_span = l.config_span;
 
     // The Ruby. When it cannot be known (its definition or the `ruby` value was rejected,
     // which is reported already), the checks that need it are skipped and the others run.
@@ -224,20 +221,32 @@ pub(crate) fn resolve(
             }
         },
     };
-    let ruby = ruby.unwrap_or_default();
-    let empty_def = RubyDef {
-        argv: Vec::new(),
-        env: BTreeMap::new(),
-        gemfile: None,
-    };
-    let ruby_known = def.is_some();
-    let def = def.unwrap_or(&empty_def);
-    let ruby_opts = l.list("ruby_opts");
-    let mut env = def.env.clone();
-    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
-        env.extend(m.clone());
-    }
+    (ruby, def)
+}
 
+/// What the runtime knobs (`jit`, `allocator`, `compact`) make of a configuration, checked
+/// against the Ruby itself (asked once per Ruby and options).
+struct Knobs {
+    jit: Option<Jit>,
+    compact: Option<Compact>,
+    allocator: Option<AllocatorSetting>,
+    /// The Ruby's argv: its definition's, the JIT's flag, then `ruby_opts`.
+    ruby_argv: Vec<String>,
+    /// What the Ruby can do; None when it is unknown or did not answer.
+    caps: Option<RubyCapabilities>,
+}
+
+/// Resolves the knobs of a configuration whose Ruby is `ruby` (`def`, known or not), adding
+/// to `env` what they need (`LD_PRELOAD` for an allocator).
+fn resolve_knobs(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    def: &RubyDef,
+    ruby_known: bool,
+    ruby_opts: &[String],
+    env: &mut BTreeMap<String, String>,
+) -> Knobs {
     // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
     let jit = l.get("jit")
         .and_then(|v| v.value.as_str())
@@ -272,7 +281,7 @@ pub(crate) fn resolve(
     };
     let mut jit_flag = None;
     if let Some(j) = jit {
-        for o in &ruby_opts {
+        for o in ruby_opts {
             if knobs::jit_option_conflict(o, j) {
                 p.error(
                     &l.span_of("ruby_opts"),
@@ -357,6 +366,51 @@ pub(crate) fn resolve(
             );
         }
     }
+    Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    }
+}
+
+/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
+/// file system: the Ruby, the app, the URL mix, the script, server combinations.
+pub(crate) fn resolve(
+    p: &mut Parser,
+    layer: &Layer,
+    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+    config_span: &Option<Range<usize>>,
+) -> Option<ConfigSettings> {
+    let errors_before = p.errors.len();
+    let l = Lookup { layer, config_span };
+
+    // Settings whose value was rejected (reported already): checks that depend on them
+    // would only report what follows from that error, so they are skipped.
+    let rejected = p.rejected.clone();
+    let (ruby, def) = choose_ruby(p, &l, rubies);
+    let ruby = ruby.unwrap_or_default();
+    let empty_def = RubyDef {
+        argv: Vec::new(),
+        env: BTreeMap::new(),
+        gemfile: None,
+    };
+    let ruby_known = def.is_some();
+    let def = def.unwrap_or(&empty_def);
+    let ruby_opts = l.list("ruby_opts");
+    let mut env = def.env.clone();
+    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
+        env.extend(m.clone());
+    }
+
+    let Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    } = resolve_knobs(p, &l, &ruby, def, ruby_known, &ruby_opts, &mut env);
     let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
 
     let workload = match l.string("workload", "http").as_str() {
