@@ -1,8 +1,9 @@
 //! From merged settings to a `ConfigSettings`: what needs several keys or the file system
 //! (the Ruby, the app, the URL mix, the script, server combinations, the load settings).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use load::{ConnectionMode, LoadSettings};
@@ -375,52 +376,17 @@ fn resolve_knobs(
     }
 }
 
-/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
-/// file system: the Ruby, the app, the URL mix, the script, server combinations.
-pub(crate) fn resolve(
+/// The app (a bundled name or a directory with a config.ru) and its directory, checked for
+/// an HTTP workload with the server that will run it.
+fn resolve_app(
     p: &mut Parser,
-    layer: &Layer,
-    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
-    config_span: &Option<Range<usize>>,
-) -> Option<ConfigSettings> {
-    let errors_before = p.errors.len();
-    let l = Lookup { layer, config_span };
-
-    // Settings whose value was rejected (reported already): checks that depend on them
-    // would only report what follows from that error, so they are skipped.
-    let rejected = p.rejected.clone();
-    let (ruby, def) = choose_ruby(p, &l, rubies);
-    let ruby = ruby.unwrap_or_default();
-    let empty_def = RubyDef {
-        argv: Vec::new(),
-        env: BTreeMap::new(),
-        gemfile: None,
-    };
-    let ruby_known = def.is_some();
-    let def = def.unwrap_or(&empty_def);
-    let ruby_opts = l.list("ruby_opts");
-    let mut env = def.env.clone();
-    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
-        env.extend(m.clone());
-    }
-
-    let Knobs {
-        jit,
-        compact,
-        allocator,
-        ruby_argv,
-        caps,
-    } = resolve_knobs(p, &l, &ruby, def, ruby_known, &ruby_opts, &mut env);
-    let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
-
-    let workload = match l.string("workload", "http").as_str() {
-        "script" => Workload::Script,
-        _ => Workload::Http,
-    };
-    let server = ServerKind::parse(&l.string("server", "puma")).unwrap_or(ServerKind::Puma);
-    let processes = l.int("processes").unwrap_or(1) as u32;
-    let threads = l.int("threads").unwrap_or(1) as u32;
-
+    l: &Lookup,
+    workload: Workload,
+    server: ServerKind,
+    processes: u32,
+    threads: u32,
+    rejected: &BTreeSet<String>,
+) -> (String, PathBuf) {
     // The app: a bundled name or a directory with a config.ru.
     let app = l.string("app", "rack-hello");
     let app_dir = if BUNDLED_APPS.contains(&app.as_str()) {
@@ -492,7 +458,23 @@ pub(crate) fn resolve(
             );
         }
     }
+    (app, app_dir)
+}
 
+/// The Gemfile, and `BUNDLE_GEMFILE` in `env` set to it; its gems checked with the Ruby
+/// when the Ruby answers (`ruby_answers`).
+#[allow(clippy::too_many_arguments)]
+fn resolve_gemfile(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    ruby_known: bool,
+    ruby_answers: bool,
+    def: &RubyDef,
+    env: &mut BTreeMap<String, String>,
+    workload: Workload,
+    app_dir: &Path,
+) -> Option<PathBuf> {
     // The Gemfile: `gemfile` ("none", or a path where {ruby} is the Ruby's name), else the
     // Ruby's `gemfile`, else BUNDLE_GEMFILE in `env`, else the app's Gemfile.<ruby> or Gemfile.
     let gemfile = match l.get("gemfile").and_then(|v| v.value.as_str()) {
@@ -529,7 +511,7 @@ pub(crate) fn resolve(
     };
     if let Some(g) = &gemfile {
         env.insert("BUNDLE_GEMFILE".into(), g.display().to_string());
-        if g.is_file() && caps.is_some() {
+        if g.is_file() && ruby_answers {
             let env_pairs: Vec<(String, String)> =
                 env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
@@ -555,7 +537,19 @@ pub(crate) fn resolve(
             }
         }
     }
+    gemfile
+}
 
+/// The load settings: the URL mix, the engine's settings with the experiment file's
+/// defaults, each checked as `rubyrace load` checks it (for an HTTP workload).
+fn resolve_load(
+    p: &mut Parser,
+    l: &Lookup,
+    workload: Workload,
+    processes: u32,
+    threads: u32,
+    ruby_engine: Option<&str>,
+) -> LoadSettings {
     // The load.
     let urls = match l.get("urls").and_then(|v| v.value.as_str()) {
         Some(f) => {
@@ -601,7 +595,7 @@ pub(crate) fn resolve(
         requests: l.int("requests").map(|n| n as u64),
         warmup: l.duration(
             "warmup",
-            Duration::from_secs(if ruby_engine.as_deref() == Some("jruby") {
+            Duration::from_secs(if ruby_engine == Some("jruby") {
                 30
             } else {
                 5
@@ -671,6 +665,70 @@ pub(crate) fn resolve(
             );
         }
     }
+    load
+}
+
+/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
+/// file system: the Ruby, the app, the URL mix, the script, server combinations.
+pub(crate) fn resolve(
+    p: &mut Parser,
+    layer: &Layer,
+    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+    config_span: &Option<Range<usize>>,
+) -> Option<ConfigSettings> {
+    let errors_before = p.errors.len();
+    let l = Lookup { layer, config_span };
+
+    // Settings whose value was rejected (reported already): checks that depend on them
+    // would only report what follows from that error, so they are skipped.
+    let rejected = p.rejected.clone();
+    let (ruby, def) = choose_ruby(p, &l, rubies);
+    let ruby = ruby.unwrap_or_default();
+    let empty_def = RubyDef {
+        argv: Vec::new(),
+        env: BTreeMap::new(),
+        gemfile: None,
+    };
+    let ruby_known = def.is_some();
+    let def = def.unwrap_or(&empty_def);
+    let ruby_opts = l.list("ruby_opts");
+    let mut env = def.env.clone();
+    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
+        env.extend(m.clone());
+    }
+
+    let Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    } = resolve_knobs(p, &l, &ruby, def, ruby_known, &ruby_opts, &mut env);
+    let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
+
+    let workload = match l.string("workload", "http").as_str() {
+        "script" => Workload::Script,
+        _ => Workload::Http,
+    };
+    let server = ServerKind::parse(&l.string("server", "puma")).unwrap_or(ServerKind::Puma);
+    let processes = l.int("processes").unwrap_or(1) as u32;
+    let threads = l.int("threads").unwrap_or(1) as u32;
+
+    let (app, app_dir) = resolve_app(p, &l, workload, server, processes, threads, &rejected);
+
+    let gemfile = resolve_gemfile(
+        p,
+        &l,
+        &ruby,
+        ruby_known,
+        caps.is_some(),
+        def,
+        &mut env,
+        workload,
+        &app_dir,
+    );
+
+    let load = resolve_load(p, &l, workload, processes, threads, ruby_engine.as_deref());
 
     // A script workload. With a rejected `workload`, which settings apply is unknown.
     let workload_known = !rejected.contains("workload");
