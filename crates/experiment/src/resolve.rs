@@ -249,13 +249,16 @@ fn resolve_knobs(
     env: &mut BTreeMap<String, String>,
 ) -> Knobs {
     // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
-    let jit = l.get("jit")
+    let jit = l
+        .get("jit")
         .and_then(|v| v.value.as_str())
         .and_then(Jit::parse);
-    let compact = l.get("compact")
+    let compact = l
+        .get("compact")
         .and_then(|v| v.value.as_str())
         .and_then(Compact::parse);
-    let allocator_value = l.get("allocator")
+    let allocator_value = l
+        .get("allocator")
         .and_then(|v| v.value.as_str())
         .map(str::to_string);
     let env_pairs: Vec<(String, String)> =
@@ -342,9 +345,12 @@ fn resolve_knobs(
                     }
                     allocator = Some(a);
                 }
-                Err((message, help)) => {
-                    p.error(&l.span_of("allocator"), &l.key_of("allocator"), message, help)
-                }
+                Err((message, help)) => p.error(
+                    &l.span_of("allocator"),
+                    &l.key_of("allocator"),
+                    message,
+                    help,
+                ),
             }
         }
     }
@@ -587,7 +593,8 @@ fn resolve_load(
         None => engine.mode,
     };
     let load = LoadSettings {
-        connections: l.int("connections")
+        connections: l
+            .int("connections")
             .map(|c| c as usize)
             .unwrap_or((processes * threads) as usize),
         threads: l.int("load_threads").map_or(engine.threads, |n| n as usize),
@@ -595,11 +602,7 @@ fn resolve_load(
         requests: l.int("requests").map(|n| n as u64),
         warmup: l.duration(
             "warmup",
-            Duration::from_secs(if ruby_engine == Some("jruby") {
-                30
-            } else {
-                5
-            }),
+            Duration::from_secs(if ruby_engine == Some("jruby") { 30 } else { 5 }),
         ),
         mode,
         close_grace: l.duration("close_grace", engine.close_grace),
@@ -607,7 +610,8 @@ fn resolve_load(
         method: l.string("method", &engine.method),
         path: Some(l.string("path", "/")),
         headers: l.list("headers"),
-        body: l.get("body")
+        body: l
+            .get("body")
             .and_then(|v| v.value.as_str())
             .map(|b| b.as_bytes().to_vec()),
         urls: urls.clone(),
@@ -620,7 +624,10 @@ fn resolve_load(
         for (key, message) in load_problems(&load) {
             if key == "headers" {
                 // Each header that is not `Name: value`, where it is written.
-                let spans = l.get("headers").map(|v| v.items.clone()).unwrap_or_default();
+                let spans = l
+                    .get("headers")
+                    .map(|v| v.items.clone())
+                    .unwrap_or_default();
                 for (i, h) in load.headers.iter().enumerate() {
                     if let Err(e) = load::parse_header(h) {
                         let span = spans.get(i).cloned().flatten();
@@ -666,6 +673,154 @@ fn resolve_load(
         }
     }
     load
+}
+
+/// A script workload's script, its arguments, runs and timeout; `script` without one, or
+/// one without `script`, is an error.
+fn resolve_script(
+    p: &mut Parser,
+    l: &Lookup,
+    workload: Workload,
+    workload_known: bool,
+) -> Option<ScriptSettings> {
+    // A script workload.
+    let script = match (workload, l.get("script").and_then(|v| v.value.as_str())) {
+        _ if !workload_known => None,
+        (Workload::Script, Some(s)) => {
+            let path = p.resolve_path(s);
+            if !path.is_file() {
+                p.error(
+                    &l.span_of("script"),
+                    &l.key_of("script"),
+                    format!("no such script: {}", path.display()),
+                    None,
+                );
+            }
+            Some(ScriptSettings {
+                path,
+                args: l.list("script_args"),
+                runs: l.int("runs").unwrap_or(3) as u32,
+                timeout: l.duration("script_timeout", default_script_timeout()),
+            })
+        }
+        (Workload::Script, None) => {
+            p.error(
+                &l.span_of("workload"),
+                &l.key_of("workload"),
+                "workload = \"script\" needs `script`, the Ruby file to run",
+                None,
+            );
+            None
+        }
+        (Workload::Http, Some(_)) => {
+            p.error(
+                &l.span_of("script"),
+                &l.key_of("script"),
+                "`script` is only used with workload = \"script\"",
+                Some("add workload = \"script\" to the same table".into()),
+            );
+            None
+        }
+        (Workload::Http, None) => None,
+    };
+    script
+}
+
+/// Settings that do not apply to the workload would be silently unused: each is an error;
+/// so are `duration` and `requests` together.
+fn refuse_inapplicable(
+    p: &mut Parser,
+    l: &Lookup,
+    layer: &Layer,
+    workload: Workload,
+    workload_known: bool,
+) {
+    // Settings that do not apply to this workload would be silently unused: refuse them.
+    let applies = |key: &str| match (workload, key) {
+        (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
+        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+    };
+    for (key, placed) in layer {
+        if workload_known && !applies(key) && key != "script" {
+            let kind = match workload {
+                Workload::Http => "http",
+                Workload::Script => "script",
+            };
+            p.error(
+                &placed.span,
+                &placed.key,
+                format!("`{key}` does not apply to workload = \"{kind}\""),
+                Some(
+                    "remove it, or move it to the configurations it applies to ([[configs]])"
+                        .into(),
+                ),
+            );
+        }
+    }
+    if workload == Workload::Http && l.get("requests").is_some() && l.get("duration").is_some() {
+        p.error(
+            &l.span_of("requests"),
+            &l.key_of("requests"),
+            "give either `duration` or `requests`, not both",
+            None,
+        );
+    }
+}
+
+/// A custom server's argv, built now with a stand-in port (`server_command`), so a mistake
+/// in it is an error of the file rather than of every trial; skipped when what it is built
+/// from (the Ruby, the app, the counts) has an error already (since `errors_before`).
+#[allow(clippy::too_many_arguments)]
+fn check_custom_argv(
+    p: &mut Parser,
+    l: &Lookup,
+    rejected: &BTreeSet<String>,
+    errors_before: usize,
+    ruby_argv: &[String],
+    app_dir: &Path,
+    processes: u32,
+    threads: u32,
+) {
+    let server = ServerKind::Custom;
+    // A custom argv is checked now, with a stand-in port, rather than failing every trial;
+    // unless what it is built from (the Ruby, the app, the counts) has an error already.
+    let argv_inputs = [
+        "ruby",
+        "ruby_opts",
+        "jit",
+        "app",
+        "server",
+        "server_argv",
+        "processes",
+        "threads",
+    ];
+    let inputs_wrong = argv_inputs.iter().any(|k| rejected.contains(*k))
+        || p.errors[errors_before..]
+            .iter()
+            .any(|e| argv_inputs.contains(&setting_of(&e.key)));
+    if !inputs_wrong {
+        let launch = crate::servers::ServerLaunch {
+            kind: server,
+            ruby: ruby_argv,
+            app_dir,
+            port: 9,
+            processes,
+            threads,
+            scratch_dir: &std::env::temp_dir(),
+            custom_argv: &l.list("server_argv"),
+            environment: "production",
+            bundle_exec: false,
+        };
+        if let Err(e) = crate::servers::server_command(&launch) {
+            p.error(
+                &l.span_of("server_argv"),
+                &l.key_of("server_argv"),
+                format!("{e:#}"),
+                None,
+            );
+        }
+    }
 }
 
 /// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
@@ -730,115 +885,21 @@ pub(crate) fn resolve(
 
     let load = resolve_load(p, &l, workload, processes, threads, ruby_engine.as_deref());
 
-    // A script workload. With a rejected `workload`, which settings apply is unknown.
+    // With a rejected `workload`, which settings apply is unknown.
     let workload_known = !rejected.contains("workload");
-    let script = match (workload, l.get("script").and_then(|v| v.value.as_str())) {
-        _ if !workload_known => None,
-        (Workload::Script, Some(s)) => {
-            let path = p.resolve_path(s);
-            if !path.is_file() {
-                p.error(
-                    &l.span_of("script"),
-                    &l.key_of("script"),
-                    format!("no such script: {}", path.display()),
-                    None,
-                );
-            }
-            Some(ScriptSettings {
-                path,
-                args: l.list("script_args"),
-                runs: l.int("runs").unwrap_or(3) as u32,
-                timeout: l.duration("script_timeout", default_script_timeout()),
-            })
-        }
-        (Workload::Script, None) => {
-            p.error(
-                &l.span_of("workload"),
-                &l.key_of("workload"),
-                "workload = \"script\" needs `script`, the Ruby file to run",
-                None,
-            );
-            None
-        }
-        (Workload::Http, Some(_)) => {
-            p.error(
-                &l.span_of("script"),
-                &l.key_of("script"),
-                "`script` is only used with workload = \"script\"",
-                Some("add workload = \"script\" to the same table".into()),
-            );
-            None
-        }
-        (Workload::Http, None) => None,
-    };
-    // Settings that do not apply to this workload would be silently unused: refuse them.
-    let applies = |key: &str| match (workload, key) {
-        (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
-        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
-        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
-    };
-    for (key, placed) in layer {
-        if workload_known && !applies(key) && key != "script" {
-            let kind = match workload {
-                Workload::Http => "http",
-                Workload::Script => "script",
-            };
-            p.error(
-                &placed.span,
-                &placed.key,
-                format!("`{key}` does not apply to workload = \"{kind}\""),
-                Some(
-                    "remove it, or move it to the configurations it applies to ([[configs]])"
-                        .into(),
-                ),
-            );
-        }
-    }
-    if workload == Workload::Http && l.get("requests").is_some() && l.get("duration").is_some() {
-        p.error(
-            &l.span_of("requests"),
-            &l.key_of("requests"),
-            "give either `duration` or `requests`, not both",
-            None,
-        );
-    }
-    // A custom argv is checked now, with a stand-in port, rather than failing every trial;
-    // unless what it is built from (the Ruby, the app, the counts) has an error already.
-    let argv_inputs = [
-        "ruby",
-        "ruby_opts",
-        "jit",
-        "app",
-        "server",
-        "server_argv",
-        "processes",
-        "threads",
-    ];
-    let inputs_wrong = argv_inputs.iter().any(|k| rejected.contains(*k))
-        || p.errors[errors_before..]
-            .iter()
-            .any(|e| argv_inputs.contains(&setting_of(&e.key)));
-    if workload == Workload::Http && server == ServerKind::Custom && ruby_known && !inputs_wrong {
-        let launch = crate::servers::ServerLaunch {
-            kind: server,
-            ruby: &ruby_argv,
-            app_dir: &app_dir,
-            port: 9,
+    let script = resolve_script(p, &l, workload, workload_known);
+    refuse_inapplicable(p, &l, layer, workload, workload_known);
+    if workload == Workload::Http && server == ServerKind::Custom && ruby_known {
+        check_custom_argv(
+            p,
+            &l,
+            &rejected,
+            errors_before,
+            &ruby_argv,
+            &app_dir,
             processes,
             threads,
-            scratch_dir: &std::env::temp_dir(),
-            custom_argv: &l.list("server_argv"),
-            environment: "production",
-            bundle_exec: false,
-        };
-        if let Err(e) = crate::servers::server_command(&launch) {
-            p.error(
-                &l.span_of("server_argv"),
-                &l.key_of("server_argv"),
-                format!("{e:#}"),
-                None,
-            );
-        }
+        );
     }
     if p.errors.len() > errors_before || !ruby_known {
         return None;
