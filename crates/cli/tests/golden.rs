@@ -53,6 +53,16 @@ impl Drop for Scratch {
     }
 }
 
+/// Copies of both fixtures (blocks-mixed, interleaved) in a scratch directory named `name`.
+fn fixture_copies(name: &str) -> (Scratch, PathBuf, PathBuf) {
+    let scratch = Scratch::new(name);
+    let mixed = scratch.path("mixed");
+    let interleaved = scratch.path("interleaved");
+    copy_tree(&fixture("blocks-mixed"), &mixed);
+    copy_tree(&fixture("interleaved"), &interleaved);
+    (scratch, mixed, interleaved)
+}
+
 /// Copies a directory tree (files and directories only).
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -98,11 +108,7 @@ fn normalise(text: &str) -> String {
 
 #[test]
 fn report_compare_and_export_of_stored_results_print_what_they_printed_before() {
-    let scratch = Scratch::new("pipeline");
-    let mixed = scratch.path("mixed");
-    let interleaved = scratch.path("interleaved");
-    copy_tree(&fixture("blocks-mixed"), &mixed);
-    copy_tree(&fixture("interleaved"), &interleaved);
+    let (scratch, mixed, interleaved) = fixture_copies("pipeline");
 
     let mut outputs: Vec<(String, String)> = Vec::new();
     for (name, dir) in [("blocks-mixed", &mixed), ("interleaved", &interleaved)] {
@@ -173,11 +179,7 @@ fn report_compare_and_export_of_stored_results_print_what_they_printed_before() 
 /// replaced by something else, the goldens above would pin the wrong thing.)
 #[test]
 fn the_fixtures_hold_a_blocks_run_with_a_script_and_an_interleaved_run() {
-    let scratch = Scratch::new("fixtures");
-    let mixed = scratch.path("mixed");
-    let interleaved = scratch.path("interleaved");
-    copy_tree(&fixture("blocks-mixed"), &mixed);
-    copy_tree(&fixture("interleaved"), &interleaved);
+    let (_scratch, mixed, interleaved) = fixture_copies("fixtures");
     let export = |dir: &Path| -> serde_json::Value {
         serde_json::from_str(&output(&["export", "{A}", "--json"], dir, dir)).unwrap()
     };
