@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lab::runner::Progress;
 use lab::store::Store;
 use lab::trial::{TrialResult, TrialStatus};
-use load::report::{bytes, micros};
+use units::{bytes, micros};
 
 /// Progress on the terminal: a bar with the block, trial count, ETA, current label and
 /// the last trial's throughput; one line per finished trial (also when not a terminal, so

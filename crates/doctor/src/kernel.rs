@@ -5,24 +5,6 @@ use nix::sys::personality::{self, Persona};
 use crate::finding::{Finding, Status};
 use crate::readers::read_trimmed;
 
-/// Bytes as "4.0 GiB", "512 MiB", "0 B".
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else if value < 10.0 {
-        format!("{value:.1} {}", UNITS[unit])
-    } else {
-        format!("{value:.0} {}", UNITS[unit])
-    }
-}
-
 pub(crate) fn swap_finding() -> Finding {
     let swappiness = read_trimmed("/proc/sys/vm/swappiness");
     let with_swappiness = |s: String| match &swappiness {
@@ -42,8 +24,8 @@ pub(crate) fn swap_finding() -> Finding {
     let used = total.saturating_sub(free);
     let value = with_swappiness(format!(
         "{} of swap, {} used",
-        format_bytes(total),
-        format_bytes(used)
+        units::bytes(total),
+        units::bytes(used)
     ));
     if used > 0 {
         Finding::new(

@@ -36,7 +36,6 @@ mod tests;
 pub use busy::BusyProcess;
 pub use cpu::summarize_governors;
 pub use finding::{Finding, Status};
-pub use kernel::format_bytes;
 pub use network::{parse_port_range, ports_capacity};
 pub use readers::{format_cpu_list, parse_cpu_list};
 pub use report::{examine, examine_with, Options, Report, CHECKS};

@@ -253,14 +253,6 @@ fn a_crashing_check_is_caught() {
 }
 
 #[test]
-fn bytes_are_readable() {
-    assert_eq!(format_bytes(0), "0 B");
-    assert_eq!(format_bytes(1536), "1.5 KiB");
-    assert_eq!(format_bytes(4 * 1024 * 1024 * 1024), "4.0 GiB");
-    assert_eq!(format_bytes(512 * 1024 * 1024), "512 MiB");
-}
-
-#[test]
 fn run_program_times_out_and_captures() {
     let sleep = on_path("sleep").expect("sleep on PATH");
     let t = Instant::now();

@@ -8,6 +8,7 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use units::{bytes, micros};
 
 use crate::engine::RunOutcome;
 use crate::plan::UrlLine;
@@ -635,33 +636,6 @@ fn write_latency(out: &mut String, label: &str, l: &LatencySummary) {
     );
 }
 
-/// Formats a duration given in microseconds with a unit a person reads at a glance.
-pub fn micros(us: f64) -> String {
-    if us >= 1_000_000.0 {
-        format!("{:.2}s", us / 1_000_000.0)
-    } else if us >= 1000.0 {
-        format!("{:.2}ms", us / 1000.0)
-    } else {
-        format!("{us:.1}µs")
-    }
-}
-
-/// Formats a byte count in binary units.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
-}
-
 /// Writes the merged latency histogram (nanoseconds) as one interval of an HdrHistogram
 /// interval log, readable by HistogramLogProcessor and HdrHistogram's plotting tools.
 pub fn write_hdr_log<W: io::Write>(
@@ -711,15 +685,6 @@ fn hdr_log_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn units_read_well() {
-        assert_eq!(micros(12.34), "12.3µs");
-        assert_eq!(micros(1234.0), "1.23ms");
-        assert_eq!(micros(2_500_000.0), "2.50s");
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(1536), "1.50 KiB");
-    }
 
     #[test]
     fn hdr_log_round_trips() {

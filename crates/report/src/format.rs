@@ -1,6 +1,7 @@
-//! Numbers, units, p-values and escaping for every renderer. The HTML page and its SVG
-//! charts share `fmt_num`, `fmt_sig` and `fmt_us`; the text formats use the compact forms
-//! (`micros`, `mib`, `rate`); a p-value is written by `format_p` everywhere.
+//! Numbers, units, p-values and escaping for every renderer. Figures read one at a time
+//! (`fmt_num`, `fmt_sig`, `micros`) come from the `units` crate, shared with the load
+//! generator and the doctor; the table columns that must line up in one unit (`mib`,
+//! `rate`, `cpu_rate`) are here; a p-value is written by `format_p` everywhere.
 
 /// Escapes `s` for HTML and XML text and for quoted attribute values: `&`, `<`, `>`, `"`
 /// and `'` become entities, and control characters that XML forbids become U+FFFD, so the
@@ -24,65 +25,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// `v` with `decimals` decimals and commas between thousands: `12,345.6`.
-pub fn fmt_num(v: f64, decimals: usize) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let s = format!("{:.*}", decimals, v.abs());
-    let (int, frac) = match s.split_once('.') {
-        Some((i, f)) => (i.to_string(), Some(f.to_string())),
-        None => (s.clone(), None),
-    };
-    let mut grouped = String::new();
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(ch);
-    }
-    let negative = v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0');
-    let mut out = String::new();
-    if negative {
-        out.push('−');
-    }
-    out.push_str(&grouped);
-    if let Some(f) = frac {
-        out.push('.');
-        out.push_str(&f);
-    }
-    out
-}
-
-/// About three significant digits: `12,345`, `123`, `12.3`, `1.23`, `0.123`.
-pub fn fmt_sig(v: f64) -> String {
-    let a = v.abs();
-    let decimals = if a >= 100.0 || a == 0.0 {
-        0
-    } else if a >= 10.0 {
-        1
-    } else if a >= 1.0 {
-        2
-    } else {
-        (2.0 - a.log10().floor()).clamp(0.0, 6.0) as usize
-    };
-    fmt_num(v, decimals)
-}
-
-/// A latency in µs as people read it: `845 µs`, `1.23 ms`, `12.3 ms`, `123 ms`.
-pub fn fmt_us(us: f64) -> String {
-    if !us.is_finite() {
-        "–".to_string()
-    } else if us < 1000.0 {
-        format!("{} µs", fmt_num(us, 0))
-    } else if us < 10_000.0 {
-        format!("{} ms", fmt_num(us / 1000.0, 2))
-    } else if us < 100_000.0 {
-        format!("{} ms", fmt_num(us / 1000.0, 1))
-    } else {
-        format!("{} ms", fmt_num(us / 1000.0, 0))
-    }
-}
+pub use units::{fmt_num, fmt_sig, micros};
 
 /// "p<0.001" or "p=0.021".
 pub fn p_text(p: f64) -> String {
@@ -112,14 +55,6 @@ pub fn p_cell(p: Option<f64>) -> String {
 
 pub(crate) fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
-}
-
-pub(crate) fn micros(us: f64) -> String {
-    if us >= 1000.0 {
-        format!("{:.2} ms", us / 1000.0)
-    } else {
-        format!("{us:.0} µs")
-    }
 }
 
 pub(crate) fn rate(v: f64) -> String {
@@ -201,20 +136,6 @@ mod tests {
         assert_eq!(p_cell(Some(0.0213)), "0.021");
         assert_eq!(p_cell(None), "–");
         assert_eq!(p_cell(Some(f64::NAN)), "–");
-    }
-
-    #[test]
-    fn numbers_are_formatted_for_people() {
-        assert_eq!(fmt_num(1234567.0, 0), "1,234,567");
-        assert_eq!(fmt_num(-1234.5, 1), "−1,234.5");
-        assert_eq!(fmt_num(-0.0001, 2), "0.00");
-        assert_eq!(fmt_num(999.0, 0), "999");
-        assert_eq!(fmt_sig(12345.4), "12,345");
-        assert_eq!(fmt_sig(12.345), "12.3");
-        assert_eq!(fmt_sig(0.01234), "0.0123");
-        assert_eq!(fmt_us(845.0), "845 µs");
-        assert_eq!(fmt_us(1234.0), "1.23 ms");
-        assert_eq!(fmt_us(123456.0), "123 ms");
     }
 
     #[test]

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use crate::cache::{default_cache_dir, rubies_dir};
+use sys::environment::git_command;
 use sys::process::describe_status;
 use sys::process::display_argv;
 
@@ -637,17 +638,6 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// `git -C dir`, unaffected by a GIT_DIR or GIT_WORK_TREE of the caller (a git hook).
-fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
-    cmd
 }
 
 fn sha256_file(path: &Path) -> io::Result<String> {

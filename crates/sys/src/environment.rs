@@ -245,8 +245,21 @@ pub fn git_state(dir: &Path) -> Option<GitState> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
+    let mut cmd = git_command(dir);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.output().ok()
+}
+
+/// `git --no-optional-locks -C dir`, the one way rubyrace starts git: it never rewrites the
+/// index of a repository someone is working in, and ignores GIT_DIR and the other
+/// variables a git hook of the caller would have set. The caller adds the arguments and
+/// the stdio.
+pub fn git_command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.arg("--no-optional-locks").arg("-C").arg(dir).args(args);
+    cmd.arg("--no-optional-locks").arg("-C").arg(dir);
     for var in [
         "GIT_DIR",
         "GIT_WORK_TREE",
@@ -259,10 +272,7 @@ fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
     ] {
         cmd.env_remove(var);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.output().ok()
+    cmd
 }
 
 // ---------------------------------------------------------------------------------------

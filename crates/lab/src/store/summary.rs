@@ -23,7 +23,7 @@ pub fn summary_table(rows: &[SummaryRow]) -> String {
             .unwrap_or_else(|| "-".into());
         let mem = |v: &[f64]| {
             median(v)
-                .map(|b| load::report::bytes(b as u64))
+                .map(|b| units::bytes(b as u64))
                 .unwrap_or_else(|| "-".into())
         };
         table.add_row([

@@ -8,7 +8,7 @@ use super::svg::{
     Extent, Scale, Swatch,
 };
 use super::{cohort_colour, dash, WIDTH};
-use crate::format::{escape, fmt_num, fmt_us};
+use crate::format::{escape, fmt_num, micros};
 use crate::model::Report;
 
 // ---------------------------------------------------------------------------------------
@@ -165,9 +165,9 @@ pub fn latency(report: &Report) -> Option<String> {
         let tooltip = format!(
             "{}: p50 {}, p99 {}, p99.9 {}",
             line.name,
-            fmt_us(line.p50),
-            fmt_us(line.p99),
-            fmt_us(line.p99_9)
+            micros(line.p50),
+            micros(line.p99),
+            micros(line.p99_9)
         );
         let _ = write!(desc, " {}.", tooltip);
         let d = dash(line.index);

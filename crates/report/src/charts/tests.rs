@@ -3,7 +3,7 @@
 #![allow(unused_imports)]
 use super::*;
 use super::{latency::*, matrix::*, memory::*, spread::*, svg::*, trial_order::*};
-use crate::format::{escape, fmt_num, fmt_sig, fmt_us};
+use crate::format::{escape, fmt_num, fmt_sig, micros};
 use crate::model::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

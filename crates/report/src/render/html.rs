@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::charts;
-use crate::format::{escape, fmt_num, fmt_sig, fmt_us, p_cell};
+use crate::format::{escape, fmt_num, fmt_sig, micros, p_cell};
 use crate::model::{Cohort, Comparison, Report, Summary, Workloads};
 
 const CSS: &str = r#"
@@ -426,8 +426,8 @@ fn summary_table(h: &mut String, report: &Report) {
                     let _ = write!(
                         h,
                         "<td class=\"num\">{}<span class=\"sub\">{}</span></td>",
-                        fmt_us(l.p50),
-                        fmt_us(l.p99)
+                        micros(l.p50),
+                        micros(l.p99)
                     );
                 }
                 None => h.push_str("<td class=\"num\">–</td>"),
