@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -66,22 +67,158 @@ pub fn probe_env(
     Ok(env)
 }
 
+/// One process's file, `<pid>.json`, as `ruby/probe.rb` writes it (schema
+/// `rubyrace.probe/1`): only the fields rubyrace reads. The probe runs inside Rubies from
+/// 2.7 on, so every field may be missing, null or of another type than expected; such a
+/// field reads as its default rather than losing the whole process.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProbeRecord {
+    #[serde(deserialize_with = "lenient")]
+    pub schema: String,
+    #[serde(deserialize_with = "lenient")]
+    pub pid: i32,
+    #[serde(deserialize_with = "lenient")]
+    pub forked: bool,
+    #[serde(deserialize_with = "lenient")]
+    pub ruby_description: String,
+    #[serde(deserialize_with = "lenient")]
+    pub app_loaded_after_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub first_request_after_s: Option<f64>,
+    /// Set when GC.compact ran after boot; null otherwise.
+    #[serde(deserialize_with = "lenient")]
+    pub compaction: Compaction,
+    /// By phase: `measure_start`, `measure_end`, `exit`.
+    #[serde(deserialize_with = "lenient")]
+    pub snapshots: BTreeMap<String, Snapshot>,
+    #[serde(deserialize_with = "lenient")]
+    pub errors: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Compaction {
+    #[serde(deserialize_with = "lenient")]
+    pub ran: bool,
+}
+
+/// What a process reported at one phase.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Snapshot {
+    /// Which JITs are on (`yjit` → enabled?).
+    #[serde(deserialize_with = "lenient")]
+    pub jit: BTreeMap<String, bool>,
+    /// `GC.stat`.
+    #[serde(deserialize_with = "lenient")]
+    pub gc: GcStat,
+    #[serde(deserialize_with = "lenient")]
+    pub gc_auto_compact: Option<bool>,
+    /// `RubyVM::YJIT.runtime_stats`, when YJIT is on.
+    #[serde(deserialize_with = "lenient")]
+    pub yjit: YjitStats,
+    /// Allocator libraries in the process's own `/proc/self/maps`.
+    #[serde(deserialize_with = "lenient")]
+    pub allocator_libraries: Vec<String>,
+    /// Loaded gems, name → version.
+    #[serde(deserialize_with = "lenient")]
+    pub gems: BTreeMap<String, String>,
+}
+
+/// The counters of `GC.stat` that rubyrace uses; a Ruby without one leaves it `None`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct GcStat {
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub minor_gc_count: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub major_gc_count: Option<u64>,
+    /// Milliseconds in GC (Ruby >= 3.1).
+    #[serde(deserialize_with = "lenient")]
+    pub time: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub total_allocated_objects: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub compact_count: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub heap_allocated_pages: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub heap_live_slots: Option<u64>,
+}
+
+/// The counters of `RubyVM::YJIT.runtime_stats` that rubyrace uses. `ratio_in_yjit` and
+/// `invalidation_count` need `--yjit-stats`; the code size keys changed across versions.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct YjitStats {
+    #[serde(deserialize_with = "lenient")]
+    pub code_region_size: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub inline_code_size: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub outlined_code_size: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub invalidation_count: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub ratio_in_yjit: Option<f64>,
+}
+
+impl YjitStats {
+    /// YJIT's generated code: `code_region_size`, or inline + outlined on older Rubies.
+    fn code_bytes(&self) -> Option<u64> {
+        self.code_region_size
+            .or_else(|| Some(self.inline_code_size? + self.outlined_code_size?))
+    }
+}
+
+/// Any JSON value: `T` if it reads as one, else `T::default()`.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(d: D) -> Result<T, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
+impl ProbeRecord {
+    /// The snapshot taken at `phase`, if the process took it.
+    pub fn snapshot(&self, phase: &str) -> Option<&Snapshot> {
+        self.snapshots.get(phase)
+    }
+
+    /// The first of `phases` the process took.
+    fn first_snapshot(&self, phases: [&str; 3]) -> Option<&Snapshot> {
+        phases.into_iter().find_map(|p| self.snapshot(p))
+    }
+
+    /// The latest snapshot: at exit, else at the end of the measurement, else its start.
+    fn last_snapshot(&self) -> Option<&Snapshot> {
+        self.first_snapshot([EXIT, MEASURE_END, MEASURE_START])
+    }
+
+    /// The snapshot of the process while it served: measure_end, else measure_start, else
+    /// at exit.
+    fn serving_snapshot(&self) -> Option<&Snapshot> {
+        self.first_snapshot([MEASURE_END, MEASURE_START, EXIT])
+    }
+}
+
 /// Reads every `<pid>.json` in the probe directory, in pid order. Unreadable or partial
-/// files are skipped (the probe renames complete files into place).
-pub fn read_records(dir: &Path) -> Vec<Value> {
-    let mut records: Vec<(i64, Value)> = fs::read_dir(dir)
+/// files, and files of another schema, are skipped (the probe renames complete files into
+/// place).
+pub fn read_records(dir: &Path) -> Vec<ProbeRecord> {
+    let mut records: Vec<ProbeRecord> = fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
                 .filter_map(|e| fs::read(e.path()).ok())
-                .filter_map(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-                .filter(|v| v["schema"] == PROBE_SCHEMA)
-                .map(|v| (v["pid"].as_i64().unwrap_or(0), v))
+                .filter_map(|bytes| serde_json::from_slice::<ProbeRecord>(&bytes).ok())
+                .filter(|r| r.schema == PROBE_SCHEMA)
                 .collect()
         })
         .unwrap_or_default();
-    records.sort_by_key(|(pid, _)| *pid);
-    records.into_iter().map(|(_, v)| v).collect()
+    records.sort_by_key(|r| r.pid);
+    records
 }
 
 fn is_alive(pid: i32) -> bool {
@@ -99,7 +236,7 @@ pub fn request_snapshot(dir: &Path, phase: &str, root: i32, pgid: i32) -> Vec<i3
     let tree = sys::resources::tree_pids(root, pgid).unwrap_or_default();
     let asked: Vec<i32> = read_records(dir)
         .iter()
-        .filter_map(|r| r["pid"].as_i64().map(|p| p as i32))
+        .map(|r| r.pid)
         .filter(|pid| tree.contains(pid))
         .collect();
     for pid in &asked {
@@ -114,9 +251,9 @@ pub fn request_snapshot(dir: &Path, phase: &str, root: i32, pgid: i32) -> Vec<i3
         let records = read_records(dir);
         let pending = asked.iter().any(|pid| {
             is_alive(*pid)
-                && !records.iter().any(|r| {
-                    r["pid"].as_i64() == Some(*pid as i64) && !r["snapshots"][phase].is_null()
-                })
+                && !records
+                    .iter()
+                    .any(|r| r.pid == *pid && r.snapshot(phase).is_some())
         });
         if !pending || Instant::now() >= deadline {
             return asked;
@@ -213,83 +350,36 @@ pub struct ProbeSummary {
     pub measured: Option<MeasuredRuntime>,
 }
 
-fn u64_at(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(Value::as_u64)
-}
-
-fn last_snapshot(record: &Value) -> Option<&Value> {
-    [EXIT, MEASURE_END, MEASURE_START]
-        .into_iter()
-        .map(|p| &record["snapshots"][p])
-        .find(|s| s.is_object())
-}
-
 /// One process from its record; `maps` are rubyrace's own readings of `/proc/PID/maps`.
-fn process_of(record: &Value, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess {
-    let pid = record["pid"].as_i64().unwrap_or(0) as i32;
-    // The JIT state while it served: measure_end, else measure_start, else the last.
-    let serving = [MEASURE_END, MEASURE_START, EXIT]
-        .into_iter()
-        .map(|p| &record["snapshots"][p])
-        .find(|s| s.is_object());
-    let jit = serving
-        .and_then(|s| s["jit"].as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_bool().map(|b| (k.clone(), b)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let probe_maps: Vec<String> = serving
-        .and_then(|s| s["allocator_libraries"].as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let snapshots = record["snapshots"]
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
+fn process_of(record: &ProbeRecord, maps: &BTreeMap<i32, Vec<String>>) -> ProbeProcess {
+    let serving = record.serving_snapshot();
     ProbeProcess {
-        pid,
-        forked: record["forked"].as_bool().unwrap_or(false),
-        ruby_description: record["ruby_description"]
-            .as_str()
-            .unwrap_or("")
-            .to_string(),
-        app_loaded_after_s: record["app_loaded_after_s"].as_f64(),
-        first_request_after_s: record["first_request_after_s"].as_f64(),
-        snapshots,
-        jit,
-        gc_auto_compact: serving.and_then(|s| s["gc_auto_compact"].as_bool()),
-        compacted_after_boot: record["compaction"]["ran"].as_bool().unwrap_or(false),
-        compact_count: last_snapshot(record).and_then(|s| u64_at(&s["gc"], "compact_count")),
-        allocator_libraries: maps.get(&pid).cloned().unwrap_or(probe_maps),
-        errors: record["errors"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        pid: record.pid,
+        forked: record.forked,
+        ruby_description: record.ruby_description.clone(),
+        app_loaded_after_s: record.app_loaded_after_s,
+        first_request_after_s: record.first_request_after_s,
+        snapshots: record.snapshots.keys().cloned().collect(),
+        jit: serving.map(|s| s.jit.clone()).unwrap_or_default(),
+        gc_auto_compact: serving.and_then(|s| s.gc_auto_compact),
+        compacted_after_boot: record.compaction.ran,
+        compact_count: record.last_snapshot().and_then(|s| s.gc.compact_count),
+        allocator_libraries: maps.get(&record.pid).cloned().unwrap_or_else(|| {
+            serving
+                .map(|s| s.allocator_libraries.clone())
+                .unwrap_or_default()
+        }),
+        errors: record.errors.clone(),
     }
 }
 
-/// The delta of a GC.stat counter between two snapshots.
-fn delta(start: &Value, end: &Value, key: &str) -> Option<u64> {
-    Some(u64_at(end, key)?.saturating_sub(u64_at(start, key)?))
-}
-
-fn yjit_code_bytes(yjit: &Value) -> Option<u64> {
-    u64_at(yjit, "code_region_size")
-        .or_else(|| Some(u64_at(yjit, "inline_code_size")? + u64_at(yjit, "outlined_code_size")?))
+/// The growth of a counter between two snapshots.
+fn delta(start: Option<u64>, end: Option<u64>) -> Option<u64> {
+    Some(end?.saturating_sub(start?))
 }
 
 /// Sums the measured phase over processes. `requests`: measured requests, for the rates.
-fn measured_runtime(records: &[Value], requests: Option<u64>) -> Option<MeasuredRuntime> {
+fn measured_runtime(records: &[ProbeRecord], requests: Option<u64>) -> Option<MeasuredRuntime> {
     let mut m = MeasuredRuntime::default();
     let mut gc_time = None::<f64>;
     let mut allocated = None::<u64>;
@@ -305,28 +395,30 @@ fn measured_runtime(records: &[Value], requests: Option<u64>) -> Option<Measured
         }
     };
     for r in records {
-        let (start, end) = (&r["snapshots"][MEASURE_START], &r["snapshots"][MEASURE_END]);
-        if !start.is_object() || !end.is_object() {
+        let (Some(start), Some(end)) = (r.snapshot(MEASURE_START), r.snapshot(MEASURE_END)) else {
             continue;
-        }
+        };
         m.processes += 1;
-        let (gs, ge) = (&start["gc"], &end["gc"]);
-        m.gc_count += delta(gs, ge, "count").unwrap_or(0);
-        m.minor_gc_count += delta(gs, ge, "minor_gc_count").unwrap_or(0);
-        m.major_gc_count += delta(gs, ge, "major_gc_count").unwrap_or(0);
-        if let Some(t) = delta(gs, ge, "time") {
+        let (gs, ge) = (&start.gc, &end.gc);
+        m.gc_count += delta(gs.count, ge.count).unwrap_or(0);
+        m.minor_gc_count += delta(gs.minor_gc_count, ge.minor_gc_count).unwrap_or(0);
+        m.major_gc_count += delta(gs.major_gc_count, ge.major_gc_count).unwrap_or(0);
+        if let Some(t) = delta(gs.time, ge.time) {
             gc_time = Some(gc_time.unwrap_or(0.0) + t as f64);
         }
-        add(&mut allocated, delta(gs, ge, "total_allocated_objects"));
-        add(&mut compact, delta(gs, ge, "compact_count"));
-        add(&mut pages, u64_at(ge, "heap_allocated_pages"));
-        add(&mut live, u64_at(ge, "heap_live_slots"));
-        add(&mut code, yjit_code_bytes(&end["yjit"]));
+        add(
+            &mut allocated,
+            delta(gs.total_allocated_objects, ge.total_allocated_objects),
+        );
+        add(&mut compact, delta(gs.compact_count, ge.compact_count));
+        add(&mut pages, ge.heap_allocated_pages);
+        add(&mut live, ge.heap_live_slots);
+        add(&mut code, end.yjit.code_bytes());
         add(
             &mut invalidations,
-            delta(&start["yjit"], &end["yjit"], "invalidation_count"),
+            delta(start.yjit.invalidation_count, end.yjit.invalidation_count),
         );
-        if let Some(ratio) = end["yjit"]["ratio_in_yjit"].as_f64() {
+        if let Some(ratio) = end.yjit.ratio_in_yjit {
             ratios.push(ratio);
         }
     }
@@ -356,7 +448,7 @@ fn measured_runtime(records: &[Value], requests: Option<u64>) -> Option<Measured
 /// Summarizes the probe's files. `maps`: `/proc/PID/maps` allocator readings by pid;
 /// `requests`: the measured requests (none for a script workload).
 pub fn summarize(
-    records: &[Value],
+    records: &[ProbeRecord],
     maps: &BTreeMap<i32, Vec<String>>,
     requests: Option<u64>,
 ) -> Option<ProbeSummary> {
@@ -365,14 +457,8 @@ pub fn summarize(
     }
     let processes: Vec<ProbeProcess> = records.iter().map(|r| process_of(r, maps)).collect();
     let mut gems = BTreeMap::new();
-    for r in records {
-        if let Some(g) = last_snapshot(r).and_then(|s| s["gems"].as_object()) {
-            for (name, version) in g {
-                if let Some(v) = version.as_str() {
-                    gems.insert(name.clone(), v.to_string());
-                }
-            }
-        }
+    for snapshot in records.iter().filter_map(ProbeRecord::last_snapshot) {
+        gems.extend(snapshot.gems.clone());
     }
     let slowest =
         |f: fn(&ProbeProcess) -> Option<f64>| processes.iter().filter_map(f).max_by(f64::total_cmp);
@@ -749,7 +835,10 @@ mod tests {
                 }
             })
         };
-        let records = vec![record(1, 10, 20), record(2, 5, 9)];
+        let records: Vec<ProbeRecord> = [record(1, 10, 20), record(2, 5, 9)]
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect();
         let s = summarize(&records, &BTreeMap::new(), Some(2000)).unwrap();
         let m = s.measured.unwrap();
         assert_eq!(m.processes, 2);
@@ -764,5 +853,29 @@ mod tests {
         assert_eq!(m.gc_per_1000_requests, Some(7.0));
         assert_eq!(m.allocated_objects_per_request, Some(5.0));
         assert_eq!(s.gems["puma"], "5.6.5");
+    }
+
+    #[test]
+    fn a_field_of_an_unexpected_type_reads_as_its_default_and_keeps_the_process() {
+        let record: ProbeRecord = serde_json::from_value(serde_json::json!({
+            "schema": PROBE_SCHEMA, "pid": 42, "forked": "yes", "compaction": null,
+            "app_loaded_after_s": 1.5, "errors": "not a list",
+            "snapshots": {"measure_end": {"gc": {"count": 7.5, "time": 12}, "yjit": false,
+                                          "jit": {"yjit": true}, "gems": {"puma": "6.4.0"}}}
+        }))
+        .unwrap();
+        assert_eq!(
+            (record.pid, record.forked, record.compaction.ran),
+            (42, false, false)
+        );
+        assert_eq!(record.app_loaded_after_s, Some(1.5));
+        assert!(record.errors.is_empty());
+        let end = record.snapshot(MEASURE_END).unwrap();
+        assert_eq!((end.gc.count, end.gc.time), (None, Some(12)));
+        assert_eq!(end.yjit.code_bytes(), None);
+        assert_eq!(end.jit.get("yjit"), Some(&true));
+        let s = summarize(&[record], &BTreeMap::new(), None).unwrap();
+        assert_eq!(s.gems["puma"], "6.4.0");
+        assert_eq!(s.processes[0].jit.get("yjit"), Some(&true));
     }
 }
