@@ -16,13 +16,22 @@ use load::{
 use crate::output::{self, PendingFile};
 
 /// A duration option (`500ms`, `10s`, `2m`), with the mistakes users make said plainly.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// `humantime::Duration` prints as it is written, so the defaults in `--help` come from
+/// `LoadSettings::default()`.
+fn parse_duration(text: &str) -> Result<humantime::Duration, String> {
     if text.trim_start().starts_with('-') {
         return Err(format!("{text:?}: a duration cannot be negative"));
     }
-    humantime::parse_duration(text).map_err(|e| {
-        format!("{text:?} is not a duration such as \"500ms\", \"10s\" or \"2m\" ({e})")
-    })
+    humantime::parse_duration(text)
+        .map(Into::into)
+        .map_err(|e| {
+            format!("{text:?} is not a duration such as \"500ms\", \"10s\" or \"2m\" ({e})")
+        })
+}
+
+/// The defaults of every option: those of the load engine itself.
+fn defaults() -> LoadSettings {
+    LoadSettings::default()
 }
 
 /// Exit status of invalid usage: an option or the URL is wrong in itself (clap uses the
@@ -43,24 +52,24 @@ pub struct LoadArgs {
     pub url: String,
 
     /// Connections to keep open, all of them used whatever the thread count.
-    #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'c', long, default_value_t = defaults().connections as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub connections: u32,
 
     /// Threads, each with its own event loop and share of the connections.
-    #[arg(short = 't', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 't', long, default_value_t = defaults().threads as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: u32,
 
     /// How long to measure after the warmup [default: 10s].
     #[arg(short = 'd', long, value_parser = parse_duration, conflicts_with = "requests")]
-    pub duration: Option<Duration>,
+    pub duration: Option<humantime::Duration>,
 
     /// Measure this many request attempts (responses plus errors) instead of a duration.
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
 
     /// Send load for this long first, recording nothing.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
-    pub warmup: Duration,
+    #[arg(long, default_value_t = defaults().warmup.into(), value_parser = parse_duration)]
+    pub warmup: humantime::Duration,
 
     /// Reuse connections (HTTP/1.1 keepalive). The default.
     #[arg(long, group = "mode")]
@@ -77,8 +86,8 @@ pub struct LoadArgs {
     /// With --close-header, after a response that does not say `Connection: close`: how
     /// long to wait for the server to close before closing from the client and counting
     /// the server as ignoring the header.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    pub close_grace: Duration,
+    #[arg(long, default_value_t = defaults().close_grace.into(), value_parser = parse_duration)]
+    pub close_grace: humantime::Duration,
 
     /// Open loop: send this many requests per second in total, on a fixed schedule.
     /// Latency is then measured from the intended send time.
@@ -86,7 +95,7 @@ pub struct LoadArgs {
     pub rate: Option<f64>,
 
     /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    #[arg(short = 'm', long, default_value_t = defaults().method)]
     pub method: String,
 
     /// Extra request header, "Name: value"; repeatable.
@@ -106,16 +115,16 @@ pub struct LoadArgs {
     pub urls: Option<PathBuf>,
 
     /// Seed of the URL mix sequence (each connection draws its own reproducible sequence).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
 
     /// Requests kept in flight per connection (keepalive only).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = defaults().pipeline as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pipeline: u32,
 
     /// A request without a complete response after this long is aborted and counted.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub timeout: Duration,
+    #[arg(long, default_value_t = defaults().timeout.into(), value_parser = parse_duration)]
+    pub timeout: humantime::Duration,
 
     /// Pause between connection attempts at start [default: 250µs, at most 100ms in all].
     #[arg(long, value_parser = parse_duration)]
@@ -171,11 +180,11 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
     Ok(LoadSettings {
         connections: args.connections as usize,
         threads: args.threads as usize,
-        duration: args.duration.unwrap_or(Duration::from_secs(10)),
+        duration: args.duration.map_or(defaults().duration, Into::into),
         requests: args.requests,
-        warmup: args.warmup,
+        warmup: args.warmup.into(),
         mode: args.mode(),
-        close_grace: args.close_grace,
+        close_grace: args.close_grace.into(),
         rate: args.rate,
         method: args.method.clone(),
         path: None,
@@ -184,7 +193,7 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
         urls,
         seed: args.seed,
         pipeline: args.pipeline as usize,
-        timeout: args.timeout,
+        timeout: args.timeout.into(),
         connect_stagger: args.connect_stagger,
     })
 }
