@@ -4,7 +4,6 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -128,7 +127,7 @@ pub struct LoadArgs {
 
     /// Pause between connection attempts at start [default: 250µs, at most 100ms in all].
     #[arg(long, value_parser = parse_duration)]
-    pub connect_stagger: Option<Duration>,
+    pub connect_stagger: Option<humantime::Duration>,
 
     /// Exit with status 3 when the error rate (in percent, non-2xx included) exceeds this.
     #[arg(long, value_name = "PERCENT")]
@@ -194,7 +193,7 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
         seed: args.seed,
         pipeline: args.pipeline as usize,
         timeout: args.timeout.into(),
-        connect_stagger: args.connect_stagger,
+        connect_stagger: args.connect_stagger.map(Into::into),
     })
 }
 
