@@ -1,7 +1,9 @@
-//! The layout's rule, checked: within every crate of the workspace the modules depend on
-//! each other one way, with no import circle (issue 16). A module's dependencies are the
-//! `crate::NAME` paths in its code above its tests (`#[cfg(test)]`), comments aside; a circle is a strongly
-//! connected component of more than one module, found by Tarjan's algorithm.
+//! The layout's rule, checked: within every crate of the workspace, and within every folder
+//! module of a crate (`render/`, `charts/`, ...), sibling modules depend on each other one
+//! way, with no import circle (issue 16). A module's dependencies are the `crate::`,
+//! `super::` and `self::` paths in its code above its tests (`#[cfg(test)]`), comments
+//! aside; a circle is a strongly connected component of more than one module, found by
+//! Tarjan's algorithm.
 
 mod support;
 
@@ -10,81 +12,173 @@ use std::path::Path;
 
 use support::workspace_root;
 
-/// Module name → the same crate's modules it names, for the crate whose sources are in
-/// `src` (top-level modules: `src/NAME.rs` and `src/NAME/`).
-fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+/// A source file of a crate: its module path under the crate root (`lib.rs` is `[]`,
+/// `render/mod.rs` is `[render]`, `render/html.rs` is `[render, html]`) and its code above
+/// its tests (`#[cfg(test)]`), comments aside (a doc link is not a dependency).
+struct SourceFile {
+    module: Vec<String>,
+    code: String,
+}
+
+fn source_files(src: &Path) -> Vec<SourceFile> {
+    let mut files = Vec::new();
     let mut walk = vec![src.to_path_buf()];
     while let Some(dir) = walk.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 walk.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let top = path.strip_prefix(src).unwrap().components().next().unwrap();
-                let name = top
-                    .as_os_str()
-                    .to_string_lossy()
-                    .trim_end_matches(".rs")
-                    .to_string();
-                files.push((name, path));
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).unwrap().with_extension("");
+            let mut module: Vec<String> = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().to_string())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap()
+                .lines()
+                .map(|line| line.split("//").next().unwrap())
+                .collect::<Vec<_>>()
+                .join("\n");
+            files.push(SourceFile { module, code });
+        }
+    }
+    files
+}
+
+/// Every module path a file names, made absolute: `crate::a::{b, c::D}` gives `[a, b]` and
+/// `[a, c, D]`; `super::x` and `self::x` are resolved from the file's own module.
+fn named_paths(file: &SourceFile) -> Vec<Vec<String>> {
+    let code = &file.code;
+    let mut found = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(start) {
+            let before = code[..i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue; // inside a longer path such as `super::super::`
+            }
+            for path in expand_path(&code[i..]) {
+                let mut absolute = Vec::new();
+                let mut rest = path.as_slice();
+                if rest.first().map(String::as_str) == Some("crate") {
+                    rest = &rest[1..];
+                } else {
+                    absolute = file.module.clone();
+                    while let Some(head) = rest.first() {
+                        match head.as_str() {
+                            "super" => {
+                                absolute.pop();
+                            }
+                            "self" => {}
+                            _ => break,
+                        }
+                        rest = &rest[1..];
+                    }
+                }
+                absolute.extend(rest.iter().cloned());
+                found.push(absolute);
             }
         }
     }
-    let modules: BTreeSet<String> = files.iter().map(|(n, _)| n.clone()).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (name, path) in &files {
-        let text = std::fs::read_to_string(path).unwrap();
-        // Above the tests, without comments (a doc link is not a dependency).
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap()
-            .lines()
-            .map(|line| line.split("//").next().unwrap())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let edges = graph.entry(name.clone()).or_default();
-        for (i, _) in code.match_indices("crate::") {
-            for target in named_modules(&code[i + "crate::".len()..]) {
-                if modules.contains(&target) && &target != name {
-                    edges.insert(target);
+    found
+}
+
+/// The paths of a `use` tree or a path expression at the start of `text`, one per leaf:
+/// `a::b::{c, d::{e, f}}` gives `[a, b, c]`, `[a, b, d, e]` and `[a, b, d, f]`.
+fn expand_path(text: &str) -> Vec<Vec<String>> {
+    fn skip_spaces(chars: &[char], pos: &mut usize) {
+        while chars.get(*pos).is_some_and(|c| c.is_whitespace()) {
+            *pos += 1;
+        }
+    }
+    fn tree(chars: &[char], pos: &mut usize, mut path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        loop {
+            skip_spaces(chars, pos);
+            if chars.get(*pos) == Some(&'{') {
+                *pos += 1;
+                loop {
+                    skip_spaces(chars, pos);
+                    if chars.get(*pos) == Some(&'}') {
+                        *pos += 1;
+                        return;
+                    }
+                    tree(chars, pos, path.clone(), out);
+                    skip_spaces(chars, pos);
+                    match chars.get(*pos) {
+                        Some(',') => *pos += 1,
+                        Some('}') => {
+                            *pos += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+            }
+            let ident: String = chars[*pos..]
+                .iter()
+                .take_while(|c| c.is_alphanumeric() || **c == '_')
+                .collect();
+            if ident.is_empty() {
+                break;
+            }
+            *pos += ident.chars().count();
+            path.push(ident);
+            if chars[*pos..].starts_with(&[':', ':']) {
+                *pos += 2;
+            } else {
+                break;
+            }
+        }
+        out.push(path);
+    }
+    let chars: Vec<char> = text.chars().take(2000).collect();
+    let mut out = Vec::new();
+    tree(&chars, &mut 0, Vec::new(), &mut out);
+    out
+}
+
+/// For every module with submodules (the crate root, `render`, `charts`...): its path, and
+/// the graph of its children, child name → the sibling children it names.
+fn module_graphs(src: &Path) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> {
+    let files = source_files(src);
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        for depth in 0..file.module.len() {
+            graphs
+                .entry(file.module[..depth].to_vec())
+                .or_default()
+                .entry(file.module[depth].clone())
+                .or_default();
+        }
+    }
+    for file in &files {
+        for target in named_paths(file) {
+            for depth in 0..file.module.len().min(target.len()) {
+                if file.module[..depth] != target[..depth] {
+                    break;
+                }
+                let (from, to) = (&file.module[depth], &target[depth]);
+                let children = graphs.get_mut(&file.module[..depth]).unwrap();
+                if from != to && children.contains_key(to) {
+                    children.get_mut(from).unwrap().insert(to.clone());
                 }
             }
         }
     }
-    graph
-}
-
-/// The modules named right after a `crate::`: one (`crate::a::B`), or each of a group
-/// (`crate::{a, b::{C, D}}`).
-fn named_modules(rest: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.trim_start()
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let Some(group) = rest.strip_prefix('{') else {
-        return vec![ident(rest)];
-    };
-    let (mut depth, mut items, mut start) = (0, Vec::new(), 0);
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                items.push(ident(&group[start..i]));
-                break;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(ident(&group[start..i]));
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items
+    graphs
 }
 
 /// The strongly connected components of more than one node (Tarjan).
@@ -170,12 +264,53 @@ fn the_circle_finder_finds_a_circle_and_only_one() {
 }
 
 #[test]
-fn a_group_import_names_each_of_its_modules() {
-    assert_eq!(named_modules("trial::{A, B};"), ["trial"]);
+fn paths_are_expanded_and_made_absolute() {
     assert_eq!(
-        named_modules("{environment, knobs::{self, X}, rubies};"),
-        ["environment", "knobs", "rubies"]
+        expand_path("a::b::{c, d::{e, f}};"),
+        [
+            vec!["a", "b", "c"],
+            vec!["a", "b", "d", "e"],
+            vec!["a", "b", "d", "f"]
+        ]
     );
+    let file = SourceFile {
+        module: vec!["render".into(), "html".into()],
+        code: "use crate::{format::escape, charts::{svg, spread::X}};\n\
+               use super::cells::row;\nfn f() { super::super::model::Report::x() }"
+            .into(),
+    };
+    let mut paths = named_paths(&file);
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            vec!["charts", "spread", "X"],
+            vec!["charts", "svg"],
+            vec!["format", "escape"],
+            vec!["model", "Report", "x"],
+            vec!["render", "cells", "row"],
+        ]
+    );
+}
+
+#[test]
+fn siblings_in_a_folder_module_are_a_graph_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("render")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod render; mod model;").unwrap();
+    std::fs::write(src.join("model.rs"), "").unwrap();
+    std::fs::write(src.join("render/mod.rs"), "mod a; mod b;").unwrap();
+    std::fs::write(
+        src.join("render/a.rs"),
+        "use super::b::X; use crate::model::M;",
+    )
+    .unwrap();
+    std::fs::write(src.join("render/b.rs"), "use crate::render::a::Y;").unwrap();
+    let graphs = module_graphs(src);
+    assert_eq!(circles(&graphs[&vec!["render".to_string()]]), [["a", "b"]]);
+    assert!(circles(&graphs[&Vec::new()]).is_empty());
+    assert!(graphs[&Vec::new()]["render"].contains("model"));
 }
 
 #[test]
@@ -188,14 +323,16 @@ fn no_crate_has_an_import_circle_between_its_modules() {
         if !src.is_dir() {
             continue;
         }
-        let graph = module_graph(&src);
-        modules += graph.len();
-        for circle in circles(&graph) {
-            found.push(format!(
-                "{}: {}",
-                entry.file_name().to_string_lossy(),
-                circle.join(" ↔ ")
-            ));
+        for (parent, graph) in module_graphs(&src) {
+            modules += graph.len();
+            for circle in circles(&graph) {
+                found.push(format!(
+                    "{}: {}{}",
+                    entry.file_name().to_string_lossy(),
+                    parent.iter().map(|p| format!("{p}::")).collect::<String>(),
+                    circle.join(" ↔ ")
+                ));
+            }
         }
     }
     assert!(
