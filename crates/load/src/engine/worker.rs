@@ -1,329 +1,37 @@
-//! The load engine: one thread per `--threads`, each with its own `mio` event loop and its
-//! own share of the connections. A connection is an explicit state machine (connect, write,
-//! read, drain, closed). Nothing is shared between threads while the load runs: each
-//! thread knows the run's deadlines up front and keeps its own counters and histograms,
-//! which are merged once at the end.
+//! One load thread: its `mio` event loop, its share of the connections, and each
+//! connection's state machine (connect, write, read, drain, closed) with its timers.
 //!
-//! Hot-path rules: request bytes come pre-serialized from the plan; buffers are allocated
-//! once per connection; no channel, lock or atomic is touched per request.
-//!
-//! How many connections are open at once is counted by each thread at every connect, first
-//! response and close (plain integers). With several threads, each publishes its counts at
-//! its timer checks (at least every 10 ms, not per request) in an atomic of its own, and
-//! the main thread samples their sum; see `OpenPeak`.
+//! Over 800 lines on purpose: this is the hot path, and every transition of a connection
+//! is in one `impl Worker`, where the reader can check the per-request rules (no
+//! allocation, no lock, no atomic) in one place.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use super::open::{OpenCount, OpenGauge};
+use super::{WorkerEnd, FOREVER, LATE_SEND, MAX_TICK, READ_BUFFER, TIMER_TOKEN};
 use crate::plan::UrlPicker;
-use crate::raw::{RawLog, RawRecord, RawWriter};
+use crate::raw::{RawRecord, RawWriter};
 use crate::response::{Completed, ParseError, ResponseParser};
-use crate::sockets::{self, TimeWait};
 use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
 use crate::stats::{ConnectFailure, ErrorKind, ThreadStats, STATUS_SLOTS};
 use crate::timer::PreciseTimer;
 
-/// Size of each connection's read buffer, and so the largest response head accepted.
-pub const READ_BUFFER: usize = 16 * 1024;
-
-/// Timers are checked at least this often even when nothing is due.
-const MAX_TICK: Duration = Duration::from_millis(10);
-
-/// A send that leaves later than this after its intended time counts as late.
-const LATE_SEND: Duration = Duration::from_millis(1);
-
-const TIMER_TOKEN: Token = Token(usize::MAX);
-
-/// A reconnect time that never comes.
-const FOREVER: Duration = Duration::from_secs(86_400 * 365);
-
-/// With several threads, how often the main thread sums their open-connection counts.
-pub const OPEN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
-
-/// The merged outcome of a run.
-pub struct RunOutcome {
-    pub stats: ThreadStats,
-    /// Connections each thread owned (threads without a connection are not started).
-    pub connections_per_thread: Vec<usize>,
-    /// Length of the recorded phase.
-    pub recorded: Duration,
-    /// The run was cut short by the interrupt flag (Ctrl-C).
-    pub interrupted: bool,
-    /// The first error writing the raw log, if any.
-    pub raw_error: Option<io::Error>,
-    /// The most connections open at once over the run, warmup included.
-    pub peak_open: OpenPeak,
-    /// Sockets in TIME_WAIT to and at the target when the run ended; `None` when
-    /// /proc/net/tcp could not be read.
-    pub time_wait: Option<TimeWait>,
-}
-
-impl RunOutcome {
-    /// Adds a later run against the same target to this one, as if they were one run
-    /// whose recorded phases follow each other (an interleaved trial's slices): counts and
-    /// histograms summed (requests in flight or unsent at the end too: each run drops its
-    /// own), recorded time added, the larger peak of open connections, the later TIME_WAIT
-    /// count, the first raw-log error.
-    pub fn absorb(&mut self, later: RunOutcome) {
-        self.stats.merge(&later.stats);
-        // Connections still open at the end are the last run's, not a sum.
-        self.stats.open_at_end = later.stats.open_at_end;
-        self.stats.connecting_at_end = later.stats.connecting_at_end;
-        self.recorded += later.recorded;
-        self.interrupted |= later.interrupted;
-        if self.raw_error.is_none() {
-            self.raw_error = later.raw_error;
-        }
-        if later.peak_open.open > self.peak_open.open {
-            self.peak_open = later.peak_open;
-        }
-        if later.time_wait.is_some() {
-            self.time_wait = later.time_wait;
-        }
-    }
-}
-
-/// The most connections open at once over the whole run, warmup included.
-///
-/// Open means connected from the client's side (the kernel completed the handshake) and
-/// not closed yet. That includes connections waiting in the server's accept queue, and
-/// half-open ones whose handshake's last ACK the server dropped because that queue was
-/// full: the client cannot tell them apart from served ones, except that no response
-/// comes. So the most open connections at once that had received a response is
-/// counted too.
-///
-/// Each thread counts its own connections exactly, at every connect, first response and
-/// close (plain integers). With one thread those counts give the peaks. With several, the
-/// main thread sums, every `OPEN_SAMPLE_INTERVAL`, the counts each thread last published
-/// at its timer check (at least every 10 ms): a sample can miss a peak shorter than that,
-/// or add counts up to 10 ms apart. Each peak reported is the larger of the sampled sums
-/// and of the largest single thread's exact peak (a true lower bound); the sum of the
-/// threads' own peaks in `per_thread` is an upper bound of `open`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpenPeak {
-    /// Connections open at the busiest moment.
-    pub open: u64,
-    /// Connections still in their TCP handshake at that moment.
-    pub connecting: u64,
-    /// The most open connections at once that had each received a response.
-    pub answered: u64,
-    /// Each thread's own exact peak of `open`.
-    pub per_thread: Vec<u64>,
-    /// True with one thread: the peaks are then exact rather than sampled.
-    pub exact: bool,
-}
-
-/// A thread's connection counts at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct OpenCount {
-    /// Connected and not closed.
-    open: u64,
-    /// In their TCP handshake.
-    connecting: u64,
-    /// Open, and a response has arrived on them since they connected.
-    answered: u64,
-}
-
-impl OpenCount {
-    fn plus(self, other: OpenCount) -> OpenCount {
-        OpenCount {
-            open: self.open + other.open,
-            connecting: self.connecting + other.connecting,
-            answered: self.answered + other.answered,
-        }
-    }
-}
-
-/// One thread's `OpenCount`, published at its timer checks for the main thread to sample.
-/// On a cache line of its own, so that the sampler's reads cost the thread nothing.
-#[repr(align(64))]
-#[derive(Default)]
-struct OpenGauge(AtomicU64);
-
-/// Bits of each count packed in an `OpenGauge`: up to 2,097,151 connections per thread,
-/// more than the kernel's maximum number of open files (`fs.nr_open`, 1,048,576).
-const GAUGE_BITS: u32 = 21;
-const GAUGE_MASK: u64 = (1 << GAUGE_BITS) - 1;
-
-impl OpenGauge {
-    fn publish(&self, count: OpenCount) {
-        let packed = count.open.min(GAUGE_MASK)
-            | count.connecting.min(GAUGE_MASK) << GAUGE_BITS
-            | count.answered.min(GAUGE_MASK) << (2 * GAUGE_BITS);
-        self.0.store(packed, Ordering::Relaxed);
-    }
-
-    fn read(&self) -> OpenCount {
-        let packed = self.0.load(Ordering::Relaxed);
-        OpenCount {
-            open: packed & GAUGE_MASK,
-            connecting: packed >> GAUGE_BITS & GAUGE_MASK,
-            answered: packed >> (2 * GAUGE_BITS) & GAUGE_MASK,
-        }
-    }
-}
-
-/// What a load thread hands back when it ends.
-struct WorkerEnd {
-    stats: ThreadStats,
-    raw_result: io::Result<()>,
-    interrupted: bool,
-    /// The thread's own exact peak of open connections, with its other counts then.
-    peak: OpenCount,
-    /// The thread's own exact peak of answered open connections.
-    peak_answered: u64,
-}
-
-/// Runs the load described by `spec`. `interrupt` ends the run early, as if its time were up.
-pub fn run(
-    spec: &LoadSpec,
-    raw: Option<&RawLog>,
-    interrupt: Arc<AtomicBool>,
-) -> io::Result<RunOutcome> {
-    crate::limits::ensure_open_files(spec.connections, spec.threads)?;
-    let per_thread: Vec<usize> = spec
-        .connections_per_thread()
-        .into_iter()
-        .filter(|&n| n > 0)
-        .collect();
-    // -n counts attempts; each connection gets an even share, summed per thread.
-    let per_connection_quota = match spec.stop {
-        StopCondition::Requests(n) => Some(split_evenly(n, spec.connections)),
-        StopCondition::Duration(_) => None,
-    };
-    let origin = Instant::now();
-    let record_start = origin + spec.warmup;
-    let end = match spec.stop {
-        StopCondition::Duration(d) => Some(record_start + d),
-        StopCondition::Requests(_) => None,
-    };
-
-    let mut handles = Vec::with_capacity(per_thread.len());
-    let mut gauges = Vec::with_capacity(per_thread.len());
-    let mut first_connection = 0usize;
-    for (thread_index, &connections) in per_thread.iter().enumerate() {
-        let quota = per_connection_quota.as_ref().map(|q| {
-            q[first_connection..first_connection + connections]
-                .iter()
-                .sum()
-        });
-        let raw_writer = raw.map(RawLog::writer).transpose()?;
-        let gauge = Arc::new(OpenGauge::default());
-        gauges.push(gauge.clone());
-        let worker = Worker::new(
-            spec.clone(),
-            Timeline {
-                origin,
-                record_start,
-                end,
-                quota,
-            },
-            first_connection,
-            connections,
-            raw_writer,
-            interrupt.clone(),
-            gauge,
-        )?;
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("load-{thread_index}"))
-                .spawn(move || worker.run())?,
-        );
-        first_connection += connections;
-    }
-
-    // One thread counts its peaks exactly; several are sampled while they run.
-    let mut sampled = OpenCount::default();
-    let mut sampled_answered = 0;
-    if handles.len() > 1 {
-        while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(OPEN_SAMPLE_INTERVAL);
-            let now = gauges
-                .iter()
-                .map(|g| g.read())
-                .fold(OpenCount::default(), OpenCount::plus);
-            if now.open > sampled.open {
-                sampled = now;
-            }
-            sampled_answered = sampled_answered.max(now.answered);
-        }
-    }
-
-    let mut merged: Option<ThreadStats> = None;
-    let mut raw_error = None;
-    let mut interrupted = false;
-    let mut thread_peaks = Vec::with_capacity(handles.len());
-    let mut thread_peaks_answered = Vec::with_capacity(handles.len());
-    for handle in handles {
-        let end = handle
-            .join()
-            .map_err(|_| io::Error::other("a load thread panicked"))??;
-        interrupted |= end.interrupted;
-        if let Err(e) = end.raw_result {
-            raw_error.get_or_insert(e);
-        }
-        thread_peaks.push(end.peak);
-        thread_peaks_answered.push(end.peak_answered);
-        match &mut merged {
-            None => merged = Some(end.stats),
-            Some(m) => m.merge(&end.stats),
-        }
-    }
-    let busiest_thread = thread_peaks
-        .iter()
-        .copied()
-        .max_by_key(|p| p.open)
-        .unwrap_or_default();
-    let exact = thread_peaks.len() == 1;
-    let peak = if exact || busiest_thread.open > sampled.open {
-        busiest_thread
-    } else {
-        sampled
-    };
-    let busiest_thread_answered = thread_peaks_answered.iter().copied().max().unwrap_or(0);
-    let peak_open = OpenPeak {
-        open: peak.open,
-        connecting: peak.connecting,
-        answered: if exact {
-            busiest_thread_answered
-        } else {
-            busiest_thread_answered.max(sampled_answered)
-        },
-        per_thread: thread_peaks.iter().map(|p| p.open).collect(),
-        exact,
-    };
-    let stats = merged.unwrap_or_else(|| ThreadStats::new(spec.rate.is_some()));
-    let recorded = Duration::from_nanos(
-        stats
-            .recording_ended_ns
-            .saturating_sub(stats.recording_started_ns),
-    );
-    Ok(RunOutcome {
-        stats,
-        connections_per_thread: per_thread,
-        recorded,
-        interrupted,
-        raw_error,
-        peak_open,
-        time_wait: sockets::time_wait(spec.addr),
-    })
-}
-
 /// The run's fixed points in time, shared by value with every thread.
 #[derive(Clone, Copy)]
-struct Timeline {
-    origin: Instant,
-    record_start: Instant,
+pub(super) struct Timeline {
+    pub(super) origin: Instant,
+    pub(super) record_start: Instant,
     /// End of a duration-bound run.
-    end: Option<Instant>,
+    pub(super) end: Option<Instant>,
     /// This thread's share of `-n` attempts.
-    quota: Option<u64>,
+    pub(super) quota: Option<u64>,
 }
 
 /// A request written (or being written) and not yet answered.
@@ -395,7 +103,7 @@ struct Conn {
     answered: bool,
 }
 
-struct Worker {
+pub(super) struct Worker {
     spec: LoadSpec,
     time: Timeline,
     poll: Poll,
@@ -429,7 +137,7 @@ enum Fate {
 }
 
 impl Worker {
-    fn new(
+    pub(super) fn new(
         spec: LoadSpec,
         time: Timeline,
         first_connection: usize,
@@ -503,7 +211,7 @@ impl Worker {
         })
     }
 
-    fn run(mut self) -> io::Result<WorkerEnd> {
+    pub(super) fn run(mut self) -> io::Result<WorkerEnd> {
         let mut events = Events::with_capacity(1024);
         let mut interrupted = false;
         // The deadline the timerfd is armed for, so it is not re-armed for the same one.
