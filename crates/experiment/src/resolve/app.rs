@@ -1,0 +1,226 @@
+//! What a configuration runs: the app (a bundled one or a directory with a `config.ru`),
+//! its Gemfile and whether its bundle is installed, or a script workload.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::Lookup;
+use crate::parse::Parser;
+use crate::schema::{default_script_timeout, RubyDef, ScriptSettings, Workload, BUNDLED_APPS};
+use crate::servers::ServerKind;
+use crate::settings::did_you_mean;
+
+/// The app (a bundled name or a directory with a config.ru) and its directory, checked for
+/// an HTTP workload with the server that will run it.
+pub(super) fn resolve_app(
+    p: &mut Parser,
+    l: &Lookup,
+    workload: Workload,
+    server: ServerKind,
+    processes: u32,
+    threads: u32,
+    rejected: &BTreeSet<String>,
+) -> (String, PathBuf) {
+    // The app: a bundled name or a directory with a config.ru.
+    let app = l.string("app", "rack-hello");
+    let app_dir = if BUNDLED_APPS.contains(&app.as_str()) {
+        rubies::support::bundled_apps_dir().join(&app)
+    } else {
+        p.resolve_path(&app)
+    };
+    if workload == Workload::Http {
+        if !app_dir.join("config.ru").is_file() {
+            let help = if app.contains('/') {
+                None
+            } else {
+                did_you_mean(&app, &BUNDLED_APPS)
+                    .map(|k| format!("did you mean the bundled app `{k}`?"))
+                    .or_else(|| {
+                        Some(format!(
+                            "bundled apps: {}; or a directory with a config.ru",
+                            BUNDLED_APPS.join(", ")
+                        ))
+                    })
+            };
+            p.error(
+                &l.span_of("app"),
+                &l.key_of("app"),
+                format!("no config.ru in {}", app_dir.display()),
+                help,
+            );
+        }
+        let server_argv = l.list("server_argv");
+        // Which server, and with how many processes and threads, is unknown when one of
+        // them was rejected.
+        let server_known = !["server", "server_argv", "processes", "threads"]
+            .iter()
+            .any(|k| rejected.contains(*k));
+        if server_known && server == ServerKind::Custom && server_argv.is_empty() {
+            p.error(&l.span_of("server"), &l.key_of("server"), "server = \"custom\" needs `server_argv`, e.g. [\"{ruby}\", \"-S\", \"falcon\", \"--bind\", \"http://127.0.0.1:{port}\"]", None);
+        }
+        if server_known && server != ServerKind::Custom && !server_argv.is_empty() {
+            p.error(
+                &l.span_of("server_argv"),
+                &l.key_of("server_argv"),
+                format!(
+                    "`server_argv` is only used with server = \"custom\", but the server is {:?}",
+                    server.as_str()
+                ),
+                None,
+            );
+        }
+        if server_known && processes > 1 && !server.supports_processes() {
+            p.error(
+                &l.span_of("processes"),
+                &l.key_of("processes"),
+                format!(
+                    "{} runs a single process; processes must be 1",
+                    server.as_str()
+                ),
+                None,
+            );
+        }
+        if server_known && threads > 1 && !server.supports_threads() {
+            p.error(
+                &l.span_of("threads"),
+                &l.key_of("threads"),
+                format!(
+                    "{} does not take a thread count; threads must be 1",
+                    server.as_str()
+                ),
+                None,
+            );
+        }
+    }
+    (app, app_dir)
+}
+
+/// The Gemfile, and `BUNDLE_GEMFILE` in `env` set to it; its gems checked with the Ruby
+/// when the Ruby answers (`ruby_answers`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn resolve_gemfile(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    ruby_known: bool,
+    ruby_answers: bool,
+    def: &RubyDef,
+    env: &mut BTreeMap<String, String>,
+    workload: Workload,
+    app_dir: &Path,
+) -> Option<PathBuf> {
+    // The Gemfile: `gemfile` ("none", or a path where {ruby} is the Ruby's name), else the
+    // Ruby's `gemfile`, else BUNDLE_GEMFILE in `env`, else the app's Gemfile.<ruby> or Gemfile.
+    let gemfile = match l.get("gemfile").and_then(|v| v.value.as_str()) {
+        Some("none") => None,
+        Some(g) => {
+            let path = p.resolve_path(&g.replace("{ruby}", &ruby));
+            // With `{ruby}` and no known Ruby, the path is unknown too.
+            if !path.is_file() && (ruby_known || !g.contains("{ruby}")) {
+                p.error(
+                    &l.span_of("gemfile"),
+                    &l.key_of("gemfile"),
+                    format!("no such Gemfile: {}", path.display()),
+                    None,
+                );
+            }
+            Some(path)
+        }
+        None => def
+            .gemfile
+            .clone()
+            .or_else(|| env.get("BUNDLE_GEMFILE").map(|g| p.resolve_path(g)))
+            .or_else(|| {
+                (workload == Workload::Http)
+                    .then(|| {
+                        [
+                            app_dir.join(format!("Gemfile.{ruby}")),
+                            app_dir.join("Gemfile"),
+                        ]
+                        .into_iter()
+                        .find(|g| g.is_file())
+                    })
+                    .flatten()
+            }),
+    };
+    if let Some(g) = &gemfile {
+        env.insert("BUNDLE_GEMFILE".into(), g.display().to_string());
+        if g.is_file() && ruby_answers {
+            let env_pairs: Vec<(String, String)> =
+                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if let Err(e) = p.bundle_check(&def.argv, &env_pairs) {
+                // Point at what chose the Gemfile: `gemfile`, else the app that has it.
+                let chosen_by = if l.get("gemfile").is_some() {
+                    "gemfile"
+                } else {
+                    "app"
+                };
+                p.error(
+                    &l.span_of(chosen_by),
+                    &l.key_of(chosen_by),
+                    format!(
+                        "the gems of {} are not all installed for Ruby {ruby:?}: {e}",
+                        g.display()
+                    ),
+                    Some(format!(
+                        "install them: BUNDLE_GEMFILE={} {} -S bundle install",
+                        g.display(),
+                        def.argv.join(" ")
+                    )),
+                );
+            }
+        }
+    }
+    gemfile
+}
+
+/// A script workload's script, its arguments, runs and timeout; `script` without one, or
+/// one without `script`, is an error.
+pub(super) fn resolve_script(
+    p: &mut Parser,
+    l: &Lookup,
+    workload: Workload,
+    workload_known: bool,
+) -> Option<ScriptSettings> {
+    // A script workload.
+    let script = match (workload, l.get("script").and_then(|v| v.value.as_str())) {
+        _ if !workload_known => None,
+        (Workload::Script, Some(s)) => {
+            let path = p.resolve_path(s);
+            if !path.is_file() {
+                p.error(
+                    &l.span_of("script"),
+                    &l.key_of("script"),
+                    format!("no such script: {}", path.display()),
+                    None,
+                );
+            }
+            Some(ScriptSettings {
+                path,
+                args: l.list("script_args"),
+                runs: l.int("runs").unwrap_or(3) as u32,
+                timeout: l.duration("script_timeout", default_script_timeout()),
+            })
+        }
+        (Workload::Script, None) => {
+            p.error(
+                &l.span_of("workload"),
+                &l.key_of("workload"),
+                "workload = \"script\" needs `script`, the Ruby file to run",
+                None,
+            );
+            None
+        }
+        (Workload::Http, Some(_)) => {
+            p.error(
+                &l.span_of("script"),
+                &l.key_of("script"),
+                "`script` is only used with workload = \"script\"",
+                Some("add workload = \"script\" to the same table".into()),
+            );
+            None
+        }
+        (Workload::Http, None) => None,
+    };
+    script
+}

@@ -1,0 +1,283 @@
+//! From merged settings to a `ConfigSettings`: what needs several keys or the file system
+//! (the Ruby, the app, the URL mix, the script, server combinations, the load settings).
+//!
+//! [`resolve`] reads one configuration's merged layer through a [`Lookup`] and calls one
+//! function per part: `ruby` (the Ruby and its knobs), `app` (the app, its Gemfile, or the
+//! script), `load_settings` (the load); then it refuses what does not apply together.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::parse::{Layer, Parser, Placed};
+use crate::schema::{ConfigSettings, RubyDef, Workload};
+use crate::servers::ServerKind;
+use crate::settings::setting_of;
+
+mod app;
+mod load_settings;
+mod ruby;
+
+use app::{resolve_app, resolve_gemfile, resolve_script};
+use load_settings::resolve_load;
+use ruby::{choose_ruby, resolve_knobs, Knobs};
+
+/// A configuration's merged settings, read by key: the value, where it was written (or
+/// the configuration, for a default) and under which name, and typed accessors with
+/// defaults.
+struct Lookup<'a> {
+    layer: &'a Layer,
+    config_span: &'a Option<Range<usize>>,
+}
+
+impl Lookup<'_> {
+    fn get(&self, k: &str) -> Option<&Placed> {
+        self.layer.get(k)
+    }
+
+    fn span_of(&self, k: &str) -> Option<Range<usize>> {
+        self.get(k)
+            .and_then(|v| v.span.clone())
+            .or_else(|| self.config_span.clone())
+    }
+
+    fn key_of(&self, k: &str) -> String {
+        self.get(k)
+            .map(|v| v.key.clone())
+            .unwrap_or_else(|| format!("settings.{k}"))
+    }
+
+    fn string(&self, k: &str, default: &str) -> String {
+        self.get(k)
+            .and_then(|v| v.value.as_str().map(str::to_string))
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    fn int(&self, k: &str) -> Option<i64> {
+        self.get(k).and_then(|v| v.value.as_i64())
+    }
+
+    fn float(&self, k: &str) -> Option<f64> {
+        self.get(k).and_then(|v| v.value.as_f64())
+    }
+
+    fn duration(&self, k: &str, default: Duration) -> Duration {
+        self.get(k)
+            .and_then(|v| v.value.as_duration())
+            .unwrap_or(default)
+    }
+
+    fn list(&self, k: &str) -> Vec<String> {
+        self.get(k)
+            .and_then(|v| v.value.as_list())
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
+    }
+}
+
+/// Settings that do not apply to the workload would be silently unused: each is an error;
+/// so are `duration` and `requests` together.
+fn refuse_inapplicable(
+    p: &mut Parser,
+    l: &Lookup,
+    layer: &Layer,
+    workload: Workload,
+    workload_known: bool,
+) {
+    // Settings that do not apply to this workload would be silently unused: refuse them.
+    let applies = |key: &str| match (workload, key) {
+        (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
+        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+    };
+    for (key, placed) in layer {
+        if workload_known && !applies(key) && key != "script" {
+            let kind = match workload {
+                Workload::Http => "http",
+                Workload::Script => "script",
+            };
+            p.error(
+                &placed.span,
+                &placed.key,
+                format!("`{key}` does not apply to workload = \"{kind}\""),
+                Some(
+                    "remove it, or move it to the configurations it applies to ([[configs]])"
+                        .into(),
+                ),
+            );
+        }
+    }
+    if workload == Workload::Http && l.get("requests").is_some() && l.get("duration").is_some() {
+        p.error(
+            &l.span_of("requests"),
+            &l.key_of("requests"),
+            "give either `duration` or `requests`, not both",
+            None,
+        );
+    }
+}
+
+/// A custom server's argv, built now with a stand-in port (`server_command`), so a mistake
+/// in it is an error of the file rather than of every trial; skipped when what it is built
+/// from (the Ruby, the app, the counts) has an error already (since `errors_before`).
+#[allow(clippy::too_many_arguments)]
+fn check_custom_argv(
+    p: &mut Parser,
+    l: &Lookup,
+    rejected: &BTreeSet<String>,
+    errors_before: usize,
+    ruby_argv: &[String],
+    app_dir: &Path,
+    processes: u32,
+    threads: u32,
+) {
+    let server = ServerKind::Custom;
+    // A custom argv is checked now, with a stand-in port, rather than failing every trial;
+    // unless what it is built from (the Ruby, the app, the counts) has an error already.
+    let argv_inputs = [
+        "ruby",
+        "ruby_opts",
+        "jit",
+        "app",
+        "server",
+        "server_argv",
+        "processes",
+        "threads",
+    ];
+    let inputs_wrong = argv_inputs.iter().any(|k| rejected.contains(*k))
+        || p.errors[errors_before..]
+            .iter()
+            .any(|e| argv_inputs.contains(&setting_of(&e.key)));
+    if !inputs_wrong {
+        let launch = crate::servers::ServerLaunch {
+            kind: server,
+            ruby: ruby_argv,
+            app_dir,
+            port: 9,
+            processes,
+            threads,
+            scratch_dir: &std::env::temp_dir(),
+            custom_argv: &l.list("server_argv"),
+            environment: "production",
+            bundle_exec: false,
+        };
+        if let Err(e) = crate::servers::server_command(&launch) {
+            p.error(
+                &l.span_of("server_argv"),
+                &l.key_of("server_argv"),
+                format!("{e:#}"),
+                None,
+            );
+        }
+    }
+}
+
+/// Turns merged settings into a `ConfigSettings`, checking what needs several keys or the
+/// file system: the Ruby, the app, the URL mix, the script, server combinations.
+pub(crate) fn resolve(
+    p: &mut Parser,
+    layer: &Layer,
+    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+    config_span: &Option<Range<usize>>,
+) -> Option<ConfigSettings> {
+    let errors_before = p.errors.len();
+    let l = Lookup { layer, config_span };
+
+    // Settings whose value was rejected (reported already): checks that depend on them
+    // would only report what follows from that error, so they are skipped.
+    let rejected = p.rejected.clone();
+    let (ruby, def) = choose_ruby(p, &l, rubies);
+    let ruby = ruby.unwrap_or_default();
+    let empty_def = RubyDef {
+        argv: Vec::new(),
+        env: BTreeMap::new(),
+        gemfile: None,
+    };
+    let ruby_known = def.is_some();
+    let def = def.unwrap_or(&empty_def);
+    let ruby_opts = l.list("ruby_opts");
+    let mut env = def.env.clone();
+    if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
+        env.extend(m.clone());
+    }
+
+    let Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    } = resolve_knobs(p, &l, &ruby, def, ruby_known, &ruby_opts, &mut env);
+    let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
+
+    let workload = match l.string("workload", "http").as_str() {
+        "script" => Workload::Script,
+        _ => Workload::Http,
+    };
+    let server = ServerKind::parse(&l.string("server", "puma")).unwrap_or(ServerKind::Puma);
+    let processes = l.int("processes").unwrap_or(1) as u32;
+    let threads = l.int("threads").unwrap_or(1) as u32;
+
+    let (app, app_dir) = resolve_app(p, &l, workload, server, processes, threads, &rejected);
+
+    let gemfile = resolve_gemfile(
+        p,
+        &l,
+        &ruby,
+        ruby_known,
+        caps.is_some(),
+        def,
+        &mut env,
+        workload,
+        &app_dir,
+    );
+
+    let load = resolve_load(p, &l, workload, processes, threads, ruby_engine.as_deref());
+
+    // With a rejected `workload`, which settings apply is unknown.
+    let workload_known = !rejected.contains("workload");
+    let script = resolve_script(p, &l, workload, workload_known);
+    refuse_inapplicable(p, &l, layer, workload, workload_known);
+    if workload == Workload::Http && server == ServerKind::Custom && ruby_known {
+        check_custom_argv(
+            p,
+            &l,
+            &rejected,
+            errors_before,
+            &ruby_argv,
+            &app_dir,
+            processes,
+            threads,
+        );
+    }
+    if p.errors.len() > errors_before || !ruby_known {
+        return None;
+    }
+    Some(ConfigSettings {
+        ruby,
+        ruby_argv,
+        ruby_opts,
+        env,
+        workload,
+        app,
+        app_dir,
+        server,
+        server_argv: l.list("server_argv"),
+        processes,
+        threads,
+        port: l.int("port").unwrap_or(0) as u16,
+        readiness_path: l.string("readiness_path", "/"),
+        readiness_timeout: l.duration("readiness_timeout", Duration::from_secs(60)),
+        stop_timeout: l.duration("stop_timeout", Duration::from_secs(10)),
+        sample_interval: l.duration("sample_interval", Duration::from_secs(1)),
+        max_error_rate: l.float("max_error_rate").unwrap_or(0.0),
+        load,
+        script,
+        jit,
+        allocator,
+        compact,
+        gemfile,
+        ruby_engine,
+    })
+}

@@ -1,0 +1,254 @@
+//! A configuration's Ruby (which one of `[rubies]`) and its knobs: JIT, allocator, GC
+//! compaction and environment, checked against what that Ruby says it supports.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::Lookup;
+use crate::parse::Parser;
+use crate::schema::RubyDef;
+use crate::settings::did_you_mean;
+use crate::settings::RUBY_ALL;
+use rubies::discovery::RubyCapabilities;
+use rubies::knobs::{self, AllocatorSetting, Compact, Jit};
+
+/// The configuration's Ruby: the one it names, the only one defined, or an error (none
+/// defined, several and none named, a name not in `[rubies]`); and its definition, when it
+/// is known. Rejected definitions and values were reported already and add nothing.
+pub(super) fn choose_ruby<'r>(
+    p: &mut Parser,
+    l: &Lookup,
+    rubies: &'r BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+) -> (Option<String>, Option<&'r RubyDef>) {
+    let rejected = p.rejected.clone();
+    let config_span = l.config_span;
+
+    // The Ruby. When it cannot be known (its definition or the `ruby` value was rejected,
+    // which is reported already), the checks that need it are skipped and the others run.
+    let failed_rubies = p.failed_rubies.clone();
+    let mut declared: Vec<&str> = rubies
+        .keys()
+        .map(String::as_str)
+        .chain(failed_rubies.iter().map(String::as_str))
+        .collect();
+    declared.sort_unstable();
+    declared.dedup();
+    let ruby = match l.get("ruby").and_then(|v| v.value.as_str()) {
+        Some(r) => Some(r.to_string()),
+        None if rejected.contains("ruby") => None,
+        None if declared.len() == 1 => Some(declared[0].to_string()),
+        None if declared.is_empty() => {
+            if !p.rubies_reported {
+                p.error(
+                    config_span,
+                    "rubies",
+                    "no Ruby is defined",
+                    Some("add one to [rubies], e.g. system = \"ruby\"".into()),
+                );
+            }
+            None
+        }
+        None => {
+            let span = config_span.clone().or_else(|| p.rubies_span.clone());
+            p.error(
+                &span,
+                "settings.ruby",
+                format!(
+                    "several Rubies are defined ({}); say which one each configuration uses",
+                    declared.join(", ")
+                ),
+                Some("set `ruby` in [settings], or list them in [matrix]: ruby = [...]".into()),
+            );
+            None
+        }
+    };
+    let def = match &ruby {
+        None => None,
+        Some(r) => match rubies.get(r) {
+            Some((def, _)) => Some(def),
+            None if failed_rubies.contains(r) => None,
+            None if rubies.is_empty() && p.rubies_reported => None,
+            None => {
+                let all_outside_matrix =
+                    r == RUBY_ALL && l.get("ruby").is_some_and(|v| !v.key.starts_with("matrix."));
+                let help = all_outside_matrix
+                    .then(|| {
+                        "ruby = \"all\" (every Ruby) is a [matrix] axis: move it into [matrix]"
+                            .to_string()
+                    })
+                    .or_else(|| did_you_mean(r, &declared).map(|k| format!("did you mean `{k}`?")))
+                    .or_else(|| {
+                        Some(format!(
+                            "define it in [rubies]; defined: {}",
+                            declared.join(", ")
+                        ))
+                    });
+                p.error(
+                    &l.span_of("ruby"),
+                    &l.key_of("ruby"),
+                    format!("no Ruby named {r:?} in [rubies]"),
+                    help,
+                );
+                None
+            }
+        },
+    };
+    (ruby, def)
+}
+
+/// What the runtime knobs (`jit`, `allocator`, `compact`) make of a configuration, checked
+/// against the Ruby itself (asked once per Ruby and options).
+pub(super) struct Knobs {
+    pub(super) jit: Option<Jit>,
+    pub(super) compact: Option<Compact>,
+    pub(super) allocator: Option<AllocatorSetting>,
+    /// The Ruby's argv: its definition's, the JIT's flag, then `ruby_opts`.
+    pub(super) ruby_argv: Vec<String>,
+    /// What the Ruby can do; None when it is unknown or did not answer.
+    pub(super) caps: Option<RubyCapabilities>,
+}
+
+/// Resolves the knobs of a configuration whose Ruby is `ruby` (`def`, known or not), adding
+/// to `env` what they need (`LD_PRELOAD` for an allocator).
+pub(super) fn resolve_knobs(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    def: &RubyDef,
+    ruby_known: bool,
+    ruby_opts: &[String],
+    env: &mut BTreeMap<String, String>,
+) -> Knobs {
+    // Runtime knobs, checked against the Ruby itself (asked once per Ruby and options).
+    let jit = l
+        .get("jit")
+        .and_then(|v| v.value.as_str())
+        .and_then(Jit::parse);
+    let compact = l
+        .get("compact")
+        .and_then(|v| v.value.as_str())
+        .and_then(Compact::parse);
+    let allocator_value = l
+        .get("allocator")
+        .and_then(|v| v.value.as_str())
+        .map(str::to_string);
+    let env_pairs: Vec<(String, String)> =
+        env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut plain_argv = def.argv.clone();
+    plain_argv.extend(ruby_opts.iter().cloned());
+    let knob = ["jit", "allocator", "compact"]
+        .into_iter()
+        .find(|k| l.get(k).is_some());
+    let caps = match ruby_known.then(|| p.capabilities(&plain_argv, &env_pairs)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            if let Some(k) = knob {
+                p.error(
+                    &l.span_of(k),
+                    &l.key_of(k),
+                    format!("cannot check `{k}`: the Ruby {ruby:?} does not answer: {e}"),
+                    None,
+                );
+            }
+            None
+        }
+    };
+    let mut jit_flag = None;
+    if let Some(j) = jit {
+        for o in ruby_opts {
+            if knobs::jit_option_conflict(o, j) {
+                p.error(
+                    &l.span_of("ruby_opts"),
+                    &l.key_of("ruby_opts"),
+                    format!("`{o}` chooses a JIT, but `jit` = \"{}\" is set too", j.as_str()),
+                    Some("choose the JIT with `jit` only; rubyrace adds the right flag and verifies it".into()),
+                );
+            }
+        }
+        if let Some(c) = &caps {
+            let checked = knobs::check_jit(j, c, |flag| {
+                let mut argv = def.argv.clone();
+                argv.push(flag.to_string());
+                argv.extend(ruby_opts.iter().cloned());
+                p.capabilities(&argv, &env_pairs)
+            });
+            match checked {
+                Ok(flag) => jit_flag = flag,
+                Err((message, help)) => p.error(&l.span_of("jit"), &l.key_of("jit"), message, help),
+            }
+        }
+    }
+    let mut ruby_argv = def.argv.clone();
+    ruby_argv.extend(jit_flag);
+    ruby_argv.extend(ruby_opts.iter().cloned());
+
+    let mut allocator = None;
+    if let (Some(value), Some(c)) = (&allocator_value, &caps) {
+        let named = ["system", "jemalloc", "tcmalloc"];
+        if !value.contains('/') && !named.contains(&value.as_str()) {
+            let help = did_you_mean(value, &named)
+                .map(|k| format!("did you mean \"{k}\"?"))
+                .or_else(|| Some("or give the path of the allocator's shared library".into()));
+            p.error(
+                &l.span_of("allocator"),
+                &l.key_of("allocator"),
+                format!("expected \"system\", \"jemalloc\", \"tcmalloc\" or a library path, found {value:?}"),
+                help,
+            );
+        } else if env.contains_key("LD_PRELOAD") {
+            p.error(
+                &l.span_of("allocator"),
+                &l.key_of("allocator"),
+                "LD_PRELOAD is set in `env` too; rubyrace sets it for the allocator",
+                Some("choose the allocator with `allocator` only".into()),
+            );
+        } else {
+            let value = if value.contains('/') {
+                p.resolve_path(value).display().to_string()
+            } else {
+                value.clone()
+            };
+            match knobs::resolve_allocator(&value, c) {
+                Ok(a) => {
+                    if let Some(lib) = &a.preload {
+                        env.insert("LD_PRELOAD".into(), lib.display().to_string());
+                    }
+                    allocator = Some(a);
+                }
+                Err((message, help)) => p.error(
+                    &l.span_of("allocator"),
+                    &l.key_of("allocator"),
+                    message,
+                    help,
+                ),
+            }
+        }
+    }
+    if let (Some(cm), Some(c)) = (compact, &caps) {
+        let missing = match cm {
+            Compact::None => None,
+            Compact::AfterBoot => (!c.gc_compact).then_some("GC.compact"),
+            Compact::Auto => (!c.gc_auto_compact).then_some("GC.auto_compact="),
+        };
+        if let Some(m) = missing {
+            p.error(
+                &l.span_of("compact"),
+                &l.key_of("compact"),
+                format!(
+                    "{} has no {m}, so compact = \"{}\" cannot run",
+                    c.description,
+                    cm.as_str()
+                ),
+                None,
+            );
+        }
+    }
+    Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    }
+}
