@@ -1,0 +1,188 @@
+//! What a trial records: the server as it ran, the figures derived from the load, a
+//! script's runs, the environment, and the `TrialResult` that holds them all, as stored
+//! (schema `rubyrace.trial/1`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::TrialStatus;
+use crate::probe::{ProbeSummary, Verification};
+use experiment::ConfigSettings;
+use sys::environment::{GitState, Machine};
+use sys::noise::NoiseRecord;
+use sys::process::{Death, Ended, Orphan};
+use sys::resources::ResourceSummary;
+
+/// The server as it ran.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct ServerRecord {
+    pub argv: Vec<String>,
+    /// Variables set for the server on top of rubyrace's environment.
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+    pub port: u16,
+    pub pid: Option<i32>,
+    pub ready_after_s: Option<f64>,
+    pub ended: Option<Ended>,
+    /// The end of the server's stderr (the whole file is `server.stderr` in the trial
+    /// directory).
+    pub stderr_tail: String,
+    /// Processes of the server's tree that ended during the warmup or the measurement
+    /// (the first process excepted: its end is `ended`).
+    #[serde(default)]
+    pub deaths: Vec<Death>,
+    /// Processes the server left running outside its process group (it daemonized, or a
+    /// child called setsid), found and killed by rubyrace after the stop.
+    #[serde(default)]
+    pub orphans: Vec<Orphan>,
+}
+
+/// Figures derived from the load and the resource samples.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Derived {
+    pub requests_per_s: Option<f64>,
+    /// Share of attempts that failed (0..1), non-2xx included.
+    pub error_rate: Option<f64>,
+    /// Server CPU (user + system, whole tree) per completed request.
+    pub cpu_us_per_request: Option<f64>,
+    pub cpu_user_us_per_request: Option<f64>,
+    pub cpu_system_us_per_request: Option<f64>,
+}
+
+/// One run of a script workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScriptRun {
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+    pub max_rss_bytes: u64,
+    pub status: String,
+    /// `rubyrace-metric name=value` lines the script printed.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// A script workload's runs and their medians.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct ScriptOutcome {
+    pub argv: Vec<String>,
+    pub runs: Vec<ScriptRun>,
+    pub median_wall_s: Option<f64>,
+    pub median_user_s: Option<f64>,
+    pub median_system_s: Option<f64>,
+    pub max_rss_bytes: Option<u64>,
+    pub median_metrics: BTreeMap<String, f64>,
+}
+
+/// What is recorded about the environment of every trial.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct EnvironmentRecord {
+    pub rubyrace_version: String,
+    pub ruby_description: Option<String>,
+    /// RUBY*, GEM*, BUNDLE*, MALLOC*, LD_PRELOAD and the names in `record_env`, as the
+    /// server or script saw them.
+    pub env: BTreeMap<String, String>,
+    pub machine: Machine,
+    pub load_average_before: Option<[f64; 3]>,
+    pub app_git: Option<GitState>,
+}
+
+/// The outcome of one trial.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub schema: String,
+    pub trial_id: usize,
+    pub block: u32,
+    pub position: usize,
+    pub config_id: usize,
+    pub label: String,
+    pub status: TrialStatus,
+    /// Why the trial is invalid or failed.
+    pub reason: Option<String>,
+    pub started_at: String,
+    pub finished_at: String,
+    pub wall_s: f64,
+    pub settings: ConfigSettings,
+    pub environment: EnvironmentRecord,
+    pub server: Option<ServerRecord>,
+    /// The load report (schema rubyrace.load/1) of the measured phase.
+    pub load: Option<load::LoadReport>,
+    pub resources: Option<ResourceSummary>,
+    pub derived: Derived,
+    pub script: Option<ScriptOutcome>,
+    /// What the in-process probe reported (GC, JIT, heap, boot time, gems per process).
+    #[serde(default)]
+    pub probe: Option<ProbeSummary>,
+    /// Whether `jit`, `allocator` and `compact` were in force in every Ruby process; absent
+    /// when none was set. A failed verification makes the trial invalid.
+    #[serde(default)]
+    pub verification: Option<Verification>,
+    /// How quiet the machine was over the measured phase: steal, other processes' CPU, load
+    /// average (`sys::noise`). Absent for script workloads, when /proc/stat could not be
+    /// read, and in rows stored before it existed.
+    #[serde(default)]
+    pub noise: Option<NoiseRecord>,
+    /// `quiet`: how long the trial waited for a quiet machine, and whether it got one.
+    #[serde(default)]
+    pub quiet: Option<crate::conditions::QuietWait>,
+    /// `cpus`: the CPUs of every server process and rubyrace thread, checked at the start of
+    /// the measured phase. A process on other CPUs makes the trial invalid.
+    #[serde(default)]
+    pub pinning: Option<crate::conditions::PinningRecord>,
+    /// `repeat_noisy`: the attempts before this one that were measured in noise (stored
+    /// apart, out of the statistics).
+    #[serde(default)]
+    pub noisy_attempts: u32,
+    /// `design = "interleaved"`: the slices this trial's figures add up, and its server's
+    /// CPU while the load was on the other servers of the block. Absent for a trial of its
+    /// own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleaved: Option<InterleavedRecord>,
+    /// Files of this trial, relative to its directory.
+    pub files: Vec<String>,
+}
+
+/// What an interleaved trial was made of (crate::interleave).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterleavedRecord {
+    pub slice_s: f64,
+    /// The unrecorded start of every slice (experiment::design::lead_in).
+    #[serde(default)]
+    pub lead_in_s: f64,
+    pub rounds: u32,
+    /// The trials measured in the same seconds as this one (its block), this one included.
+    pub block_trials: Vec<usize>,
+    /// This configuration's slices, in the order they ran.
+    pub slices: Vec<SliceRecord>,
+    /// CPU the server's tree used between its own slices (whole, lead-ins and wind-downs
+    /// included), over the block's measured phase: background work (timers, GC, threads)
+    /// while the load was on the other servers, which the trial's CPU per request leaves
+    /// out. µs.
+    pub idle_cpu_us: Option<u64>,
+    /// How long that was: the measured phase less its own slices, whole. Seconds.
+    #[serde(default)]
+    pub idle_s: Option<f64>,
+}
+
+/// One slice of an interleaved trial (a window of a co-scheduled one).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SliceRecord {
+    /// 0-based round, and this configuration's turn in it.
+    pub round: u32,
+    pub turn: usize,
+    /// When the slice began, from the start of the block's measured phase.
+    pub start_s: f64,
+    /// The load's recorded time.
+    pub elapsed_s: f64,
+    pub requests: u64,
+    pub errors: u64,
+    /// The server tree's CPU time over the slice's recorded window; the sum over the slices
+    /// is what the trial's CPU per request uses.
+    pub cpu_us: Option<u64>,
+    /// `cpu_us` is from the threads' nanosecond counters; false: from clock ticks (10 ms),
+    /// because a process or thread of the tree ended within the window (and in results
+    /// stored before slices read the threads' counters).
+    #[serde(default)]
+    pub cpu_fine: bool,
+}

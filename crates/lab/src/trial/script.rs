@@ -1,0 +1,186 @@
+//! A script workload: the script run several times under the probe, each run's time,
+//! memory and `rubyrace-metric` lines, and their medians.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stats::median;
+
+use super::{
+    apply_probe, is_storage_error, with_probe, ScriptOutcome, ScriptRun, Stop, TrialResult,
+    TrialSpec, TrialStatus, STDERR_TAIL,
+};
+use crate::conditions::PinningRecord;
+use crate::probe;
+use sys::process::{describe_orphans, describe_status, kill_orphans, Launch, Supervised};
+
+pub(super) fn script_trial(
+    spec: &TrialSpec,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<(), Stop> {
+    let s = &spec.settings;
+    let Some(script) = &s.script else {
+        result.reason = Some("a script workload without a script".into());
+        return Ok(());
+    };
+    let mut argv = s.ruby_argv.clone();
+    if s.gemfile.is_some() {
+        // The Gemfile's gems (BUNDLE_GEMFILE is in the environment), as `bundle exec` would.
+        argv.push("-rbundler/setup".to_string());
+    }
+    argv.push(script.path.display().to_string());
+    argv.extend(script.args.iter().cloned());
+    let mut env = s.env.clone();
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+        result.reason = Some(e);
+        return Ok(());
+    }
+    let launch = Launch {
+        argv: argv.clone(),
+        env: env.into_iter().collect(),
+        cwd: script
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
+    };
+    let mut outcome = ScriptOutcome {
+        argv,
+        ..ScriptOutcome::default()
+    };
+    let limit = script.timeout;
+    for run in 0..script.runs {
+        let name = format!("run{}", run + 1);
+        let since = Instant::now();
+        let mut child = match Supervised::spawn(&launch, &spec.out_dir, &name, &spec.registry) {
+            Ok(c) => c,
+            Err(e) if is_storage_error(&e) => {
+                return Err(Stop::WriteFailed(format!(
+                    "cannot write the script's output files in {}: {e}",
+                    spec.out_dir.display()
+                )))
+            }
+            Err(e) => {
+                result.reason = Some(format!("the script did not start: {e}"));
+                result.script = Some(outcome);
+                return Ok(());
+            }
+        };
+        if let (0, Some(split)) = (run, &spec.cpus) {
+            result.pinning = Some(PinningRecord::check(split, &[child.pid()]));
+        }
+        let waited = child.wait_with_usage(since, limit, interrupt);
+        let Some((status, usage, wall)) = waited else {
+            child.stop(Duration::from_secs(1));
+            kill_orphans(&[child.pid()]);
+            if interrupt.load(Ordering::SeqCst) {
+                return Err(Stop::Interrupted);
+            }
+            result.reason = Some(format!(
+                "run {} did not finish within {}",
+                run + 1,
+                humantime::format_duration(limit)
+            ));
+            result.script = Some(outcome);
+            return Ok(());
+        };
+        child.stop(Duration::from_secs(1));
+        let orphans = kill_orphans(&[child.pid()]);
+        if !orphans.is_empty() {
+            result.reason = Some(format!(
+                "run {} of the script: {}",
+                run + 1,
+                describe_orphans(&orphans)
+            ));
+            result.script = Some(summarize_script(outcome));
+            return Ok(());
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let stdout = fs::read_to_string(child.stdout_path()).unwrap_or_default();
+        outcome.runs.push(ScriptRun {
+            wall_s: wall.as_secs_f64(),
+            user_s: tv(usage.ru_utime),
+            system_s: tv(usage.ru_stime),
+            max_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
+            status: describe_status(status),
+            metrics: parse_metrics(&stdout),
+        });
+        if !status.success() {
+            result.reason = Some(format!(
+                "run {} of the script ended with {}: {}",
+                run + 1,
+                describe_status(status),
+                child.stderr_tail(STDERR_TAIL).trim()
+            ));
+            result.script = Some(summarize_script(outcome));
+            return Ok(());
+        }
+    }
+    result.script = Some(summarize_script(outcome));
+    result.status = TrialStatus::Valid;
+    let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
+    apply_probe(result, summary);
+    Ok(())
+}
+
+fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
+    o.median_wall_s = median(&o.runs.iter().map(|r| r.wall_s).collect::<Vec<_>>());
+    o.median_user_s = median(&o.runs.iter().map(|r| r.user_s).collect::<Vec<_>>());
+    o.median_system_s = median(&o.runs.iter().map(|r| r.system_s).collect::<Vec<_>>());
+    o.max_rss_bytes = o.runs.iter().map(|r| r.max_rss_bytes).max();
+    let names: std::collections::BTreeSet<&String> =
+        o.runs.iter().flat_map(|r| r.metrics.keys()).collect();
+    o.median_metrics = names
+        .into_iter()
+        .filter_map(|name| {
+            median(
+                &o.runs
+                    .iter()
+                    .filter_map(|r| r.metrics.get(name).copied())
+                    .collect::<Vec<_>>(),
+            )
+            .map(|m| (name.clone(), m))
+        })
+        .collect();
+    o
+}
+
+/// Reads `rubyrace-metric name=value [name=value ...]` lines.
+pub fn parse_metrics(stdout: &str) -> BTreeMap<String, f64> {
+    let mut metrics = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.trim().strip_prefix("rubyrace-metric ") else {
+            continue;
+        };
+        for pair in rest.split_whitespace() {
+            if let Some((k, v)) = pair.split_once('=') {
+                if let Ok(v) = v.parse::<f64>() {
+                    if v.is_finite() {
+                        metrics.insert(k.to_string(), v);
+                    }
+                }
+            }
+        }
+    }
+    metrics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_lines_are_read_and_other_output_ignored() {
+        let m = parse_metrics("warming up\nrubyrace-metric iterations_per_s=1234.5 objects=10\nrubyrace-metric bad=x\n");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["iterations_per_s"], 1234.5);
+        assert_eq!(m["objects"], 10.0);
+    }
+}

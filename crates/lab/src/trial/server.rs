@@ -1,0 +1,250 @@
+//! The server of an HTTP trial: a port, the start (with the probe, on its CPUs), readiness,
+//! and the stop, with the processes that escaped its process group and the probe's summary.
+//! An interleaved block (`crate::interleave`) uses the same steps for each of its servers.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::{
+    apply_probe, free_port, is_storage_error, with_probe, ServerRecord, Stop, TrialResult,
+    TrialSpec, TrialStatus, STDERR_TAIL,
+};
+use crate::probe;
+use crate::readiness::{wait_ready, Readiness};
+use experiment::servers::{server_command, ServerLaunch};
+use sys::environment;
+use sys::process::{describe_orphans, kill_orphans, Launch, Orphan, Supervised};
+
+/// A configuration's server, started and answering: what the phases after the start
+/// share, in a trial of its own or in an interleaved block.
+pub(crate) struct ServerUnderTest {
+    pub server: Supervised,
+    pub record: ServerRecord,
+    pub addr: SocketAddr,
+    pub probe_dir: PathBuf,
+    /// The allocators each process had mapped at the start of the measured phase.
+    pub maps: BTreeMap<i32, Vec<String>>,
+}
+
+/// Steps 1 to 3 of a trial: a port, the server started (with the probe, on its CPUs), and
+/// readiness. `Ok(None)` when it did not come up: the result says why, and the server is
+/// stopped and recorded.
+pub(crate) fn start_server(
+    spec: &TrialSpec,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<Option<ServerUnderTest>, Stop> {
+    let s = &spec.settings;
+
+    // 1. A port.
+    let port = if s.port == 0 {
+        match free_port() {
+            Ok(p) => p,
+            Err(e) => {
+                result.reason = Some(format!("cannot find a free port: {e}"));
+                return Ok(None);
+            }
+        }
+    } else {
+        // A fixed port that is taken would send the load to someone else's server.
+        if let Err(e) = TcpListener::bind(("127.0.0.1", s.port)) {
+            result.reason = Some(format!(
+                "port {} is already in use on 127.0.0.1 ({e}); another server is listening there",
+                s.port
+            ));
+            return Ok(None);
+        }
+        s.port
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+
+    // 2. Start the server.
+    let command = match server_command(&ServerLaunch {
+        kind: s.server,
+        ruby: &s.ruby_argv,
+        app_dir: &s.app_dir,
+        port,
+        processes: s.processes,
+        threads: s.threads,
+        scratch_dir: &spec.out_dir,
+        custom_argv: &s.server_argv,
+        environment: "production",
+        bundle_exec: s.gemfile.is_some(),
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            result.reason = Some(format!("cannot build the server command: {e:#}"));
+            return Ok(None);
+        }
+    };
+    let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
+    env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+        result.reason = Some(e);
+        return Ok(None);
+    }
+    // Record the environment the server really gets: rubyrace's, the server command's
+    // (RACK_ENV...), then the configuration's.
+    let mut effective: BTreeMap<String, String> = std::env::vars().collect();
+    effective.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    result.environment.env = environment::captured_env(&effective, &spec.record_env);
+    let launch = Launch {
+        argv: command.argv.clone(),
+        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: command.cwd.clone(),
+        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
+    };
+    let mut record = ServerRecord {
+        argv: launch.argv.clone(),
+        env,
+        cwd: launch.cwd.clone(),
+        port,
+        ..ServerRecord::default()
+    };
+    let mut server = match Supervised::spawn(&launch, &spec.out_dir, "server", &spec.registry) {
+        Ok(server) => server,
+        Err(e) if is_storage_error(&e) => {
+            return Err(Stop::WriteFailed(format!(
+                "cannot write the server's output files in {}: {e}",
+                spec.out_dir.display()
+            )))
+        }
+        Err(e) => {
+            result.reason = Some(format!("the server did not start: {e}"));
+            result.server = Some(record);
+            return Ok(None);
+        }
+    };
+    record.pid = Some(server.pid());
+
+    // 3. Readiness.
+    let ready = wait_ready(
+        addr,
+        &s.readiness_path,
+        s.readiness_timeout,
+        &mut server,
+        interrupt,
+    );
+    let sut = ServerUnderTest {
+        server,
+        record,
+        addr,
+        probe_dir,
+        maps: BTreeMap::new(),
+    };
+    match ready {
+        Readiness::Ready { after } => {
+            let mut sut = sut;
+            sut.record.ready_after_s = Some(after.as_secs_f64());
+            Ok(Some(sut))
+        }
+        Readiness::Failed(reason) => {
+            result.reason = Some(reason);
+            stop_server(sut, spec, result);
+            Ok(None)
+        }
+        Readiness::Interrupted => {
+            stop_server(sut, spec, result);
+            Err(Stop::Interrupted)
+        }
+    }
+}
+
+/// Step 6: stop the server, kill whatever escaped its process group, record how it ended;
+/// then the probe's summary and the verification of the settings, for a measured trial.
+pub(super) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut TrialResult) {
+    let stopped = stop_process(sut, spec);
+    let orphans = kill_orphans(&[stopped.pid]);
+    record_stopped(stopped, orphans, Orphans::Its, result);
+}
+
+/// A server whose processes are stopped, not recorded yet.
+pub(crate) struct StoppedServer {
+    pub pid: i32,
+    record: ServerRecord,
+    probe_dir: PathBuf,
+    maps: BTreeMap<i32, Vec<String>>,
+}
+
+/// Whose the orphans handed to [`record_stopped`] are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Orphans {
+    /// This server's: it was the only one up.
+    Its,
+    /// Left by one of the servers of an interleaved block, which cannot be told apart.
+    OneOfTheBlock,
+}
+
+/// Stops the server's process group and records how it ended.
+pub(crate) fn stop_process(sut: ServerUnderTest, spec: &TrialSpec) -> StoppedServer {
+    let ServerUnderTest {
+        mut server,
+        mut record,
+        probe_dir,
+        maps,
+        ..
+    } = sut;
+    let ended = server.stop(spec.settings.stop_timeout);
+    record.stderr_tail = server.stderr_tail(STDERR_TAIL);
+    record.ended = Some(ended);
+    StoppedServer {
+        pid: server.pid(),
+        record,
+        probe_dir,
+        maps,
+    }
+}
+
+/// Records a stopped server in its trial's result, with the orphans found once it (and any
+/// other server up with it) had stopped; then the probe's summary and the verification of
+/// the settings, for a measured trial.
+pub(crate) fn record_stopped(
+    stopped: StoppedServer,
+    orphans: Vec<Orphan>,
+    whose: Orphans,
+    result: &mut TrialResult,
+) {
+    let StoppedServer {
+        mut record,
+        probe_dir,
+        maps,
+        ..
+    } = stopped;
+    record.orphans = orphans.clone();
+    result.server = Some(record);
+    if result.load.is_some() {
+        let requests = result.load.as_ref().map(|l| l.requests);
+        let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
+        apply_probe(result, summary);
+    }
+    if !orphans.is_empty() {
+        note_orphans(result, &orphans, whose);
+    }
+}
+
+/// A server that left processes outside its process group: they were not measured with
+/// it and would outlive it, so a valid trial becomes invalid, and the reason says what
+/// happened.
+fn note_orphans(result: &mut TrialResult, orphans: &[Orphan], whose: Orphans) {
+    let what = match whose {
+        Orphans::Its => format!(
+            "{} (a server must stay in the foreground and in its process group: does it daemonize?)",
+            describe_orphans(orphans)
+        ),
+        Orphans::OneOfTheBlock => format!(
+            "one of the servers of this interleaved block (which one cannot be told): {} (a server must stay in the foreground and in its process group: does one daemonize?)",
+            describe_orphans(orphans)
+        ),
+    };
+    if result.status == TrialStatus::Valid {
+        result.status = TrialStatus::Invalid;
+    }
+    result.reason = Some(match result.reason.take() {
+        Some(r) => format!("{r}; {what}"),
+        None => what,
+    });
+}
