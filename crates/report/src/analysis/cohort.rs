@@ -1,0 +1,429 @@
+//! Cohorts: the name of a trial's cohort under the grouping keys, and one cohort's
+//! summaries with the warnings about it alone (invalid trials, outliers, noise and drift
+//! within blocks, differing environments).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hdrhistogram::Histogram;
+
+use lab::trial::TrialStatus;
+
+use super::metrics::summary;
+use super::{ALPHA, CURVE, HIGH_CV};
+use crate::input::{read_histogram, TrialData};
+use crate::model::{
+    Cohort, Cpu, Latency, Memory, Runtime, ScriptTimes, Summary, VerifiedSetting, Warning,
+};
+
+/// The cohort name of a trial under the grouping keys, as one line of plain text: a control
+/// character in a value (a newline in an environment variable, a terminal escape) is shown
+/// escaped (`\n`, `\u{1b}`), so it cannot break a table row or recolour a terminal.
+pub(super) fn cohort_name(t: &TrialData, by: &[String]) -> String {
+    let name = if by == ["label"] {
+        t.label.clone()
+    } else {
+        joined_key_values(t, by)
+    };
+    if name.chars().any(char::is_control) {
+        name.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        name
+    }
+}
+
+fn joined_key_values(t: &TrialData, by: &[String]) -> String {
+    by.iter()
+        .map(|k| {
+            let v = t.keys.get(k).map(String::as_str).unwrap_or("-");
+            if k == "label" || k == "source" {
+                v.to_string()
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the per-cohort warnings need to know of the whole run.
+pub(super) struct RunContext {
+    /// Per (source, trial_id): the log of the trial's main value (throughput, or wall time)
+    /// minus the mean log of its block's valid trials, for blocks with trials of two or
+    /// more configurations. The noise and outlier warnings judge these, not the raw values:
+    /// differences between blocks are cancelled by the pairing and would otherwise make
+    /// every run look noisy (the raw CV fired in 92–100% of runs whose spread was between
+    /// blocks).
+    pub(super) residuals: BTreeMap<(usize, usize), f64>,
+    /// How many cohorts are judged (for the Bonferroni bounds of the drift and outlier
+    /// warnings).
+    pub(super) cohorts: usize,
+}
+
+pub(super) fn block_residuals(
+    valid: &[&TrialData],
+    main: fn(&TrialData) -> Option<f64>,
+) -> BTreeMap<(usize, usize), f64> {
+    let mut blocks: BTreeMap<(usize, u32), Vec<(&TrialData, f64)>> = BTreeMap::new();
+    for t in valid {
+        if let Some(v) = main(t).filter(|v| *v > 0.0) {
+            blocks
+                .entry((t.source, t.block))
+                .or_default()
+                .push((t, v.ln()));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for trials in blocks.values() {
+        let configs: BTreeSet<usize> = trials.iter().map(|(t, _)| t.config_id).collect();
+        if configs.len() < 2 {
+            continue;
+        }
+        let centre = trials.iter().map(|(_, v)| v).sum::<f64>() / trials.len() as f64;
+        for (t, v) in trials {
+            out.insert((t.source, t.trial_id), v - centre);
+        }
+    }
+    out
+}
+
+/// The sample standard deviation of values on the log scale (≈ the CV for small spreads);
+/// `None` below 3 values.
+fn log_sd(x: &[f64]) -> Option<f64> {
+    if x.len() < 3 {
+        return None;
+    }
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    Some((x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
+}
+
+/// Summaries and per-cohort warnings.
+pub(super) fn cohort(
+    name: &str,
+    trials: &[&TrialData],
+    valid: &[&TrialData],
+    by: &[String],
+    context: &RunContext,
+    warnings: &mut Vec<Warning>,
+) -> Cohort {
+    let count = |s: TrialStatus| trials.iter().filter(|t| t.status == s).count();
+    let (invalid, failed) = (count(TrialStatus::Invalid), count(TrialStatus::Failed));
+    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
+        warnings.push(Warning {
+            kind: kind.into(),
+            cohort: Some(name.to_string()),
+            message,
+        });
+    };
+    if invalid + failed > 0 {
+        let reasons: BTreeSet<&str> = trials
+            .iter()
+            .filter(|t| t.status != TrialStatus::Valid)
+            .filter_map(|t| t.reason.as_deref())
+            .collect();
+        let first = reasons.iter().next().copied().unwrap_or("");
+        warn(warnings, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
+    }
+
+    // The main value of a trial, for outliers, CV and drift.
+    let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) {
+        |t| t.requests_per_s
+    } else {
+        |t| t.wall_s
+    };
+    let main_name = if valid.iter().any(|t| t.requests_per_s.is_some()) {
+        "throughput"
+    } else {
+        "wall time"
+    };
+    let mut in_time: Vec<&&TrialData> = valid.iter().collect();
+    in_time.sort_by(|a, b| (a.source, &a.started_at).cmp(&(b.source, &b.started_at)));
+    let series: Vec<f64> = in_time.iter().filter_map(|t| main(t)).collect();
+    // Within blocks: each trial's log value against its block's centre (block effects, which
+    // pairing cancels, taken out), when every trial has one; else the log values themselves.
+    let within: Option<Vec<(&TrialData, f64)>> = in_time
+        .iter()
+        .filter(|t| main(t).is_some())
+        .map(|t| {
+            context
+                .residuals
+                .get(&(t.source, t.trial_id))
+                .map(|r| (**t, *r))
+        })
+        .collect();
+    let (spread_values, spread_trials, within_blocks): (Vec<f64>, Vec<&TrialData>, bool) =
+        match &within {
+            Some(w) if w.len() >= 3 => (
+                w.iter().map(|x| x.1).collect(),
+                w.iter().map(|x| x.0).collect(),
+                true,
+            ),
+            _ => (
+                series.iter().map(|v| v.ln()).collect(),
+                in_time
+                    .iter()
+                    .filter(|t| main(t).is_some())
+                    .map(|t| **t)
+                    .collect(),
+                false,
+            ),
+        };
+    // Fences for a false alarm in ALPHA / k of clean cohorts: Bonferroni over the k cohorts,
+    // as for drift below, so a clean report of any number of cohorts shows an `outliers`
+    // warning in about 5% of runs or fewer (at a fixed 2% per cohort, 8 cohorts of 10
+    // blocks warned in 19% of clean runs: the simulation in the tests).
+    let outlier_level = ALPHA / context.cohorts.max(1) as f64;
+    let outliers: Vec<String> = stats::outliers::robust_outliers(&spread_values, outlier_level)
+        .into_iter()
+        .map(|i| format!("{}:{}", spread_trials[i].source, spread_trials[i].trial_id))
+        .collect();
+    if !outliers.is_empty() {
+        warn(
+            warnings,
+            "outliers",
+            format!(
+                "{} {main_name} outlier(s){} beyond robust fences for {} trials (trials {}); flagged, not dropped",
+                outliers.len(),
+                if within_blocks { " within their blocks" } else { "" },
+                spread_values.len(),
+                outliers.join(", ")
+            ),
+        );
+    }
+    let main_summary = Summary::of(&series);
+    if let Some(sd) = log_sd(&spread_values) {
+        if sd > HIGH_CV {
+            let what = if within_blocks {
+                format!("within blocks (SD {:.1}% of its trials against the other configurations of their blocks)", 100.0 * sd)
+            } else {
+                format!("between trials (SD {:.1}% on the log scale)", 100.0 * sd)
+            };
+            warn(warnings, "high-cv", format!("{main_name} varies a lot {what}: more blocks, longer trials or a quieter machine"));
+        }
+    }
+    // One test per cohort: Bonferroni over the cohorts keeps a clean run's chance of any
+    // drift warning near 5%.
+    let drift_alpha = ALPHA / context.cohorts.max(1) as f64;
+    if let Some(t) = stats::trend::mann_kendall(&series) {
+        if t.p_value < drift_alpha {
+            let slope = stats::trend::sen_slope(&series).unwrap_or(0.0);
+            let per = main_summary
+                .as_ref()
+                .map(|s| 100.0 * slope / s.p50)
+                .unwrap_or(0.0);
+            warn(warnings, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
+        }
+    }
+    // A recorded value that differs within the cohort although the user did not group by it.
+    for key in [
+        "ruby_description",
+        "kernel",
+        "machine",
+        "cpu_model",
+        "app_git",
+        "rubyrace_version",
+    ] {
+        if by.iter().any(|k| k == key) {
+            continue;
+        }
+        let distinct: BTreeSet<&str> = trials
+            .iter()
+            .filter_map(|t| t.keys.get(key).map(String::as_str))
+            .collect();
+        if distinct.len() > 1 {
+            warn(
+                warnings,
+                "environment-differs",
+                format!(
+                    "trials of this cohort differ in {key}: {}",
+                    distinct
+                        .iter()
+                        .map(|v| format!("{v:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" vs ")
+                ),
+            );
+        }
+    }
+    let env_keys: BTreeSet<&String> = trials
+        .iter()
+        .flat_map(|t| t.keys.keys())
+        .filter(|k| k.starts_with("env."))
+        // The probe's directory is the trial's own: it differs by design.
+        .filter(|k| k.as_str() != "env.RUBYRACE_PROBE_DIR")
+        .collect();
+    for key in env_keys {
+        if by.iter().any(|k| k == key) {
+            continue;
+        }
+        let distinct: BTreeSet<Option<&String>> = trials.iter().map(|t| t.keys.get(key)).collect();
+        if distinct.len() > 1 {
+            let shown: Vec<String> = distinct
+                .iter()
+                .map(|v| {
+                    v.map(|s| format!("{s:?}"))
+                        .unwrap_or_else(|| "unset".into())
+                })
+                .collect();
+            warn(
+                warnings,
+                "environment-differs",
+                format!(
+                    "trials of this cohort differ in {key}: {}",
+                    shown.join(" vs ")
+                ),
+            );
+        }
+    }
+
+    let latency = latency(valid);
+    let script = valid.iter().any(|t| t.wall_s.is_some()).then(|| {
+        let names: BTreeSet<&String> = valid.iter().flat_map(|t| t.metrics.keys()).collect();
+        ScriptTimes {
+            wall: summary(valid, |t| t.wall_s),
+            user: summary(valid, |t| t.user_s),
+            system: summary(valid, |t| t.system_s),
+            max_rss_bytes: summary(valid, |t| t.max_rss),
+            metrics: names
+                .into_iter()
+                .filter_map(|n| {
+                    Summary::of(
+                        &valid
+                            .iter()
+                            .filter_map(|t| t.metrics.get(n).copied())
+                            .collect::<Vec<_>>(),
+                    )
+                    .map(|s| (n.clone(), s))
+                })
+                .collect(),
+        }
+    });
+    let runtime = valid.iter().any(|t| !t.runtime.is_empty()).then(|| {
+        let of = |key: &str| {
+            Summary::of(
+                &valid
+                    .iter()
+                    .filter_map(|t| t.runtime.get(key).copied())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        Runtime {
+            gc_per_1000_requests: of("gc_per_1000_requests"),
+            minor_gc_per_1000_requests: of("minor_gc_per_1000_requests"),
+            major_gc_per_1000_requests: of("major_gc_per_1000_requests"),
+            gc_time_ms_per_1000_requests: of("gc_time_ms_per_1000_requests"),
+            allocated_objects_per_request: of("allocated_objects_per_request"),
+            heap_allocated_pages: of("heap_allocated_pages"),
+            yjit_code_bytes: of("yjit_code_bytes"),
+            yjit_ratio_in_yjit: of("yjit_ratio_in_yjit"),
+            app_loaded_after_s: of("app_loaded_after_s"),
+            first_request_after_s: of("first_request_after_s"),
+        }
+    });
+    Cohort {
+        runtime,
+        verified: verified_settings(trials),
+        name: name.to_string(),
+        key: by
+            .iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    trials[0].keys.get(k).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        valid: valid.len(),
+        invalid,
+        failed,
+        throughput: summary(valid, |t| t.requests_per_s),
+        latency,
+        memory: Memory {
+            rss_end: summary(valid, |t| t.rss_end),
+            pss_end: summary(valid, |t| t.pss_end),
+            uss_end: summary(valid, |t| t.uss_end),
+            rss_peak: summary(valid, |t| t.rss_peak),
+            pss_peak: summary(valid, |t| t.pss_peak),
+        },
+        cpu: Cpu {
+            per_request: summary(valid, |t| t.cpu_per_request),
+            user_per_request: summary(valid, |t| t.cpu_user_per_request),
+            system_per_request: summary(valid, |t| t.cpu_system_per_request),
+            idle_per_s: summary(valid, |t| t.idle_cpu_per_s),
+        },
+        error_rate: summary(valid, |t| t.error_rate),
+        script,
+        outliers,
+        noise: None,
+    }
+}
+
+/// The settings checked on the running server, trial by trial, counted over the cohort.
+fn verified_settings(trials: &[&TrialData]) -> Vec<VerifiedSetting> {
+    let mut out: Vec<VerifiedSetting> = Vec::new();
+    for t in trials {
+        for (setting, expected, observed, ok) in &t.checks {
+            let i = match out
+                .iter()
+                .position(|v| &v.setting == setting && &v.expected == expected)
+            {
+                Some(i) => i,
+                None => {
+                    out.push(VerifiedSetting {
+                        setting: setting.clone(),
+                        expected: expected.clone(),
+                        verified: 0,
+                        checked: 0,
+                        observed: observed.clone(),
+                    });
+                    out.len() - 1
+                }
+            };
+            let v = &mut out[i];
+            v.checked += 1;
+            if *ok {
+                v.verified += 1;
+            } else if v.checked - v.verified == 1 {
+                // The first failure is the one worth showing.
+                v.observed = observed.clone();
+            }
+        }
+    }
+    out
+}
+
+/// Percentiles of the merged histograms of the valid trials.
+fn latency(valid: &[&TrialData]) -> Option<Latency> {
+    let mut merged: Option<Histogram<u64>> = None;
+    for t in valid {
+        let Some(path) = &t.hlog else { continue };
+        let Ok(h) = read_histogram(path) else {
+            continue;
+        };
+        match &mut merged {
+            Some(m) => {
+                let _ = m.add(&h);
+            }
+            None => merged = Some(h),
+        }
+    }
+    let h = merged.filter(|h| !h.is_empty())?;
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Some(Latency {
+        p50: us(0.50),
+        p90: us(0.90),
+        p99: us(0.99),
+        p99_9: us(0.999),
+        max: h.max() as f64 / 1000.0,
+        curve: CURVE.iter().map(|p| (*p, us(p / 100.0))).collect(),
+        p50_across_trials: summary(valid, |t| t.latency_p50_us),
+        p99_across_trials: summary(valid, |t| t.latency_p99_us),
+    })
+}

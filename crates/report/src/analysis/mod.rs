@@ -1,0 +1,464 @@
+//! From trials to an answer: cohorts (groups of trials sharing the grouping keys), their
+//! summaries, comparisons with the baseline (paired by block when the data come from the
+//! blocked design, unpaired bootstrap otherwise), the overhead per request, and the
+//! warnings that keep a reader honest.
+//!
+//! `analyze` (here) groups the trials into cohorts and assembles the `Report` (with the
+//! timeline, the environment per cohort and the dot matrix of two-axis experiments); the
+//! rest is in these modules:
+//! - `metrics`: the figures compared (HTTP, or a script's wall time, peak RSS and its own
+//!   metrics), and the summaries of a figure over trials;
+//! - `cohort`: cohort names, and one cohort's summaries and own warnings (invalid trials,
+//!   outliers, noise and drift judged within blocks, differing environments);
+//! - `compare`: a cohort against the baseline: pairing by block, interval, rank test,
+//!   Holm's adjustment over the cohorts and the verdict in words;
+//! - `overhead`: `--overhead A B`, the time per request one cohort adds to another;
+//! - `warnings`: the warnings drawn from several cohorts or comparisons (too few blocks,
+//!   incomplete runs, unreadable latency files, differing sides, pooled configurations,
+//!   idle CPU between interleaved slices).
+
+mod cohort;
+mod compare;
+mod metrics;
+mod overhead;
+mod warnings;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Result};
+
+use lab::trial::TrialStatus;
+
+use crate::input::{SourceData, TrialData};
+use crate::model::{
+    CohortEnvironment, Comparison, DotMatrix, Report, Source, TrialPoint, Warning, Workloads,
+    REPORT_SCHEMA,
+};
+use cohort::{block_residuals, cohort, cohort_name, RunContext};
+use compare::{compare, decide, holm_adjust};
+use metrics::{http_metrics, script_metrics, summary, Metric};
+use overhead::overhead;
+use warnings::{
+    differing_sides_warnings, idle_cpu_warnings, incomplete_warnings, latency_file_warnings,
+    pooled_warnings, too_few_warnings,
+};
+
+pub use metrics::script_metric_higher_is_better;
+
+/// Confidence level of every interval.
+pub const CONFIDENCE: f64 = 0.95;
+/// Significance level of every test (after Holm's adjustment within a metric).
+pub const ALPHA: f64 = 0.05;
+/// Bootstrap resamples of unpaired comparisons.
+const RESAMPLES: usize = 10_000;
+/// Seed of the bootstrap, so a report is reproducible.
+const BOOTSTRAP_SEED: u64 = 20_260_101;
+/// A coefficient of variation above this is warned about.
+pub const HIGH_CV: f64 = 0.05;
+/// Percentiles of the latency curve.
+const CURVE: [f64; 12] = [
+    0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+];
+
+/// What the user asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Grouping keys; empty means the default (the configuration label, plus the machine
+    /// when the trials come from several machines).
+    pub by: Vec<String>,
+    pub baseline: Option<String>,
+    /// `--overhead A B`.
+    pub overhead: Option<(String, String)>,
+    /// Keep only these cohorts (in this order), e.g. for `rubyrace compare DIR A B`.
+    pub only: Vec<String>,
+    /// The command line, recorded in the report.
+    pub command: String,
+}
+
+/// Builds the report.
+pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
+    let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
+    if all.is_empty() {
+        bail!(
+            "no trials are stored in the given results director{}",
+            if sources.len() == 1 { "y" } else { "ies" }
+        );
+    }
+    let machines: BTreeSet<&str> = all
+        .iter()
+        .map(|t| t.keys.get("machine").map(String::as_str).unwrap_or(""))
+        .collect();
+    let by: Vec<String> = if options.by.is_empty() {
+        let mut by = vec!["label".to_string()];
+        if machines.len() > 1 {
+            by.push("machine".into());
+        }
+        by
+    } else {
+        options.by.clone()
+    };
+    let known: BTreeSet<&String> = all.iter().flat_map(|t| t.keys.keys()).collect();
+    for k in &by {
+        if !known.contains(k) {
+            let names: Vec<&str> = known
+                .iter()
+                .map(|s| s.as_str())
+                .filter(|s| !s.starts_with("settings.load.urls"))
+                .collect();
+            let hint = experiment::did_you_mean(k, &names)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
+        }
+    }
+
+    // Cohorts in order of first appearance by (source, config).
+    let mut order: Vec<String> = Vec::new();
+    let mut members: BTreeMap<String, Vec<&TrialData>> = BTreeMap::new();
+    let mut sorted = all.clone();
+    sorted.sort_by_key(|t| (t.source, t.config_id, t.trial_id));
+    for t in &sorted {
+        let name = cohort_name(t, &by);
+        if !members.contains_key(&name) {
+            order.push(name.clone());
+        }
+        members.entry(name).or_default().push(t);
+    }
+    if !options.only.is_empty() {
+        for name in &options.only {
+            if !members.contains_key(name) {
+                bail!("no cohort named {name:?}; cohorts: {}", order.join(", "));
+            }
+        }
+        order = options.only.clone();
+    }
+    let baseline = match &options.baseline {
+        Some(b) if members.contains_key(b) => b.clone(),
+        Some(b) => bail!(
+            "--baseline {b:?} is not a cohort; cohorts: {}",
+            order.join(", ")
+        ),
+        None => order[0].clone(),
+    };
+    let script = all.iter().any(|t| t.wall_s.is_some());
+    let http = all.iter().any(|t| t.requests_per_s.is_some());
+    let workload = match (http, script) {
+        (true, true) => Workloads::Mixed,
+        (false, true) => Workloads::Script,
+        _ => Workloads::Http,
+    };
+
+    let mut warnings = Vec::new();
+    let mut cohorts = Vec::new();
+    let all_valid: Vec<&TrialData> = all
+        .iter()
+        .copied()
+        .filter(|t| t.status == TrialStatus::Valid)
+        .collect();
+    let main: fn(&TrialData) -> Option<f64> = if http {
+        |t| t.requests_per_s
+    } else {
+        |t| t.wall_s
+    };
+    let context = RunContext {
+        residuals: block_residuals(&all_valid, main),
+        cohorts: order.len(),
+    };
+    for name in &order {
+        let trials = &members[name];
+        let valid: Vec<&TrialData> = trials
+            .iter()
+            .copied()
+            .filter(|t| t.status == TrialStatus::Valid)
+            .collect();
+        let mut c = cohort(name, trials, &valid, &by, &context, &mut warnings);
+        c.noise = crate::noise::cohort_noise(trials);
+        if let Some(n) = &c.noise {
+            warnings.extend(crate::noise::condition_warnings(name, n));
+        }
+        warnings.extend(crate::noise::noisy_warning(name, trials));
+        cohorts.push(c);
+    }
+
+    // Comparisons with the baseline.
+    let metrics: Vec<Metric> = if workload == Workloads::Script {
+        script_metrics(&all)
+    } else {
+        http_metrics()
+    };
+    // An adaptive run (it stopped when precise enough) is reported at the confidence its
+    // stopping rule used, which keeps the coverage at least 95% (experiment::precision).
+    let confidence = if sources.iter().any(|s| s.adaptive) {
+        experiment::precision::SEQUENTIAL_CONFIDENCE
+    } else {
+        CONFIDENCE
+    };
+    let mut comparisons = Vec::new();
+    let base_valid: Vec<&TrialData> = members[&baseline]
+        .iter()
+        .copied()
+        .filter(|t| t.status == TrialStatus::Valid)
+        .collect();
+    for name in order.iter().filter(|n| **n != baseline) {
+        let valid: Vec<&TrialData> = members[name]
+            .iter()
+            .copied()
+            .filter(|t| t.status == TrialStatus::Valid)
+            .collect();
+        for m in &metrics {
+            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence) {
+                comparisons.push(c);
+            }
+        }
+    }
+    for m in &metrics {
+        let mut family: Vec<&mut Comparison> = comparisons
+            .iter_mut()
+            .filter(|c| c.metric == m.name)
+            .collect();
+        holm_adjust(&mut family);
+        for c in family {
+            decide(c, m);
+        }
+    }
+    too_few_warnings(&comparisons, &mut warnings);
+    pooled_warnings(&comparisons, &mut warnings);
+
+    let overhead = match &options.overhead {
+        Some((a, b)) => {
+            for n in [a, b] {
+                if !members.contains_key(n) {
+                    bail!(
+                        "--overhead: no cohort named {n:?}; cohorts: {}",
+                        order.join(", ")
+                    );
+                }
+            }
+            let va: Vec<&TrialData> = members[a]
+                .iter()
+                .copied()
+                .filter(|t| t.status == TrialStatus::Valid)
+                .collect();
+            let vb: Vec<&TrialData> = members[b]
+                .iter()
+                .copied()
+                .filter(|t| t.status == TrialStatus::Valid)
+                .collect();
+            overhead(a, &va, b, &vb, confidence)
+        }
+        None => None,
+    };
+
+    for s in sources.iter().filter(|s| s.smoke) {
+        warnings.push(Warning {
+            kind: "smoke".into(),
+            cohort: None,
+            message: format!("{} is a --smoke run: two short blocks, for checking an experiment, not for conclusions", s.dir.display()),
+        });
+    }
+    incomplete_warnings(sources, &baseline, &mut warnings);
+    idle_cpu_warnings(&cohorts, &mut warnings);
+    latency_file_warnings(&order, &members, &mut warnings);
+    if by == ["source"] {
+        differing_sides_warnings(&order, &members, &mut warnings);
+    }
+    if machines.len() > 1 && !by.iter().any(|k| k == "machine") {
+        warnings.push(Warning {
+            kind: "mixed-machines".into(),
+            cohort: None,
+            message: format!("the trials come from {} machines ({}) and cohorts pool them; add --by ...,machine to keep them apart", machines.len(), machines.iter().copied().collect::<Vec<_>>().join(", ")),
+        });
+    }
+
+    // What the doctor found wrong with the machine when the run (or a resume) started.
+    let mut seen_findings = BTreeSet::new();
+    for source in sources {
+        for report in &source.doctor {
+            for f in &report.findings {
+                let serious = matches!(f.status, doctor::Status::Warn | doctor::Status::Bad);
+                if serious && seen_findings.insert((f.name.clone(), f.value.clone())) {
+                    let advice = if f.advice.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" → {}", f.advice)
+                    };
+                    warnings.push(Warning {
+                        kind: "machine".into(),
+                        cohort: None,
+                        message: format!(
+                            "rubyrace doctor when the run started: {}: {}{advice}",
+                            f.name,
+                            f.value.replace('\n', "; ")
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    // Trial points in the order they ran.
+    let mut timeline: Vec<&TrialData> = all.clone();
+    timeline.sort_by(|a, b| {
+        (a.source, &a.started_at, a.trial_id).cmp(&(b.source, &b.started_at, b.trial_id))
+    });
+    let trials = timeline
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| order.contains(&cohort_name(t, &by)))
+        .map(|(i, t)| TrialPoint {
+            cohort: cohort_name(t, &by),
+            source: t.source,
+            trial_id: t.trial_id,
+            block: t.block,
+            sequence: i,
+            status: t.status.as_str().to_string(),
+            requests_per_s: t.requests_per_s,
+            pss_end_bytes: t.pss_end.map(|v| v as u64),
+            wall_s: t.wall_s,
+        })
+        .collect();
+
+    let matrix = dot_matrix(&order, &members, workload);
+    let environment = order
+        .iter()
+        .map(|name| {
+            let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for t in &members[name] {
+                for (k, v) in &t.keys {
+                    if k.starts_with("settings.load.urls") || k == "source" {
+                        continue;
+                    }
+                    values.entry(k.clone()).or_default().insert(v.clone());
+                }
+            }
+            CohortEnvironment {
+                cohort: name.clone(),
+                values: values
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_iter().collect()))
+                    .collect(),
+            }
+        })
+        .collect();
+
+    for s in sources {
+        if let Some(end) = &s.precision_end {
+            warnings.push(Warning {
+                kind: "adaptive-run".into(),
+                cohort: None,
+                message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which keeps their coverage at least 95%", s.dir.display(), end.describe()),
+            });
+        }
+        if matches!(s.design, experiment::design::Design::CoScheduled { .. }) {
+            warnings.push(Warning {
+                kind: "co-scheduled".into(),
+                cohort: None,
+                message: format!("{}: every server of a block was loaded at once, sharing the same CPUs, so throughput and latency are each server's share of a contended machine, not what it does alone; CPU per request is the figure that compares the configurations", s.dir.display()),
+            });
+        }
+    }
+    Ok(Report {
+        schema: REPORT_SCHEMA.into(),
+        command: options.command.clone(),
+        confidence,
+        sources: sources
+            .iter()
+            .map(|s| Source {
+                dir: s.dir.display().to_string(),
+                experiment: s.experiment.clone(),
+                created_at: s.created_at.clone(),
+                machines: s
+                    .trials
+                    .iter()
+                    .filter_map(|t| t.keys.get("machine").cloned())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+                trials: s.trials.len(),
+                commands: s.commands.clone(),
+                smoke: s.smoke,
+                design: s.design.describe(),
+                doctor: s.doctor.clone(),
+            })
+            .collect(),
+        workload,
+        group_by: by,
+        baseline,
+        cohorts,
+        comparisons,
+        overhead,
+        warnings,
+        trials,
+        matrix,
+        environment,
+    })
+}
+
+/// For experiments with exactly two matrix axes that vary: the median per cell.
+fn dot_matrix(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    workload: Workloads,
+) -> Option<DotMatrix> {
+    let first: Vec<&TrialData> = order
+        .iter()
+        .filter_map(|n| members[n].first().copied())
+        .collect();
+    let axis_names: BTreeSet<&String> = first.iter().flat_map(|t| t.axes.keys()).collect();
+    let varying: Vec<&String> = axis_names
+        .into_iter()
+        .filter(|a| {
+            first
+                .iter()
+                .filter_map(|t| t.axes.get(*a))
+                .collect::<BTreeSet<_>>()
+                .len()
+                > 1
+        })
+        .collect();
+    if varying.len() != 2 {
+        return None;
+    }
+    let (rk, ck) = (varying[0], varying[1]);
+    let mut rows: Vec<String> = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    for t in &first {
+        let (r, c) = (t.axes.get(rk)?.clone(), t.axes.get(ck)?.clone());
+        if !rows.contains(&r) {
+            rows.push(r);
+        }
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+    }
+    let script = workload == Workloads::Script;
+    let mut cells = vec![vec![None; cols.len()]; rows.len()];
+    for name in order {
+        let ts = &members[name];
+        let t = ts.first()?;
+        let r = rows.iter().position(|x| Some(x) == t.axes.get(rk))?;
+        let c = cols.iter().position(|x| Some(x) == t.axes.get(ck))?;
+        let valid: Vec<&TrialData> = ts
+            .iter()
+            .copied()
+            .filter(|t| t.status == TrialStatus::Valid)
+            .collect();
+        let s = if script {
+            summary(&valid, |t| t.wall_s)
+        } else {
+            summary(&valid, |t| t.requests_per_s)
+        };
+        cells[r][c] = s.map(|s| (name.clone(), s.p50));
+    }
+    Some(DotMatrix {
+        row_key: rk.clone(),
+        col_key: ck.clone(),
+        rows,
+        cols,
+        cells,
+        unit: if script { "s wall" } else { "requests/s" }.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,357 @@
+//! Unit tests of the analysis, through `analyze()` on small hand-made runs: pairing,
+//! verdicts, cohort names and warnings; the tests on seeded synthetic runs are in `seeded`.
+
+use super::*;
+use std::path::PathBuf;
+
+use crate::format::p_text;
+
+mod seeded;
+
+/// A valid trial of `label` in `block` with `rps`, on `machine`.
+fn trial(source: usize, id: usize, block: u32, label: &str, rps: f64, machine: &str) -> TrialData {
+    let mut keys = BTreeMap::new();
+    keys.insert("label".to_string(), label.to_string());
+    keys.insert("machine".to_string(), machine.to_string());
+    keys.insert("ruby_description".to_string(), "ruby 3.3.0".to_string());
+    TrialData {
+        source,
+        trial_id: id,
+        block,
+        config_id: usize::from(label != "base"),
+        label: label.into(),
+        status: TrialStatus::Valid,
+        started_at: format!("2026-01-01T00:{:02}:00Z", id),
+        keys,
+        requests_per_s: Some(rps),
+        ..TrialData::default()
+    }
+}
+
+fn source(trials: Vec<TrialData>) -> SourceData {
+    SourceData {
+        dir: PathBuf::from("/r"),
+        experiment: "t".into(),
+        created_at: String::new(),
+        commands: vec![],
+        smoke: false,
+        doctor: vec![],
+        adaptive: false,
+        precision_end: None,
+        scheduled: trials.len(),
+        unfinished: vec![],
+        design: experiment::design::Design::Blocks,
+        trials,
+    }
+}
+
+/// Eight blocks; "fast" is 10% faster than "base" in every block, with block-to-block
+/// drift that pairing cancels.
+fn blocked(machine_of: impl Fn(u32) -> &'static str) -> Vec<TrialData> {
+    let mut t = Vec::new();
+    for b in 0..8u32 {
+        let level = 10_000.0 * (1.0 + 0.05 * f64::from(b % 3));
+        t.push(trial(0, t.len(), b, "base", level, machine_of(b)));
+        // Distinct ratios (no ties), so the signed-rank test is exact.
+        let ratio = 1.10 + 0.001 * f64::from(b);
+        t.push(trial(0, t.len(), b, "fast", level * ratio, machine_of(b)));
+    }
+    t
+}
+
+fn kinds(r: &Report) -> Vec<&str> {
+    r.warnings.iter().map(|w| w.kind.as_str()).collect()
+}
+
+#[test]
+fn blocked_data_are_compared_by_block() {
+    let r = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
+    assert_eq!(r.baseline, "base");
+    let c = r
+        .comparisons
+        .iter()
+        .find(|c| c.metric == "throughput")
+        .unwrap();
+    assert_eq!((c.method.as_str(), c.n), ("paired", 8));
+    assert!((c.ratio - 1.1035).abs() < 1e-3, "{c:?}");
+    assert!(c.significant, "{c:?}");
+    assert!(
+        c.verdict
+            .starts_with("1.10×, 10.3% faster [1.10–1.11], p=0.008"),
+        "{}",
+        c.verdict
+    );
+    assert_eq!(c.p_value, Some(2.0 / 256.0));
+}
+
+/// Interleaved trials: the design is named, each cohort's CPU between its slices is
+/// shown, and a warning comes only when those rates are more than 1% of a CPU apart.
+#[test]
+fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
+    let run = |fast_idle: f64| {
+        let mut trials = blocked(|_| "m1");
+        for t in &mut trials {
+            t.idle_cpu_per_s = Some(if t.label == "base" {
+                2_000.0
+            } else {
+                fast_idle
+            });
+        }
+        let mut s = source(trials);
+        s.design = experiment::design::Design::Interleaved {
+            slice: std::time::Duration::from_secs(1),
+            rounds: 10,
+        };
+        analyze(&[s], &Options::default()).unwrap()
+    };
+    let close = run(11_000.0);
+    assert!(
+        !kinds(&close).contains(&"idle-cpu-differs"),
+        "{:?}",
+        close.warnings
+    );
+    assert_eq!(
+        close.sources[0].design,
+        "interleaved: 10 rounds of 1s slices per block"
+    );
+    assert_eq!(
+        crate::render::cells::design_lines(&close),
+        ["Design of /r: interleaved: 10 rounds of 1s slices per block. A trial's figures are its slices'; between them its server used (median CPU per second): base 2.0 ms/s, fast 11.0 ms/s."]
+    );
+    let apart = run(12_500.0);
+    let w = apart
+        .warnings
+        .iter()
+        .find(|w| w.kind == "idle-cpu-differs")
+        .expect("10.5 ms/s apart");
+    assert!(
+        w.message.contains("(base 2.0 ms/s, fast 12.5 ms/s)"),
+        "{}",
+        w.message
+    );
+    // A blocks run says nothing of a design.
+    let blocks = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
+    assert!(crate::render::cells::design_lines(&blocks).is_empty());
+    assert_eq!(blocks.sources[0].design, "blocks");
+}
+
+/// Script trials: wall time, and the script's own metrics compared like any other, a
+/// rate (`_per_s`) being better higher and a time better lower.
+#[test]
+fn script_metrics_are_compared_with_the_baseline() {
+    let mut trials = Vec::new();
+    for b in 0..8u32 {
+        for (label, slower) in [("base", 1.0), ("slow", 2.0 + 0.01 * f64::from(b))] {
+            let mut t = trial(0, trials.len(), b, label, 0.0, "m1");
+            t.requests_per_s = None;
+            t.wall_s = Some(1.0 * slower);
+            t.metrics.insert("calls_per_s".into(), 1000.0 / slower);
+            t.metrics.insert("setup_ms".into(), 5.0 * slower);
+            trials.push(t);
+        }
+    }
+    let r = analyze(&[source(trials)], &Options::default()).unwrap();
+    let find = |metric: &str| {
+        r.comparisons
+            .iter()
+            .find(|c| c.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {:?}", r.comparisons))
+    };
+    let rate = find("calls_per_s");
+    assert!(rate.higher_is_better && rate.significant, "{rate:?}");
+    assert!((rate.ratio - 1.0 / 2.035).abs() < 0.01, "{rate:?}");
+    assert!(
+        rate.verdict.starts_with("0.49×, 50.9% lower calls_per_s ["),
+        "{}",
+        rate.verdict
+    );
+    let time = find("setup_ms");
+    assert!(!time.higher_is_better && time.significant, "{time:?}");
+    assert!(time.verdict.contains("higher setup_ms"), "{}", time.verdict);
+    assert!(find("wall").verdict.contains("slower (wall time)"));
+    assert!(r.comparisons.iter().all(|c| c.metric != "throughput"));
+}
+
+#[test]
+fn several_machines_are_kept_apart_by_default() {
+    let r = analyze(
+        &[source(blocked(|b| if b < 4 { "m1" } else { "m2" }))],
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(r.group_by, ["label", "machine"]);
+    let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "base machine=m1",
+            "base machine=m2",
+            "fast machine=m1",
+            "fast machine=m2"
+        ]
+    );
+    // Pooled on request, with a warning.
+    let pooled = Options {
+        by: vec!["label".into()],
+        ..Options::default()
+    };
+    let r = analyze(
+        &[source(blocked(|b| if b < 4 { "m1" } else { "m2" }))],
+        &pooled,
+    )
+    .unwrap();
+    assert!(kinds(&r).contains(&"mixed-machines"), "{:?}", r.warnings);
+    assert!(
+        kinds(&r).contains(&"environment-differs"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn trials_without_shared_blocks_are_compared_unpaired() {
+    let mut t = Vec::new();
+    for i in 0..6 {
+        t.push(trial(
+            0,
+            t.len(),
+            i,
+            "base",
+            10_000.0 + 10.0 * i as f64,
+            "m",
+        ));
+    }
+    for i in 0..6 {
+        t.push(trial(
+            1,
+            t.len(),
+            i,
+            "fast",
+            12_000.0 + 10.0 * i as f64,
+            "m",
+        ));
+    }
+    let r = analyze(&[source(t)], &Options::default()).unwrap();
+    let c = r
+        .comparisons
+        .iter()
+        .find(|c| c.metric == "throughput")
+        .unwrap();
+    assert_eq!(
+        (c.method.as_str(), c.test.as_str()),
+        ("unpaired", "mann-whitney-u")
+    );
+    assert!(c.significant && c.ratio > 1.19 && c.ratio < 1.21, "{c:?}");
+}
+
+#[test]
+fn drift_noise_outliers_and_differing_rubies_are_warned_about() {
+    let mut t = Vec::new();
+    for i in 0..10u32 {
+        // base drifts down steadily; fast is noisy with one wild trial.
+        t.push(trial(
+            0,
+            t.len(),
+            i,
+            "base",
+            10_000.0 - 200.0 * f64::from(i),
+            "m",
+        ));
+        let wild = if i == 4 {
+            30_000.0
+        } else {
+            11_000.0 + 100.0 * f64::from(i % 2)
+        };
+        t.push(trial(0, t.len(), i, "fast", wild, "m"));
+    }
+    t[3].keys
+        .insert("ruby_description".into(), "ruby 3.3.1".into());
+    // Every trial has a probe directory of its own: that is no difference.
+    for (i, x) in t.iter_mut().enumerate() {
+        x.keys.insert(
+            "env.RUBYRACE_PROBE_DIR".into(),
+            format!("/r/trials/{i:05}/probe"),
+        );
+    }
+    let r = analyze(&[source(t)], &Options::default()).unwrap();
+    let of = |kind: &str, cohort: &str| {
+        r.warnings
+            .iter()
+            .any(|w| w.kind == kind && w.cohort.as_deref() == Some(cohort))
+    };
+    assert!(of("drift", "base"), "{:?}", r.warnings);
+    assert!(of("high-cv", "fast"), "{:?}", r.warnings);
+    assert!(of("outliers", "fast"), "{:?}", r.warnings);
+    assert!(of("environment-differs", "fast"), "{:?}", r.warnings);
+    assert!(!of("environment-differs", "base"), "{:?}", r.warnings);
+    assert!(!of("drift", "fast"), "{:?}", r.warnings);
+}
+
+#[test]
+fn the_doctors_warnings_at_run_start_are_report_warnings() {
+    use doctor::{Finding, Report as Doctor, Status};
+    let finding = |name: &str, status: Status| Finding {
+        name: name.into(),
+        status,
+        value: format!("{name} value"),
+        advice: format!("fix {name}"),
+    };
+    let doctor = Doctor {
+        schema: doctor::SCHEMA.into(),
+        checked_at: "2026-11-22T00:00:00Z".into(),
+        findings: vec![
+            finding("load", Status::Warn),
+            finding("swap", Status::Ok),
+            finding("aslr", Status::Info),
+        ],
+        failed_checks: vec![],
+    };
+    let mut src = source(blocked(|_| "m"));
+    // A run and its resume found the same thing: said once.
+    src.doctor = vec![doctor.clone(), doctor];
+    let r = analyze(&[src], &Options::default()).unwrap();
+    let machine: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "machine").collect();
+    assert_eq!(machine.len(), 1, "{:?}", r.warnings);
+    assert_eq!(
+        machine[0].message,
+        "rubyrace doctor when the run started: load: load value → fix load"
+    );
+}
+
+#[test]
+fn invalid_trials_are_counted_and_excluded() {
+    let mut t = blocked(|_| "m");
+    t[1].status = TrialStatus::Invalid;
+    t[1].reason = Some("error rate 3% exceeds max_error_rate 0%".into());
+    t[1].requests_per_s = Some(1.0);
+    let r = analyze(&[source(t)], &Options::default()).unwrap();
+    let fast = r.cohorts.iter().find(|c| c.name == "fast").unwrap();
+    assert_eq!((fast.valid, fast.invalid), (7, 1));
+    assert!(fast.throughput.as_ref().unwrap().min > 10_000.0);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.kind == "invalid-trials" && w.message.contains("error rate 3%")));
+}
+
+/// Issue 13 item 18: a value with a newline or a terminal escape (grouped by an
+/// environment variable) made a cohort name that broke every table row.
+#[test]
+fn cohort_names_show_control_characters_escaped() {
+    let mut t = blocked(|_| "m");
+    for x in &mut t {
+        let v = if x.label == "base" {
+            "a\nb"
+        } else {
+            "\u{1b}[31mred"
+        };
+        x.keys.insert("env.X".into(), v.into());
+    }
+    let options = Options {
+        by: vec!["env.X".into()],
+        ..Options::default()
+    };
+    let r = analyze(&[source(t)], &options).unwrap();
+    let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["env.X=a\\nb", "env.X=\\u{1b}[31mred"]);
+}

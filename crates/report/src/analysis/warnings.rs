@@ -1,0 +1,239 @@
+//! The warnings drawn from several cohorts, comparisons or sources at once; the warnings
+//! about one cohort alone are made with its summaries (`cohort`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lab::trial::TrialStatus;
+
+use super::compare::format_min_p;
+use super::ALPHA;
+use crate::input::{SourceData, TrialData};
+use crate::model::{Cohort, Comparison, Warning};
+
+/// Cohorts of interleaved trials whose servers used CPU between their slices at rates more
+/// than this apart (µs per second: 1% of one CPU).
+const IDLE_CPU_APART: f64 = 10_000.0;
+
+/// Interleaved trials leave out what a server does while the load is on the others: when
+/// the cohorts' servers did different amounts of it, their figures per request leave out
+/// different amounts of work, which a blocks design would have charged.
+pub(super) fn idle_cpu_warnings(cohorts: &[Cohort], warnings: &mut Vec<Warning>) {
+    let rates: Vec<(&str, f64)> = cohorts
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), c.cpu.idle_per_s.as_ref()?.p50)))
+        .collect();
+    let (Some(low), Some(high)) = (
+        rates.iter().min_by(|a, b| a.1.total_cmp(&b.1)),
+        rates.iter().max_by(|a, b| a.1.total_cmp(&b.1)),
+    ) else {
+        return;
+    };
+    if high.1 - low.1 <= IDLE_CPU_APART {
+        return;
+    }
+    let listed: Vec<String> = rates
+        .iter()
+        .map(|(name, rate)| format!("{name} {}", crate::format::cpu_rate(*rate)))
+        .collect();
+    warnings.push(Warning {
+        kind: "idle-cpu-differs".into(),
+        cohort: None,
+        message: format!(
+            "between their slices, the servers of these interleaved trials used CPU at different rates ({}): what a server does while the load is on the others is in neither its throughput nor its CPU per request, and a blocks design would have charged it",
+            listed.join(", ")
+        ),
+    });
+}
+
+/// Names the cohorts whose comparisons cannot be significant whatever the data: the
+/// smallest p-value their blocks (or trials) allow is above α. The same rule decides the
+/// verdict, so "too few" never sits next to a significant result.
+pub(super) fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
+    let mut seen = BTreeSet::new();
+    for c in comparisons.iter().filter(|c| !c.testable) {
+        let Some(q) = c.min_p_value else { continue };
+        // The fewest blocks (trials) whose smallest p, times the family size, reaches α.
+        let alpha = ALPHA / c.family_size.max(1) as f64;
+        let (what, need) = if c.method == "paired" {
+            let n = stats::advice::min_blocks_for_signed_rank(alpha).unwrap_or(6);
+            (format!("{} blocks", c.n), format!("{n} blocks"))
+        } else {
+            let n = stats::advice::min_trials_for_rank_sum(alpha).unwrap_or(4);
+            (
+                format!("{} and {} trials", c.n, c.n_baseline),
+                format!("{n} trials per cohort"),
+            )
+        };
+        let family = if c.family_size > 1 {
+            format!(
+                " ({} after Holm's adjustment over {} cohorts)",
+                format_min_p((q * c.family_size as f64).min(1.0)),
+                c.family_size
+            )
+        } else {
+            String::new()
+        };
+        if seen.insert(c.cohort.clone()) {
+            warnings.push(Warning {
+                kind: "too-few-trials".into(),
+                cohort: Some(c.cohort.clone()),
+                message: format!("{what} against {}: the smallest p-value they allow is {}{family}, so no difference can be called significant; the rank test needs at least {need}", c.baseline, format_min_p(q)),
+            });
+        }
+    }
+}
+
+/// Says which runs are incomplete (interrupted, or still running), how much is missing, and
+/// how to finish them: the cohorts shown are only what exists, and the baseline may not be
+/// the configuration the experiment meant.
+pub(super) fn incomplete_warnings(
+    sources: &[SourceData],
+    baseline: &str,
+    warnings: &mut Vec<Warning>,
+) {
+    for s in sources.iter().filter(|s| !s.unfinished.is_empty()) {
+        let stored = s.trials.len();
+        let missing: Vec<String> = s
+            .unfinished
+            .iter()
+            .map(|(label, n, planned)| format!("{label} {n} of {planned}"))
+            .collect();
+        let absent: Vec<&str> = s
+            .unfinished
+            .iter()
+            .filter(|(_, n, _)| *n == 0)
+            .map(|(label, _, _)| label.as_str())
+            .collect();
+        let absent = if absent.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} {} no trial yet and {} not in this report (the baseline is {baseline})",
+                absent.join(", "),
+                if absent.len() == 1 { "has" } else { "have" },
+                if absent.len() == 1 { "is" } else { "are" },
+            )
+        };
+        warnings.push(Warning {
+            kind: "incomplete-run".into(),
+            cohort: None,
+            message: format!(
+                "{} is incomplete: {stored} of {} planned trials are stored ({}){absent}; finish it with `rubyrace run --resume {}`",
+                s.dir.display(),
+                s.scheduled,
+                missing.join(", "),
+                s.dir.display()
+            ),
+        });
+    }
+}
+
+/// Names the valid HTTP trials whose latency histogram is missing or damaged: the merged
+/// percentiles of their cohort leave them out.
+pub(super) fn latency_file_warnings(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    warnings: &mut Vec<Warning>,
+) {
+    for name in order {
+        let damaged: Vec<&&TrialData> = members[name]
+            .iter()
+            .filter(|t| t.hlog_problem.is_some())
+            .collect();
+        let Some(first) = damaged.first() else {
+            continue;
+        };
+        let valid = members[name]
+            .iter()
+            .filter(|t| t.status == TrialStatus::Valid && t.requests_per_s.is_some())
+            .count();
+        let ids: Vec<String> = damaged.iter().map(|t| t.trial_id.to_string()).collect();
+        warnings.push(Warning {
+            kind: "latency-files".into(),
+            cohort: Some(name.clone()),
+            message: format!(
+                "the latency histograms of trial{} {} cannot be read ({}{}): the merged latency percentiles (p50 to max, the latency curve and chart) use {} of {valid} trials; per-trial p50/p99, their comparisons and every other figure come from the database and are unaffected",
+                if ids.len() == 1 { "" } else { "s" },
+                ids.join(", "),
+                first.hlog_problem.as_deref().unwrap_or(""),
+                if ids.len() > 1 { ", ..." } else { "" },
+                valid - damaged.len(),
+            ),
+        });
+    }
+}
+
+/// `rubyrace compare A B`: the two runs should differ in one thing. Names every setting and
+/// recorded value in which the sides differ, so a Rails app against a Rack app, or four
+/// connections against one, is never read as the effect of one change.
+pub(super) fn differing_sides_warnings(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    warnings: &mut Vec<Warning>,
+) {
+    let [a, b] = order else { return };
+    // Values that differ between any two trials by design, not between setups.
+    let own = |k: &str| {
+        k == "source" || k == "label" || k == "env.RUBYRACE_PROBE_DIR" || k.starts_with("gem.")
+    };
+    let values = |name: &String| {
+        let mut v: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for t in &members[name] {
+            for (k, x) in &t.keys {
+                if !own(k) {
+                    v.entry(k.as_str()).or_default().insert(x.as_str());
+                }
+            }
+        }
+        v
+    };
+    let (va, vb) = (values(a), values(b));
+    let keys: BTreeSet<&str> = va.keys().chain(vb.keys()).copied().collect();
+    let show = |v: Option<&BTreeSet<&str>>| match v {
+        None => "unset".to_string(),
+        Some(set) => set.iter().copied().collect::<Vec<_>>().join(" | "),
+    };
+    let differing: Vec<(&str, String, String)> = keys
+        .into_iter()
+        .filter(|k| va.get(k) != vb.get(k))
+        .map(|k| (k, show(va.get(k)), show(vb.get(k))))
+        .collect();
+    // A matrix axis (`connections`) repeats the setting it sets (`settings.load.connections`),
+    // which both sides have whether or not it was an axis: one difference, named once, by
+    // the setting.
+    let differing: Vec<String> = differing
+        .iter()
+        .filter(|(k, _, _)| {
+            !differing
+                .iter()
+                .any(|(other, _, _)| other != k && other.ends_with(&format!(".{k}")))
+        })
+        .map(|(k, sa, sb)| format!("{k} ({sa} vs {sb})"))
+        .collect();
+    if !differing.is_empty() {
+        warnings.push(Warning {
+            kind: "sides-differ".into(),
+            cohort: Some(b.clone()),
+            message: format!(
+                "the compared runs differ in {} setting{}: {}; the ratio is the effect of all of them together",
+                differing.len(),
+                if differing.len() == 1 { "" } else { "s" },
+                differing.join(", ")
+            ),
+        });
+    }
+}
+
+/// Says when a comparison combined several configurations per block, and how.
+pub(super) fn pooled_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
+    let mut seen = BTreeSet::new();
+    for c in comparisons.iter().filter(|c| c.configs_per_block > 1) {
+        if seen.insert(c.cohort.clone()) {
+            warnings.push(Warning {
+                kind: "pooled-configurations".into(),
+                cohort: Some(c.cohort.clone()),
+                message: format!("{} and {} each hold up to {} configurations per block: each side's value in a block is the geometric mean of its configurations' trials, and only blocks where both sides have every configuration are paired ({} blocks)", c.cohort, c.baseline, c.configs_per_block, c.n),
+            });
+        }
+    }
+}
