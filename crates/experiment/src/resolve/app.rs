@@ -114,7 +114,7 @@ pub(super) fn resolve_gemfile(
     let gemfile = match l.get("gemfile").and_then(|v| v.value.as_str()) {
         Some("none") => None,
         Some(g) => {
-            let path = p.resolve_path(&g.replace("{ruby}", &ruby));
+            let path = p.resolve_path(&g.replace("{ruby}", ruby));
             // With `{ruby}` and no known Ruby, the path is unknown too.
             if !path.is_file() && (ruby_known || !g.contains("{ruby}")) {
                 p.error(
