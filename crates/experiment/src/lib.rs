@@ -31,8 +31,8 @@ mod settings;
 pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
 pub use schema::{
-    estimated_block_time, Config, ConfigSettings, Experiment, RubyDef, ScriptSettings, Workload,
-    BUNDLED_APPS,
+    estimated_block_time, Config, ConfigSettings, Experiment, Profiler, RubyDef, ScriptSettings,
+    Workload, BUNDLED_APPS,
 };
 pub use settings::{did_you_mean, RUBY_ALL};
 

@@ -106,6 +106,37 @@ pub struct ConfigSettings {
     /// `RUBY_ENGINE` of the Ruby ("ruby", "jruby"), when it answered the check.
     #[serde(default)]
     pub ruby_engine: Option<String>,
+    /// The profilers attached to each trial (`profile = ...`), in a profiled phase after
+    /// the measured one, or during it with `profile_measured`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<Profiler>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile_measured: bool,
+}
+
+/// A profiler rubyrace attaches to a trial's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profiler {
+    /// Ruby stacks, from outside the process (rbspy reads the VM's memory).
+    Rbspy,
+    /// Native and kernel stacks (`perf record -e cpu-clock`).
+    Perf,
+}
+
+impl Profiler {
+    pub const ALL: [Profiler; 2] = [Profiler::Rbspy, Profiler::Perf];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profiler::Rbspy => "rbspy",
+            Profiler::Perf => "perf",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Profiler> {
+        Profiler::ALL.into_iter().find(|p| p.as_str() == name)
+    }
 }
 
 impl ConfigSettings {

@@ -39,12 +39,21 @@ pub(crate) const ROOT_KEYS: [&str; 21] = [
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {
     Str,
-    Int { min: i64, max: i64 },
-    Float { min: f64, max: f64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        max: f64,
+    },
     Duration,
     StrList,
     StrMap,
     OneOf(&'static [&'static str]),
+    /// One of the options, or an array of them (each at most once).
+    SomeOf(&'static [&'static str]),
+    Bool,
 }
 
 impl Kind {
@@ -58,6 +67,10 @@ impl Kind {
             Kind::StrList => "an array of strings".into(),
             Kind::StrMap => "a table of string values".into(),
             Kind::OneOf(options) => format!("one of {}", quoted_list(options)),
+            Kind::SomeOf(options) => {
+                format!("one of {}, or an array of them", quoted_list(options))
+            }
+            Kind::Bool => "true or false".into(),
         }
     }
 }
@@ -67,6 +80,8 @@ pub(crate) const SERVERS: &[&str] = &["puma", "unicorn", "thin", "webrick", "cus
 pub(crate) const MODES: &[&str] = &["keepalive", "close-header", "client-close"];
 
 pub(crate) const WORKLOADS: &[&str] = &["http", "script"];
+
+pub(crate) const PROFILERS: &[&str] = &["rbspy", "perf"];
 
 /// Every setting a configuration has. Order is the order of the reference in
 /// docs/experiment.md.
@@ -138,6 +153,8 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("timeout", Kind::Duration),
     ("connect_stagger", Kind::Duration),
     ("script", Kind::Str),
+    ("profile", Kind::SomeOf(PROFILERS)),
+    ("profile_measured", Kind::Bool),
     ("script_args", Kind::StrList),
     (
         "runs",
@@ -199,8 +216,10 @@ pub(crate) enum SettingValue {
         text: String,
         value: Duration,
     },
+    /// `Kind::StrList` and `Kind::SomeOf`.
     StrList(Vec<String>),
     StrMap(BTreeMap<String, String>),
+    Bool(bool),
 }
 
 impl SettingValue {
@@ -242,6 +261,13 @@ impl SettingValue {
         }
     }
 
+    pub(crate) fn as_bool(&self) -> Option<bool> {
+        match self {
+            SettingValue::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
     pub(crate) fn as_map(&self) -> Option<&BTreeMap<String, String>> {
         match self {
             SettingValue::StrMap(m) => Some(m),
@@ -262,6 +288,7 @@ impl SettingValue {
         match self {
             SettingValue::Str(s) | SettingValue::Duration { text: s, .. } => s.clone(),
             SettingValue::Int(i) => i.to_string(),
+            SettingValue::Bool(b) => b.to_string(),
             SettingValue::Float(f) => {
                 serde_json::Number::from_f64(*f).map_or_else(|| f.to_string(), |n| n.to_string())
             }

@@ -14,6 +14,7 @@
 pub mod conditions;
 pub mod interleave;
 pub mod probe;
+pub mod profile;
 pub mod readiness;
 pub mod runner;
 pub mod store;

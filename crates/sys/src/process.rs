@@ -267,6 +267,11 @@ impl Supervised {
     }
 
     /// The last `max_bytes` of what the process wrote to stderr, cut to whole lines.
+    /// SIGINT to the group: what a profiler takes as "stop and write what you have".
+    pub fn interrupt(&self) {
+        signal_group(self.pgid, Signal::SIGINT);
+    }
+
     pub fn stderr_tail(&self, max_bytes: u64) -> String {
         tail_file(&self.stderr_path, max_bytes)
     }

@@ -296,6 +296,38 @@ impl<'a> Parser<'a> {
                 }
                 None => wrong(self, None),
             },
+            Kind::Bool => value
+                .as_bool()
+                .map(SettingValue::Bool)
+                .or_else(|| wrong(self, None)),
+            Kind::SomeOf(options) => {
+                let written: Option<Vec<&str>> = match value.as_array() {
+                    Some(a) => a.iter().map(|v| v.as_str()).collect(),
+                    None => value.as_str().map(|s| vec![s]),
+                };
+                let Some(written) = written else {
+                    return wrong(self, None);
+                };
+                let mut chosen: Vec<String> = Vec::new();
+                for s in written {
+                    if !options.contains(&s) {
+                        let help =
+                            did_you_mean(s, options).map(|k| format!("did you mean \"{k}\"?"));
+                        self.error(
+                            &span,
+                            key,
+                            format!("expected {}, found {s:?}", kind.expected()),
+                            help,
+                        );
+                        return None;
+                    }
+                    if chosen.iter().any(|c| c == s) {
+                        return wrong(self, Some(format!("found {s:?} twice")));
+                    }
+                    chosen.push(s.to_string());
+                }
+                Some(SettingValue::StrList(chosen))
+            }
             Kind::StrMap => unreachable!("handled above"),
         }
     }

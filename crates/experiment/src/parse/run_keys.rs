@@ -107,6 +107,15 @@ impl<'a> Parser<'a> {
                 "give every configuration the same duration, or set rounds",
             ));
         }
+        if let Some(c) = configs.iter().find(|c| !c.settings.profile.is_empty()) {
+            problems.push(problem(
+                format!(
+                    "configuration {:?} sets profile: profiles are taken in a phase of a trial of its own, which {a_design} block does not have yet",
+                    c.label
+                ),
+                "use design = \"blocks\" for a profiled run",
+            ));
+        }
         if repeat_noisy > 0 {
             problems.push(problem(
                 format!("repeat_noisy applies to the blocks design: {a_design} block's trials share their seconds and their noise"),
@@ -348,6 +357,9 @@ pub(crate) fn why_blocks_by_default(
     }
     if repeat_noisy > 0 {
         return Some("repeat_noisy is set".into());
+    }
+    if configs.iter().any(|c| !c.settings.profile.is_empty()) {
+        return Some("profile is set".into());
     }
     let durations = distinct_durations(configs);
     if durations.len() > 1 {

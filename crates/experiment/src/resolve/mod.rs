@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::parse::{Layer, Parser, Placed};
-use crate::schema::{ConfigSettings, RubyDef, Workload};
+use crate::schema::{ConfigSettings, Profiler, RubyDef, Workload};
 use crate::servers::ServerKind;
 use crate::settings::setting_of;
 
@@ -251,6 +251,23 @@ pub(crate) fn resolve(
             threads,
         );
     }
+    let profile: Vec<Profiler> = l
+        .list("profile")
+        .iter()
+        .filter_map(|name| Profiler::parse(name))
+        .collect();
+    let profile_measured = l
+        .get("profile_measured")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(false);
+    if profile_measured && profile.is_empty() && !rejected.contains("profile") {
+        p.error(
+            &l.span_of("profile_measured"),
+            &l.key_of("profile_measured"),
+            "profile_measured = true, but no profiler is chosen",
+            Some("add profile = \"rbspy\" (or \"perf\", or both)".into()),
+        );
+    }
     if p.errors.len() > errors_before || !ruby_known {
         return None;
     }
@@ -279,5 +296,7 @@ pub(crate) fn resolve(
         compact,
         gemfile,
         ruby_engine,
+        profile,
+        profile_measured,
     })
 }

@@ -12,6 +12,7 @@ use super::server::{start_server, stop_server, ServerUnderTest};
 use super::{write_failed, Derived, ServerRecord, Stop, TrialResult, TrialSpec, TrialStatus};
 use crate::conditions::PinningRecord;
 use crate::probe;
+use crate::profile;
 use sys::process::{describe_status, Death, DeathWatch};
 use sys::resources::{ResourceSummary, Sampler};
 
@@ -23,9 +24,78 @@ pub(super) fn http_trial(
     let Some(mut sut) = start_server(spec, interrupt, result)? else {
         return Ok(());
     };
-    let outcome = measure(spec, &mut sut, interrupt, result);
+    let mut outcome = measure(spec, &mut sut, interrupt, result);
+    let s = &spec.settings;
+    if outcome.is_ok()
+        && !s.profile.is_empty()
+        && !s.profile_measured
+        && result.status != TrialStatus::Failed
+    {
+        outcome = profiled_phase(spec, &mut sut, interrupt, result);
+    }
     stop_server(sut, spec, result);
     outcome
+}
+
+/// `profile`, by default: after the measured phase, the same load again (no warmup: the
+/// server is warm) with the profilers attached to the server's tree. Its throughput,
+/// against the measured phase's, is the profilers' overhead; the measured figures are
+/// untouched.
+fn profiled_phase(
+    spec: &TrialSpec,
+    sut: &mut ServerUnderTest,
+    interrupt: &Arc<AtomicBool>,
+    result: &mut TrialResult,
+) -> Result<(), Stop> {
+    let s = &spec.settings;
+    let url = format!(
+        "http://{}{}",
+        sut.addr,
+        s.load.path.as_deref().unwrap_or("/")
+    );
+    let mut settings = s.load.clone();
+    settings.warmup = std::time::Duration::ZERO;
+    let Ok(load_spec) = settings.build_spec(&url) else {
+        return Ok(());
+    };
+    let pid = sut.server.pid();
+    let session = profile::Session::start(
+        &s.profile,
+        profile_target(spec, pid, "profiled-phase"),
+        Instant::now(),
+    );
+    let outcome = load::run(&load_spec, None, interrupt.clone());
+    let mut records = session.finish();
+    if interrupt.load(Ordering::SeqCst) {
+        return Err(Stop::Interrupted);
+    }
+    if let Ok(outcome) = outcome {
+        let report = load::LoadReport::new(&load_spec, &url, &outcome);
+        for r in &mut records {
+            r.requests = Some(report.requests);
+            r.requests_per_s = Some(report.requests_per_s);
+        }
+    }
+    if sut.server.exited().is_some() {
+        for r in &mut records {
+            r.error
+                .get_or_insert_with(|| "the server exited while it was profiled".into());
+        }
+    }
+    result.profiles = records;
+    Ok(())
+}
+
+/// What a profiler session attaches to: the server's tree, writing into the trial's
+/// directory.
+fn profile_target(spec: &TrialSpec, pid: i32, phase: &str) -> profile::Target {
+    profile::Target {
+        root: pid,
+        pgid: pid,
+        dir: spec.out_dir.clone(),
+        registry: spec.registry.clone(),
+        phase: phase.into(),
+    }
 }
 
 /// Warmup and measurement with resource sampling; sets status, load, resources, derived.
@@ -69,7 +139,12 @@ fn measure(
         })
     };
     let watch = DeathWatch::start(pid, pid);
+    // `profile_measured`: the profilers sample the measured phase itself.
+    let session = (s.profile_measured && !s.profile.is_empty()).then(|| {
+        profile::Session::start(&s.profile, profile_target(spec, pid, "measured"), start_at)
+    });
     let outcome = load::run(&load_spec, None, interrupt.clone());
+    let mut profiles = session.map(profile::Session::finish).unwrap_or_default();
     record.deaths = watch.finish();
     // The first process's own end is told by its exit status.
     record.deaths.retain(|d| d.pid != pid);
@@ -93,6 +168,11 @@ fn measure(
         }
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
+    for r in &mut profiles {
+        r.requests = Some(report.requests);
+        r.requests_per_s = Some(report.requests_per_s);
+    }
+    result.profiles = profiles;
     write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
     let derived = derive(&report, resources.as_ref().ok());
     result.derived = derived;

@@ -189,6 +189,7 @@ pub(crate) fn begin_trial(spec: &TrialSpec) -> Result<TrialResult, String> {
         quiet: None,
         pinning: None,
         noisy_attempts: 0,
+        profiles: Vec::new(),
         interleaved: None,
         files: Vec::new(),
     };
@@ -220,7 +221,8 @@ fn is_trial_file(name: &str) -> bool {
     matches!(
         name,
         "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
-    ) || name == experiment::servers::UNICORN_CONFIG
+    ) || name.starts_with(crate::profile::FILE_PREFIX)
+        || name == experiment::servers::UNICORN_CONFIG
         || name == experiment::servers::PUMA_CONFIG
         || run_log
 }

@@ -139,6 +139,10 @@ pub struct TrialResult {
     /// own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaved: Option<InterleavedRecord>,
+    /// `profile`: what each profiler recorded, with the requests (or script runs) of the
+    /// phase it profiled. Absent when no profiler was asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<crate::profile::ProfileRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }

@@ -1,0 +1,433 @@
+//! Profilers attached to a trial's processes for one phase: rbspy for Ruby stacks (every
+//! process of the server's tree, forked workers included, or a script's process), perf for
+//! native and kernel stacks (`perf record -e cpu-clock`: VMs have no hardware counters).
+//!
+//! A [`Session`] is one thread that waits for the phase to begin, starts each profiler as
+//! a supervised process group of its own, and on [`Session::finish`] interrupts them
+//! (SIGINT, so they write what they sampled), folds their stacks and stores them gzipped in
+//! the trial's directory as `profile.<profiler>.folded.gz`. The profilers are started and
+//! waited for on that same thread, because a supervised child's parent-death signal fires
+//! when the thread that spawned it exits. A profiler that cannot start, or cannot read the
+//! Ruby, leaves a [`ProfileRecord`] with its error; the trial's measurement is kept.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use experiment::Profiler;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+use sys::process::{Launch, Supervised};
+
+/// Samples per second: 99, not 100, so the sampling does not run in lockstep with timers.
+pub const SAMPLE_RATE_HZ: u32 = 99;
+
+/// How long a profiler may take to write its output after SIGINT.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The environment variable that names the rbspy executable (else `rbspy` on PATH, then
+/// `~/.cargo/bin/rbspy`, where `scripts/setup` installs it).
+pub const RBSPY_ENV: &str = "RUBYRACE_RBSPY";
+
+/// Every file a profiler session writes in a trial's directory starts with this:
+/// `profile.rbspy.folded.gz`, `profile.perf.stderr`, ...
+pub const FILE_PREFIX: &str = "profile.";
+
+/// One profiler's output for one trial.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProfileRecord {
+    pub profiler: Option<Profiler>,
+    /// The folded stacks, gzipped, relative to the trial's directory; absent when nothing
+    /// was sampled.
+    pub file: Option<String>,
+    pub rate_hz: u32,
+    /// How long the profiler ran.
+    pub duration_s: f64,
+    /// Samples in the folded stacks, and distinct stacks.
+    pub samples: u64,
+    pub stacks: usize,
+    /// The processes it was attached to.
+    pub pids: Vec<i32>,
+    /// "profiled-phase" (after the measured phase, the default) or "measured".
+    pub phase: String,
+    /// What the profiled phase served, so that profiles compare per request (HTTP) or per
+    /// script run.
+    pub requests: Option<u64>,
+    pub requests_per_s: Option<f64>,
+    pub script_runs: Option<u32>,
+    /// Why the profile is missing or partial, in words.
+    pub error: Option<String>,
+}
+
+/// The file name of a profiler's folded stacks in a trial's directory.
+pub fn folded_file_name(profiler: Profiler) -> String {
+    format!("{FILE_PREFIX}{}.folded.gz", profiler.as_str())
+}
+
+/// Profilers attached to a process tree, on a thread of their own.
+pub struct Session {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<Vec<ProfileRecord>>,
+}
+
+/// What a session profiles.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The first process (the server's master, or the script).
+    pub root: i32,
+    /// Its process group: every member of the tree is profiled.
+    pub pgid: i32,
+    /// The trial's directory (outputs, logs).
+    pub dir: PathBuf,
+    /// Where profiler process groups are registered while they live.
+    pub registry: PathBuf,
+    pub phase: String,
+}
+
+impl Session {
+    /// Starts `profilers` on `target` at `at` (now, if it has passed).
+    pub fn start(profilers: &[Profiler], target: Target, at: Instant) -> Session {
+        let (stop, stopped) = mpsc::channel();
+        let profilers = profilers.to_vec();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            let started = Instant::now();
+            let mut running: Vec<Running> = profilers
+                .iter()
+                .map(|p| Running::start(*p, &target))
+                .collect();
+            let _ = stopped.recv();
+            let duration = started.elapsed();
+            running
+                .iter_mut()
+                .map(|r| r.finish(&target, duration))
+                .collect()
+        });
+        Session { stop, thread }
+    }
+
+    /// Stops the profilers and returns what each recorded (requests are filled by the
+    /// caller, who knows what the phase served).
+    pub fn finish(self) -> Vec<ProfileRecord> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or_else(|_| {
+            vec![ProfileRecord {
+                error: Some("the profiling thread panicked".into()),
+                ..ProfileRecord::default()
+            }]
+        })
+    }
+}
+
+/// One profiler process.
+struct Running {
+    profiler: Profiler,
+    process: Result<Supervised, String>,
+    pids: Vec<i32>,
+    /// Where the profiler writes (rbspy: folded stacks; perf: perf.data).
+    output: PathBuf,
+}
+
+impl Running {
+    fn start(profiler: Profiler, target: &Target) -> Running {
+        let pids = sys::resources::tree_pids(target.root, target.pgid).unwrap_or_default();
+        let name = format!("{FILE_PREFIX}{}", profiler.as_str());
+        let output = target.dir.join(match profiler {
+            Profiler::Rbspy => format!("{name}.folded"),
+            Profiler::Perf => format!("{name}.data"),
+        });
+        let rate = SAMPLE_RATE_HZ.to_string();
+        let argv: Result<Vec<String>, String> = match profiler {
+            Profiler::Rbspy => rbspy_executable().map(|rbspy| {
+                vec![
+                    rbspy.display().to_string(),
+                    "record".into(),
+                    "--pid".into(),
+                    target.root.to_string(),
+                    "--subprocesses".into(),
+                    "--rate".into(),
+                    rate,
+                    "--format".into(),
+                    "collapsed".into(),
+                    "--file".into(),
+                    output.display().to_string(),
+                    "--raw-file".into(),
+                    target
+                        .dir
+                        .join(format!("{name}.raw.gz"))
+                        .display()
+                        .to_string(),
+                    "--silent".into(),
+                ]
+            }),
+            Profiler::Perf => {
+                let list: Vec<String> = if pids.is_empty() {
+                    vec![target.root.to_string()]
+                } else {
+                    pids.iter().map(i32::to_string).collect()
+                };
+                Ok(vec![
+                    "perf".into(),
+                    "record".into(),
+                    "--event".into(),
+                    "cpu-clock".into(),
+                    "--freq".into(),
+                    rate,
+                    "--call-graph".into(),
+                    "fp".into(),
+                    "--pid".into(),
+                    list.join(","),
+                    "--output".into(),
+                    output.display().to_string(),
+                    "--quiet".into(),
+                ])
+            }
+        };
+        let process = argv.and_then(|argv| {
+            let launch = Launch {
+                argv,
+                env: Vec::new(),
+                cwd: target.dir.clone(),
+                cpus: None,
+            };
+            Supervised::spawn(&launch, &target.dir, &name, &target.registry)
+                .map_err(|e| format!("{} could not be started: {e}", profiler.as_str()))
+        });
+        Running {
+            profiler,
+            process,
+            pids,
+            output,
+        }
+    }
+
+    fn finish(&mut self, target: &Target, duration: Duration) -> ProfileRecord {
+        let mut record = ProfileRecord {
+            profiler: Some(self.profiler),
+            rate_hz: SAMPLE_RATE_HZ,
+            duration_s: duration.as_secs_f64(),
+            pids: self.pids.clone(),
+            phase: target.phase.clone(),
+            ..ProfileRecord::default()
+        };
+        let process = match &mut self.process {
+            Ok(p) => p,
+            Err(e) => {
+                record.error = Some(e.clone());
+                return record;
+            }
+        };
+        let early_exit = process.exited();
+        if early_exit.is_none() {
+            process.interrupt();
+            process.wait_for_exit(FINISH_TIMEOUT);
+        }
+        let ended = process.stop(Duration::from_secs(2));
+        let stderr = process.stderr_tail(1500);
+        let folded = match self.profiler {
+            Profiler::Rbspy => fs::read_to_string(&self.output).map_err(|e| e.to_string()),
+            Profiler::Perf => perf_folded(&self.output),
+        };
+        let folded = match folded {
+            Ok(f) if !f.trim().is_empty() => f,
+            other => {
+                let why = match other {
+                    Err(e) => format!("no output ({e})"),
+                    Ok(_) => "no samples".into(),
+                };
+                record.error = Some(describe_failure(
+                    self.profiler,
+                    &why,
+                    early_exit.is_some(),
+                    &ended.status,
+                    &stderr,
+                ));
+                return record;
+            }
+        };
+        let stacks = fold_lines(&folded);
+        record.samples = stacks.values().sum();
+        record.stacks = stacks.len();
+        let name = folded_file_name(self.profiler);
+        match write_folded(&target.dir.join(&name), &stacks) {
+            Ok(()) => {
+                record.file = Some(name);
+                let _ = fs::remove_file(&self.output);
+            }
+            Err(e) => record.error = Some(format!("the folded stacks could not be written: {e}")),
+        }
+        record
+    }
+}
+
+/// Why a profiler gave nothing, with the part of its stderr that says so.
+fn describe_failure(
+    profiler: Profiler,
+    why: &str,
+    exited_early: bool,
+    status: &str,
+    stderr: &str,
+) -> String {
+    let said: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Stack backtrace")
+                && !l.chars().next().is_some_and(|c| c.is_ascii_digit())
+                && !l.starts_with("at ")
+        })
+        .take(6)
+        .collect();
+    let mut text = format!("{}: {why}", profiler.as_str());
+    if exited_early {
+        text.push_str(&format!("; it exited before the phase ended ({status})"));
+    }
+    if !said.is_empty() {
+        text.push_str(&format!("; it said: {}", said.join(" ")));
+    }
+    if profiler == Profiler::Rbspy && stderr.contains("ruby version") {
+        text.push_str(
+            " (rbspy cannot read this Ruby's VM: it supports CRuby 1.9.1 to 3.4 with \
+             symbols for ruby_version; the trial's measurement is kept)",
+        );
+    }
+    text
+}
+
+/// rbspy: `RUBYRACE_RBSPY`, else on PATH, else `~/.cargo/bin/rbspy`.
+pub fn rbspy_executable() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(RBSPY_ENV) {
+        return Ok(PathBuf::from(path));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("rbspy"))
+            .find(|p| sys::process::is_executable_file(p))
+    });
+    let in_cargo = std::env::var_os("HOME")
+        .map(|home| PathBuf::from(home).join(".cargo/bin/rbspy"))
+        .filter(|p| sys::process::is_executable_file(p));
+    on_path.or(in_cargo).ok_or_else(|| {
+        format!(
+            "rbspy was not found (on PATH, in ~/.cargo/bin, or in {RBSPY_ENV}): \
+             scripts/setup installs it (cargo install --locked rbspy)"
+        )
+    })
+}
+
+/// `perf script` of a perf.data file, folded with inferno's perf collapser.
+fn perf_folded(data: &Path) -> Result<String, String> {
+    if !data.exists() {
+        return Err(format!("{} was not written", data.display()));
+    }
+    let output = Command::new("perf")
+        .arg("script")
+        .arg("--input")
+        .arg(data)
+        // No period field: each sample then counts 1 (with it, inferno sums the periods,
+        // nanoseconds of cpu-clock).
+        .arg("--fields")
+        .arg("comm,pid,tid,time,event,ip,sym,dso")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("perf script could not run: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "perf script failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let mut folded = Vec::new();
+    let mut folder = inferno::collapse::perf::Folder::default();
+    inferno::collapse::Collapse::collapse(&mut folder, &output.stdout[..], &mut folded)
+        .map_err(|e| format!("the perf stacks could not be folded: {e}"))?;
+    String::from_utf8(folded).map_err(|e| e.to_string())
+}
+
+/// Folded stack lines (`frame;frame;frame COUNT`) summed by stack.
+pub fn fold_lines(text: &str) -> BTreeMap<String, u64> {
+    let mut stacks = BTreeMap::new();
+    for line in text.lines() {
+        let Some((stack, count)) = line.trim_end().rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            continue;
+        };
+        if !stack.is_empty() && count > 0 {
+            *stacks.entry(stack.to_string()).or_insert(0) += count;
+        }
+    }
+    stacks
+}
+
+/// Writes folded stacks, gzipped, atomically (a temporary file renamed into place).
+pub fn write_folded(path: &Path, stacks: &BTreeMap<String, u64>) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut gz = GzEncoder::new(File::create(&tmp)?, flate2::Compression::default());
+        for (stack, count) in stacks {
+            writeln!(gz, "{stack} {count}")?;
+        }
+        gz.finish()?.sync_all()?;
+    }
+    fs::rename(tmp, path)
+}
+
+/// Reads a gzipped folded-stacks file.
+pub fn read_folded(path: &Path) -> io::Result<BTreeMap<String, u64>> {
+    let reader = BufReader::new(GzDecoder::new(File::open(path)?));
+    let mut stacks = BTreeMap::new();
+    for line in reader.lines() {
+        let line = line?;
+        if let Some((stack, count)) = line.rsplit_once(' ') {
+            if let Ok(count) = count.parse::<u64>() {
+                *stacks.entry(stack.to_string()).or_insert(0) += count;
+            }
+        }
+    }
+    Ok(stacks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folded_lines_are_summed_and_survive_a_round_trip() {
+        let stacks = fold_lines("a;b 3\na;b 2\na;c 1\nnot a line\na;d x\n\n");
+        assert_eq!(stacks.len(), 2);
+        assert_eq!(stacks["a;b"], 5);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.folded.gz");
+        write_folded(&path, &stacks).unwrap();
+        assert_eq!(read_folded(&path).unwrap(), stacks);
+    }
+
+    #[test]
+    fn a_failure_names_the_profiler_and_what_it_said() {
+        let text = describe_failure(
+            Profiler::Rbspy,
+            "no samples",
+            true,
+            "exit status 1",
+            "Something went wrong\n- Couldn't get ruby version: Failed\n\nStack backtrace:\n   0: x\n",
+        );
+        assert!(
+            text.starts_with("rbspy: no samples; it exited before"),
+            "{text}"
+        );
+        assert!(text.contains("Couldn't get ruby version"), "{text}");
+        assert!(text.contains("measurement is kept"), "{text}");
+        assert!(!text.contains("0: x"), "{text}");
+    }
+}
