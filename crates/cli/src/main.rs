@@ -65,6 +65,9 @@ enum Command {
     Compare(commands::report::CompareArgs),
     /// Write the trials of a results directory as JSON.
     Export(commands::export::ExportArgs),
+    /// One configuration's profiles (profile = "rbspy" | "perf"), merged over its
+    /// trials: folded stacks or a flame graph.
+    Profile(commands::profile::ProfileArgs),
     /// List the Rubies installed on this machine.
     Rubies(commands::rubies::RubiesArgs),
     /// Check this machine for what makes benchmarks noisy or wrong, and what to do about it.
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Report(args) => commands::report::report(args),
         Command::Compare(args) => commands::report::compare(args),
         Command::Export(args) => commands::export::export(args),
+        Command::Profile(args) => commands::profile::profile(args),
         Command::Rubies(args) => commands::rubies::rubies(args),
         Command::Ruby(command) => commands::ruby::run(command),
         Command::Doctor(args) => commands::doctor::run(args),

@@ -398,6 +398,76 @@ pub fn read_folded(path: &Path) -> io::Result<BTreeMap<String, u64>> {
     Ok(stacks)
 }
 
+/// One configuration's profiles from one profiler, merged over its trials.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MergedProfile {
+    pub stacks: BTreeMap<String, u64>,
+    pub samples: u64,
+    /// Trials whose profile was read, and those whose profile is missing (with why).
+    pub trials: Vec<usize>,
+    pub missing: Vec<(usize, String)>,
+    /// Requests served, and script runs, while the merged profiles were taken.
+    pub requests: u64,
+    pub script_runs: u64,
+    pub rate_hz: u32,
+    pub duration_s: f64,
+}
+
+impl MergedProfile {
+    /// Samples per 1000 requests (HTTP) or per script run, for comparing configurations
+    /// that served different numbers of requests.
+    pub fn samples_per_unit(&self) -> Option<f64> {
+        if self.requests > 0 {
+            Some(self.samples as f64 * 1000.0 / self.requests as f64)
+        } else if self.script_runs > 0 {
+            Some(self.samples as f64 / self.script_runs as f64)
+        } else {
+            None
+        }
+    }
+}
+
+/// Merges the `profiler` profiles of `trials` (all of one configuration), read from their
+/// directories in the results directory `dir`.
+pub fn merge(
+    dir: &Path,
+    trials: &[&crate::trial::TrialResult],
+    profiler: Profiler,
+) -> MergedProfile {
+    let mut merged = MergedProfile::default();
+    for t in trials {
+        let Some(record) = t.profiles.iter().find(|r| r.profiler == Some(profiler)) else {
+            continue;
+        };
+        let Some(file) = &record.file else {
+            merged.missing.push((
+                t.trial_id,
+                record.error.clone().unwrap_or_else(|| "no samples".into()),
+            ));
+            continue;
+        };
+        let path = crate::store::trial_dir(dir, t.trial_id).join(file);
+        match read_folded(&path) {
+            Ok(stacks) => {
+                for (stack, count) in stacks {
+                    *merged.stacks.entry(stack).or_insert(0) += count;
+                    merged.samples += count;
+                }
+                merged.trials.push(t.trial_id);
+                merged.requests += record.requests.unwrap_or(0);
+                merged.script_runs += u64::from(record.script_runs.unwrap_or(0));
+                merged.rate_hz = record.rate_hz;
+                merged.duration_s += record.duration_s;
+            }
+            Err(e) => merged.missing.push((
+                t.trial_id,
+                format!("{} could not be read: {e}", path.display()),
+            )),
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

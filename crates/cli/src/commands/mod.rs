@@ -4,6 +4,7 @@
 pub mod doctor;
 pub mod export;
 pub mod load;
+pub mod profile;
 pub mod report;
 pub mod rubies;
 pub mod ruby;

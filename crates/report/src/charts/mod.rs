@@ -19,8 +19,10 @@
 //! `report.cohorts`.
 //!
 //! One module per chart (`spread`: throughput and wall time, `latency`, `memory`,
-//! `matrix`, `trial_order`), and `svg`, what they all draw with.
+//! `matrix`, `trial_order`), and `svg`, what they all draw with. `flamegraph` is the
+//! exception: inferno draws it, with its own script for search and zoom.
 
+pub mod flamegraph;
 mod latency;
 mod matrix;
 mod memory;

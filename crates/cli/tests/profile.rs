@@ -1,0 +1,204 @@
+//! Profiles (issue 17): real rbspy and perf attached to a real Puma in cluster mode, in the
+//! profiled phase after the measured one; `rubyrace profile` takes them out; nothing is left
+//! running; a profiler that fails leaves its reason and the trial's measurement.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::lab::Lab;
+use support::rubyrace;
+
+/// A Rack app whose time goes into `hot_loop`, a plain `while` loop (no block, no C
+/// method), so rbspy's self time lands on the method itself.
+const HOT_APP: &str = r#"
+def hot_loop
+  x = 0
+  i = 0
+  while i < 30_000
+    x += i * i
+    i += 1
+  end
+  x
+end
+run ->(env) { [200, { "content-type" => "text/plain" }, [hot_loop.to_s]] }
+"#;
+
+fn hot_app_experiment(lab: &Lab, profile: &str) -> std::path::PathBuf {
+    let app = lab.dir.path("").join("hot");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("config.ru"), HOT_APP).unwrap();
+    lab.experiment(&format!(
+        r#"
+name = "profile"
+batches = 1
+[settings]
+app = "{}"
+server = "puma"
+processes = 2
+threads = 2
+connections = 4
+warmup = "300ms"
+duration = "1500ms"
+profile = {profile}
+"#,
+        app.display()
+    ))
+}
+
+/// Self samples by frame name (the last frame of each stack, without its file and line).
+fn self_samples(folded: &str) -> BTreeMap<String, u64> {
+    let mut by_frame = BTreeMap::new();
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        let frame = stack.rsplit(';').next().unwrap();
+        let name = frame.split(" - ").next().unwrap().to_string();
+        *by_frame.entry(name).or_insert(0) += count.parse::<u64>().unwrap();
+    }
+    by_frame
+}
+
+/// Processes whose command line names `needle` (the profilers name the results directory
+/// in their output paths).
+fn processes_naming(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
+    let lab = Lab::new("profile-puma");
+    hot_app_experiment(&lab, r#"["rbspy", "perf"]"#);
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let results = lab.results();
+    assert!(
+        processes_naming(results.to_str().unwrap()).is_empty(),
+        "a profiler is still running"
+    );
+
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = &export["trials"][0];
+    assert_eq!(trial["status"], "valid", "{trial}");
+    let profiles = trial["profiles"].as_array().expect("profiles recorded");
+    let rbspy = profiles.iter().find(|p| p["profiler"] == "rbspy").unwrap();
+    assert_eq!(rbspy["error"], serde_json::Value::Null, "{rbspy}");
+    assert_eq!(rbspy["phase"], "profiled-phase");
+    assert!(rbspy["samples"].as_u64().unwrap() > 50, "{rbspy}");
+    // The master and its two workers.
+    assert!(rbspy["pids"].as_array().unwrap().len() >= 3, "{rbspy}");
+    let profiled_rate = rbspy["requests_per_s"].as_f64().unwrap();
+    assert!(profiled_rate > 0.0, "{rbspy}");
+    let perf = profiles.iter().find(|p| p["profiler"] == "perf").unwrap();
+    assert_eq!(perf["error"], serde_json::Value::Null, "{perf}");
+    assert!(perf["samples"].as_u64().unwrap() > 10, "{perf}");
+
+    let folded = rubyrace(&[
+        "profile",
+        results.to_str().unwrap(),
+        "--cohort",
+        "default",
+        "--profiler",
+        "rbspy",
+    ]);
+    assert_eq!(folded.code(), Some(0), "{folded:?}");
+    let by_frame = self_samples(&folded.stdout);
+    let (top, _) = by_frame
+        .iter()
+        .filter(|(name, _)| !name.starts_with('('))
+        .max_by_key(|(_, n)| **n)
+        .unwrap();
+    assert_eq!(top, "hot_loop", "{by_frame:?}");
+    assert!(
+        folded.stderr.contains("samples per 1000 requests"),
+        "{folded:?}"
+    );
+
+    let svg = rubyrace(&[
+        "profile",
+        results.to_str().unwrap(),
+        "--cohort",
+        "default",
+        "--format",
+        "svg",
+    ]);
+    assert_eq!(svg.code(), Some(0), "{svg:?}");
+    assert!(svg.stdout.starts_with("<?xml"), "{}", &svg.stdout[..200]);
+    assert!(svg.stdout.contains("hot_loop"));
+
+    let unknown = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "nope"]);
+    assert_eq!(unknown.code(), Some(1), "{unknown:?}");
+    assert!(
+        unknown.stderr.contains("its configurations: default"),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
+    let lab = Lab::new("profile-fails");
+    let file = hot_app_experiment(&lab, r#""rbspy""#);
+    let results = lab.results();
+    // An rbspy that exits at once with an error, as rbspy does on a Ruby it cannot read.
+    let fake = lab.dir.path("").join("rbspy");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"Couldn't get ruby version: Failed to locate Ruby version symbol\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+        ])
+        .env("RUBYRACE_RBSPY", &fake)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = &export["trials"][0];
+    assert_eq!(trial["status"], "valid", "{trial}");
+    assert!(trial["load"]["requests"].as_u64().unwrap() > 0, "{trial}");
+    let error = trial["profiles"][0]["error"].as_str().unwrap();
+    assert!(error.starts_with("rbspy: no output"), "{error}");
+    assert!(
+        error.contains("it exited before the phase ended"),
+        "{error}"
+    );
+    assert!(error.contains("Couldn't get ruby version"), "{error}");
+    assert!(error.contains("the trial's measurement is kept"), "{error}");
+
+    let taken = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "default"]);
+    assert_eq!(taken.code(), Some(1), "{taken:?}");
+    assert!(
+        taken
+            .stderr
+            .contains("trial 0 has no rbspy profile: rbspy: no output"),
+        "{taken:?}"
+    );
+}
