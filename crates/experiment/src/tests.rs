@@ -673,6 +673,7 @@ fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwi
         ("[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-d.rb\"\n[matrix]\nruns = [1, 2]\n", Some("script workloads")),
         ("[settings]\nport = 9000\n[matrix]\nthreads = [1, 2]\n", Some("port = 9000 is fixed")),
         ("[settings]\nrequests = 100\n[matrix]\nthreads = [1, 2]\n", Some("requests is set")),
+        ("[settings]\nprofile = \"rbspy\"\n[matrix]\nthreads = [1, 2]\n", Some("profile is set")),
         ("repeat_noisy = 1\n[matrix]\nthreads = [1, 2]\n", Some("repeat_noisy is set")),
         ("[[configs]]\nlabel = \"a\"\nduration = \"2s\"\n[[configs]]\nlabel = \"b\"\nduration = \"3s\"\n", Some("the configurations' durations differ")),
         ("[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n", Some("duration is shorter than the shortest slice, 100ms")),
@@ -849,4 +850,56 @@ fn several_rubies_need_a_choice() {
     )
     .unwrap();
     assert_eq!(labels(&ok), ["ruby=a", "ruby=b"]);
+}
+
+#[test]
+fn profile_takes_one_profiler_or_several_and_its_mistakes_are_named() {
+    let e = parse("[settings]\nprofile = \"rbspy\"\n").unwrap();
+    assert_eq!(e.configs[0].settings.profile, [crate::Profiler::Rbspy]);
+    assert!(!e.configs[0].settings.profile_measured);
+    let e =
+        parse("[settings]\nprofile = [\"perf\", \"rbspy\"]\nprofile_measured = true\n").unwrap();
+    assert_eq!(
+        e.configs[0].settings.profile,
+        [crate::Profiler::Perf, crate::Profiler::Rbspy]
+    );
+    assert!(e.configs[0].settings.profile_measured);
+    assert!(parse("[settings]\n").unwrap().configs[0]
+        .settings
+        .profile
+        .is_empty());
+
+    let errs = errors("[settings]\nprofile = \"rbspi\"\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:2:11: settings.profile: expected one of \"rbspy\" or \"perf\", or an array of them, found \"rbspi\""),
+        "{errs:#?}"
+    );
+    assert!(errs[0].contains("did you mean \"rbspy\"?"), "{errs:#?}");
+    let errs = errors("[settings]\nprofile = [\"perf\", \"perf\"]\n");
+    assert!(errs[0].contains("found \"perf\" twice"), "{errs:#?}");
+    let errs = errors("[settings]\nprofile_measured = \"yes\"\n");
+    assert!(errs[0].contains("expected true or false"), "{errs:#?}");
+    let errs = errors("[settings]\nprofile_measured = true\n");
+    assert!(
+        errs[0].contains("profile_measured = true, but no profiler is chosen"),
+        "{errs:#?}"
+    );
+    let errs = errors(
+        "design = \"interleaved\"\n[settings]\nprofile = \"perf\"\n[matrix]\nthreads = [1, 2]\n",
+    );
+    assert!(
+        errs.iter().any(
+            |e| e.contains("sets profile: profiles are taken in a phase of a trial of its own")
+        ),
+        "{errs:#?}"
+    );
+    std::fs::write("/tmp/rubyrace-exp-test-p.rb", "").unwrap();
+    let errs = errors(
+        "[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-p.rb\"\nprofile = \"rbspy\"\n",
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`profile` does not apply to workload = \"script\"")),
+        "{errs:#?}"
+    );
 }
