@@ -151,6 +151,9 @@ impl Running {
                     "--pid".into(),
                     target.root.to_string(),
                     "--subprocesses".into(),
+                    // CPU time, as perf's cpu-clock: a master or an idle thread waiting in
+                    // a C function would otherwise fill the profile.
+                    "--on-cpu".into(),
                     "--rate".into(),
                     rate,
                     "--format".into(),
