@@ -430,40 +430,39 @@ impl MergedProfile {
     }
 }
 
-/// Merges the `profiler` profiles of `trials` (all of one configuration), read from their
-/// directories in the results directory `dir`.
-pub fn merge(
-    dir: &Path,
-    trials: &[&crate::trial::TrialResult],
+/// Merges the `profiler` profiles of one configuration's trials, each given as its id,
+/// its directory and its profile records.
+pub fn merge<'a>(
+    trials: impl IntoIterator<Item = (usize, PathBuf, &'a [ProfileRecord])>,
     profiler: Profiler,
 ) -> MergedProfile {
     let mut merged = MergedProfile::default();
-    for t in trials {
-        let Some(record) = t.profiles.iter().find(|r| r.profiler == Some(profiler)) else {
+    for (trial_id, trial_dir, profiles) in trials {
+        let Some(record) = profiles.iter().find(|r| r.profiler == Some(profiler)) else {
             continue;
         };
         let Some(file) = &record.file else {
             merged.missing.push((
-                t.trial_id,
+                trial_id,
                 record.error.clone().unwrap_or_else(|| "no samples".into()),
             ));
             continue;
         };
-        let path = crate::store::trial_dir(dir, t.trial_id).join(file);
+        let path = trial_dir.join(file);
         match read_folded(&path) {
             Ok(stacks) => {
                 for (stack, count) in stacks {
                     *merged.stacks.entry(stack).or_insert(0) += count;
                     merged.samples += count;
                 }
-                merged.trials.push(t.trial_id);
+                merged.trials.push(trial_id);
                 merged.requests += record.requests.unwrap_or(0);
                 merged.script_runs += u64::from(record.script_runs.unwrap_or(0));
                 merged.rate_hz = record.rate_hz;
                 merged.duration_s += record.duration_s;
             }
             Err(e) => merged.missing.push((
-                t.trial_id,
+                trial_id,
                 format!("{} could not be read: {e}", path.display()),
             )),
         }

@@ -77,7 +77,16 @@ pub fn profile(args: ProfileArgs) -> Result<ExitCode> {
             ),
         },
     };
-    let merged = lab::profile::merge(&args.dir, &trials, profiler);
+    let merged = lab::profile::merge(
+        trials.iter().map(|t| {
+            (
+                t.trial_id,
+                lab::store::trial_dir(&args.dir, t.trial_id),
+                t.profiles.as_slice(),
+            )
+        }),
+        profiler,
+    );
     for (trial, why) in &merged.missing {
         eprintln!(
             "rubyrace: trial {trial} has no {} profile: {why}",
