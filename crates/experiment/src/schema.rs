@@ -124,10 +124,13 @@ pub enum Profiler {
     Perf,
 }
 
+/// The names of `profile`'s values, in the order of [`Profiler::ALL`].
+pub const PROFILER_NAMES: &[&str] = &[Profiler::Rbspy.as_str(), Profiler::Perf.as_str()];
+
 impl Profiler {
     pub const ALL: [Profiler; 2] = [Profiler::Rbspy, Profiler::Perf];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Profiler::Rbspy => "rbspy",
             Profiler::Perf => "perf",

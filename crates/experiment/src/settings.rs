@@ -81,8 +81,6 @@ pub(crate) const MODES: &[&str] = &["keepalive", "close-header", "client-close"]
 
 pub(crate) const WORKLOADS: &[&str] = &["http", "script"];
 
-pub(crate) const PROFILERS: &[&str] = &["rbspy", "perf"];
-
 /// Every setting a configuration has. Order is the order of the reference in
 /// docs/experiment.md.
 pub(crate) const SETTINGS: &[(&str, Kind)] = &[
@@ -153,7 +151,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("timeout", Kind::Duration),
     ("connect_stagger", Kind::Duration),
     ("script", Kind::Str),
-    ("profile", Kind::SomeOf(PROFILERS)),
+    ("profile", Kind::SomeOf(crate::schema::PROFILER_NAMES)),
     ("profile_measured", Kind::Bool),
     ("script_args", Kind::StrList),
     (

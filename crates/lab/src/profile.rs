@@ -65,6 +65,17 @@ pub struct ProfileRecord {
     pub error: Option<String>,
 }
 
+impl ProfileRecord {
+    /// What the profiled phase served: the unit profiles are compared per, and, against the
+    /// measured phase, the profilers' overhead.
+    pub fn note_served(records: &mut [ProfileRecord], report: &load::LoadReport) {
+        for r in records {
+            r.requests = Some(report.requests);
+            r.requests_per_s = Some(report.requests_per_s);
+        }
+    }
+}
+
 /// The file name of a profiler's folded stacks in a trial's directory.
 pub fn folded_file_name(profiler: Profiler) -> String {
     format!("{FILE_PREFIX}{}.folded.gz", profiler.as_str())
@@ -304,25 +315,21 @@ fn describe_failure(
     text
 }
 
-/// rbspy: `RUBYRACE_RBSPY`, else on PATH, else `~/.cargo/bin/rbspy`.
+/// rbspy: `RUBYRACE_RBSPY`, else on PATH, else `~/.cargo/bin/rbspy` (each resolved as
+/// rubyrace resolves a Ruby: `~/` is `$HOME`, a bare name is looked up on PATH).
 pub fn rbspy_executable() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os(RBSPY_ENV) {
         return Ok(PathBuf::from(path));
     }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("rbspy"))
-            .find(|p| sys::process::is_executable_file(p))
-    });
-    let in_cargo = std::env::var_os("HOME")
-        .map(|home| PathBuf::from(home).join(".cargo/bin/rbspy"))
-        .filter(|p| sys::process::is_executable_file(p));
-    on_path.or(in_cargo).ok_or_else(|| {
-        format!(
-            "rbspy was not found (on PATH, in ~/.cargo/bin, or in {RBSPY_ENV}): \
+    ["rbspy", "~/.cargo/bin/rbspy"]
+        .into_iter()
+        .find_map(|p| rubies::discovery::resolve_executable(p).ok())
+        .ok_or_else(|| {
+            format!(
+                "rbspy was not found (on PATH, in ~/.cargo/bin, or in {RBSPY_ENV}): \
              scripts/setup installs it (cargo install --locked rbspy)"
-        )
-    })
+            )
+        })
 }
 
 /// `perf script` of a perf.data file, folded with inferno's perf collapser.

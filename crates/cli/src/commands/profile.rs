@@ -29,7 +29,7 @@ pub struct ProfileArgs {
     pub cohort: String,
 
     /// Which profiler's stacks (default: rbspy if the trials have it, else perf).
-    #[arg(long, value_parser = ["rbspy", "perf"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(experiment::PROFILER_NAMES))]
     pub profiler: Option<String>,
 
     #[arg(long, value_enum, default_value = "folded")]
@@ -47,7 +47,6 @@ pub fn profile(args: ProfileArgs) -> Result<ExitCode> {
     let store = Store::open_read_only(&args.dir)?;
     let results = store.trial_results()?;
     let mut labels: Vec<&str> = results.iter().map(|t| t.label.as_str()).collect();
-    labels.dedup();
     let trials: Vec<_> = results.iter().filter(|t| t.label == args.cohort).collect();
     if trials.is_empty() {
         labels.sort();

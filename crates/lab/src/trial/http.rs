@@ -71,10 +71,7 @@ fn profiled_phase(
     }
     if let Ok(outcome) = outcome {
         let report = load::LoadReport::new(&load_spec, &url, &outcome);
-        for r in &mut records {
-            r.requests = Some(report.requests);
-            r.requests_per_s = Some(report.requests_per_s);
-        }
+        profile::ProfileRecord::note_served(&mut records, &report);
     }
     if sut.server.exited().is_some() {
         for r in &mut records {
@@ -168,10 +165,7 @@ fn measure(
         }
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
-    for r in &mut profiles {
-        r.requests = Some(report.requests);
-        r.requests_per_s = Some(report.requests_per_s);
-    }
+    profile::ProfileRecord::note_served(&mut profiles, &report);
     result.profiles = profiles;
     write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
     let derived = derive(&report, resources.as_ref().ok());
