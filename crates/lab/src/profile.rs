@@ -39,6 +39,11 @@ pub const RBSPY_ENV: &str = "RUBYRACE_RBSPY";
 /// `profile.rbspy.folded.gz`, `profile.perf.stderr`, ...
 pub const FILE_PREFIX: &str = "profile.";
 
+/// `ProfileRecord::phase` of profiles taken in a phase of their own, after the measured one.
+pub const PROFILED_PHASE: &str = "profiled-phase";
+/// `ProfileRecord::phase` of profiles taken over the measured phase (`profile_measured`).
+pub const MEASURED_PHASE: &str = "measured";
+
 /// One profiler's output for one trial.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProfileRecord {

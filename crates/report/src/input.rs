@@ -64,6 +64,10 @@ pub struct TrialData {
     pub noisy_attempts: u32,
     /// An interleaved trial's server CPU between its own slices, µs per second.
     pub idle_cpu_per_s: Option<f64>,
+    /// The trial's profiles (`profile = ...`), their files relative to `dir`.
+    pub profiles: Vec<lab::profile::ProfileRecord>,
+    /// The trial's own directory (`trials/NNNNN`).
+    pub dir: PathBuf,
 }
 
 /// One results directory.
@@ -292,6 +296,8 @@ fn trial_data(
             .and_then(|i| i.idle_cpu_us.map(|us| us as f64).zip(i.idle_s))
             .filter(|&(_, s)| s > 0.0)
             .map(|(us, s)| us / s),
+        profiles: r.profiles,
+        dir: trial_dir.to_path_buf(),
     }
 }
 

@@ -324,6 +324,92 @@ pub struct Report {
     pub trials: Vec<TrialPoint>,
     pub matrix: Option<DotMatrix>,
     pub environment: Vec<CohortEnvironment>,
+    /// Each cohort's profile per profiler (`profile = ...`); empty without profiles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<CohortProfile>,
+    /// The frames tested against the baseline, per cohort, profiler and measure (self or
+    /// total time per request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frame_changes: Vec<FrameChange>,
+}
+
+/// One cohort's profile from one profiler, merged over its valid trials.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct CohortProfile {
+    pub cohort: String,
+    /// "rbspy" or "perf".
+    pub profiler: String,
+    /// "profiled-phase" (a phase of its own after the measured one) or "measured".
+    pub phase: String,
+    /// Trials whose profile was read, and those without one: "run:trial: why".
+    pub trials: usize,
+    pub missing: Vec<String>,
+    pub samples: u64,
+    pub rate_hz: u32,
+    /// Seconds sampled, summed over the trials.
+    pub duration_s: f64,
+    /// "request" (HTTP) or "script run": what the figures are per.
+    pub unit: String,
+    /// Requests (or script runs) served while the profiles were taken.
+    pub units: u64,
+    /// On-CPU time sampled per request (or script run), µs: samples ÷ rate ÷ units.
+    pub sampled_us_per_unit: Option<f64>,
+    /// Profiled-phase throughput ÷ the same trial's measured throughput, over the trials:
+    /// the profilers' cost (profiled-phase profiles only).
+    pub overhead: Option<Summary>,
+    /// The frames with the most self time, most first.
+    pub top_self: Vec<FrameTime>,
+    /// The merged folded stacks as the profiler wrote them (for the flame graph); not in
+    /// the JSON (`rubyrace profile` gives them).
+    #[serde(skip)]
+    pub stacks: BTreeMap<String, u64>,
+    /// The same stacks with frames as the diff matches them (see `FrameChange::frame`).
+    #[serde(skip)]
+    pub frame_stacks: BTreeMap<String, u64>,
+}
+
+/// A frame's time in one cohort's merged profile.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct FrameTime {
+    pub frame: String,
+    /// Share of the samples with this frame on top (0..1).
+    pub self_share: f64,
+    /// µs per request (or script run) with this frame on top, and anywhere on the stack.
+    pub self_us_per_unit: f64,
+    pub total_us_per_unit: f64,
+}
+
+/// One frame of a cohort against the baseline: its time per request, paired by block.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct FrameChange {
+    pub cohort: String,
+    pub baseline: String,
+    pub profiler: String,
+    /// "self" (the frame on top of the stack) or "total" (anywhere on it).
+    pub measure: String,
+    /// The frame as matched across cohorts: rbspy's `method - file` without the line, and
+    /// with version numbers left out of the path (`gems/puma/lib/...`), so the same method
+    /// matches across Ruby and gem versions; perf's symbol as it is.
+    pub frame: String,
+    /// Merged time per request (or script run), µs.
+    pub baseline_us_per_unit: f64,
+    pub cohort_us_per_unit: f64,
+    /// cohort ÷ baseline of the per-trial times (a half sample added to each count, so a
+    /// frame absent on one side has a finite ratio), with its interval.
+    pub ratio: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// "paired" (per-block log ratios) or "unpaired".
+    pub method: String,
+    pub n: usize,
+    /// "t-test" (paired log ratios) or "mann-whitney-u".
+    pub test: String,
+    pub p_value: Option<f64>,
+    /// Holm-adjusted over every frame tested for the same profiler and measure.
+    pub p_adjusted: Option<f64>,
+    pub family_size: usize,
+    pub significant: bool,
+    pub verdict: String,
 }
 
 /// What the report's trials measured: HTTP servers, scripts, or both.

@@ -165,7 +165,7 @@ fn all_positive(xs: &[f64]) -> bool {
 }
 
 /// Sample mean and variance (n − 1), centred on the mean for accuracy.
-fn mean_var(xs: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_var(xs: &[f64]) -> (f64, f64) {
     let n = xs.len() as f64;
     let mean = xs.iter().sum::<f64>() / n;
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);

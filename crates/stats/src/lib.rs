@@ -8,6 +8,7 @@
 //!   request).
 //! - `advice`: how many blocks or trials a target precision needs, and how many any
 //!   significance needs.
+//! - `ttest`: Student's one-sample t-test (paired log ratios of profile frames).
 //! - `trend`: drift over time (Mann–Kendall, Theil–Sen slope).
 //! - `outliers`: Tukey's fences, and robust fences calibrated to a false-alarm level.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
@@ -29,6 +30,7 @@ pub mod ranktest;
 pub mod rng;
 pub mod summary;
 pub mod trend;
+pub mod ttest;
 
 pub use advice::{blocks_for_log_half_width, min_blocks_for_signed_rank, min_trials_for_rank_sum};
 pub use ci::{

@@ -61,7 +61,7 @@ fn profiled_phase(
     let pid = sut.server.pid();
     let session = profile::Session::start(
         &s.profile,
-        profile_target(spec, pid, "profiled-phase"),
+        profile_target(spec, pid, profile::PROFILED_PHASE),
         Instant::now(),
     );
     let outcome = load::run(&load_spec, None, interrupt.clone());
@@ -138,7 +138,11 @@ fn measure(
     let watch = DeathWatch::start(pid, pid);
     // `profile_measured`: the profilers sample the measured phase itself.
     let session = (s.profile_measured && !s.profile.is_empty()).then(|| {
-        profile::Session::start(&s.profile, profile_target(spec, pid, "measured"), start_at)
+        profile::Session::start(
+            &s.profile,
+            profile_target(spec, pid, profile::MEASURED_PHASE),
+            start_at,
+        )
     });
     let outcome = load::run(&load_spec, None, interrupt.clone());
     let mut profiles = session.map(profile::Session::finish).unwrap_or_default();

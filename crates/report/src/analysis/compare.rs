@@ -86,6 +86,14 @@ pub(super) fn pairs(
     out
 }
 
+impl BlockPairs {
+    /// Whether the comparison is paired: at least 2 blocks pair up, and most of them do
+    /// (the blocked design); unpaired otherwise.
+    pub(super) fn paired(&self) -> bool {
+        self.a.len() >= 2 && self.a.len() * 2 >= self.blocks_a.max(self.blocks_b)
+    }
+}
+
 /// exp(mean ln x); 0 when any value is 0 (then no ratio is computed from it).
 fn geometric_mean(x: &[f64]) -> f64 {
     if x.len() == 1 {
@@ -113,8 +121,7 @@ pub(super) fn compare(
     if a.is_empty() || b.is_empty() {
         return None;
     }
-    // Paired when most blocks pair up (the blocked design); unpaired otherwise.
-    let paired = pa.len() >= 2 && pa.len() * 2 >= pairs.blocks_a.max(pairs.blocks_b);
+    let paired = pairs.paired();
     let (ci, test, test_name, n, n_base) = if paired {
         let ci = stats::ci::paired_ratio(pa, pb, confidence)?;
         let diffs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
@@ -182,25 +189,28 @@ pub(super) fn compare(
 /// "significant" in the family at most α, where eight A/A cohorts tested one by one reach
 /// 17–23%.
 pub(super) fn holm_adjust(family: &mut [&mut Comparison]) {
-    let mut order: Vec<usize> = (0..family.len())
-        .filter(|&i| family[i].p_value.is_some())
-        .collect();
-    let m = order.len();
-    order.sort_by(|&i, &j| {
-        family[i]
-            .p_value
-            .unwrap()
-            .total_cmp(&family[j].p_value.unwrap())
-    });
-    let mut running: f64 = 0.0;
-    for (rank, &i) in order.iter().enumerate() {
-        let scaled = ((m - rank) as f64 * family[i].p_value.unwrap()).min(1.0);
-        running = running.max(scaled);
-        family[i].p_adjusted = Some(running);
-    }
-    for c in family.iter_mut() {
+    let p: Vec<Option<f64>> = family.iter().map(|c| c.p_value).collect();
+    let (adjusted, m) = holm(&p);
+    for (c, adjusted) in family.iter_mut().zip(adjusted) {
+        c.p_adjusted = adjusted;
         c.family_size = m.max(1);
     }
+}
+
+/// Holm's step-down adjustment of a family of p-values (those that are `None` are not
+/// tested and stay `None`), and the family's size m.
+pub(super) fn holm(p: &[Option<f64>]) -> (Vec<Option<f64>>, usize) {
+    let mut order: Vec<usize> = (0..p.len()).filter(|&i| p[i].is_some()).collect();
+    let m = order.len();
+    order.sort_by(|&i, &j| p[i].unwrap().total_cmp(&p[j].unwrap()));
+    let mut adjusted = vec![None; p.len()];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        let scaled = ((m - rank) as f64 * p[i].unwrap()).min(1.0);
+        running = running.max(scaled);
+        adjusted[i] = Some(running);
+    }
+    (adjusted, m)
 }
 
 /// The decision and its words, once the family's p-values are adjusted.

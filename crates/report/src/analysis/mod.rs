@@ -13,6 +13,8 @@
 //! - `compare`: a cohort against the baseline: pairing by block, interval, rank test,
 //!   Holm's adjustment over the cohorts and the verdict in words;
 //! - `overhead`: `--overhead A B`, the time per request one cohort adds to another;
+//! - `profile`: each cohort's profile per profiler, and the frames whose time per request
+//!   changed against the baseline (paired by block, Holm over the frames);
 //! - `warnings`: the warnings drawn from several cohorts or comparisons (too few blocks,
 //!   incomplete runs, unreadable latency files, differing sides, pooled configurations,
 //!   idle CPU between interleaved slices).
@@ -21,6 +23,7 @@ mod cohort;
 mod compare;
 mod metrics;
 mod overhead;
+mod profile;
 mod warnings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -221,6 +224,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             decide(c, m);
         }
     }
+    let (profiles, frame_changes) = profile::profiles(&order, &members, &baseline, confidence);
     too_few_warnings(&comparisons, &mut warnings);
     pooled_warnings(&comparisons, &mut warnings);
 
@@ -391,6 +395,8 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         trials,
         matrix,
         environment,
+        profiles,
+        frame_changes,
     })
 }
 

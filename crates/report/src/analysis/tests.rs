@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::format::p_text;
 
+mod profile_sim;
 mod seeded;
 
 /// A valid trial of `label` in `block` with `rps`, on `machine`.

@@ -1,8 +1,32 @@
-//! A flame graph of folded stacks, drawn by inferno (the Rust port of Brendan Gregg's
-//! flamegraph.pl): an SVG whose own script gives search (Ctrl-F or the Search button),
-//! zoom on click and the full frame name on hover, when opened as a file of its own.
+//! Flame graphs of folded stacks, drawn by inferno (the Rust port of Brendan Gregg's
+//! flamegraph.pl): SVGs whose own script gives search (Ctrl-F or the Search button), zoom
+//! on click and the full frame name on hover.
+//!
+//! [`flamegraphs`] makes every flame graph of a report: one per cohort and profiler
+//! (merged over its profiled trials, frames as the profiler wrote them), and one
+//! differential per other cohort and profiler against the baseline. A differential flame
+//! graph has the cohort's widths and colours each frame by its change per request: the
+//! baseline's counts are scaled to the cohort's requests before inferno compares them, so a
+//! configuration that served more requests does not look more costly. Red is more time per
+//! request, blue less. Its frames are matched as the frame table matches them
+//! (`analysis::profile::frame_key`: no line numbers, no versions in paths).
 
 use std::collections::BTreeMap;
+
+use crate::model::{CohortProfile, Report};
+
+/// One flame graph: a file-name-safe name (`flame-rbspy-base`, `flame-diff-perf-yjit`),
+/// what it shows, and the SVG.
+#[derive(Clone, Debug)]
+pub struct Flame {
+    pub name: String,
+    pub cohort: String,
+    pub profiler: String,
+    /// Against the baseline (a differential flame graph) or the cohort's own profile.
+    pub differential: bool,
+    pub title: String,
+    pub svg: String,
+}
 
 /// The flame graph of `stacks` as a standalone SVG. `subtitle` says what the samples are
 /// (how many trials, requests, the rate), so an exported file stands on its own.
@@ -11,13 +35,213 @@ pub fn flamegraph_svg(
     title: &str,
     subtitle: &str,
 ) -> anyhow::Result<String> {
+    let lines: Vec<String> = stacks.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    draw(&lines, title, subtitle)
+}
+
+/// The differential flame graph of `after` against `before`, `before` scaled by `scale`
+/// (the ratio of the units served, after ÷ before) and rounded to whole samples.
+pub fn differential_svg(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    scale: f64,
+    title: &str,
+    subtitle: &str,
+) -> anyhow::Result<String> {
+    let mut both: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for (stack, &n) in before {
+        both.entry(stack).or_default().0 = (n as f64 * scale).round() as u64;
+    }
+    for (stack, &n) in after {
+        both.entry(stack).or_default().1 = n;
+    }
+    let lines: Vec<String> = both
+        .iter()
+        .map(|(s, (b, a))| format!("{s} {b} {a}"))
+        .collect();
+    draw(&lines, title, subtitle)
+}
+
+fn draw(lines: &[String], title: &str, subtitle: &str) -> anyhow::Result<String> {
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.subtitle = Some(subtitle.to_string());
     options.count_name = "samples".into();
     options.deterministic = true;
-    let lines: Vec<String> = stacks.iter().map(|(s, n)| format!("{s} {n}")).collect();
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     Ok(String::from_utf8(svg)?)
+}
+
+/// A cohort name as part of a file name: letters, digits, `.`, `_` and `-` kept, the rest
+/// `_`.
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn per_unit(p: &CohortProfile) -> String {
+    match p.sampled_us_per_unit {
+        Some(us) => format!(
+            " · {} of sampled CPU per {}",
+            crate::format::micros(us),
+            p.unit
+        ),
+        None => String::new(),
+    }
+}
+
+/// Every flame graph of the report, cohort by cohort in the report's order, each profiler's
+/// own graph first, then its differential against the baseline. A graph inferno cannot
+/// draw is left out (the frame tables still say what changed).
+pub fn flamegraphs(report: &Report) -> Vec<Flame> {
+    let mut out: Vec<Flame> = Vec::new();
+    let mut push = |mut flame: Flame| {
+        let base = flame.name.clone();
+        let mut k = 2;
+        while out.iter().any(|f| f.name == flame.name) {
+            flame.name = format!("{base}-{k}");
+            k += 1;
+        }
+        out.push(flame);
+    };
+    for p in &report.profiles {
+        if p.stacks.is_empty() {
+            continue;
+        }
+        let title = format!("{} · {}", p.cohort, p.profiler);
+        let subtitle = format!(
+            "{} trial{} · {} samples at {} Hz over {:.1} s · {} {}s{}",
+            p.trials,
+            if p.trials == 1 { "" } else { "s" },
+            p.samples,
+            p.rate_hz,
+            p.duration_s,
+            p.units,
+            p.unit,
+            per_unit(p)
+        );
+        if let Ok(svg) = flamegraph_svg(&p.stacks, &title, &subtitle) {
+            push(Flame {
+                name: format!("flame-{}-{}", p.profiler, slug(&p.cohort)),
+                cohort: p.cohort.clone(),
+                profiler: p.profiler.clone(),
+                differential: false,
+                title,
+                svg,
+            });
+        }
+        if p.cohort == report.baseline {
+            continue;
+        }
+        let Some(base) = report
+            .profiles
+            .iter()
+            .find(|b| b.cohort == report.baseline && b.profiler == p.profiler)
+        else {
+            continue;
+        };
+        if base.units == 0 || p.units == 0 || base.frame_stacks.is_empty() {
+            continue;
+        }
+        let scale = p.units as f64 / base.units as f64;
+        let title = format!("{} against {} · {}", p.cohort, base.cohort, p.profiler);
+        let subtitle = format!(
+            "widths: {}; red: more time per {}, blue: less ({} scaled ×{:.3} to the same {}s)",
+            p.cohort, p.unit, base.cohort, scale, p.unit
+        );
+        if let Ok(svg) = differential_svg(
+            &base.frame_stacks,
+            &p.frame_stacks,
+            scale,
+            &title,
+            &subtitle,
+        ) {
+            push(Flame {
+                name: format!("flame-diff-{}-{}", p.profiler, slug(&p.cohort)),
+                cohort: p.cohort.clone(),
+                profiler: p.profiler.clone(),
+                differential: true,
+                title,
+                svg,
+            });
+        }
+    }
+    out
+}
+
+/// The pixel height inferno gave the graph (its root's `height`).
+pub fn height(svg: &str) -> Option<u32> {
+    let root = &svg[svg.find("<svg")?..];
+    let root = &root[..root.find('>')?];
+    let start = root.find(" height=\"")? + " height=\"".len();
+    let end = root[start..].find('"')? + start;
+    root[start..end].parse().ok()
+}
+
+/// What a Content-Security-Policy must allow for the graphs' own scripts to run and nothing
+/// else: the text of each `<script>` (its CDATA sections joined, as a browser hashes it)
+/// and each inline event handler (`onload="init(evt)"`), as `'sha256-…'` sources.
+/// Distinct scripts in first-seen order, then distinct handlers.
+pub fn script_hashes(svgs: &[&str]) -> (Vec<String>, Vec<String>) {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let hash = |text: &str| {
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        format!(
+            "'sha256-{}'",
+            base64::engine::general_purpose::STANDARD.encode(digest)
+        )
+    };
+    let mut scripts: Vec<String> = Vec::new();
+    let mut handlers: Vec<String> = Vec::new();
+    for svg in svgs {
+        let mut rest = *svg;
+        while let Some(open) = rest.find("<script") {
+            let after = &rest[open..];
+            let Some(body_start) = after.find('>') else {
+                break;
+            };
+            let Some(close) = after.find("</script>") else {
+                break;
+            };
+            let body = &after[body_start + 1..close];
+            let text: String = if body.contains("<![CDATA[") {
+                body.split("<![CDATA[")
+                    .skip(1)
+                    .map(|part| part.split("]]>").next().unwrap_or(""))
+                    .collect()
+            } else {
+                body.to_string()
+            };
+            let h = hash(&text);
+            if !scripts.contains(&h) {
+                scripts.push(h);
+            }
+            rest = &after[close..];
+        }
+        let root = &svg[svg.find("<svg").unwrap_or(0)..];
+        let root = &root[..root.find('>').unwrap_or(root.len())];
+        for attr in root.split(" on").skip(1) {
+            let Some(value) = attr
+                .split_once("=\"")
+                .filter(|(name, _)| name.bytes().all(|b| b.is_ascii_lowercase()))
+                .and_then(|(_, v)| v.split('"').next())
+            else {
+                continue;
+            };
+            let h = hash(value);
+            if !handlers.contains(&h) {
+                handlers.push(h);
+            }
+        }
+    }
+    (scripts, handlers)
 }

@@ -129,6 +129,8 @@ pub(crate) fn report() -> Report {
             unit: "requests/s".to_string(),
         }),
         environment: vec![],
+        profiles: vec![],
+        frame_changes: vec![],
     }
 }
 

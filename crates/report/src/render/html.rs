@@ -1,10 +1,13 @@
 //! The offline HTML report: one self-contained HTML5 page (inline CSS, inline SVG charts,
-//! no JavaScript, no external resource of any kind) rendered from a [`Report`].
+//! no JavaScript of its own, no external resource of any kind) rendered from a [`Report`].
+//! With profiles, inferno's flame graphs bring their own scripts, each in a sandboxed frame
+//! (`html_profiles`).
 //!
 //! Every string that comes from the user or the machine (cohort names, keys, labels,
 //! paths, environment values, commands) goes through [`escape`], the one escape function
 //! of the HTML page and of the SVG charts, in text and in attribute values alike. A
-//! Content-Security-Policy that allows no script is a second line of defence.
+//! Content-Security-Policy that allows no script of its own (only the flame graphs' scripts, by
+//! hash, inside sandboxed frames) is a second line of defence.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -12,6 +15,7 @@ use std::fmt::Write as _;
 use crate::charts;
 use crate::format::{escape, fmt_num, fmt_sig, micros, p_cell};
 use crate::model::{Cohort, Comparison, Report, Summary, Workloads};
+use crate::render::html_profiles;
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
@@ -73,6 +77,9 @@ tr.differs td { background: #fff8e1; }
 pre { background: #f6f8fa; border: 1px solid #d8dee4; border-radius: 6px; padding: .6rem .85rem; margin: .4rem 0;
   white-space: pre-wrap; overflow-wrap: anywhere;
   font: .8125rem/1.5 ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
+figure.flame { padding: 0; overflow: hidden; }
+figure.flame iframe { display: block; width: 100%; border: 0; }
+table.frames code, td code { font-size: .8rem; }
 .overhead { background: #fff; border: 1px solid #d8dee4; border-radius: 8px; padding: .8rem 1.1rem; }
 footer { margin-top: 3rem; color: #8c959f; font-size: .8rem; }
 @media print {
@@ -96,11 +103,17 @@ pub fn render(report: &Report) -> String {
     } else {
         format!("rubyrace report: {}", experiments.join(", "))
     };
+    let flames = charts::flamegraph::flamegraphs(report);
+    // No script runs on the page; the flame graphs' own scripts run in their sandboxed
+    // frames, allowed by hash.
+    let scripts = html_profiles::csp_script_sources(&flames)
+        .map(|sources| format!("; script-src {sources}"))
+        .unwrap_or_default();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:{scripts}\">\n\
          <meta name=\"generator\" content=\"rubyrace\">\n<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n",
         escape(&title),
         CSS
@@ -114,14 +127,20 @@ pub fn render(report: &Report) -> String {
     noise_section(&mut h, report);
     charts_section(&mut h, report);
     comparisons_table(&mut h, report);
+    html_profiles::section(&mut h, report, &flames);
     overhead(&mut h, report);
     environment(&mut h, report);
     sources(&mut h, report);
 
+    let scripts = if flames.is_empty() {
+        "no scripts"
+    } else {
+        "no scripts but the flame graphs’ own, in sandboxed frames"
+    };
     let _ = write!(
         h,
         "<footer>Made by rubyrace from the data above · schema {} · this page is self-contained: \
-         no scripts, no network.</footer>\n</main>\n</body>\n</html>\n",
+         {scripts}, no network.</footer>\n</main>\n</body>\n</html>\n",
         escape(&report.schema)
     );
     h
@@ -1033,6 +1052,8 @@ mod tests {
             trials: vec![],
             matrix: None,
             environment: vec![],
+            profiles: vec![],
+            frame_changes: vec![],
         };
         let page = render(&r);
         assert!(page.contains("<h1>rubyrace report</h1>"));

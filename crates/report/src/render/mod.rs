@@ -1,11 +1,12 @@
 //! Every output format of a report, one module each (as hyperfine's exporters): the
-//! terminal table, Markdown, CSV, JSON, benchstat's format and the HTML page; `png` writes
-//! the charts as files. `cells` holds what the text formats share.
+//! terminal table, Markdown, CSV, JSON, benchstat's format and the HTML page (its profiles
+//! section in `html_profiles`); `png` writes the charts as files. `cells` holds what the text formats share.
 
 pub mod benchstat;
 pub mod cells;
 pub mod csv;
 pub mod html;
+pub mod html_profiles;
 pub mod markdown;
 pub mod png;
 pub mod table;

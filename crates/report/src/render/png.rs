@@ -1,5 +1,5 @@
 //! `rubyrace report --charts DIR`: every chart of the report as `NAME.svg` and `NAME.png`,
-//! ready for a blog post or a bug report.
+//! ready for a blog post or a bug report, and every flame graph as `flame-….svg`.
 //!
 //! The PNG is the SVG rendered by resvg at 2× (for sharp text on high-density screens),
 //! with the system's fonts: the charts ask for `system-ui, sans-serif`, which resvg maps to
@@ -55,6 +55,12 @@ pub fn export_charts(
             .with_context(|| format!("rendering the {} chart", chart.name))?;
         write(&png_path, &png)?;
         written.push(png_path);
+    }
+    // Flame graphs as inferno draws them: open one in a browser for search and zoom.
+    for flame in charts::flamegraph::flamegraphs(report) {
+        let path = dir.join(format!("{}.svg", flame.name));
+        write(&path, flame.svg.as_bytes())?;
+        written.push(path);
     }
     Ok(written)
 }

@@ -1,0 +1,491 @@
+//! Profiles in the report: each cohort's profile per profiler, merged over its valid
+//! trials, with the profilers' cost; and, against the baseline, the frames whose time per
+//! request changed, each with an interval and a p-value paired by block.
+//!
+//! How a frame is compared (docs/profiles.md, "Reading the diff"):
+//! - Per trial, a frame's self samples (the frame on top of the stack) and total samples
+//!   (anywhere on it, once per sample) become µs per request: (count + ½) ÷ rate ÷ requests.
+//!   The half sample keeps a frame absent from one trial at a finite log ratio.
+//! - Frames are matched across cohorts by `frame_key`: rbspy's `method - file` without the
+//!   line, version numbers left out of the path; a Ruby or gem upgrade keeps its frames.
+//! - Tested: frames with at least `MIN_SHARE` of both sides' samples pooled and
+//!   `MIN_SAMPLES` samples, at most `MAX_FRAMES` per cohort, profiler and measure (the most
+//!   sampled). The filter looks at the pooled counts only, never at the difference.
+//! - Paired by block (as every comparison of the report): the interval is Student's t on
+//!   the per-block log ratios and the p-value is the t-test of the same log ratios, because
+//!   a signed-rank test cannot reach significance with five blocks (p ≥ 0.0625), let alone
+//!   after Holm over dozens of frames. Unpaired trials (two results directories) fall back
+//!   to the bootstrap interval and the Mann–Whitney test.
+//! - Holm's adjustment over every frame tested for the same profiler and measure, every
+//!   cohort included. A change is significant when the interval excludes 1 and the adjusted
+//!   p < 0.05; otherwise "~". The seeded simulations in `tests/profile_sim.rs` check the
+//!   false-positive rate, the coverage and the power of this rule.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use experiment::Profiler;
+use lab::profile::ProfileRecord;
+use lab::trial::TrialStatus;
+
+use super::compare::{holm, pairs};
+use super::{ALPHA, BOOTSTRAP_SEED, RESAMPLES};
+use crate::format::p_text;
+use crate::input::TrialData;
+use crate::model::{CohortProfile, FrameChange, FrameTime, Summary};
+
+/// A frame is tested when it has at least this share of both sides' samples pooled...
+pub const MIN_SHARE: f64 = 0.01;
+/// ...and at least this many samples over both sides' trials.
+pub const MIN_SAMPLES: u64 = 20;
+/// At most this many frames per cohort, profiler and measure are tested.
+pub const MAX_FRAMES: usize = 30;
+/// Frames listed per cohort profile (by self time).
+const TOP_FRAMES: usize = 12;
+/// Added to every per-trial count before its logarithm is taken.
+const PSEUDO_COUNT: f64 = 0.5;
+
+/// One trial's profile from one profiler, read.
+pub struct TrialProfile<'a> {
+    pub trial: &'a TrialData,
+    pub record: &'a ProfileRecord,
+    pub stacks: BTreeMap<String, u64>,
+    /// Per frame key: (self samples, total samples).
+    pub frames: BTreeMap<String, (u64, u64)>,
+}
+
+impl TrialProfile<'_> {
+    /// Requests (or script runs) served while the profile was taken.
+    fn units(&self) -> u64 {
+        unit_count(self.record)
+    }
+
+    /// µs per request of `count` samples, the pseudo-count added.
+    fn us_per_unit(&self, count: u64) -> Option<f64> {
+        let units = self.units();
+        (units > 0 && self.record.rate_hz > 0).then(|| {
+            (count as f64 + PSEUDO_COUNT) * 1e6 / f64::from(self.record.rate_hz) / units as f64
+        })
+    }
+}
+
+fn unit_count(record: &ProfileRecord) -> u64 {
+    record
+        .requests
+        .filter(|&r| r > 0)
+        .or(record.script_runs.map(u64::from))
+        .unwrap_or(0)
+}
+
+/// The profilers any trial of the report ran, in their documented order.
+fn profilers_used(trials: &[&TrialData]) -> Vec<Profiler> {
+    let used: BTreeSet<Profiler> = trials
+        .iter()
+        .flat_map(|t| t.profiles.iter().filter_map(|p| p.profiler))
+        .collect();
+    used.into_iter().collect()
+}
+
+/// Reads the profiles of `trials` (valid ones only) for `profiler`; the others are
+/// returned as "run:trial: why".
+fn read_profiles<'a>(
+    trials: &[&'a TrialData],
+    profiler: Profiler,
+) -> (Vec<TrialProfile<'a>>, Vec<String>) {
+    let mut read = Vec::new();
+    let mut missing = Vec::new();
+    for &t in trials.iter().filter(|t| t.status == TrialStatus::Valid) {
+        let Some(record) = t.profiles.iter().find(|p| p.profiler == Some(profiler)) else {
+            continue;
+        };
+        let id = format!("{}:{}", t.source + 1, t.trial_id);
+        let Some(file) = &record.file else {
+            let why = record.error.as_deref().unwrap_or("no samples");
+            missing.push(format!("{id}: {why}"));
+            continue;
+        };
+        match lab::profile::read_folded(&t.dir.join(file)) {
+            Ok(stacks) => {
+                let frames = frame_counts(&stacks);
+                read.push(TrialProfile {
+                    trial: t,
+                    record,
+                    stacks,
+                    frames,
+                });
+            }
+            Err(e) => missing.push(format!(
+                "{id}: {} unreadable: {e}",
+                t.dir.join(file).display()
+            )),
+        }
+    }
+    (read, missing)
+}
+
+/// The frame as the diff matches it across cohorts: rbspy's `method - path:line` loses
+/// the line, and version numbers in the path (`3.1.0`, `puma-5.6.5`) are left out; other
+/// frames (perf's symbols) stay as they are.
+pub fn frame_key(frame: &str) -> String {
+    let Some((name, location)) = frame.rsplit_once(" - ") else {
+        return frame.to_string();
+    };
+    let path = match location.rsplit_once(':') {
+        Some((path, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => path,
+        _ => location,
+    };
+    let is_version = |s: &str| {
+        s.contains('.') && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !s.starts_with('.')
+    };
+    let path: Vec<String> = path
+        .split('/')
+        .map(|part| {
+            if is_version(part) {
+                "*".to_string()
+            } else if let Some((stem, version)) = part.rsplit_once('-') {
+                if is_version(version) {
+                    stem.to_string()
+                } else {
+                    part.to_string()
+                }
+            } else {
+                part.to_string()
+            }
+        })
+        .collect();
+    format!("{name} - {}", path.join("/"))
+}
+
+/// A stack with every frame keyed by `frame_key`.
+fn stack_key(stack: &str) -> String {
+    stack
+        .split(';')
+        .map(frame_key)
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Per frame key: (self samples, total samples), a frame counted once per sample however
+/// often it recurs on the stack.
+pub fn frame_counts(stacks: &BTreeMap<String, u64>) -> BTreeMap<String, (u64, u64)> {
+    let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (stack, &count) in stacks {
+        let frames: Vec<String> = stack.split(';').map(frame_key).collect();
+        if let Some(top) = frames.last() {
+            out.entry(top.clone()).or_default().0 += count;
+        }
+        let distinct: BTreeSet<&String> = frames.iter().collect();
+        for f in distinct {
+            out.entry(f.clone()).or_default().1 += count;
+        }
+    }
+    out
+}
+
+/// Each cohort's profile per profiler, and the frames tested against the baseline.
+pub(super) fn profiles(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    baseline: &str,
+    confidence: f64,
+) -> (Vec<CohortProfile>, Vec<FrameChange>) {
+    let all: Vec<&TrialData> = members.values().flatten().copied().collect();
+    let mut cohorts = Vec::new();
+    let mut changes = Vec::new();
+    for profiler in profilers_used(&all) {
+        let read: BTreeMap<&str, (Vec<TrialProfile>, Vec<String>)> = order
+            .iter()
+            .map(|name| (name.as_str(), read_profiles(&members[name], profiler)))
+            .collect();
+        for name in order {
+            let (profiles, missing) = &read[name.as_str()];
+            if profiles.is_empty() && missing.is_empty() {
+                continue;
+            }
+            cohorts.push(cohort_profile(name, profiler, profiles, missing));
+        }
+        let profiles: BTreeMap<&str, &[TrialProfile]> = read
+            .iter()
+            .map(|(name, (profiles, _))| (*name, profiles.as_slice()))
+            .collect();
+        changes.extend(compare_frames(
+            order, &profiles, baseline, profiler, confidence,
+        ));
+    }
+    (cohorts, changes)
+}
+
+/// Every cohort's frames against the baseline's, for one profiler: a family per measure
+/// (self, total) over every cohort, Holm-adjusted, decided.
+pub(super) fn compare_frames(
+    order: &[String],
+    profiles: &BTreeMap<&str, &[TrialProfile]>,
+    baseline: &str,
+    profiler: Profiler,
+    confidence: f64,
+) -> Vec<FrameChange> {
+    let Some(base) = profiles.get(baseline) else {
+        return Vec::new();
+    };
+    let mut changes = Vec::new();
+    for measure in [Measure::SelfTime, Measure::Total] {
+        let mut family = Vec::new();
+        for name in order.iter().filter(|n| *n != baseline) {
+            if let Some(cohort) = profiles.get(name.as_str()) {
+                family.extend(frame_changes(
+                    name, cohort, baseline, base, profiler, measure, confidence,
+                ));
+            }
+        }
+        let p: Vec<Option<f64>> = family.iter().map(|c| c.p_value).collect();
+        let (adjusted, m) = holm(&p);
+        for (c, adjusted) in family.iter_mut().zip(adjusted) {
+            c.p_adjusted = adjusted;
+            c.family_size = m.max(1);
+            decide(c);
+        }
+        changes.extend(family);
+    }
+    changes
+}
+
+fn cohort_profile(
+    name: &str,
+    profiler: Profiler,
+    profiles: &[TrialProfile],
+    missing: &[String],
+) -> CohortProfile {
+    let mut p = CohortProfile {
+        cohort: name.to_string(),
+        profiler: profiler.as_str().to_string(),
+        trials: profiles.len(),
+        missing: missing.to_vec(),
+        rate_hz: profiles.first().map_or(0, |t| t.record.rate_hz),
+        phase: profiles
+            .first()
+            .map_or_else(String::new, |t| t.record.phase.clone()),
+        ..CohortProfile::default()
+    };
+    let mut frames: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut overhead = Vec::new();
+    let mut script = false;
+    for t in profiles {
+        for (stack, &n) in &t.stacks {
+            *p.stacks.entry(stack.clone()).or_insert(0) += n;
+            *p.frame_stacks.entry(stack_key(stack)).or_insert(0) += n;
+            p.samples += n;
+        }
+        for (f, &(s, tot)) in &t.frames {
+            let e = frames.entry(f.clone()).or_default();
+            e.0 += s;
+            e.1 += tot;
+        }
+        p.units += t.units();
+        script |= t.record.requests.is_none() && t.record.script_runs.is_some();
+        p.duration_s += t.record.duration_s;
+        if t.record.phase == lab::profile::PROFILED_PHASE {
+            if let (Some(profiled), Some(measured)) =
+                (t.record.requests_per_s, t.trial.requests_per_s)
+            {
+                if measured > 0.0 {
+                    overhead.push(profiled / measured);
+                }
+            }
+        }
+    }
+    p.unit = if script { "script run" } else { "request" }.into();
+    p.overhead = Summary::of(&overhead);
+    let per_unit = |count: u64| {
+        (p.units > 0 && p.rate_hz > 0)
+            .then(|| count as f64 * 1e6 / f64::from(p.rate_hz) / p.units as f64)
+    };
+    p.sampled_us_per_unit = per_unit(p.samples);
+    let mut top: Vec<(&String, &(u64, u64))> = frames.iter().filter(|(_, c)| c.0 > 0).collect();
+    top.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    p.top_self = top
+        .into_iter()
+        .take(TOP_FRAMES)
+        .map(|(f, &(s, tot))| FrameTime {
+            frame: f.clone(),
+            self_share: s as f64 / p.samples.max(1) as f64,
+            self_us_per_unit: per_unit(s).unwrap_or(0.0),
+            total_us_per_unit: per_unit(tot).unwrap_or(0.0),
+        })
+        .collect();
+    p
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Measure {
+    SelfTime,
+    Total,
+}
+
+impl Measure {
+    fn name(self) -> &'static str {
+        match self {
+            Measure::SelfTime => "self",
+            Measure::Total => "total",
+        }
+    }
+    fn of(self, counts: (u64, u64)) -> u64 {
+        match self {
+            Measure::SelfTime => counts.0,
+            Measure::Total => counts.1,
+        }
+    }
+}
+
+/// Merged samples of a side per frame under `measure`, its total samples, and its time per
+/// request of one sample (µs).
+struct Side {
+    counts: BTreeMap<String, u64>,
+    samples: u64,
+    us_per_sample: f64,
+}
+
+fn side(profiles: &[TrialProfile], measure: Measure) -> Option<Side> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut samples = 0;
+    let mut units = 0;
+    for t in profiles {
+        for (f, &c) in &t.frames {
+            *counts.entry(f.clone()).or_insert(0) += measure.of(c);
+        }
+        samples += t.stacks.values().sum::<u64>();
+        units += t.units();
+    }
+    let rate = profiles.first()?.record.rate_hz;
+    (samples > 0 && units > 0 && rate > 0).then(|| Side {
+        counts,
+        samples,
+        us_per_sample: 1e6 / f64::from(rate) / units as f64,
+    })
+}
+
+/// The frames of one cohort tested against the baseline, before Holm's adjustment.
+fn frame_changes(
+    name: &str,
+    profiles: &[TrialProfile],
+    baseline: &str,
+    base: &[TrialProfile],
+    profiler: Profiler,
+    measure: Measure,
+    confidence: f64,
+) -> Vec<FrameChange> {
+    let (Some(a), Some(b)) = (side(profiles, measure), side(base, measure)) else {
+        return Vec::new();
+    };
+    // Chosen on the pooled counts of both sides: a filter on either side's share alone
+    // would favour frames that happen to be high on one side (in simulation it raised the
+    // family-wise false-positive rate from 5% to 6–8%).
+    let pooled_samples = (a.samples + b.samples) as f64;
+    let mut candidates: Vec<(&String, f64)> = a
+        .counts
+        .keys()
+        .chain(b.counts.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|f| {
+            let pooled = a.counts.get(f).unwrap_or(&0) + b.counts.get(f).unwrap_or(&0);
+            let share = pooled as f64 / pooled_samples;
+            (share >= MIN_SHARE && pooled >= MIN_SAMPLES).then_some((f, share))
+        })
+        .collect();
+    candidates.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(y.0)));
+    candidates.truncate(MAX_FRAMES);
+
+    let trials_a: Vec<&TrialData> = profiles.iter().map(|t| t.trial).collect();
+    let trials_b: Vec<&TrialData> = base.iter().map(|t| t.trial).collect();
+    let per_trial = |side: &[TrialProfile], frame: &str| -> BTreeMap<(usize, usize), f64> {
+        side.iter()
+            .filter_map(|t| {
+                let count = t.frames.get(frame).map_or(0, |&c| measure.of(c));
+                Some(((t.trial.source, t.trial.trial_id), t.us_per_unit(count)?))
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (frame, _) in candidates {
+        let va = per_trial(profiles, frame);
+        let vb = per_trial(base, frame);
+        let value = |side: &BTreeMap<(usize, usize), f64>, t: &TrialData| {
+            side.get(&(t.source, t.trial_id)).copied()
+        };
+        let block_pairs = pairs(&trials_a, &trials_b, |t| {
+            value(&va, t).or_else(|| value(&vb, t))
+        });
+        let (ci, test, test_name, method, n) = if block_pairs.paired() {
+            let logs: Vec<f64> = block_pairs
+                .a
+                .iter()
+                .zip(&block_pairs.b)
+                .map(|(x, y)| x.ln() - y.ln())
+                .collect();
+            let Some(ci) = stats::ci::paired_ratio(&block_pairs.a, &block_pairs.b, confidence)
+            else {
+                continue;
+            };
+            (
+                ci,
+                stats::ttest::one_sample_t(&logs),
+                "t-test",
+                "paired",
+                logs.len(),
+            )
+        } else {
+            let xa: Vec<f64> = va.values().copied().collect();
+            let xb: Vec<f64> = vb.values().copied().collect();
+            let Some(ci) =
+                stats::ci::unpaired_ratio(&xa, &xb, confidence, RESAMPLES, BOOTSTRAP_SEED)
+            else {
+                continue;
+            };
+            (
+                ci,
+                stats::ranktest::mann_whitney_u(&xa, &xb),
+                "mann-whitney-u",
+                "unpaired",
+                xa.len().min(xb.len()),
+            )
+        };
+        out.push(FrameChange {
+            cohort: name.to_string(),
+            baseline: baseline.to_string(),
+            profiler: profiler.as_str().to_string(),
+            measure: measure.name().into(),
+            frame: frame.clone(),
+            baseline_us_per_unit: *b.counts.get(frame).unwrap_or(&0) as f64 * b.us_per_sample,
+            cohort_us_per_unit: *a.counts.get(frame).unwrap_or(&0) as f64 * a.us_per_sample,
+            ratio: ci.ratio,
+            ci_low: ci.low,
+            ci_high: ci.high,
+            method: method.into(),
+            n,
+            test: test_name.into(),
+            p_value: test.map(|t| t.p_value),
+            p_adjusted: None,
+            family_size: 1,
+            significant: false,
+            verdict: String::new(),
+        });
+    }
+    out
+}
+
+/// The decision and its words, once the family is adjusted.
+fn decide(c: &mut FrameChange) {
+    let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
+    c.significant = excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA);
+    let interval = format!("{:.2}× [{:.2}–{:.2}]", c.ratio, c.ci_low, c.ci_high);
+    let p = c.p_adjusted.map_or_else(|| "no test".into(), p_text);
+    c.verdict = if c.significant {
+        let words = if c.ratio > 1.0 { "more" } else { "less" };
+        format!(
+            "{interval}, {:.0}% {words} time, {p} (Holm, {} frames)",
+            (c.ratio - 1.0).abs() * 100.0,
+            c.family_size
+        )
+    } else {
+        format!("~ {interval}, {p} (Holm, {} frames)", c.family_size)
+    };
+}
