@@ -202,3 +202,147 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
         "{taken:?}"
     );
 }
+
+/// The hot app, and when `EXTRA=1` a second method called on every request.
+const EXTRA_APP: &str = r#"
+def hot_loop
+  x = 0
+  i = 0
+  while i < 20_000
+    x += i * i
+    i += 1
+  end
+  x
+end
+
+def extra_work
+  x = 0
+  i = 0
+  while i < 8_000
+    x += i
+    i += 1
+  end
+  x
+end
+
+EXTRA = ENV["EXTRA"] == "1"
+run ->(env) { [200, { "content-type" => "text/plain" }, [(hot_loop + (EXTRA ? extra_work : 0)).to_s]] }
+"#;
+
+/// A configuration whose app calls an extra method shows that frame, and only that frame,
+/// as significantly more costly per request in the report's self-time diff; the HTML report
+/// carries both flame graphs and the differential one, with their scripts allowed by hash;
+/// `--charts` writes them as SVG files.
+#[test]
+fn the_diff_finds_the_extra_method_and_only_it() {
+    let lab = Lab::new("profile-diff");
+    let app = lab.dir.path("").join("extra");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("config.ru"), EXTRA_APP).unwrap();
+    lab.experiment(&format!(
+        r#"
+name = "profile-diff"
+batches = 4
+[settings]
+app = "{}"
+server = "puma"
+processes = 2
+threads = 2
+connections = 4
+warmup = "300ms"
+duration = "1500ms"
+profile = "rbspy"
+
+[[configs]]
+label = "base"
+
+[[configs]]
+label = "extra"
+env = {{ EXTRA = "1" }}
+"#,
+        app.display()
+    ));
+    let run = lab.run(&[], Duration::from_secs(300));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+
+    let report = lab.report_json();
+    let profiles = report["profiles"]
+        .as_array()
+        .expect("profiles in the report");
+    assert_eq!(profiles.len(), 2, "{profiles:?}");
+    for p in profiles {
+        assert_eq!(p["trials"], 4, "{p}");
+        assert!(p["sampled_us_per_unit"].as_f64().unwrap() > 0.0, "{p}");
+        let overhead = p["overhead"]["p50"].as_f64().unwrap();
+        assert!(overhead > 0.3 && overhead < 2.0, "{p}");
+    }
+    let changes = report["frame_changes"].as_array().unwrap();
+    let selfs: Vec<&serde_json::Value> =
+        changes.iter().filter(|c| c["measure"] == "self").collect();
+    let name = |c: &serde_json::Value| {
+        c["frame"]
+            .as_str()
+            .unwrap()
+            .split(" - ")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let extra = selfs
+        .iter()
+        .find(|c| name(c) == "extra_work")
+        .unwrap_or_else(|| panic!("extra_work not tested: {selfs:?}"));
+    assert_eq!(extra["significant"], true, "{extra}");
+    assert!(extra["ratio"].as_f64().unwrap() > 1.0, "{extra}");
+    assert_eq!(extra["method"], "paired", "{extra}");
+    assert_eq!(extra["n"], 4, "{extra}");
+    let costlier: Vec<String> = selfs
+        .iter()
+        .filter(|c| c["significant"] == true && c["ratio"].as_f64().unwrap() > 1.0)
+        .map(|c| name(c))
+        .collect();
+    assert_eq!(costlier, vec!["extra_work".to_string()], "{selfs:?}");
+    let hot = selfs.iter().find(|c| name(c) == "hot_loop").unwrap();
+    assert!(hot["verdict"].as_str().unwrap().starts_with('~'), "{hot}");
+
+    let html_path = lab.dir.path("").join("report.html");
+    let charts = lab.dir.path("").join("charts");
+    let html = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--format",
+        "html",
+        "-o",
+        html_path.to_str().unwrap(),
+        "--charts",
+        charts.to_str().unwrap(),
+    ]);
+    assert_eq!(html.code(), Some(0), "{html:?}");
+    let page = std::fs::read_to_string(&html_path).unwrap();
+    assert!(page.contains("<h2 id=\"profiles\">"));
+    assert_eq!(
+        page.matches("<iframe").count(),
+        3,
+        "two flame graphs and one diff"
+    );
+    assert!(page.contains("sandbox=\"allow-scripts\""));
+    assert!(
+        page.contains("script-src 'sha256-"),
+        "the CSP allows the graphs' scripts by hash"
+    );
+    assert!(!page.contains("<script"), "no script of the page's own");
+    for name in [
+        "flame-rbspy-base.svg",
+        "flame-rbspy-extra.svg",
+        "flame-diff-rbspy-extra.svg",
+    ] {
+        let svg =
+            std::fs::read_to_string(charts.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            svg.contains("extra_work") || name == "flame-rbspy-base.svg",
+            "{name}"
+        );
+        assert!(svg.contains("hot_loop"), "{name}");
+    }
+}

@@ -66,6 +66,12 @@ pub struct ProfileRecord {
     pub requests: Option<u64>,
     pub requests_per_s: Option<f64>,
     pub script_runs: Option<u32>,
+    /// The CPU time (user + system) of the profiled processes over the phase, µs: the clock
+    /// the report splits by the samples' shares, because a sampler's own rate falters when
+    /// the CPUs are busy (rbspy's did by ±15% between trials on 2 CPUs; the tree's CPU
+    /// time per request varied by ±2%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us: Option<u64>,
     /// Why the profile is missing or partial, in words.
     pub error: Option<String>,
 }
@@ -73,10 +79,15 @@ pub struct ProfileRecord {
 impl ProfileRecord {
     /// What the profiled phase served: the unit profiles are compared per, and, against the
     /// measured phase, the profilers' overhead.
-    pub fn note_served(records: &mut [ProfileRecord], report: &load::LoadReport) {
+    pub fn note_served(
+        records: &mut [ProfileRecord],
+        report: &load::LoadReport,
+        cpu_us: Option<u64>,
+    ) {
         for r in records {
             r.requests = Some(report.requests);
             r.requests_per_s = Some(report.requests_per_s);
+            r.cpu_us = cpu_us;
         }
     }
 }

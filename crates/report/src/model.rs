@@ -352,7 +352,9 @@ pub struct CohortProfile {
     pub unit: String,
     /// Requests (or script runs) served while the profiles were taken.
     pub units: u64,
-    /// On-CPU time sampled per request (or script run), µs: samples ÷ rate ÷ units.
+    /// CPU time per request (or script run) while profiled, µs: the profiled processes'
+    /// CPU time ÷ units (samples ÷ rate ÷ units for records without it). The frames' times
+    /// are its split by their shares of the samples.
     pub sampled_us_per_unit: Option<f64>,
     /// Profiled-phase throughput ÷ the same trial's measured throughput, over the trials:
     /// the profilers' cost (profiled-phase profiles only).
@@ -372,7 +374,7 @@ pub struct CohortProfile {
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct FrameTime {
     pub frame: String,
-    /// Share of the samples with this frame on top (0..1).
+    /// Share of the time with this frame on top (0..1).
     pub self_share: f64,
     /// µs per request (or script run) with this frame on top, and anywhere on the stack.
     pub self_us_per_unit: f64,

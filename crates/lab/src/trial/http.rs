@@ -64,14 +64,18 @@ fn profiled_phase(
         profile_target(spec, pid, profile::PROFILED_PHASE),
         Instant::now(),
     );
+    let cpu_before = sys::resources::read_tree_cpu(pid, pid).ok();
     let outcome = load::run(&load_spec, None, interrupt.clone());
+    let cpu_us = cpu_before
+        .zip(sys::resources::read_tree_cpu(pid, pid).ok())
+        .map(|(before, after)| after.since(&before).times.total_us());
     let mut records = session.finish();
     if interrupt.load(Ordering::SeqCst) {
         return Err(Stop::Interrupted);
     }
     if let Ok(outcome) = outcome {
         let report = load::LoadReport::new(&load_spec, &url, &outcome);
-        profile::ProfileRecord::note_served(&mut records, &report);
+        profile::ProfileRecord::note_served(&mut records, &report, cpu_us);
     }
     if sut.server.exited().is_some() {
         for r in &mut records {
@@ -169,7 +173,8 @@ fn measure(
         }
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
-    profile::ProfileRecord::note_served(&mut profiles, &report);
+    let cpu_us = resources.as_ref().ok().map(ResourceSummary::cpu_total_us);
+    profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us);
     result.profiles = profiles;
     write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
     let derived = derive(&report, resources.as_ref().ok());

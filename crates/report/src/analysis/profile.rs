@@ -4,8 +4,10 @@
 //!
 //! How a frame is compared (docs/profiles.md, "Reading the diff"):
 //! - Per trial, a frame's self samples (the frame on top of the stack) and total samples
-//!   (anywhere on it, once per sample) become µs per request: (count + ½) ÷ rate ÷ requests.
-//!   The half sample keeps a frame absent from one trial at a finite log ratio.
+//!   (anywhere on it, once per sample) become µs per request: (count + ½) × the time one
+//!   sample stands for, which is the profiled processes' CPU time over the phase ÷ samples
+//!   ÷ requests (or, for records without it, 1 ÷ rate ÷ requests). The half sample keeps a
+//!   frame absent from one trial at a finite log ratio.
 //! - Frames are matched across cohorts by `frame_key`: rbspy's `method - file` without the
 //!   line, version numbers left out of the path; a Ruby or gem upgrade keeps its frames.
 //! - Tested: frames with at least `MIN_SHARE` of both sides' samples pooled and
@@ -59,12 +61,22 @@ impl TrialProfile<'_> {
         unit_count(self.record)
     }
 
+    /// The time per request (or script run) one sample stands for, µs: the profiled
+    /// processes' CPU time over the phase split by the samples' shares when it was
+    /// recorded (a sampler's own rate falters on busy CPUs), else the sampling interval.
+    fn us_per_sample(&self) -> Option<f64> {
+        let units = self.units() as f64;
+        let samples: u64 = self.stacks.values().sum();
+        match self.record.cpu_us {
+            Some(cpu) if samples > 0 && units > 0.0 => Some(cpu as f64 / samples as f64 / units),
+            _ => (units > 0.0 && self.record.rate_hz > 0)
+                .then(|| 1e6 / f64::from(self.record.rate_hz) / units),
+        }
+    }
+
     /// µs per request of `count` samples, the pseudo-count added.
     fn us_per_unit(&self, count: u64) -> Option<f64> {
-        let units = self.units();
-        (units > 0 && self.record.rate_hz > 0).then(|| {
-            (count as f64 + PSEUDO_COUNT) * 1e6 / f64::from(self.record.rate_hz) / units as f64
-        })
+        Some((count as f64 + PSEUDO_COUNT) * self.us_per_sample()?)
     }
 }
 
@@ -265,19 +277,23 @@ fn cohort_profile(
             .map_or_else(String::new, |t| t.record.phase.clone()),
         ..CohortProfile::default()
     };
-    let mut frames: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    // Per frame: (self, total) time summed over the trials, µs × units.
+    let mut frames: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let mut time = 0.0;
     let mut overhead = Vec::new();
     let mut script = false;
     for t in profiles {
+        let us = t.us_per_sample().unwrap_or(0.0) * t.units() as f64;
         for (stack, &n) in &t.stacks {
             *p.stacks.entry(stack.clone()).or_insert(0) += n;
             *p.frame_stacks.entry(stack_key(stack)).or_insert(0) += n;
             p.samples += n;
+            time += n as f64 * us;
         }
         for (f, &(s, tot)) in &t.frames {
             let e = frames.entry(f.clone()).or_default();
-            e.0 += s;
-            e.1 += tot;
+            e.0 += s as f64 * us;
+            e.1 += tot as f64 * us;
         }
         p.units += t.units();
         script |= t.record.requests.is_none() && t.record.script_runs.is_some();
@@ -294,21 +310,18 @@ fn cohort_profile(
     }
     p.unit = if script { "script run" } else { "request" }.into();
     p.overhead = Summary::of(&overhead);
-    let per_unit = |count: u64| {
-        (p.units > 0 && p.rate_hz > 0)
-            .then(|| count as f64 * 1e6 / f64::from(p.rate_hz) / p.units as f64)
-    };
-    p.sampled_us_per_unit = per_unit(p.samples);
-    let mut top: Vec<(&String, &(u64, u64))> = frames.iter().filter(|(_, c)| c.0 > 0).collect();
-    top.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let units = p.units as f64;
+    p.sampled_us_per_unit = (p.units > 0 && time > 0.0).then(|| time / units);
+    let mut top: Vec<(&String, &(f64, f64))> = frames.iter().filter(|(_, c)| c.0 > 0.0).collect();
+    top.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.0.cmp(b.0)));
     p.top_self = top
         .into_iter()
         .take(TOP_FRAMES)
         .map(|(f, &(s, tot))| FrameTime {
             frame: f.clone(),
-            self_share: s as f64 / p.samples.max(1) as f64,
-            self_us_per_unit: per_unit(s).unwrap_or(0.0),
-            total_us_per_unit: per_unit(tot).unwrap_or(0.0),
+            self_share: s / time.max(f64::MIN_POSITIVE),
+            self_us_per_unit: s / units.max(1.0),
+            total_us_per_unit: tot / units.max(1.0),
         })
         .collect();
     p
@@ -335,30 +348,37 @@ impl Measure {
     }
 }
 
-/// Merged samples of a side per frame under `measure`, its total samples, and its time per
-/// request of one sample (µs).
+/// A side's merged samples per frame under `measure`, its total samples, and the time per
+/// request of each frame (µs), each trial's samples weighted by what one stands for.
 struct Side {
     counts: BTreeMap<String, u64>,
     samples: u64,
-    us_per_sample: f64,
+    us_per_unit: BTreeMap<String, f64>,
 }
 
 fn side(profiles: &[TrialProfile], measure: Measure) -> Option<Side> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut time: BTreeMap<String, f64> = BTreeMap::new();
     let mut samples = 0;
     let mut units = 0;
     for t in profiles {
+        let Some(us) = t.us_per_sample() else {
+            continue;
+        };
         for (f, &c) in &t.frames {
             *counts.entry(f.clone()).or_insert(0) += measure.of(c);
+            *time.entry(f.clone()).or_insert(0.0) += measure.of(c) as f64 * us * t.units() as f64;
         }
         samples += t.stacks.values().sum::<u64>();
         units += t.units();
     }
-    let rate = profiles.first()?.record.rate_hz;
-    (samples > 0 && units > 0 && rate > 0).then(|| Side {
+    (samples > 0 && units > 0).then(|| Side {
         counts,
         samples,
-        us_per_sample: 1e6 / f64::from(rate) / units as f64,
+        us_per_unit: time
+            .into_iter()
+            .map(|(f, t)| (f, t / units as f64))
+            .collect(),
     })
 }
 
@@ -454,8 +474,8 @@ fn frame_changes(
             profiler: profiler.as_str().to_string(),
             measure: measure.name().into(),
             frame: frame.clone(),
-            baseline_us_per_unit: *b.counts.get(frame).unwrap_or(&0) as f64 * b.us_per_sample,
-            cohort_us_per_unit: *a.counts.get(frame).unwrap_or(&0) as f64 * a.us_per_sample,
+            baseline_us_per_unit: *b.us_per_unit.get(frame).unwrap_or(&0.0),
+            cohort_us_per_unit: *a.us_per_unit.get(frame).unwrap_or(&0.0),
             ratio: ci.ratio,
             ci_low: ci.low,
             ci_high: ci.high,
@@ -479,12 +499,16 @@ fn decide(c: &mut FrameChange) {
     let interval = format!("{:.2}× [{:.2}–{:.2}]", c.ratio, c.ci_low, c.ci_high);
     let p = c.p_adjusted.map_or_else(|| "no test".into(), p_text);
     c.verdict = if c.significant {
-        let words = if c.ratio > 1.0 { "more" } else { "less" };
-        format!(
-            "{interval}, {:.0}% {words} time, {p} (Holm, {} frames)",
-            (c.ratio - 1.0).abs() * 100.0,
-            c.family_size
-        )
+        let change = if c.baseline_us_per_unit == 0.0 {
+            "absent from the baseline".to_string()
+        } else if c.ratio >= 2.0 {
+            format!("{:.1}× the time", c.ratio)
+        } else if c.ratio > 1.0 {
+            format!("{:.0}% more time", (c.ratio - 1.0) * 100.0)
+        } else {
+            format!("{:.0}% less time", (1.0 - c.ratio) * 100.0)
+        };
+        format!("{interval}, {change}, {p} (Holm, {} frames)", c.family_size)
     } else {
         format!("~ {interval}, {p} (Holm, {} frames)", c.family_size)
     };

@@ -6,8 +6,9 @@
 //! (merged over its profiled trials, frames as the profiler wrote them), and one
 //! differential per other cohort and profiler against the baseline. A differential flame
 //! graph has the cohort's widths and colours each frame by its change per request: the
-//! baseline's counts are scaled to the cohort's requests before inferno compares them, so a
-//! configuration that served more requests does not look more costly. Red is more time per
+//! baseline's counts are scaled by the time per request one sample stands for on each side
+//! before inferno compares them, so a configuration that served more requests does not look
+//! more costly. Red is more time per
 //! request, blue less. Its frames are matched as the frame table matches them
 //! (`analysis::profile::frame_key`: no line numbers, no versions in paths).
 
@@ -148,13 +149,18 @@ pub fn flamegraphs(report: &Report) -> Vec<Flame> {
         else {
             continue;
         };
-        if base.units == 0 || p.units == 0 || base.frame_stacks.is_empty() {
+        // The baseline's samples in the cohort's: one baseline sample stands for
+        // T_b ÷ S_b µs per request, one of the cohort's for T_c ÷ S_c.
+        let (Some(tb), Some(tc)) = (base.sampled_us_per_unit, p.sampled_us_per_unit) else {
+            continue;
+        };
+        if base.samples == 0 || p.samples == 0 || tc <= 0.0 {
             continue;
         }
-        let scale = p.units as f64 / base.units as f64;
+        let scale = (tb / base.samples as f64) / (tc / p.samples as f64);
         let title = format!("{} against {} · {}", p.cohort, base.cohort, p.profiler);
         let subtitle = format!(
-            "widths: {}; red: more time per {}, blue: less ({} scaled ×{:.3} to the same {}s)",
+            "widths: {}; red: more time per {}, blue: less ({}'s samples scaled ×{:.3} to the same time per {})",
             p.cohort, p.unit, base.cohort, scale, p.unit
         );
         if let Ok(svg) = differential_svg(

@@ -84,8 +84,9 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
     let measured = report.profiles.iter().any(|p| p.phase == "measured");
     let _ = writeln!(
         h,
-        "<p>{} Times are on-CPU time sampled per {}: samples ÷ rate ÷ requests served while \
-         profiling. Click a frame to zoom, Ctrl-F or “Search” to find one.</p>",
+        "<p>{} Times are per {}: the profiled processes’ CPU time while profiled, split among \
+         the frames by their shares of the samples. Click a frame to zoom, Ctrl-F or “Search” \
+         to find one.</p>",
         if measured {
             "The profilers sampled the measured phase itself (<code>profile_measured</code>): \
              the figures above include their cost."
@@ -102,7 +103,7 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
     h.push_str(
         "<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Profiler</th>\
          <th class=\"num\">Trials</th><th class=\"num\">Samples</th>\
-         <th class=\"num\">Sampled CPU</th><th class=\"num\">Profiled ÷ measured req/s</th>\
+         <th class=\"num\">CPU</th><th class=\"num\">Profiled ÷ measured req/s</th>\
          <th>Top self frames</th></tr></thead>\n<tbody>\n",
     );
     for p in &report.profiles {
@@ -228,7 +229,11 @@ fn frame_tables(h: &mut String, report: &Report, cohort: &str, profiler: &str) {
                 "<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td>\
                  <td class=\"verdict {class}\">{}</td></tr>",
                 frame_cell(&c.frame),
-                micros(c.baseline_us_per_unit),
+                if c.baseline_us_per_unit > 0.0 {
+                    micros(c.baseline_us_per_unit)
+                } else {
+                    "absent".into()
+                },
                 micros(c.cohort_us_per_unit),
                 if delta >= 0.0 { "+" } else { "−" },
                 micros(delta.abs()),
