@@ -3,7 +3,8 @@
 //! `<script>alert("x")</script>`, invalid and failed trials, warnings, a 2-axis dot matrix,
 //! hostile environment values and commands) is rendered to a file and opened in headless
 //! Chromium, which takes a screenshot and dumps the DOM it built, while its log shows every
-//! console message.
+//! console message. A report with profiles is opened with the DevTools protocol on a pipe,
+//! to call the flame graphs' own search and zoom inside their sandboxed frames.
 //!
 //! Chromium comes from Debian (`scripts/setup` installs it). `RUBYRACE_CHROMIUM` names
 //! another binary; a run that takes longer than 90 s (`RUBYRACE_CHROMIUM_TIMEOUT`) is
@@ -375,4 +376,300 @@ fn fixture_charts_export_as_svg_and_png() {
         }
     }
     println!("charts: {}", dir.display());
+}
+
+/// A report with profiles: the fixture's baseline and one other cohort, each with a small
+/// profile (the other one calls `extra_work` too).
+fn fixture_with_profiles() -> Report {
+    use report::model::CohortProfile;
+    let mut report = fixture();
+    let base = report.baseline.clone();
+    let other = report
+        .cohorts
+        .iter()
+        .map(|c| c.name.clone())
+        .find(|n| *n != base)
+        .unwrap();
+    let profile = |cohort: &str, extra: bool| {
+        let mut stacks = std::collections::BTreeMap::new();
+        stacks.insert("<main> - app.rb:1;hot_loop - app.rb:5".to_string(), 60u64);
+        stacks.insert("<main> - app.rb:1;other - app.rb:9".to_string(), 40);
+        if extra {
+            stacks.insert("<main> - app.rb:1;extra_work - app.rb:12".to_string(), 30);
+        }
+        let samples = stacks.values().sum();
+        CohortProfile {
+            cohort: cohort.to_string(),
+            profiler: "rbspy".into(),
+            phase: "profiled-phase".into(),
+            trials: 3,
+            samples,
+            rate_hz: 99,
+            duration_s: 6.0,
+            unit: "request".into(),
+            units: 1000,
+            sampled_us_per_unit: Some(samples as f64 * 10.0),
+            frame_stacks: stacks.clone(),
+            stacks,
+            ..CohortProfile::default()
+        }
+    };
+    report.profiles = vec![profile(&base, false), profile(&other, true)];
+    report
+}
+
+/// One Chromium with the DevTools protocol on a pipe (`--remote-debugging-pipe`: it reads
+/// commands from fd 3 and writes replies and events to fd 4, each a JSON text ended by a
+/// NUL byte), in a process group of its own that is killed when this is dropped.
+struct Devtools {
+    child: std::process::Child,
+    to_browser: std::io::PipeWriter,
+    messages: std::sync::mpsc::Receiver<serde_json::Value>,
+    next_id: u64,
+    /// Events seen while waiting for replies.
+    events: Vec<serde_json::Value>,
+}
+
+impl Devtools {
+    fn open(dir: &Path, url: &str) -> Devtools {
+        use std::io::Read as _;
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::process::CommandExt;
+        let (browser_reads, to_browser) = std::io::pipe().unwrap();
+        let (mut from_browser, browser_writes) = std::io::pipe().unwrap();
+        let (r, w) = (browser_reads.as_raw_fd(), browser_writes.as_raw_fd());
+        let mut command = Command::new(chromium());
+        command
+            .args([
+                "--headless=new",
+                "--disable-gpu",
+                "--no-sandbox",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--disable-extensions",
+                "--window-size=1280,1000",
+                "--remote-debugging-pipe",
+                // The flame graphs' frames in the page's renderer, where one session sees
+                // their execution contexts.
+                "--disable-site-isolation-trials",
+                "--disable-features=IsolateOrigins,site-per-process,IsolateSandboxedIframes",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.join("devtools.profile").display()
+            ))
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(dir.join("devtools.stderr")).unwrap())
+            .process_group(0);
+        // SAFETY: fcntl and dup2 are async-signal-safe; the fds are open in the parent until
+        // spawn. Moved above 4 first, so that neither is 3 or 4 already (dup2 onto itself
+        // would keep close-on-exec) nor overwritten by the other.
+        unsafe {
+            command.pre_exec(move || {
+                let high_r = libc::fcntl(r, libc::F_DUPFD, 10);
+                let high_w = libc::fcntl(w, libc::F_DUPFD, 10);
+                if high_r < 0
+                    || high_w < 0
+                    || libc::dup2(high_r, 3) < 0
+                    || libc::dup2(high_w, 4) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("starting chromium");
+        drop((browser_reads, browser_writes));
+        let (tx, messages) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buffer = Vec::new();
+            let mut chunk = [0u8; 65536];
+            while let Ok(n) = from_browser.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buffer.extend_from_slice(&chunk[..n]);
+                while let Some(end) = buffer.iter().position(|&b| b == 0) {
+                    let message: Vec<u8> = buffer.drain(..=end).collect();
+                    if let Ok(v) = serde_json::from_slice(&message[..message.len() - 1]) {
+                        if tx.send(v).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Devtools {
+            child,
+            to_browser,
+            messages,
+            next_id: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Sends a command (to `session` when given) and waits for its reply's `result`.
+    fn call(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: serde_json::Value,
+    ) -> serde_json::Value {
+        use std::io::Write as _;
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = serde_json::json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            message["sessionId"] = s.into();
+        }
+        let mut bytes = serde_json::to_vec(&message).unwrap();
+        bytes.push(0);
+        self.to_browser.write_all(&bytes).unwrap();
+        let deadline = Instant::now() + chromium_timeout();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = self
+                .messages
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no reply to {method} from chromium"));
+            if m["id"] == id {
+                assert!(m.get("error").is_none(), "{method}: {m}");
+                return m["result"].clone();
+            }
+            self.events.push(m);
+        }
+    }
+
+    /// Collects events for `wait`.
+    fn drain(&mut self, wait: Duration) {
+        let until = Instant::now() + wait;
+        while let Ok(m) = self
+            .messages
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            self.events.push(m);
+        }
+    }
+}
+
+impl Drop for Devtools {
+    fn drop(&mut self) {
+        let pgid = self.child.id();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if group_alive(pgid) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// The flame graphs keep their search and zoom inside the report: each is a sandboxed frame
+/// whose script (inferno's, allowed by the page's CSP hash) runs, finds a frame and zooms,
+/// while the page itself has no script, and nothing is refused or thrown.
+#[test]
+fn flame_graphs_search_and_zoom_inside_the_report() {
+    let report = fixture_with_profiles();
+    let dir = work_dir("flames");
+    let page = dir.join("report.html");
+    std::fs::write(&page, report::render::html::render(&report)).unwrap();
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let mut devtools = Devtools::open(&dir, &url);
+    let targets = devtools.call(None, "Target.getTargets", serde_json::json!({}));
+    let target = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "page")
+        .expect("a page target")["targetId"]
+        .clone();
+    let attached = devtools.call(
+        None,
+        "Target.attachToTarget",
+        serde_json::json!({ "targetId": target, "flatten": true }),
+    );
+    let session = attached["sessionId"].as_str().unwrap().to_string();
+    let s = Some(session.as_str());
+    devtools.call(s, "Runtime.enable", serde_json::json!({}));
+    let deadline = Instant::now() + chromium_timeout();
+    loop {
+        let state = devtools.call(
+            s,
+            "Runtime.evaluate",
+            serde_json::json!({ "expression": "location.protocol + ' ' + document.readyState",
+                                "returnByValue": true }),
+        );
+        if state["result"]["value"] == "file: complete" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the page did not load: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Offscreen frames load lazily: load them all.
+    let main = devtools.call(
+        s,
+        "Runtime.evaluate",
+        serde_json::json!({ "expression":
+            "document.querySelectorAll('iframe').forEach(f => f.loading = 'eager'); \
+             [document.querySelectorAll('iframe').length, typeof init]",
+            "returnByValue": true }),
+    );
+    assert_eq!(
+        main["result"]["value"],
+        serde_json::json!([3, "undefined"]),
+        "three flame graphs (two cohorts, one diff); the page has no script: {main}"
+    );
+    devtools.drain(Duration::from_secs(3));
+    let frames: Vec<i64> = devtools
+        .events
+        .iter()
+        .filter(|e| e["method"] == "Runtime.executionContextCreated")
+        .map(|e| &e["params"]["context"])
+        .filter(|c| c["auxData"]["isDefault"] == true && c["origin"] != "file://")
+        .filter(|c| c["auxData"]["frameId"] != target)
+        .map(|c| c["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(frames.len(), 3, "{:?}", devtools.events);
+    for context in frames {
+        let r = devtools.call(
+            s,
+            "Runtime.evaluate",
+            serde_json::json!({ "contextId": context, "returnByValue": true, "expression":
+                "(function () { try { \
+                   var title = document.getElementById('title').textContent; \
+                   search('hot_loop'); \
+                   var matched = document.getElementById('matched').textContent; \
+                   var frame = Array.from(document.querySelectorAll('#frames > g')) \
+                     .find(function (g) { return g.textContent.indexOf('hot_loop') >= 0; }); \
+                   zoom(frame); \
+                   return [title, matched, document.querySelectorAll('#frames > g.hide').length]; \
+                 } catch (e) { return ['error', String(e), 0]; } })()" }),
+        );
+        let v = &r["result"]["value"];
+        assert_ne!(v[0], "error", "{v}");
+        assert!(
+            v[1].as_str().unwrap().starts_with("Matched: "),
+            "search: {v}"
+        );
+        assert!(v[2].as_i64().unwrap() > 0, "zoom hid nothing: {v}");
+    }
+    let thrown: Vec<&serde_json::Value> = devtools
+        .events
+        .iter()
+        .filter(|e| e["method"] == "Runtime.exceptionThrown")
+        .collect();
+    assert!(thrown.is_empty(), "{thrown:?}");
+    drop(devtools);
+    let stderr = std::fs::read_to_string(dir.join("devtools.stderr")).unwrap_or_default();
+    let refused: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("Content Security Policy") || l.contains("violates"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
 }

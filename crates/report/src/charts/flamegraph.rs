@@ -71,8 +71,19 @@ fn draw(lines: &[String], title: &str, subtitle: &str) -> anyhow::Result<String>
     options.deterministic = true;
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
-    Ok(String::from_utf8(svg)?)
+    let svg = String::from_utf8(svg)?;
+    Ok(svg.replacen(SCRIPT_START, &format!("{SCRIPT_START}{HISTORY_SHIM}"), 1))
 }
+
+/// Where inferno's script begins.
+const SCRIPT_START: &str = "<script type=\"text/ecmascript\"><![CDATA[";
+
+/// Put first in inferno's script. Search and zoom keep their state in the page's URL with
+/// `history.replaceState`, which throws in the HTML report's sandboxed frames (an opaque
+/// origin, the parent's base URL) and stopped both half-way; wrapped, a URL that cannot be
+/// set is left alone. In a file of its own the call goes through as before.
+const HISTORY_SHIM: &str = "\n(function () { var replace = history.replaceState.bind(history); \
+     history.replaceState = function (s, t, u) { try { replace(s, t, u); } catch (e) {} }; })();\n";
 
 /// A cohort name as part of a file name: letters, digits, `.`, `_` and `-` kept, the rest
 /// `_`.
