@@ -225,6 +225,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         }
     }
     let (profiles, frame_changes) = profile::profiles(&order, &members, &baseline, confidence);
+    warnings.extend(profile::warnings(&profiles));
     too_few_warnings(&comparisons, &mut warnings);
     pooled_warnings(&comparisons, &mut warnings);
 

@@ -33,7 +33,7 @@ use super::compare::{holm, pairs};
 use super::{ALPHA, BOOTSTRAP_SEED, RESAMPLES};
 use crate::format::p_text;
 use crate::input::TrialData;
-use crate::model::{CohortProfile, FrameChange, FrameTime, Summary};
+use crate::model::{CohortProfile, FrameChange, FrameTime, Summary, Warning};
 
 /// A frame is tested when it has at least this share of both sides' samples pooled...
 pub const MIN_SHARE: f64 = 0.01;
@@ -512,4 +512,36 @@ fn decide(c: &mut FrameChange) {
     } else {
         format!("~ {interval}, {p} (Holm, {} frames)", c.family_size)
     };
+}
+
+/// What a reader of the profiles must know: trials without a profile (and the first
+/// reason), and figures measured with the profilers attached.
+pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for p in profiles {
+        if let Some(first) = p.missing.first() {
+            out.push(Warning {
+                kind: "profile-missing".into(),
+                cohort: Some(p.cohort.clone()),
+                message: format!(
+                    "{}: {} of {} valid trials have no {} profile (their measurements are kept); trial {first}",
+                    p.cohort,
+                    p.missing.len(),
+                    p.missing.len() + p.trials,
+                    p.profiler
+                ),
+            });
+        }
+        if p.phase == lab::profile::MEASURED_PHASE {
+            out.push(Warning {
+                kind: "profiled-measurement".into(),
+                cohort: Some(p.cohort.clone()),
+                message: format!(
+                    "{}: measured with {} attached (profile_measured = true): its figures include the profiler's cost",
+                    p.cohort, p.profiler
+                ),
+            });
+        }
+    }
+    out
 }

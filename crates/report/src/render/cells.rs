@@ -358,3 +358,68 @@ pub(crate) fn method_words(report: &Report) -> String {
         _ => "paired by block where possible, unpaired otherwise".into(),
     }
 }
+
+pub(crate) const PROFILE_TITLE: &str = "Where the time went (profiles; self time per request against the baseline, paired by block, Holm over frames; the HTML report has the flame graphs):";
+
+/// The profiled cohorts' significant changes in self time per request against the
+/// baseline, one row per frame (or one row saying none changed), for the text formats.
+pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    if report.frame_changes.is_empty() {
+        return None;
+    }
+    let mut rows = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &report.frame_changes {
+        if c.measure != "self" || seen.contains(&(c.cohort.as_str(), c.profiler.as_str())) {
+            continue;
+        }
+        seen.push((&c.cohort, &c.profiler));
+        let mut changed: Vec<&crate::model::FrameChange> = report
+            .frame_changes
+            .iter()
+            .filter(|x| {
+                x.measure == "self"
+                    && x.cohort == c.cohort
+                    && x.profiler == c.profiler
+                    && x.significant
+            })
+            .collect();
+        changed.sort_by(|a, b| {
+            let d = |x: &crate::model::FrameChange| {
+                (x.cohort_us_per_unit - x.baseline_us_per_unit).abs()
+            };
+            d(b).total_cmp(&d(a))
+        });
+        let tested = report
+            .frame_changes
+            .iter()
+            .filter(|x| x.measure == "self" && x.cohort == c.cohort && x.profiler == c.profiler)
+            .count();
+        if changed.is_empty() {
+            rows.push(vec![
+                c.cohort.clone(),
+                c.profiler.clone(),
+                format!("~ none of {tested} frames changed significantly"),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        for x in changed {
+            rows.push(vec![
+                x.cohort.clone(),
+                x.profiler.clone(),
+                x.frame.clone(),
+                micros(x.baseline_us_per_unit),
+                micros(x.cohort_us_per_unit),
+                x.verdict.clone(),
+            ]);
+        }
+    }
+    Some((
+        vec![
+            "cohort", "profiler", "frame", "baseline", "cohort", "change",
+        ],
+        rows,
+    ))
+}

@@ -33,27 +33,40 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&legend));
     }
     if let Some((headers, rows)) = runtime_table(report) {
-        let _ = writeln!(out, "\n{RUNTIME_TITLE}\n");
-        let _ = writeln!(out, "| {} |", headers.join(" | "));
-        let _ = writeln!(
-            out,
-            "|{}",
-            (0..headers.len())
-                .map(|i| if i < 2 { " --- |" } else { " ---: |" })
-                .collect::<String>()
-        );
-        for row in rows {
-            let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
+        md_table(&mut out, RUNTIME_TITLE, &headers, &rows, |i| i >= 2);
     }
     out.push_str(&crate::noise::noise_markdown(report, md_escape));
+    if let Some((headers, rows)) = profile_table(report) {
+        md_table(&mut out, PROFILE_TITLE, &headers, &rows, |i| {
+            (3..5).contains(&i)
+        });
+    }
     let d = details(report);
     if !d.trim().is_empty() {
         let _ = writeln!(out, "\n<details><summary>Comparisons, precision and warnings</summary>\n\n```\n{}```\n</details>", d.trim_start());
     }
     let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&provenance(report)));
     out
+}
+
+/// A titled Markdown table; the columns `right` says are right-aligned (figures).
+fn md_table(
+    out: &mut String,
+    title: &str,
+    headers: &[&str],
+    rows: &[Vec<String>],
+    right: impl Fn(usize) -> bool,
+) {
+    let _ = writeln!(out, "\n{title}\n");
+    let _ = writeln!(out, "| {} |", headers.join(" | "));
+    let align: String = (0..headers.len())
+        .map(|i| if right(i) { " ---: |" } else { " --- |" })
+        .collect();
+    let _ = writeln!(out, "|{align}");
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
 }
 
 fn provenance(report: &Report) -> String {

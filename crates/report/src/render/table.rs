@@ -100,6 +100,20 @@ pub fn table(report: &Report, color: bool) -> String {
         }
         let _ = writeln!(out, "\n{}\n{t}", crate::noise::NOISE_TITLE);
     }
+    if let Some((headers, rows)) = profile_table(report) {
+        let mut t = table_with_header(color, headers);
+        for row in rows {
+            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
+                let cell = Cell::new(&x);
+                if (3..5).contains(&i) {
+                    cell.set_alignment(CellAlignment::Right)
+                } else {
+                    cell
+                }
+            }));
+        }
+        let _ = writeln!(out, "\n{PROFILE_TITLE}\n{t}");
+    }
     out.push_str(&details(report));
     out
 }
