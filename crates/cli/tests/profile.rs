@@ -346,3 +346,63 @@ env = {{ EXTRA = "1" }}
         assert!(svg.contains("hot_loop"), "{name}");
     }
 }
+
+/// A script workload is profiled in one more run after its measured runs: the hot method
+/// is on top, the record counts one script run and its CPU time, and the report compares
+/// per script run.
+#[test]
+fn a_script_is_profiled_in_a_run_of_its_own() {
+    let lab = Lab::new("profile-script");
+    let script = lab.dir.path("").join("hot.rb");
+    std::fs::write(
+        &script,
+        "def hot_script_loop\n  x = 0\n  i = 0\n  while i < 6_000_000\n    x += i\n    i += 1\n  end\n  x\nend\nputs hot_script_loop\n",
+    )
+    .unwrap();
+    lab.experiment(&format!(
+        "name = \"script-profile\"\nbatches = 1\n[settings]\nworkload = \"script\"\nscript = \"{}\"\nruns = 2\nprofile = \"rbspy\"\n",
+        script.display()
+    ));
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let results = lab.results();
+    assert!(processes_naming(results.to_str().unwrap()).is_empty());
+
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = &export["trials"][0];
+    assert_eq!(trial["status"], "valid", "{trial}");
+    assert_eq!(
+        trial["script"]["runs"].as_array().unwrap().len(),
+        2,
+        "{trial}"
+    );
+    let rbspy = &trial["profiles"][0];
+    assert_eq!(rbspy["error"], serde_json::Value::Null, "{rbspy}");
+    assert_eq!(rbspy["script_runs"], 1, "{rbspy}");
+    assert!(rbspy["cpu_us"].as_u64().unwrap() > 50_000, "{rbspy}");
+    assert!(rbspy["samples"].as_u64().unwrap() > 10, "{rbspy}");
+
+    let folded = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "default"]);
+    assert_eq!(folded.code(), Some(0), "{folded:?}");
+    let by_frame = self_samples(&folded.stdout);
+    let (top, _) = by_frame.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert_eq!(top, "hot_script_loop", "{by_frame:?}");
+    assert!(folded.stderr.contains("1 script runs"), "{folded:?}");
+
+    let report = lab.report_json();
+    let profile = &report["profiles"][0];
+    assert_eq!(profile["unit"], "script run", "{profile}");
+    assert!(
+        profile["sampled_us_per_unit"].as_f64().unwrap() > 50_000.0,
+        "{profile}"
+    );
+    assert!(
+        profile["top_self"][0]["frame"]
+            .as_str()
+            .unwrap()
+            .starts_with("hot_script_loop"),
+        "{profile}"
+    );
+}

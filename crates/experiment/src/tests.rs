@@ -894,12 +894,13 @@ fn profile_takes_one_profiler_or_several_and_its_mistakes_are_named() {
         "{errs:#?}"
     );
     std::fs::write("/tmp/rubyrace-exp-test-p.rb", "").unwrap();
+    // A script is profiled in a run of its own; `profile_measured` does not apply to it.
     let errs = errors(
-        "[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-p.rb\"\nprofile = \"rbspy\"\n",
+        "[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-p.rb\"\nprofile = \"rbspy\"\nprofile_measured = true\n",
     );
+    assert_eq!(errs.len(), 1, "{errs:#?}");
     assert!(
-        errs.iter()
-            .any(|e| e.contains("`profile` does not apply to workload = \"script\"")),
+        errs[0].contains("`profile_measured` does not apply to workload = \"script\""),
         "{errs:#?}"
     );
 }

@@ -152,6 +152,20 @@ impl Session {
     }
 }
 
+/// A record per profiler that could not even be attached, saying why.
+pub fn failed_records(profilers: &[Profiler], why: &str) -> Vec<ProfileRecord> {
+    profilers
+        .iter()
+        .map(|&p| ProfileRecord {
+            profiler: Some(p),
+            rate_hz: SAMPLE_RATE_HZ,
+            phase: PROFILED_PHASE.into(),
+            error: Some(format!("{}: {why}", p.as_str())),
+            ..ProfileRecord::default()
+        })
+        .collect()
+}
+
 /// One profiler process.
 struct Running {
     profiler: Profiler,

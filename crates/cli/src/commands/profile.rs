@@ -101,23 +101,22 @@ pub fn profile(args: ProfileArgs) -> Result<ExitCode> {
     }
     let per_unit = match (merged.requests, merged.script_runs) {
         (r, _) if r > 0 => format!(
-            "{:.1} samples per 1000 requests",
+            "{r} requests · {:.1} samples per 1000 requests",
             merged.samples_per_unit().unwrap_or(0.0)
         ),
         (_, s) if s > 0 => format!(
-            "{:.1} samples per script run",
+            "{s} script runs · {:.1} samples per script run",
             merged.samples_per_unit().unwrap_or(0.0)
         ),
         _ => "no requests recorded".into(),
     };
     let summary = format!(
-        "{} · {} trials · {} samples at {} Hz over {:.1} s · {} requests · {per_unit}",
+        "{} · {} trials · {} samples at {} Hz over {:.1} s · {per_unit}",
         profiler.as_str(),
         merged.trials.len(),
         merged.samples,
         merged.rate_hz,
         merged.duration_s,
-        merged.requests
     );
     eprintln!("rubyrace: {} · {summary}", args.cohort);
     let text = match args.format {

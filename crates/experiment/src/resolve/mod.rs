@@ -88,7 +88,10 @@ fn refuse_inapplicable(
     // Settings that do not apply to this workload would be silently unused: refuse them.
     let applies = |key: &str| match (workload, key) {
         (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
-        (Workload::Script, k) => matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+        (Workload::Script, k) => matches!(
+            k,
+            "script" | "script_args" | "runs" | "script_timeout" | "profile"
+        ),
         (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };
     for (key, placed) in layer {

@@ -1,5 +1,6 @@
 //! A script workload: the script run several times under the probe, each run's time,
-//! memory and `rubyrace-metric` lines, and their medians.
+//! memory and `rubyrace-metric` lines, and their medians; with `profile`, one more run
+//! with the profilers attached.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,7 +16,7 @@ use super::{
     TrialSpec, TrialStatus, STDERR_TAIL,
 };
 use crate::conditions::PinningRecord;
-use crate::probe;
+use crate::{probe, profile};
 use sys::process::{describe_orphans, describe_status, kill_orphans, Launch, Supervised};
 
 pub(super) fn script_trial(
@@ -127,7 +128,82 @@ pub(super) fn script_trial(
     result.status = TrialStatus::Valid;
     let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
     apply_probe(result, summary);
+    if !s.profile.is_empty() {
+        result.profiles = profiled_run(spec, &launch, interrupt)?;
+    }
     Ok(())
+}
+
+/// `profile`: one more run of the script after the measured ones, with the profilers
+/// attached from its start; its time is not in the measured figures. The records say it
+/// was one script run and how much CPU time it took (the unit and the clock of the
+/// report's frame times).
+fn profiled_run(
+    spec: &TrialSpec,
+    launch: &Launch,
+    interrupt: &Arc<AtomicBool>,
+) -> Result<Vec<profile::ProfileRecord>, Stop> {
+    let s = &spec.settings;
+    let limit = s
+        .script
+        .as_ref()
+        .map_or(Duration::from_secs(60), |x| x.timeout);
+    let since = Instant::now();
+    let mut child = match Supervised::spawn(launch, &spec.out_dir, "profiled", &spec.registry) {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(profile::failed_records(
+                &s.profile,
+                &format!("the profiled run did not start: {e}"),
+            ))
+        }
+    };
+    let pid = child.pid();
+    let session = profile::Session::start(
+        &s.profile,
+        profile::Target {
+            root: pid,
+            pgid: pid,
+            dir: spec.out_dir.clone(),
+            registry: spec.registry.clone(),
+            phase: profile::PROFILED_PHASE.into(),
+        },
+        since,
+    );
+    let waited = child.wait_with_usage(since, limit, interrupt);
+    let mut records = session.finish();
+    child.stop(Duration::from_secs(1));
+    kill_orphans(&[pid]);
+    if interrupt.load(Ordering::SeqCst) {
+        return Err(Stop::Interrupted);
+    }
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    match waited {
+        Some((status, usage, _)) if status.success() => {
+            for r in &mut records {
+                r.script_runs = Some(1);
+                r.cpu_us = Some(tv(usage.ru_utime) + tv(usage.ru_stime));
+            }
+        }
+        Some((status, _, _)) => {
+            for r in &mut records {
+                r.error.get_or_insert_with(|| {
+                    format!("the profiled run ended with {}", describe_status(status))
+                });
+            }
+        }
+        None => {
+            for r in &mut records {
+                r.error.get_or_insert_with(|| {
+                    format!(
+                        "the profiled run did not finish within {}",
+                        humantime::format_duration(limit)
+                    )
+                });
+            }
+        }
+    }
+    Ok(records)
 }
 
 fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
