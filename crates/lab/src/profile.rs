@@ -152,6 +152,37 @@ impl Session {
     }
 }
 
+/// The top-most Ruby process of the tree `pids` (rooted at `root`): the one rbspy attaches to
+/// and follows the forks of. The root itself is not always Ruby: a wrapper (bubblewrap for
+/// `../shared/tools/debian-ruby`'s Rubies, `bundle exec`, a shell) may start it, and rbspy
+/// gives up on a process without a Ruby VM ("Couldn't find Ruby VM address").
+fn first_ruby(root: i32, pids: &[i32]) -> i32 {
+    let is_ruby = |pid: i32| {
+        let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
+        let named = exe
+            .as_ref()
+            .and_then(|e| e.file_name())
+            .is_some_and(|n| n.to_string_lossy().starts_with("ruby"));
+        named
+            || fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|maps| maps.contains("/libruby"))
+    };
+    let rubies: Vec<i32> = pids.iter().copied().filter(|&p| is_ruby(p)).collect();
+    let parent = |pid: i32| {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok())
+            })
+    };
+    rubies
+        .iter()
+        .copied()
+        .find(|&p| parent(p).is_none_or(|pp| !rubies.contains(&pp)))
+        .unwrap_or(root)
+}
+
 /// A record per profiler that could not even be attached, saying why.
 pub fn failed_records(profilers: &[Profiler], why: &str) -> Vec<ProfileRecord> {
     profilers
@@ -190,7 +221,7 @@ impl Running {
                     rbspy.display().to_string(),
                     "record".into(),
                     "--pid".into(),
-                    target.root.to_string(),
+                    first_ruby(target.root, &pids).to_string(),
                     "--subprocesses".into(),
                     // CPU time, as perf's cpu-clock: a master or an idle thread waiting in
                     // a C function would otherwise fill the profile.
