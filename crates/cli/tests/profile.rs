@@ -12,7 +12,8 @@ use support::lab::Lab;
 use support::rubyrace;
 
 /// A Rack app whose time goes into `hot_loop`, a plain `while` loop (no block, no C
-/// method), so rbspy's self time lands on the method itself.
+/// method), so rbspy's self time lands on the method itself; with `EXTRA=1` it also calls
+/// `extra_work` on every request.
 const HOT_APP: &str = r#"
 def hot_loop
   x = 0
@@ -23,13 +24,31 @@ def hot_loop
   end
   x
 end
-run ->(env) { [200, { "content-type" => "text/plain" }, [hot_loop.to_s]] }
+
+def extra_work
+  x = 0
+  i = 0
+  while i < 12_000
+    x += i
+    i += 1
+  end
+  x
+end
+
+EXTRA = ENV["EXTRA"] == "1"
+run ->(env) { [200, { "content-type" => "text/plain" }, [(hot_loop + (EXTRA ? extra_work : 0)).to_s]] }
 "#;
 
-fn hot_app_experiment(lab: &Lab, profile: &str) -> std::path::PathBuf {
+/// Writes the hot app into the lab; its directory.
+fn hot_app(lab: &Lab) -> std::path::PathBuf {
     let app = lab.dir.path("").join("hot");
     std::fs::create_dir_all(&app).unwrap();
     std::fs::write(app.join("config.ru"), HOT_APP).unwrap();
+    app
+}
+
+fn hot_app_experiment(lab: &Lab, profile: &str) -> std::path::PathBuf {
+    let app = hot_app(lab);
     lab.experiment(&format!(
         r#"
 name = "profile"
@@ -203,32 +222,6 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
     );
 }
 
-/// The hot app, and when `EXTRA=1` a second method called on every request.
-const EXTRA_APP: &str = r#"
-def hot_loop
-  x = 0
-  i = 0
-  while i < 20_000
-    x += i * i
-    i += 1
-  end
-  x
-end
-
-def extra_work
-  x = 0
-  i = 0
-  while i < 8_000
-    x += i
-    i += 1
-  end
-  x
-end
-
-EXTRA = ENV["EXTRA"] == "1"
-run ->(env) { [200, { "content-type" => "text/plain" }, [(hot_loop + (EXTRA ? extra_work : 0)).to_s]] }
-"#;
-
 /// A configuration whose app calls an extra method shows that frame, and only that frame,
 /// as significantly more costly per request in the report's self-time diff; the HTML report
 /// carries both flame graphs and the differential one, with their scripts allowed by hash;
@@ -236,9 +229,7 @@ run ->(env) { [200, { "content-type" => "text/plain" }, [(hot_loop + (EXTRA ? ex
 #[test]
 fn the_diff_finds_the_extra_method_and_only_it() {
     let lab = Lab::new("profile-diff");
-    let app = lab.dir.path("").join("extra");
-    std::fs::create_dir_all(&app).unwrap();
-    std::fs::write(app.join("config.ru"), EXTRA_APP).unwrap();
+    let app = hot_app(&lab);
     lab.experiment(&format!(
         r#"
 name = "profile-diff"

@@ -67,6 +67,18 @@ fn chromium() -> PathBuf {
     );
 }
 
+/// How every Chromium of these tests runs: headless, without the sandbox (tests may run
+/// as root), first-run dialogs or extensions.
+const HEADLESS: [&str; 7] = [
+    "--headless=new",
+    "--disable-gpu",
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+];
+
 /// What one headless Chromium run left behind.
 struct Run {
     stdout: String,
@@ -99,14 +111,8 @@ fn run_chromium(dir: &Path, page: &Path, action: &str) -> Run {
     let profile = dir.join(format!("{tag}.profile"));
     let url = format!("file://{}", page.canonicalize().unwrap().display());
     let mut child = Command::new(chromium())
+        .args(HEADLESS)
         .args([
-            "--headless=new",
-            "--disable-gpu",
-            "--no-sandbox",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--disable-extensions",
             "--hide-scrollbars",
             "--force-device-scale-factor=1",
             "--window-size=1280,3000",
@@ -440,13 +446,8 @@ impl Devtools {
         let (r, w) = (browser_reads.as_raw_fd(), browser_writes.as_raw_fd());
         let mut command = Command::new(chromium());
         command
+            .args(HEADLESS)
             .args([
-                "--headless=new",
-                "--disable-gpu",
-                "--no-sandbox",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-extensions",
                 "--window-size=1280,1000",
                 "--remote-debugging-pipe",
                 // The flame graphs' frames in the page's renderer, where one session sees
