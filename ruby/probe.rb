@@ -17,6 +17,9 @@
 # It requires nothing (no json, no etc), so it never activates a gem before Bundler does:
 # the JSON below is written by hand.
 #
+# RUBYRACE_START_GATE (a script's profiled run): wait at load until that file exists; see
+# the end of this file.
+#
 # RUBYRACE_COMPACT:
 #   after-boot  GC.compact once in each process right after its app is built (the
 #               "compaction initializer"), recorded under "compaction";
@@ -416,3 +419,12 @@ module RubyraceProbe
 end
 
 RubyraceProbe.start if RubyraceProbe::DIR
+
+# RUBYRACE_START_GATE: a script's profiled run waits here, before any of the script runs,
+# until rubyrace has attached its profilers and creates this file (at most 10 s), so that
+# perf and rbspy see the script from its first line. The variable is removed, so a Ruby the
+# script starts does not wait again.
+if (gate = ENV.delete("RUBYRACE_START_GATE"))
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+  sleep 0.002 until File.exist?(gate) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+end

@@ -28,12 +28,22 @@ use sys::process::{Launch, Supervised};
 /// Samples per second: 99, not 100, so the sampling does not run in lockstep with timers.
 pub const SAMPLE_RATE_HZ: u32 = 99;
 
+/// How long a profiler takes from its start to its first sample: perf took about 0.3 s on
+/// this 2-CPU VM (a 0.5 s script started with it gave no sample at all; after a 0.3 s
+/// delay, 30); rbspy less.
+const ATTACH_SETTLE: Duration = Duration::from_millis(600);
+
 /// How long a profiler may take to write its output after SIGINT.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The environment variable that names the rbspy executable (else `rbspy` on PATH, then
 /// `~/.cargo/bin/rbspy`, where `scripts/setup` installs it).
 pub const RBSPY_ENV: &str = "RUBYRACE_RBSPY";
+
+/// The probe's start gate (ruby/probe.rb): a script's profiled run waits at load until
+/// this file exists in the trial's directory.
+pub const START_GATE_ENV: &str = "RUBYRACE_START_GATE";
+pub const START_GATE_FILE: &str = "profile.start-gate";
 
 /// Every file a profiler session writes in a trial's directory starts with this:
 /// `profile.rbspy.folded.gz`, `profile.perf.stderr`, ...
@@ -100,6 +110,7 @@ pub fn folded_file_name(profiler: Profiler) -> String {
 /// Profilers attached to a process tree, on a thread of their own.
 pub struct Session {
     stop: mpsc::Sender<()>,
+    attached: mpsc::Receiver<()>,
     thread: JoinHandle<Vec<ProfileRecord>>,
 }
 
@@ -121,6 +132,7 @@ impl Session {
     /// Starts `profilers` on `target` at `at` (now, if it has passed).
     pub fn start(profilers: &[Profiler], target: Target, at: Instant) -> Session {
         let (stop, stopped) = mpsc::channel();
+        let (attached_tx, attached) = mpsc::channel();
         let profilers = profilers.to_vec();
         let thread = std::thread::spawn(move || {
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
@@ -129,6 +141,7 @@ impl Session {
                 .iter()
                 .map(|p| Running::start(*p, &target))
                 .collect();
+            let _ = attached_tx.send(());
             let _ = stopped.recv();
             let duration = started.elapsed();
             running
@@ -136,7 +149,19 @@ impl Session {
                 .map(|r| r.finish(&target, duration))
                 .collect()
         });
-        Session { stop, thread }
+        Session {
+            stop,
+            attached,
+            thread,
+        }
+    }
+
+    /// Waits until every profiler has been started and has had `ATTACH_SETTLE` to attach
+    /// (at most `timeout`): a script's profiled run is let go only then.
+    pub fn wait_attached(&self, timeout: Duration) {
+        if self.attached.recv_timeout(timeout).is_ok() {
+            std::thread::sleep(ATTACH_SETTLE);
+        }
     }
 
     /// Stops the profilers and returns what each recorded (requests are filled by the
@@ -152,21 +177,40 @@ impl Session {
     }
 }
 
+/// How long a profiler waits for a Ruby to appear in a tree just started (a script's run,
+/// or a wrapper that has not started its Ruby yet) before it attaches to what is there.
+const RUBY_APPEARS_WITHIN: Duration = Duration::from_secs(2);
+
+/// The pids of the target's tree, once it holds a Ruby process (or after
+/// `RUBY_APPEARS_WITHIN`).
+fn tree_with_ruby(target: &Target) -> Vec<i32> {
+    let deadline = Instant::now() + RUBY_APPEARS_WITHIN;
+    loop {
+        let pids = sys::resources::tree_pids(target.root, target.pgid).unwrap_or_default();
+        if pids.iter().any(|&p| is_ruby(p)) || Instant::now() >= deadline {
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `pid` runs a Ruby: its executable is named ruby* or it has libruby mapped.
+fn is_ruby(pid: i32) -> bool {
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let named = exe
+        .as_ref()
+        .and_then(|e| e.file_name())
+        .is_some_and(|n| n.to_string_lossy().starts_with("ruby"));
+    named
+        || fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|maps| maps.contains("/libruby"))
+}
+
 /// The top-most Ruby process of the tree `pids` (rooted at `root`): the one rbspy attaches to
 /// and follows the forks of. The root itself is not always Ruby: a wrapper (bubblewrap for
 /// `../shared/tools/debian-ruby`'s Rubies, `bundle exec`, a shell) may start it, and rbspy
 /// gives up on a process without a Ruby VM ("Couldn't find Ruby VM address").
 fn first_ruby(root: i32, pids: &[i32]) -> i32 {
-    let is_ruby = |pid: i32| {
-        let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
-        let named = exe
-            .as_ref()
-            .and_then(|e| e.file_name())
-            .is_some_and(|n| n.to_string_lossy().starts_with("ruby"));
-        named
-            || fs::read_to_string(format!("/proc/{pid}/maps"))
-                .is_ok_and(|maps| maps.contains("/libruby"))
-    };
     let rubies: Vec<i32> = pids.iter().copied().filter(|&p| is_ruby(p)).collect();
     let parent = |pid: i32| {
         fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -208,7 +252,7 @@ struct Running {
 
 impl Running {
     fn start(profiler: Profiler, target: &Target) -> Running {
-        let pids = sys::resources::tree_pids(target.root, target.pgid).unwrap_or_default();
+        let pids = tree_with_ruby(target);
         let name = format!("{FILE_PREFIX}{}", profiler.as_str());
         let output = target.dir.join(match profiler {
             Profiler::Rbspy => format!("{name}.folded"),
@@ -258,6 +302,9 @@ impl Running {
                     "fp".into(),
                     "--pid".into(),
                     list.join(","),
+                    // Threads and processes started after perf attached (a script's
+                    // threads, a worker forked later): `--pid` alone leaves them out.
+                    "--inherit".into(),
                     "--output".into(),
                     output.display().to_string(),
                     "--quiet".into(),
@@ -307,7 +354,15 @@ impl Running {
         let stderr = process.stderr_tail(1500);
         let folded = match self.profiler {
             Profiler::Rbspy => fs::read_to_string(&self.output).map_err(|e| e.to_string()),
-            Profiler::Perf => perf_folded(&self.output),
+            Profiler::Perf => {
+                let folded = perf_folded(&self.output);
+                // YJIT's perf maps (`--yjit-perf`), read by `perf script`: written by the
+                // processes this trial started, in /tmp, where nothing else removes them.
+                for pid in &self.pids {
+                    let _ = fs::remove_file(format!("/tmp/perf-{pid}.map"));
+                }
+                folded
+            }
         };
         let folded = match folded {
             Ok(f) if !f.trim().is_empty() => f,

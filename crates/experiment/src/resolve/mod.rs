@@ -68,7 +68,7 @@ impl Lookup<'_> {
             .unwrap_or(default)
     }
 
-    fn list(&self, k: &str) -> Vec<String> {
+    pub(super) fn list(&self, k: &str) -> Vec<String> {
         self.get(k)
             .and_then(|v| v.value.as_list())
             .map(<[String]>::to_vec)

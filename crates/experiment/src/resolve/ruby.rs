@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::Lookup;
 use crate::parse::Parser;
-use crate::schema::RubyDef;
+use crate::schema::{Profiler, RubyDef};
 use crate::settings::did_you_mean;
 use crate::settings::RUBY_ALL;
 use rubies::discovery::RubyCapabilities;
@@ -108,6 +108,16 @@ pub(super) struct Knobs {
     pub(super) caps: Option<RubyCapabilities>,
 }
 
+/// YJIT's perf integration: a perf map in /tmp/perf-PID.map (lab::profile removes it).
+pub const YJIT_PERF: &str = "--yjit-perf";
+
+/// Whether the configuration's `profile` includes perf.
+fn profiles_with_perf(l: &Lookup) -> bool {
+    l.list("profile")
+        .iter()
+        .any(|name| name == Profiler::Perf.as_str())
+}
+
 /// Resolves the knobs of a configuration whose Ruby is `ruby` (`def`, known or not), adding
 /// to `env` what they need (`LD_PRELOAD` for an allocator).
 pub(super) fn resolve_knobs(
@@ -179,8 +189,23 @@ pub(super) fn resolve_knobs(
             }
         }
     }
+    // With perf attached, YJIT's perf map (Ruby 3.3+, `--yjit-perf`): perf then names the
+    // JIT's machine code by Ruby method instead of `[unknown]`. Only when this Ruby takes
+    // the flag; it keeps frame pointers in JIT code, in the measured phase too.
+    let perf_map = (jit_flag.as_deref() == Some("--yjit") && profiles_with_perf(l))
+        .then(|| {
+            let mut argv = def.argv.clone();
+            argv.extend(["--yjit".to_string(), YJIT_PERF.to_string()]);
+            argv.extend(ruby_opts.iter().cloned());
+            p.capabilities(&argv, &env_pairs)
+                .is_ok_and(|c| c.jits_enabled.iter().any(|j| j == "yjit"))
+        })
+        .unwrap_or(false);
     let mut ruby_argv = def.argv.clone();
     ruby_argv.extend(jit_flag);
+    if perf_map {
+        ruby_argv.push(YJIT_PERF.to_string());
+    }
     ruby_argv.extend(ruby_opts.iter().cloned());
 
     let mut allocator = None;

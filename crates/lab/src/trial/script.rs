@@ -148,8 +148,14 @@ fn profiled_run(
         .script
         .as_ref()
         .map_or(Duration::from_secs(60), |x| x.timeout);
+    // The run waits at the probe's start gate until the profilers are attached.
+    let gate = spec.out_dir.join(profile::START_GATE_FILE);
+    let mut launch = launch.clone();
+    launch
+        .env
+        .push((profile::START_GATE_ENV.into(), gate.display().to_string()));
     let since = Instant::now();
-    let mut child = match Supervised::spawn(launch, &spec.out_dir, "profiled", &spec.registry) {
+    let mut child = match Supervised::spawn(&launch, &spec.out_dir, "profiled", &spec.registry) {
         Ok(c) => c,
         Err(e) => {
             return Ok(profile::failed_records(
@@ -170,12 +176,21 @@ fn profiled_run(
         },
         since,
     );
+    session.wait_attached(Duration::from_secs(10));
+    let opened = fs::write(&gate, b"");
     let waited = child.wait_with_usage(since, limit, interrupt);
+    let _ = fs::remove_file(&gate);
     let mut records = session.finish();
     child.stop(Duration::from_secs(1));
     kill_orphans(&[pid]);
     if interrupt.load(Ordering::SeqCst) {
         return Err(Stop::Interrupted);
+    }
+    if let Err(e) = opened {
+        return Err(Stop::WriteFailed(format!(
+            "cannot write {}: {e}",
+            gate.display()
+        )));
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     match waited {
