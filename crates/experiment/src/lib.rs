@@ -32,7 +32,7 @@ pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
 pub use schema::{
     estimated_block_time, Config, ConfigSettings, Experiment, Profiler, RubyDef, ScriptSettings,
-    Workload, BUNDLED_APPS, PROFILER_NAMES,
+    Workload, BUNDLED_APPS, PROFILER_NAMES, YJIT_PERF,
 };
 pub use settings::{did_you_mean, RUBY_ALL};
 

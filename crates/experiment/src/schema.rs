@@ -124,6 +124,11 @@ pub enum Profiler {
     Perf,
 }
 
+/// YJIT's perf integration (Ruby 3.3+), added to a YJIT configuration's Ruby when perf
+/// profiles it: each Ruby process writes a perf map, /tmp/perf-PID.map, which `perf script`
+/// reads to name JIT code (lab::profile removes the maps at the end of the trial).
+pub const YJIT_PERF: &str = "--yjit-perf";
+
 /// The names of `profile`'s values, in the order of [`Profiler::ALL`].
 pub const PROFILER_NAMES: &[&str] = &[Profiler::Rbspy.as_str(), Profiler::Perf.as_str()];
 

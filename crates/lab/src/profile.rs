@@ -354,15 +354,7 @@ impl Running {
         let stderr = process.stderr_tail(1500);
         let folded = match self.profiler {
             Profiler::Rbspy => fs::read_to_string(&self.output).map_err(|e| e.to_string()),
-            Profiler::Perf => {
-                let folded = perf_folded(&self.output);
-                // YJIT's perf maps (`--yjit-perf`), read by `perf script`: written by the
-                // processes this trial started, in /tmp, where nothing else removes them.
-                for pid in &self.pids {
-                    let _ = fs::remove_file(format!("/tmp/perf-{pid}.map"));
-                }
-                folded
-            }
+            Profiler::Perf => perf_folded(&self.output),
         };
         let folded = match folded {
             Ok(f) if !f.trim().is_empty() => f,
@@ -446,6 +438,17 @@ pub fn rbspy_executable() -> Result<PathBuf, String> {
              scripts/setup installs it (cargo install --locked rbspy)"
             )
         })
+}
+
+/// Removes YJIT's perf maps (`--yjit-perf`: /tmp/perf-PID.map) of every Ruby process the
+/// trial started, as its probe recorded them (`probe_dir`): they are read by `perf script`
+/// and would otherwise stay in /tmp, one per process and run.
+pub fn remove_perf_maps(probe_dir: &Path) {
+    for record in crate::probe::read_records(probe_dir) {
+        if record.pid > 0 {
+            let _ = fs::remove_file(format!("/tmp/perf-{}.map", record.pid));
+        }
+    }
 }
 
 /// `perf script` of a perf.data file, folded with inferno's perf collapser.

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::Lookup;
 use crate::parse::Parser;
-use crate::schema::{Profiler, RubyDef};
+use crate::schema::{Profiler, RubyDef, YJIT_PERF};
 use crate::settings::did_you_mean;
 use crate::settings::RUBY_ALL;
 use rubies::discovery::RubyCapabilities;
@@ -107,9 +107,6 @@ pub(super) struct Knobs {
     /// What the Ruby can do; None when it is unknown or did not answer.
     pub(super) caps: Option<RubyCapabilities>,
 }
-
-/// YJIT's perf integration: a perf map in /tmp/perf-PID.map (lab::profile removes it).
-pub const YJIT_PERF: &str = "--yjit-perf";
 
 /// Whether the configuration's `profile` includes perf.
 fn profiles_with_perf(l: &Lookup) -> bool {

@@ -148,6 +148,14 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
         Workload::Http => http::http_trial(spec, interrupt, &mut result),
         Workload::Script => script::script_trial(spec, interrupt, &mut result),
     };
+    if spec
+        .settings
+        .ruby_argv
+        .iter()
+        .any(|a| a == experiment::YJIT_PERF)
+    {
+        crate::profile::remove_perf_maps(&spec.out_dir.join(probe::PROBE_DIR));
+    }
     match outcome {
         Ok(()) => {
             if let Some(failure) = result.pinning.as_ref().and_then(|p| p.failure()) {
