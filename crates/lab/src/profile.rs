@@ -142,7 +142,18 @@ impl Session {
                 .map(|p| Running::start(*p, &target))
                 .collect();
             let _ = attached_tx.send(());
-            let _ = stopped.recv();
+            // Until told to stop, or until the first process has exited: rbspy can hold
+            // the remaining threads of an exiting Ruby stopped (ptrace) and never let them
+            // go, so the process never finishes exiting (seen with a script of 16 threads:
+            // its leader a zombie, the others in ptrace_stop for 9 minutes). Stopping
+            // rbspy releases them.
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(Duration::from_millis(50))
+            {
+                if exited_leader(target.root) {
+                    break;
+                }
+            }
             let duration = started.elapsed();
             running
                 .iter_mut()
@@ -174,6 +185,17 @@ impl Session {
                 ..ProfileRecord::default()
             }]
         })
+    }
+}
+
+/// Whether `pid`'s main thread has exited (a zombie, or gone): the process is ending.
+fn exited_leader(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+        Err(_) => true,
     }
 }
 

@@ -9,7 +9,8 @@
 //!   ÷ requests (or, for records without it, 1 ÷ rate ÷ requests). The half sample keeps a
 //!   frame absent from one trial at a finite log ratio.
 //! - Frames are matched across cohorts by `frame_key`: rbspy's `method - file` without the
-//!   line, version numbers left out of the path; a Ruby or gem upgrade keeps its frames.
+//!   line, version numbers left out of the path, and perf's `[libruby-3.3.so.3.3.8]` as
+//!   `[libruby.so]`; a Ruby or gem upgrade keeps its frames.
 //! - Tested: frames with at least `MIN_SHARE` of both sides' samples pooled and
 //!   `MIN_SAMPLES` samples, at most `MAX_FRAMES` per cohort, profiler and measure (the most
 //!   sampled). The filter looks at the pooled counts only, never at the difference.
@@ -139,7 +140,7 @@ fn read_profiles<'a>(
 /// frames (perf's symbols) stay as they are.
 pub fn frame_key(frame: &str) -> String {
     let Some((name, location)) = frame.rsplit_once(" - ") else {
-        return frame.to_string();
+        return library_key(frame);
     };
     let path = match location.rsplit_once(':') {
         Some((path, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => path,
@@ -165,6 +166,28 @@ pub fn frame_key(frame: &str) -> String {
         })
         .collect();
     format!("{name} - {}", path.join("/"))
+}
+
+/// perf's frame for code of a library without symbols, `[libruby-3.3.so.3.3.8]`, without
+/// its versions: `[libruby.so]`, so the interpreter's own time matches across Rubies.
+fn library_key(frame: &str) -> String {
+    let Some(inner) = frame.strip_prefix('[').and_then(|f| f.strip_suffix(']')) else {
+        return frame.to_string();
+    };
+    let Some(at) = inner.find(".so") else {
+        return frame.to_string();
+    };
+    let (stem, rest) = inner.split_at(at);
+    let is_version = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let stem = match stem.rsplit_once('-') {
+        Some((base, version)) if is_version(version) => base,
+        _ => stem,
+    };
+    let rest = match rest.strip_prefix(".so") {
+        Some(v) if v.is_empty() || v.strip_prefix('.').is_some_and(is_version) => ".so",
+        _ => rest,
+    };
+    format!("[{stem}{rest}]")
 }
 
 /// A stack with every frame keyed by `frame_key`.
@@ -544,4 +567,36 @@ pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_key;
+
+    #[test]
+    fn frames_match_across_ruby_and_gem_versions() {
+        assert_eq!(
+            frame_key(
+                "process_client - /usr/lib/ruby/gems/3.1.0/gems/puma-5.6.5/lib/puma/server.rb:496"
+            ),
+            "process_client - /usr/lib/ruby/gems/*/gems/puma/lib/puma/server.rb"
+        );
+        assert_eq!(frame_key("hot_loop - unknown:9"), "hot_loop - unknown");
+        assert_eq!(
+            frame_key("(unknown) [c function] - (unknown)"),
+            "(unknown) [c function] - (unknown)"
+        );
+        assert_eq!(frame_key("[libruby-3.3.so.3.3.8]"), "[libruby.so]");
+        assert_eq!(frame_key("[libruby-3.1.so.3.1.2]"), "[libruby.so]");
+        assert_eq!(frame_key("[libc.so.6]"), "[libc.so]");
+        assert_eq!(frame_key("[unknown]"), "[unknown]");
+        assert_eq!(
+            frame_key("finish_task_switch.isra.0"),
+            "finish_task_switch.isra.0"
+        );
+        assert_eq!(
+            frame_key("[JIT] work@/tmp/hot.rb:1"),
+            "[JIT] work@/tmp/hot.rb:1"
+        );
+    }
 }

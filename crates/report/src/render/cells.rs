@@ -359,7 +359,14 @@ pub(crate) fn method_words(report: &Report) -> String {
     }
 }
 
-pub(crate) const PROFILE_TITLE: &str = "Where the time went (profiles; self time per request against the baseline, paired by block, Holm over frames; the HTML report has the flame graphs):";
+/// The title of `profile_table`, in the profiles' unit (request or script run).
+pub(crate) fn profile_title(report: &Report) -> String {
+    let unit = report
+        .profiles
+        .first()
+        .map_or("request", |p| p.unit.as_str());
+    format!("Where the time went (profiles; self time per {unit} against the baseline, paired by block, Holm over frames; the HTML report has the flame graphs):")
+}
 
 /// The profiled cohorts' significant changes in self time per request against the
 /// baseline, one row per frame (or one row saying none changed), for the text formats.

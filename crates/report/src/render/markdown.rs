@@ -37,7 +37,7 @@ pub fn markdown(report: &Report) -> String {
     }
     out.push_str(&crate::noise::noise_markdown(report, md_escape));
     if let Some((headers, rows)) = profile_table(report) {
-        md_table(&mut out, PROFILE_TITLE, &headers, &rows, |i| {
+        md_table(&mut out, &profile_title(report), &headers, &rows, |i| {
             (3..5).contains(&i)
         });
     }

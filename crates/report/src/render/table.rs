@@ -112,7 +112,7 @@ pub fn table(report: &Report, color: bool) -> String {
                 }
             }));
         }
-        let _ = writeln!(out, "\n{PROFILE_TITLE}\n{t}");
+        let _ = writeln!(out, "\n{}\n{t}", profile_title(report));
     }
     out.push_str(&details(report));
     out
