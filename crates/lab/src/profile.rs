@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -515,10 +515,25 @@ pub fn fold_lines(text: &str) -> BTreeMap<String, u64> {
             continue;
         };
         if !stack.is_empty() && count > 0 {
-            *stacks.entry(stack.to_string()).or_insert(0) += count;
+            *stacks.entry(collapse_unknown_runs(stack)).or_insert(0) += count;
         }
     }
     stacks
+}
+
+/// A stack with every run of unresolved frames (`[unknown];[unknown];...`) as one: perf's
+/// frame-pointer unwinding through code built without frame pointers follows garbage up to
+/// its limit of 127 frames, which drew flame graphs 2000 px tall of nothing.
+pub fn collapse_unknown_runs(stack: &str) -> String {
+    const UNKNOWN: &str = "[unknown]";
+    let mut out: Vec<&str> = Vec::new();
+    for frame in stack.split(';') {
+        if frame == UNKNOWN && out.last() == Some(&UNKNOWN) {
+            continue;
+        }
+        out.push(frame);
+    }
+    out.join(";")
 }
 
 /// Writes folded stacks, gzipped, atomically (a temporary file renamed into place).
@@ -536,17 +551,9 @@ pub fn write_folded(path: &Path, stacks: &BTreeMap<String, u64>) -> io::Result<(
 
 /// Reads a gzipped folded-stacks file.
 pub fn read_folded(path: &Path) -> io::Result<BTreeMap<String, u64>> {
-    let reader = BufReader::new(GzDecoder::new(File::open(path)?));
-    let mut stacks = BTreeMap::new();
-    for line in reader.lines() {
-        let line = line?;
-        if let Some((stack, count)) = line.rsplit_once(' ') {
-            if let Ok(count) = count.parse::<u64>() {
-                *stacks.entry(stack.to_string()).or_insert(0) += count;
-            }
-        }
-    }
-    Ok(stacks)
+    let mut text = String::new();
+    io::Read::read_to_string(&mut GzDecoder::new(File::open(path)?), &mut text)?;
+    Ok(fold_lines(&text))
 }
 
 /// One configuration's profiles from one profiler, merged over its trials.

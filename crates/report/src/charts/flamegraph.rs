@@ -63,10 +63,28 @@ pub fn differential_svg(
     draw(&lines, title, subtitle)
 }
 
+/// Graphs taller than this (px) are drawn as icicles, the root at the top: the wide frames
+/// that matter are then in view, and the deep, narrow tips below.
+pub const MAX_FLAME_HEIGHT: u32 = 720;
+
 fn draw(lines: &[String], title: &str, subtitle: &str) -> anyhow::Result<String> {
+    let svg = draw_as(lines, title, subtitle, false)?;
+    if height(&svg).is_some_and(|h| h > MAX_FLAME_HEIGHT) {
+        let subtitle = format!("{subtitle} · icicle: the root at the top");
+        return draw_as(lines, title, &subtitle, true);
+    }
+    Ok(svg)
+}
+
+fn draw_as(lines: &[String], title: &str, subtitle: &str, icicle: bool) -> anyhow::Result<String> {
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.subtitle = Some(subtitle.to_string());
+    options.direction = if icicle {
+        inferno::flamegraph::Direction::Inverted
+    } else {
+        inferno::flamegraph::Direction::Straight
+    };
     options.count_name = "samples".into();
     options.deterministic = true;
     let mut svg = Vec::new();

@@ -60,15 +60,21 @@ fn frame_cell(frame: &str) -> String {
 }
 
 fn iframe(flame: &Flame) -> String {
-    let height = flamegraph::height(&flame.svg).unwrap_or(400) + 4;
+    // Taller graphs are icicles (root at the top) and scroll inside their frame.
+    let height = flamegraph::height(&flame.svg)
+        .unwrap_or(400)
+        .min(flamegraph::MAX_FLAME_HEIGHT)
+        + 4;
     let doc = format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0}}\
          svg{{display:block;width:100%}}</style></head><body>{}</body></html>",
         &flame.svg[flame.svg.find("<svg").unwrap_or(0)..]
     );
     format!(
+        // Not lazy: a frame loaded before it is laid out has no width when inferno's script
+        // sizes the graph, and stays blank (seen in headless Chromium).
         "<figure class=\"flame\" id=\"{}\"><iframe title=\"{}\" sandbox=\"allow-scripts\" \
-         loading=\"lazy\" style=\"height:{height}px\" srcdoc=\"{}\"></iframe></figure>",
+         style=\"height:{height}px\" srcdoc=\"{}\"></iframe></figure>",
         escape(&flame.name),
         escape(&flame.title),
         escape(&doc)
@@ -82,19 +88,23 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
     }
     h.push_str("<h2 id=\"profiles\">Profiles: where the time goes</h2>\n");
     let measured = report.profiles.iter().any(|p| p.phase == "measured");
+    let scripts = report.profiles.iter().all(|p| p.unit != "request");
+    let how = if measured {
+        "The profilers sampled the measured phase itself (<code>profile_measured</code>): \
+         the figures above include their cost."
+    } else if scripts {
+        "The profilers ran in one more run of the script after its measured runs, attached \
+         before its first line; the figures above are not disturbed."
+    } else {
+        "The profilers ran in a phase of their own after each measured phase, on the same \
+         warm server under the same load, so the figures above are not disturbed; the \
+         “profiled ÷ measured” column is what they cost."
+    };
     let _ = writeln!(
         h,
-        "<p>{} Times are per {}: the profiled processes’ CPU time while profiled, split among \
-         the frames by their shares of the samples. Click a frame to zoom, Ctrl-F or “Search” \
-         to find one.</p>",
-        if measured {
-            "The profilers sampled the measured phase itself (<code>profile_measured</code>): \
-             the figures above include their cost."
-        } else {
-            "The profilers ran in a phase of their own after each measured phase, on the same \
-             warm server under the same load, so the figures above are not disturbed; the last \
-             column is what they cost: the profiled phase’s throughput over the measured one."
-        },
+        "<p>{how} Times are per {}: the profiled processes’ CPU time while profiled, split \
+         among the frames by their shares of the samples. Click a frame to zoom, Ctrl-F or \
+         “Search” to find one.</p>",
         report
             .profiles
             .first()
@@ -147,9 +157,9 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
             escape(&p.profiler),
             p.trials,
             fmt_num(p.samples as f64, 0),
-            p.rate_hz,
+            if p.trials == 0 { "—".to_string() } else { p.rate_hz.to_string() },
             p.sampled_us_per_unit.map_or("—".into(), micros),
-            escape(&p.unit),
+            if p.trials == 0 { "—" } else { p.unit.as_str() },
             top.join("<br>")
         );
     }
