@@ -48,11 +48,16 @@ fn hot_app(lab: &Lab) -> std::path::PathBuf {
 }
 
 fn hot_app_experiment(lab: &Lab, profile: &str) -> std::path::PathBuf {
+    hot_experiment(lab, 1, profile, "")
+}
+
+/// The hot app on Puma 2×2 with `profile`, `batches` blocks, and `configs` (TOML) after it.
+fn hot_experiment(lab: &Lab, batches: u32, profile: &str, configs: &str) -> std::path::PathBuf {
     let app = hot_app(lab);
     lab.experiment(&format!(
         r#"
 name = "profile"
-batches = 1
+batches = {batches}
 [settings]
 app = "{}"
 server = "puma"
@@ -62,6 +67,7 @@ connections = 4
 warmup = "300ms"
 duration = "1500ms"
 profile = {profile}
+{configs}
 "#,
         app.display()
     ))
@@ -229,30 +235,12 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
 #[test]
 fn the_diff_finds_the_extra_method_and_only_it() {
     let lab = Lab::new("profile-diff");
-    let app = hot_app(&lab);
-    lab.experiment(&format!(
-        r#"
-name = "profile-diff"
-batches = 4
-[settings]
-app = "{}"
-server = "puma"
-processes = 2
-threads = 2
-connections = 4
-warmup = "300ms"
-duration = "1500ms"
-profile = "rbspy"
-
-[[configs]]
-label = "base"
-
-[[configs]]
-label = "extra"
-env = {{ EXTRA = "1" }}
-"#,
-        app.display()
-    ));
+    hot_experiment(
+        &lab,
+        4,
+        r#""rbspy""#,
+        "[[configs]]\nlabel = \"base\"\n\n[[configs]]\nlabel = \"extra\"\nenv = { EXTRA = \"1\" }\n",
+    );
     let run = lab.run(&[], Duration::from_secs(300));
     assert_eq!(run.code(), Some(0), "{run:?}");
     lab.assert_no_leftovers(Duration::from_secs(5));
