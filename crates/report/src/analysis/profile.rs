@@ -168,12 +168,20 @@ pub fn frame_key(frame: &str) -> String {
     format!("{name} - {}", path.join("/"))
 }
 
+/// perf's frame for JIT code it has no symbol for, in every process.
+pub const JIT_CODE: &str = "[JIT code without a perf map]";
+
 /// perf's frame for code of a library without symbols, `[libruby-3.3.so.3.3.8]`, without
 /// its versions: `[libruby.so]`, so the interpreter's own time matches across Rubies.
 fn library_key(frame: &str) -> String {
     let Some(inner) = frame.strip_prefix('[').and_then(|f| f.strip_suffix(']')) else {
         return frame.to_string();
     };
+    // Anonymous executable memory perf could not name (a JIT without a perf map, as Ruby
+    // 3.1's YJIT) is labelled with the process's pid, `[perf-12408.map]`: one frame.
+    if inner.starts_with("perf-") && inner.ends_with(".map") {
+        return JIT_CODE.to_string();
+    }
     let Some(at) = inner.find(".so") else {
         return frame.to_string();
     };
@@ -590,6 +598,10 @@ mod tests {
         assert_eq!(frame_key("[libruby-3.1.so.3.1.2]"), "[libruby.so]");
         assert_eq!(frame_key("[libc.so.6]"), "[libc.so]");
         assert_eq!(frame_key("[unknown]"), "[unknown]");
+        assert_eq!(
+            frame_key("[perf-12408.map]"),
+            "[JIT code without a perf map]"
+        );
         assert_eq!(
             frame_key("finish_task_switch.isra.0"),
             "finish_task_switch.isra.0"
