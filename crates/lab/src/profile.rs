@@ -436,7 +436,15 @@ fn describe_failure(
     if !said.is_empty() {
         text.push_str(&format!("; it said: {}", said.join(" ")));
     }
-    if profiler == Profiler::Rbspy && stderr.contains("ruby version") {
+    if profiler == Profiler::Rbspy && stderr.contains("Couldn't find Ruby VM address") {
+        text.push_str(
+            " (rbspy found the Ruby's version but not the symbol ruby_current_vm_ptr: this \
+             Ruby's libruby does not export it and its symbol table was stripped, as in \
+             Debian's Ruby 3.3 packages; rbspy does not read split debug symbols, \
+             rbspy/rbspy#390. perf still profiles it, and a Ruby built by `rubyrace ruby \
+             build` keeps its symbols; the trial's measurement is kept)",
+        );
+    } else if profiler == Profiler::Rbspy && stderr.contains("ruby version") {
         text.push_str(
             " (rbspy cannot read this Ruby's VM: it supports CRuby 1.9.1 to 3.4 with \
              symbols for ruby_version; the trial's measurement is kept)",
@@ -656,5 +664,21 @@ mod tests {
         assert!(text.contains("Couldn't get ruby version"), "{text}");
         assert!(text.contains("measurement is kept"), "{text}");
         assert!(!text.contains("0: x"), "{text}");
+    }
+
+    #[test]
+    fn a_stripped_ruby_is_explained() {
+        // What rbspy 0.55.0 printed attached to Debian trixie's Ruby 3.3.8.
+        let text = describe_failure(
+            Profiler::Rbspy,
+            "no samples",
+            true,
+            "exit status 1",
+            "Something went wrong while rbspy was sampling the process. Here's what we know:\n\
+             - initialize\n- get ruby VM state\n- Couldn't find Ruby VM address\n",
+        );
+        assert!(text.contains("ruby_current_vm_ptr"), "{text}");
+        assert!(text.contains("rbspy/rbspy#390"), "{text}");
+        assert!(text.contains("measurement is kept"), "{text}");
     }
 }
