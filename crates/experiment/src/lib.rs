@@ -26,6 +26,7 @@ mod resolve;
 pub mod schedule;
 mod schema;
 pub mod servers;
+pub mod services;
 mod settings;
 
 pub use crate::schedule::Order;

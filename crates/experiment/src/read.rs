@@ -145,6 +145,8 @@ impl Experiment {
         let mut rounds: Option<(u32, Span)> = None;
         let mut conditions = crate::conditions::TrialConditions::default();
         let mut record_env = Vec::new();
+        let mut services = crate::services::Services::default();
+        let mut services_span: Span = None;
         let mut rubies = BTreeMap::new();
         let mut base = Layer::new();
         let mut axes: Vec<Axis> = Vec::new();
@@ -246,6 +248,10 @@ impl Experiment {
                     if let Some(SettingValue::StrList(a)) = p.check_value(key, Kind::StrList, item) {
                         record_env = a;
                     }
+                }
+                "services" => {
+                    services_span = key_span.clone();
+                    services = p.services(item);
                 }
                 "rubies" => {
                     p.rubies_span = span.clone();
@@ -661,12 +667,24 @@ impl Experiment {
             &expanded,
             &written,
             conditions.repeat_noisy,
+            !services.is_empty(),
         );
         if design != crate::design::Design::Blocks && rounds_written {
             // Measured for the rounds written × slice: the duration's default does not apply.
             defaults.retain(|d| !d.starts_with("duration ="));
         }
         defaults.extend(design_note);
+        if !services.is_empty() && design != crate::design::Design::Blocks {
+            p.error(
+                &services_span,
+                "services",
+                "[services] with an interleaved or co-scheduled design: not supported yet",
+                Some(
+                    "run these configurations with design = \"blocks\" (one trial after another)"
+                        .into(),
+                ),
+            );
+        }
         if !p.errors.is_empty() {
             return Err(ExperimentErrors(p.errors));
         }
@@ -686,6 +704,7 @@ impl Experiment {
             rubies: rubies.into_iter().map(|(k, (def, _))| (k, def)).collect(),
             configs: expanded,
             defaults,
+            services,
         })
     }
 

@@ -112,6 +112,10 @@ pub struct ConfigSettings {
     pub profile: Vec<Profiler>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profile_measured: bool,
+    /// `setup`: commands run once before the first trial of each (Ruby, Gemfile, app),
+    /// with `{ruby}` and `{app}` expanded already (lab::services).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<Vec<String>>,
 }
 
 /// A profiler rubyrace attaches to a trial's processes.
@@ -206,6 +210,8 @@ pub struct Experiment {
     pub conditions: crate::conditions::TrialConditions,
     /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).
     pub design: crate::design::Design,
+    /// `[services]`: PostgreSQL and Redis servers the app needs (crate::services).
+    pub services: crate::services::Services,
 }
 
 /// A rough wall time of one block of `configs` in `design`, for estimates before anything

@@ -433,6 +433,12 @@ fn expand_custom(launch: &ServerLaunch) -> anyhow::Result<Vec<String>> {
 /// The first `{name}` in `arg` (name: a letter or `_`, then letters, digits, `_`) that is not
 /// a placeholder.
 fn unknown_placeholder(arg: &str) -> Option<&str> {
+    first_unknown_placeholder(arg, &PLACEHOLDERS)
+}
+
+/// The first `{name}` in `arg` that is not one of `known`; other braces (`{ |x| x }`) are
+/// not placeholders.
+pub(crate) fn first_unknown_placeholder<'a>(arg: &'a str, known: &[&str]) -> Option<&'a str> {
     let mut rest = arg;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
@@ -442,7 +448,7 @@ fn unknown_placeholder(arg: &str) -> Option<&str> {
             .map_or(after.len(), |(i, _)| i);
         if name_len > 0 && after[name_len..].starts_with('}') {
             let candidate = &rest[open..open + name_len + 2];
-            if !PLACEHOLDERS.contains(&candidate) {
+            if !known.contains(&candidate) {
                 return Some(candidate);
             }
         }

@@ -11,7 +11,7 @@ use rubies::knobs::{COMPACTS, JITS};
 /// The `[matrix]` value of `ruby` that means every Ruby.
 pub const RUBY_ALL: &str = "all";
 
-pub(crate) const ROOT_KEYS: [&str; 21] = [
+pub(crate) const ROOT_KEYS: [&str; 22] = [
     "name",
     "description",
     "seed",
@@ -33,6 +33,7 @@ pub(crate) const ROOT_KEYS: [&str; 21] = [
     "matrix",
     "configs",
     "exclude",
+    "services",
 ];
 
 /// The type and range of one setting.
@@ -49,6 +50,8 @@ pub(crate) enum Kind {
     },
     Duration,
     StrList,
+    /// An array of argvs (each an array of strings), e.g. `setup`.
+    ArgvList,
     StrMap,
     OneOf(&'static [&'static str]),
     /// One of the options, or an array of them (each at most once).
@@ -65,6 +68,9 @@ impl Kind {
             Kind::Float { min, max } => format!("a number from {min} to {max}"),
             Kind::Duration => "a duration string such as \"500ms\", \"10s\" or \"2m\"".into(),
             Kind::StrList => "an array of strings".into(),
+            Kind::ArgvList => {
+                "an array of commands, each an array of strings, e.g. [[\"{ruby}\", \"bin/rails\", \"db:prepare\"]]".into()
+            }
             Kind::StrMap => "a table of string values".into(),
             Kind::OneOf(options) => format!("one of {}", quoted_list(options)),
             Kind::SomeOf(options) => {
@@ -162,6 +168,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
         },
     ),
     ("script_timeout", Kind::Duration),
+    ("setup", Kind::ArgvList),
 ];
 
 pub(crate) fn setting_kind(key: &str) -> Option<Kind> {
@@ -216,6 +223,8 @@ pub(crate) enum SettingValue {
     },
     /// `Kind::StrList` and `Kind::SomeOf`.
     StrList(Vec<String>),
+    /// `Kind::ArgvList`.
+    ArgvList(Vec<Vec<String>>),
     StrMap(BTreeMap<String, String>),
     Bool(bool),
 }
@@ -259,6 +268,13 @@ impl SettingValue {
         }
     }
 
+    pub(crate) fn as_argv_list(&self) -> Option<&[Vec<String>]> {
+        match self {
+            SettingValue::ArgvList(l) => Some(l),
+            _ => None,
+        }
+    }
+
     pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             SettingValue::Bool(b) => Some(*b),
@@ -291,6 +307,9 @@ impl SettingValue {
                 serde_json::Number::from_f64(*f).map_or_else(|| f.to_string(), |n| n.to_string())
             }
             SettingValue::StrList(l) => join_or_none(l.clone(), " "),
+            SettingValue::ArgvList(l) => {
+                join_or_none(l.iter().map(|a| a.join(" ")).collect(), "; ")
+            }
             SettingValue::StrMap(m) => {
                 join_or_none(m.iter().map(|(k, v)| format!("{k}={v}")).collect(), ",")
             }

@@ -17,5 +17,6 @@ pub mod probe;
 pub mod profile;
 pub mod readiness;
 pub mod runner;
+pub mod services;
 pub mod store;
 pub mod trial;

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::conditions::{wait_for_quiet, QuietWait};
 use crate::interleave::{run_interleaved_block, BlockOutcome};
+use crate::services::RunServices;
 use crate::store::Store;
 use crate::trial::{
     run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
@@ -89,6 +90,7 @@ pub fn plan(
             "design": experiment.design,
             "order": experiment.order,
             "record_env": experiment.record_env,
+            "services": experiment.services,
         },
         "results_dir": dir,
         "configs": experiment.configs,
@@ -126,6 +128,7 @@ pub fn trial_spec(
         out_dir: crate::store::trial_dir(results_dir, trial.trial_id),
         registry: crate::store::registry(results_dir),
         cpus: conditions.cpus.clone(),
+        service_env: Default::default(),
     })
 }
 
@@ -182,6 +185,30 @@ pub fn run_pending(
             )
         })?;
     }
+    // [services] and setup: started now, before the first trial; a service that does not
+    // start ends the session here, with its log's tail.
+    crate::services::remove_leftovers(store.dir());
+    let services =
+        if store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()) {
+            None
+        } else {
+            match RunServices::start(
+                &store.services()?,
+                &configs,
+                store.dir(),
+                &store.registry(),
+                session,
+            ) {
+                Ok(s) => {
+                    store.record_services(session, s.record())?;
+                    Some(s)
+                }
+                Err(e) => {
+                    let _ = store.end_session(session, &format!("failed: {e:#}"));
+                    return Err(e);
+                }
+            }
+        };
     let design = store.design()?;
     let seed: u64 = store
         .meta("seed")?
@@ -198,6 +225,7 @@ pub fn run_pending(
         seed,
         interrupt,
         progress,
+        services,
     };
     let mut end = run.run_schedule(&schedule, &done);
     if let (Ok(RunEnd::Complete), Some(target)) = (&end, run.store.precision_target()?) {
@@ -213,6 +241,10 @@ pub fn run_pending(
         }
         Err(e) => format!("failed: {e:#}"),
     };
+    if let Some(services) = run.services.take() {
+        let record = services.stop();
+        let _ = run.store.record_services(session, &record);
+    }
     // Best effort: with a full disk even this may fail, and the error above matters more.
     let _ = run.store.end_session(session, &outcome);
     end
@@ -230,6 +262,8 @@ struct Run<'a> {
     seed: u64,
     interrupt: &'a Arc<AtomicBool>,
     progress: &'a mut dyn Progress,
+    /// `[services]` and `setup`, when the experiment has any.
+    services: Option<RunServices>,
 }
 
 /// What became of one scheduled trial.
@@ -429,7 +463,33 @@ impl Run<'_> {
                 None => None,
             };
             self.progress.trial_started(trial, &spec.label);
-            let mut result = match run_trial(&spec, self.interrupt) {
+            let mut spec = spec.clone();
+            let prepared = match &mut self.services {
+                Some(services) => {
+                    match services.before_trial(&spec.settings, trial.trial_id, self.interrupt) {
+                        Ok(p) => Some(p),
+                        Err(_) if self.interrupt.load(Ordering::SeqCst) => {
+                            return Ok(TrialEnd::Interrupted)
+                        }
+                        Err(e) => {
+                            return Err(e.context(format!(
+                                "the services of trial {} (every trial before it is stored; fix the problem, then resume)",
+                                trial.trial_id
+                            )))
+                        }
+                    }
+                }
+                None => None,
+            };
+            if let Some(p) = &prepared {
+                spec.service_env = p.env.clone();
+            }
+            let outcome = run_trial(&spec, self.interrupt);
+            let services_record = match (&mut self.services, prepared) {
+                (Some(services), Some(p)) => Some(services.after_trial(p)),
+                _ => None,
+            };
+            let mut result = match outcome {
                 TrialOutcome::Interrupted => return Ok(TrialEnd::Interrupted),
                 TrialOutcome::WriteFailed(what) => anyhow::bail!(
                     "{what} (trial {} is not stored; every trial before it is: free space or fix the problem, then resume)",
@@ -439,6 +499,7 @@ impl Run<'_> {
             };
             result.quiet = quiet;
             result.noisy_attempts = attempts;
+            result.services = services_record;
             let noise = result.noise.as_ref().filter(|n| n.is_noisy());
             if let (TrialStatus::Valid, Some(n)) = (result.status, noise) {
                 if attempts < self.conditions.repeat_noisy {

@@ -125,6 +125,18 @@ impl Supervised {
         log_name: &str,
         registry: &Path,
     ) -> io::Result<Supervised> {
+        Supervised::spawn_as(launch, log_dir, log_name, registry, None)
+    }
+
+    /// [`Supervised::spawn`], running as another user (`uid`, `gid`; supplementary groups
+    /// dropped) when `user` is given: a server that refuses root (PostgreSQL).
+    pub fn spawn_as(
+        launch: &Launch,
+        log_dir: &Path,
+        log_name: &str,
+        registry: &Path,
+        user: Option<(u32, u32)>,
+    ) -> io::Result<Supervised> {
         let program = launch
             .argv
             .first()
@@ -145,6 +157,11 @@ impl Supervised {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
+        if let Some((uid, gid)) = user {
+            // std sets the group, drops supplementary groups (as root) and then the user,
+            // after pre_exec.
+            command.uid(uid).gid(gid);
+        }
         let mask = launch.cpus.as_ref().map(|c| c.mask());
         // SAFETY: only async-signal-safe calls (sched_setaffinity, prctl, getppid, _exit:
         // each one system call, no allocation) between fork and exec; the mask was built
@@ -279,11 +296,17 @@ impl Supervised {
     /// TERM to the group; KILL to the group after `grace` if the first process has not
     /// ended. Leftover members (workers) are killed once the first process is gone.
     pub fn stop(&mut self, grace: Duration) -> Ended {
+        self.stop_with(Signal::SIGTERM, grace)
+    }
+
+    /// [`Supervised::stop`] with another first signal than TERM (PostgreSQL's fast
+    /// shutdown is INT; its TERM waits for every client to leave).
+    pub fn stop_with(&mut self, first: Signal, grace: Duration) -> Ended {
         let asked = Instant::now();
         let (stopped_by, status) = if let Some(s) = self.exited() {
             ("exited", s)
         } else {
-            signal_group(self.pgid, Signal::SIGTERM);
+            signal_group(self.pgid, first);
             match self.wait_for_exit(grace) {
                 Some(s) => ("term", s),
                 None => {

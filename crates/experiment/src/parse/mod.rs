@@ -21,6 +21,7 @@ use rubies::discovery::{DiscoveredRuby, RubyCapabilities};
 
 mod run_keys;
 mod sections;
+mod services;
 
 pub(crate) use run_keys::{parse_percent, DesignName};
 
@@ -282,6 +283,25 @@ impl<'a> Parser<'a> {
                 },
                 None => wrong(self, None),
             },
+            Kind::ArgvList => {
+                let argvs: Option<Vec<Vec<String>>> = value.as_array().and_then(|a| {
+                    a.iter()
+                        .map(|argv| {
+                            argv.as_array()
+                                .filter(|argv| !argv.is_empty())
+                                .and_then(|argv| {
+                                    argv.iter()
+                                        .map(|v| v.as_str().map(str::to_string))
+                                        .collect()
+                                })
+                        })
+                        .collect()
+                });
+                match argvs {
+                    Some(list) => Some(SettingValue::ArgvList(list)),
+                    None => wrong(self, None),
+                }
+            }
             Kind::OneOf(options) => match value.as_str() {
                 Some(s) if options.contains(&s) => Some(SettingValue::Str(s.to_string())),
                 Some(s) => {

@@ -26,6 +26,7 @@ impl<'a> Parser<'a> {
         configs: &[Config],
         written: &std::collections::BTreeSet<&str>,
         repeat_noisy: u32,
+        has_services: bool,
     ) -> (crate::design::Design, Option<String>) {
         let by_default = written_design.is_none();
         let (name, span) = match written_design {
@@ -34,7 +35,7 @@ impl<'a> Parser<'a> {
                 return (crate::design::Design::Blocks, None);
             }
             Some((name, span)) => (name, span),
-            None => match why_blocks_by_default(configs, written, repeat_noisy) {
+            None => match why_blocks_by_default(configs, written, repeat_noisy, has_services) {
                 Some(reason) => {
                     self.refuse_slicing_keys(
                         &slice,
@@ -332,10 +333,14 @@ pub(crate) fn why_blocks_by_default(
     configs: &[Config],
     written: &std::collections::BTreeSet<&str>,
     repeat_noisy: u32,
+    has_services: bool,
 ) -> Option<String> {
     let n = configs.len();
     if n < 2 {
         return Some("one configuration".into());
+    }
+    if has_services {
+        return Some("[services]: each trial has the database to itself".into());
     }
     if configs
         .iter()

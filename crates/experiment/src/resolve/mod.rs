@@ -90,7 +90,7 @@ fn refuse_inapplicable(
         (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
         (Workload::Script, k) => matches!(
             k,
-            "script" | "script_args" | "runs" | "script_timeout" | "profile"
+            "script" | "script_args" | "runs" | "script_timeout" | "profile" | "setup"
         ),
         (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };
@@ -271,6 +271,8 @@ pub(crate) fn resolve(
             Some("add profile = \"rbspy\" (or \"perf\", or both)".into()),
         );
     }
+    // `{ruby}` in setup is the Ruby itself, without the configuration's JIT or options.
+    let setup = resolve_setup(p, &l, &def.argv, &app_dir);
     if p.errors.len() > errors_before || !ruby_known {
         return None;
     }
@@ -301,5 +303,46 @@ pub(crate) fn resolve(
         ruby_engine,
         profile,
         profile_measured,
+        setup,
     })
+}
+
+/// The placeholders of a `setup` command.
+const SETUP_PLACEHOLDERS: [&str; 2] = ["{ruby}", "{app}"];
+
+/// `setup`: each command with `{ruby}` (the Ruby's argv, as separate arguments; only as a
+/// whole argument) and `{app}` (the app directory, anywhere) expanded.
+fn resolve_setup(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby_argv: &[String],
+    app_dir: &std::path::Path,
+) -> Vec<Vec<String>> {
+    let Some(placed) = l.get("setup") else {
+        return Vec::new();
+    };
+    let Some(commands) = placed.value.as_argv_list() else {
+        return Vec::new();
+    };
+    let (span, key) = (placed.span.clone(), placed.key.clone());
+    let app = app_dir.to_string_lossy();
+    let mut expanded = Vec::new();
+    for (i, command) in commands.iter().enumerate() {
+        let mut argv = Vec::new();
+        for arg in command {
+            if arg == "{ruby}" {
+                argv.extend(ruby_argv.iter().cloned());
+            } else if arg.contains("{ruby}") {
+                p.error(&span, &format!("{key}[{i}]"), format!("{{ruby}} must be an argument on its own (it expands to several arguments), not part of {arg:?}"), None);
+            } else if let Some(unknown) =
+                crate::servers::first_unknown_placeholder(arg, &SETUP_PLACEHOLDERS)
+            {
+                p.error(&span, &format!("{key}[{i}]"), format!("unknown placeholder {unknown} in {arg:?}; the placeholders of setup are {}", SETUP_PLACEHOLDERS.join(", ")), None);
+            } else {
+                argv.push(arg.replace("{app}", &app));
+            }
+        }
+        expanded.push(argv);
+    }
+    expanded
 }

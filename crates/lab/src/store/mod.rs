@@ -33,6 +33,8 @@ pub const SCHEMA_VERSION: i64 = 1;
 
 /// Meta key prefix of the doctor's report of a session (`doctor.session.<id>`).
 const DOCTOR_PREFIX: &str = "doctor.session.";
+/// Meta keys of the services each session started.
+const SERVICES_PREFIX: &str = "services.session.";
 
 /// Where the files of trial `trial_id` of the results directory `dir` go.
 pub fn trial_dir(dir: &Path, trial_id: usize) -> PathBuf {
@@ -248,6 +250,7 @@ impl Store {
             ("smoke", smoke.to_string()),
             ("conditions", serde_json::to_string(&experiment.conditions)?),
             ("design", serde_json::to_string(&experiment.design)?),
+            ("services", serde_json::to_string(&experiment.services)?),
             (
                 "precision",
                 match &experiment.precision {

@@ -10,7 +10,7 @@ use experiment::Config;
 use rusqlite::{params, OptionalExtension};
 
 use super::summary::SummaryRow;
-use super::{Store, DOCTOR_PREFIX};
+use super::{Store, DOCTOR_PREFIX, SERVICES_PREFIX};
 use crate::trial::TrialResult;
 
 impl Store {
@@ -81,6 +81,37 @@ impl Store {
         match self.meta("conditions")? {
             Some(text) => serde_json::from_str(&text).context("the stored trial conditions"),
             None => Ok(Default::default()),
+        }
+    }
+
+    /// The services each session started, by session, in session order.
+    pub fn session_services(&self) -> Result<Vec<(i64, crate::services::InstancesRecord)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM meta WHERE key LIKE ?1")?;
+        let rows = stmt.query_map([format!("{SERVICES_PREFIX}%")], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, value) = row?;
+            let session: i64 = key[SERVICES_PREFIX.len()..].parse().unwrap_or(0);
+            out.push((
+                session,
+                serde_json::from_str(&value).context("a stored services record")?,
+            ));
+        }
+        out.sort_by_key(|(s, _)| *s);
+        Ok(out)
+    }
+
+    /// `[services]` as stored (none for a results directory from before services).
+    pub fn services(&self) -> Result<experiment::services::Services> {
+        match self.meta("services")? {
+            Some(s) if !s.is_empty() => {
+                serde_json::from_str(&s).context("the stored services are not readable")
+            }
+            _ => Ok(Default::default()),
         }
     }
 

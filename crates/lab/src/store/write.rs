@@ -7,7 +7,7 @@ use experiment::schedule::ScheduledTrial;
 use rusqlite::params;
 
 use super::schema::NOISY_ATTEMPTS;
-use super::{insert_schedule, now, Store, DOCTOR_PREFIX};
+use super::{insert_schedule, now, Store, DOCTOR_PREFIX, SERVICES_PREFIX};
 use crate::trial::TrialResult;
 
 impl Store {
@@ -69,6 +69,23 @@ impl Store {
             params![
                 format!("{DOCTOR_PREFIX}{session_id}"),
                 serde_json::to_string(report)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Records the services a session started and the setup commands they saw run
+    /// (meta `services_session_N`), as JSON.
+    pub fn record_services(
+        &self,
+        session_id: i64,
+        record: &crate::services::InstancesRecord,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![
+                format!("{SERVICES_PREFIX}{session_id}"),
+                serde_json::to_string(record)?
             ],
         )?;
         Ok(())

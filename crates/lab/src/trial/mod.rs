@@ -69,6 +69,10 @@ pub struct TrialSpec {
     /// (`crate::conditions`); checked in every server process.
     #[serde(default)]
     pub cpus: Option<sys::cpus::CpuSplit>,
+    /// The services' URLs (`DATABASE_URL`, `REDIS_URL`), added to the app's environment
+    /// before the configuration's own `env` (crate::services).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub service_env: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -198,6 +202,7 @@ pub(crate) fn begin_trial(spec: &TrialSpec) -> Result<TrialResult, String> {
         pinning: None,
         noisy_attempts: 0,
         profiles: Vec::new(),
+        services: None,
         interleaved: None,
         files: Vec::new(),
     };

@@ -143,6 +143,10 @@ pub struct TrialResult {
     /// phase it profiled. Absent when no profiler was asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<crate::profile::ProfileRecord>,
+    /// `[services]`: the database the trial used, its row counts at the start and the end,
+    /// Redis's keys, and the services that lived for this trial only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<crate::services::TrialServicesRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }

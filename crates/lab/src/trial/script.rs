@@ -36,7 +36,8 @@ pub(super) fn script_trial(
     }
     argv.push(script.path.display().to_string());
     argv.extend(script.args.iter().cloned());
-    let mut env = s.env.clone();
+    let mut env = spec.service_env.clone();
+    env.extend(s.env.clone());
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
     if let Err(e) = with_probe(&mut env, &probe_dir, s) {
         result.reason = Some(e);

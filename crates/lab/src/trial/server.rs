@@ -81,6 +81,7 @@ pub(crate) fn start_server(
         }
     };
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
+    env.extend(spec.service_env.clone());
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
     if let Err(e) = with_probe(&mut env, &probe_dir, s) {

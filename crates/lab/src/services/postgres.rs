@@ -1,0 +1,456 @@
+//! PostgreSQL as a service of a run: Debian's server binaries (`initdb`, `postgres`,
+//! `psql` from `/usr/lib/postgresql/N/bin`), a private data directory, trust
+//! authentication for the one role `rubyrace` on loopback or a Unix socket only, readiness
+//! by a real query, and per-trial databases copied from a template.
+//!
+//! PostgreSQL refuses to run as root: as root, `initdb` and `postgres` run as the user
+//! `postgres` (Debian's package creates it), or `nobody`. The data directory must be
+//! reachable by that user; when the results directory is not (under `/root`, mode 700), the
+//! data goes to a private directory under `/var/tmp` and the results directory keeps a
+//! symlink to it, which the cleanup follows.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+
+use experiment::services::{Listen, PostgresService};
+use sys::process::{tail_file, Launch, Supervised};
+
+/// The role the app and rubyrace connect as (trust authentication, loopback only).
+pub const ROLE: &str = "rubyrace";
+/// How long PostgreSQL may take to answer its first query.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Settings recorded besides those the experiment sets.
+const RECORDED: [&str; 8] = [
+    "server_version",
+    "shared_buffers",
+    "max_connections",
+    "fsync",
+    "synchronous_commit",
+    "work_mem",
+    "effective_cache_size",
+    "jit",
+];
+/// The longest path of a Unix socket (`sun_path`, with its NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// What a started PostgreSQL was, as recorded with the run (or the trial).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PostgresRecord {
+    /// `SELECT version()`.
+    pub version: String,
+    pub argv: Vec<String>,
+    /// The user it runs as.
+    pub user: String,
+    pub data_dir: PathBuf,
+    /// `127.0.0.1:PORT` or the socket directory.
+    pub address: String,
+    /// `DATABASE_URL` without a database: `postgres://rubyrace@127.0.0.1:PORT`.
+    pub url_base: String,
+    /// Effective values of the settings the experiment set and of `RECORDED`, with units
+    /// (`128MB`).
+    pub settings: BTreeMap<String, String>,
+    pub ready_after_s: f64,
+    pub log: PathBuf,
+}
+
+/// A running PostgreSQL.
+pub struct Postgres {
+    process: Option<Supervised>,
+    bin: PathBuf,
+    /// The directory the service owns (data, socket, logs); removed at the end.
+    home: PathBuf,
+    /// Where the data really is, if not under `home` (a symlink points to it).
+    outside: Option<PathBuf>,
+    /// psql's `-h`: 127.0.0.1 or the socket directory.
+    host: String,
+    port: u16,
+    pub record: PostgresRecord,
+}
+
+/// The newest `/usr/lib/postgresql/*/bin` holding `postgres`, or `bin_dir`.
+fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
+    if let Some(dir) = &config.bin_dir {
+        if dir.join("postgres").is_file() {
+            return Ok(dir.clone());
+        }
+        bail!(
+            "services.postgres.bin_dir: {} holds no `postgres`",
+            dir.display()
+        );
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => Ok(bin),
+        None => bail!(
+            "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/postgres (Debian: apt-get install postgresql; scripts/setup installs it)"
+        ),
+    }
+}
+
+/// The user PostgreSQL runs as: rubyrace's own, or, as root, `postgres` (else `nobody`).
+fn service_user() -> Result<Option<(String, u32, u32)>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    for name in ["postgres", "nobody"] {
+        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
+            return Ok(Some((name.to_string(), u.uid.as_raw(), u.gid.as_raw())));
+        }
+    }
+    bail!("rubyrace runs as root, and PostgreSQL refuses to: neither the user `postgres` nor `nobody` exists to run it as")
+}
+
+/// Whether `uid`/`gid` may reach (search) every directory above `dir`.
+fn reachable_by(dir: &Path, uid: u32, gid: u32) -> bool {
+    dir.ancestors().skip(1).all(|d| match std::fs::metadata(d) {
+        Ok(m) => {
+            let mode = m.permissions().mode();
+            (m.uid() == uid && mode & 0o100 != 0)
+                || (m.gid() == gid && mode & 0o010 != 0)
+                || mode & 0o001 != 0
+        }
+        Err(_) => false,
+    })
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .with_context(|| format!("cannot give {} to the PostgreSQL user", path.display()))
+}
+
+impl Postgres {
+    /// Creates a cluster under `home` (emptied first) and starts it; returns once a query
+    /// is answered. `registry` registers the server's process group, as for app servers.
+    pub fn start(config: &PostgresService, home: &Path, registry: &Path) -> Result<Postgres> {
+        let bin = bin_dir(config)?;
+        remove_home(home);
+        std::fs::create_dir_all(home)
+            .with_context(|| format!("cannot create {}", home.display()))?;
+        let user = service_user()?;
+        // The data (and the socket) live in `data_home`: `home`, or outside it.
+        let (data_home, outside) = match &user {
+            Some((_, uid, gid)) if !reachable_by(home, *uid, *gid) => {
+                let private = tempfile::Builder::new()
+                    .prefix("rubyrace-postgres-")
+                    .tempdir_in("/var/tmp")
+                    .context("cannot create a private directory under /var/tmp for PostgreSQL")?
+                    .keep();
+                chown(&private, *uid, *gid)?;
+                std::os::unix::fs::symlink(&private, home.join("outside")).with_context(|| {
+                    format!("cannot link {} from {}", private.display(), home.display())
+                })?;
+                (private.clone(), Some(private))
+            }
+            _ => (home.to_path_buf(), None),
+        };
+        let data = data_home.join("data");
+        let socket_dir = data_home.join("socket");
+        std::fs::create_dir_all(&socket_dir)
+            .with_context(|| format!("cannot create {}", socket_dir.display()))?;
+        let ids = user.as_ref().map(|(_, uid, gid)| (*uid, *gid));
+        if let Some((uid, gid)) = ids {
+            chown(&data_home, uid, gid)?;
+            chown(&socket_dir, uid, gid)?;
+        }
+
+        // initdb: trust for the one role, no fsync of the new files (a throwaway cluster).
+        let initdb_log = home.join("initdb.log");
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb
+            .args(["-D"])
+            .arg(&data)
+            .args([
+                "-U",
+                ROLE,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-locale",
+                "--no-sync",
+            ])
+            .stdin(std::process::Stdio::null());
+        if let Some((uid, gid)) = ids {
+            use std::os::unix::process::CommandExt;
+            initdb.uid(uid).gid(gid);
+        }
+        let out = initdb
+            .output()
+            .with_context(|| format!("cannot run {}", bin.join("initdb").display()))?;
+        let _ = std::fs::write(&initdb_log, [&out.stdout[..], &out.stderr[..]].concat());
+        if !out.status.success() {
+            bail!(
+                "PostgreSQL's initdb failed ({}): {}",
+                sys::process::describe_status(out.status),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+
+        let (host, port) = match config.listen {
+            Listen::Tcp => ("127.0.0.1".to_string(), crate::trial::free_port()?),
+            Listen::Unix => {
+                let socket = socket_dir.join(".s.PGSQL.5432");
+                let len = socket.as_os_str().len();
+                if len > SUN_PATH_MAX {
+                    bail!(
+                        "services.postgres: listen = \"unix\", but the socket path {} is {len} bytes, over the {SUN_PATH_MAX} of a Unix socket: use listen = \"tcp\", or a shorter results directory",
+                        socket.display()
+                    );
+                }
+                (socket_dir.to_string_lossy().into_owned(), 5432)
+            }
+        };
+        let mut argv = vec![
+            bin.join("postgres").to_string_lossy().into_owned(),
+            "-D".into(),
+            data.to_string_lossy().into_owned(),
+            "-p".into(),
+            port.to_string(),
+        ];
+        let fixed: Vec<(String, String)> = vec![
+            (
+                "listen_addresses".into(),
+                match config.listen {
+                    Listen::Tcp => "127.0.0.1".into(),
+                    Listen::Unix => String::new(),
+                },
+            ),
+            (
+                "unix_socket_directories".into(),
+                match config.listen {
+                    Listen::Tcp => String::new(),
+                    Listen::Unix => socket_dir.to_string_lossy().into_owned(),
+                },
+            ),
+            ("logging_collector".into(), "off".into()),
+        ];
+        let settings = fixed
+            .iter()
+            .map(|(k, v)| (k, v))
+            .chain(config.settings.iter());
+        for (name, value) in settings {
+            argv.push("-c".into());
+            argv.push(format!("{name}={value}"));
+        }
+        let launch = Launch {
+            argv: argv.clone(),
+            env: vec![("LC_ALL".into(), "C".into())],
+            cwd: data_home.clone(),
+            cpus: None,
+        };
+        let started = Instant::now();
+        let process = Supervised::spawn_as(&launch, home, "postgres", registry, ids)
+            .context("PostgreSQL did not start")?;
+        let address = match config.listen {
+            Listen::Tcp => format!("127.0.0.1:{port}"),
+            Listen::Unix => host.clone(),
+        };
+        let url_base = match config.listen {
+            Listen::Tcp => format!("postgres://{ROLE}@127.0.0.1:{port}"),
+            Listen::Unix => format!("postgres://{ROLE}@"),
+        };
+        let mut pg = Postgres {
+            process: Some(process),
+            bin,
+            home: home.to_path_buf(),
+            outside,
+            host,
+            port,
+            record: PostgresRecord {
+                argv,
+                user: user
+                    .as_ref()
+                    .map(|(n, _, _)| n.clone())
+                    .unwrap_or_else(current_user),
+                data_dir: data,
+                address,
+                url_base,
+                log: home.join("postgres.stderr"),
+                ..PostgresRecord::default()
+            },
+        };
+        pg.wait_ready(started)?;
+        pg.record.ready_after_s = started.elapsed().as_secs_f64();
+        pg.record.version = pg.query("postgres", "SELECT version()")?.trim().to_string();
+        let mut names: Vec<String> = RECORDED.iter().map(|s| s.to_string()).collect();
+        names.extend(config.settings.keys().cloned());
+        let list = names
+            .iter()
+            .map(|n| format!("'{}'", n.replace('\'', "''")))
+            .collect::<Vec<_>>()
+            .join(",");
+        let rows = pg.query(
+            "postgres",
+            &format!("SELECT name, current_setting(name) FROM pg_settings WHERE name IN ({list}) ORDER BY name"),
+        )?;
+        pg.record.settings = rows
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok(pg)
+    }
+
+    /// Polls with `SELECT 1` until PostgreSQL answers; fails with its log's tail when it
+    /// exits or does not answer in time.
+    fn wait_ready(&mut self, started: Instant) -> Result<()> {
+        loop {
+            if let Some(status) = self.process.as_mut().and_then(|p| p.exited()) {
+                bail!(
+                    "PostgreSQL exited before it was ready ({}); the end of its log ({}):\n{}",
+                    sys::process::describe_status(status),
+                    self.record.log.display(),
+                    tail_file(&self.record.log, 2000).trim_end()
+                );
+            }
+            if self
+                .query("postgres", "SELECT 1")
+                .is_ok_and(|o| o.trim() == "1")
+            {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                bail!(
+                    "PostgreSQL did not answer a query within {}s; the end of its log ({}):\n{}",
+                    READY_TIMEOUT.as_secs(),
+                    self.record.log.display(),
+                    tail_file(&self.record.log, 2000).trim_end()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs one SQL statement with psql against `database`; its unaligned, tuples-only
+    /// output (`a|b` per row).
+    pub fn query(&self, database: &str, sql: &str) -> Result<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                &self.host,
+                "-p",
+            ])
+            .arg(self.port.to_string())
+            .args(["-U", ROLE, "-d", database, "-c", sql])
+            .env("PGCONNECT_TIMEOUT", "5")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", self.bin.join("psql").display()))?;
+        if !out.status.success() {
+            bail!(
+                "psql: {}: {}",
+                sql,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `DATABASE_URL` for `database`.
+    pub fn url(&self, database: &str) -> String {
+        if self.record.url_base.ends_with('@') {
+            format!("{}/{database}?host={}", self.record.url_base, self.host)
+        } else {
+            format!("{}/{database}", self.record.url_base)
+        }
+    }
+
+    pub fn create_database(&self, name: &str, template: Option<&str>) -> Result<()> {
+        let sql = match template {
+            Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
+        self.query("postgres", &sql).map(|_| ())
+    }
+
+    pub fn drop_database(&self, name: &str) -> Result<()> {
+        self.query(
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        )
+        .map(|_| ())
+    }
+
+    /// The exact row count of every table of `database` (schema `public`), in one query.
+    pub fn row_counts(&self, database: &str) -> Result<BTreeMap<String, i64>> {
+        let sql = "SELECT table_name, (xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM %I.%I', table_schema, table_name), false, true, '')))[1]::text::bigint FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1";
+        let out = self.query(database, sql)?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter_map(|(t, n)| Some((t.to_string(), n.trim().parse().ok()?)))
+            .collect())
+    }
+
+    /// Fast shutdown (INT), KILL after 10 s; then the directory is removed.
+    pub fn stop(mut self) -> String {
+        let ended = self
+            .process
+            .take()
+            .map(|mut p| p.stop_with(Signal::SIGINT, Duration::from_secs(10)));
+        self.remove_data();
+        ended.map_or_else(String::new, |e| format!("{} ({})", e.status, e.stopped_by))
+    }
+
+    /// Removes the cluster's files; the logs stay.
+    fn remove_data(&mut self) {
+        if let Some(outside) = self.outside.take() {
+            let _ = std::fs::remove_dir_all(outside);
+            let _ = std::fs::remove_file(self.home.join("outside"));
+        }
+        let _ = std::fs::remove_dir_all(self.home.join("data"));
+        let _ = std::fs::remove_dir_all(self.home.join("socket"));
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            p.stop_with(Signal::SIGINT, Duration::from_secs(5));
+            self.remove_data();
+        }
+    }
+}
+
+/// Removes what an earlier PostgreSQL of this directory left (rubyrace was killed): the
+/// data under it, and the private directory its `outside` link points to.
+pub fn remove_home(home: &Path) {
+    if let Ok(target) = std::fs::read_link(home.join("outside")) {
+        if target.starts_with("/var/tmp") {
+            let _ = std::fs::remove_dir_all(target);
+        }
+    }
+    let _ = std::fs::remove_file(home.join("outside"));
+    let _ = std::fs::remove_dir_all(home.join("data"));
+    let _ = std::fs::remove_dir_all(home.join("socket"));
+}
+
+fn current_user() -> String {
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}

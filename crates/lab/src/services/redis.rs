@@ -1,0 +1,357 @@
+//! Redis as a service of a run: Debian's `redis-server` in the foreground, with its own
+//! directory, no persistence (`save ""`, `appendonly no`) unless the experiment's settings
+//! ask for it, on a loopback port or a Unix socket; readiness by a real `PING`. rubyrace
+//! speaks to it with a few lines of RESP (`Resp`), to check it, record its version and
+//! settings, flush it and count its keys.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use experiment::services::{Listen, RedisService};
+use sys::process::{tail_file, Launch, Supervised};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Configuration recorded besides what the experiment sets.
+const RECORDED: [&str; 5] = [
+    "maxmemory",
+    "maxmemory-policy",
+    "save",
+    "appendonly",
+    "io-threads",
+];
+
+/// What a started Redis was, as recorded.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RedisRecord {
+    /// `redis_version` of `INFO server`.
+    pub version: String,
+    pub argv: Vec<String>,
+    /// `127.0.0.1:PORT` or the socket's path.
+    pub address: String,
+    /// `REDIS_URL`.
+    pub url: String,
+    /// `CONFIG GET` of the settings the experiment set and of `RECORDED`.
+    pub settings: BTreeMap<String, String>,
+    pub ready_after_s: f64,
+    pub log: PathBuf,
+}
+
+/// A running Redis.
+pub struct Redis {
+    process: Option<Supervised>,
+    home: PathBuf,
+    endpoint: Endpoint,
+    pub record: RedisRecord,
+}
+
+#[derive(Clone)]
+enum Endpoint {
+    Tcp(u16),
+    Unix(PathBuf),
+}
+
+impl Redis {
+    /// Starts redis-server with its files under `home` (emptied first); returns once it
+    /// answers PING.
+    pub fn start(config: &RedisService, home: &Path, registry: &Path) -> Result<Redis> {
+        let executable = config
+            .executable
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("redis-server"));
+        let _ = std::fs::remove_dir_all(home.join("data"));
+        let data = home.join("data");
+        std::fs::create_dir_all(&data)
+            .with_context(|| format!("cannot create {}", data.display()))?;
+        let endpoint = match config.listen {
+            Listen::Tcp => Endpoint::Tcp(crate::trial::free_port()?),
+            Listen::Unix => {
+                let socket = data.join("redis.sock");
+                if socket.as_os_str().len() > 107 {
+                    bail!(
+                        "services.redis: listen = \"unix\", but the socket path {} is over the 107 bytes of a Unix socket: use listen = \"tcp\", or a shorter results directory",
+                        socket.display()
+                    );
+                }
+                Endpoint::Unix(socket)
+            }
+        };
+        let mut argv = vec![
+            executable.to_string_lossy().into_owned(),
+            "--dir".into(),
+            data.to_string_lossy().into_owned(),
+            "--daemonize".into(),
+            "no".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+            "--logfile".into(),
+            String::new(),
+        ];
+        match &endpoint {
+            Endpoint::Tcp(port) => argv.extend([
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--port".into(),
+                port.to_string(),
+            ]),
+            Endpoint::Unix(path) => argv.extend([
+                "--port".into(),
+                "0".into(),
+                "--unixsocket".into(),
+                path.to_string_lossy().into_owned(),
+                "--unixsocketperm".into(),
+                "700".into(),
+            ]),
+        }
+        for (name, value) in &config.settings {
+            argv.push(format!("--{name}"));
+            argv.push(value.clone());
+        }
+        let launch = Launch {
+            argv: argv.clone(),
+            env: Vec::new(),
+            cwd: data.clone(),
+            cpus: None,
+        };
+        let started = Instant::now();
+        let process = Supervised::spawn(&launch, home, "redis", registry).with_context(|| {
+            format!(
+                "Redis did not start ({}; Debian: apt-get install redis-server, which scripts/setup installs)",
+                executable.display()
+            )
+        })?;
+        let (address, url) = match &endpoint {
+            Endpoint::Tcp(port) => (
+                format!("127.0.0.1:{port}"),
+                format!("redis://127.0.0.1:{port}/0"),
+            ),
+            Endpoint::Unix(path) => (
+                path.display().to_string(),
+                format!("unix://{}?db=0", path.display()),
+            ),
+        };
+        let mut redis = Redis {
+            process: Some(process),
+            home: home.to_path_buf(),
+            endpoint,
+            record: RedisRecord {
+                argv,
+                address,
+                url,
+                log: home.join("redis.stdout"),
+                ..RedisRecord::default()
+            },
+        };
+        redis.wait_ready(started)?;
+        redis.record.ready_after_s = started.elapsed().as_secs_f64();
+        let info = redis.command(&["INFO", "server"])?.text();
+        redis.record.version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let mut names: Vec<String> = RECORDED.iter().map(|s| s.to_string()).collect();
+        names.extend(config.settings.keys().cloned());
+        for name in names {
+            if let Ok(Reply::Array(items)) = redis.command(&["CONFIG", "GET", &name]) {
+                if let [k, v] = items.as_slice() {
+                    redis.record.settings.insert(k.text(), v.text());
+                }
+            }
+        }
+        Ok(redis)
+    }
+
+    fn wait_ready(&mut self, started: Instant) -> Result<()> {
+        loop {
+            if let Some(status) = self.process.as_mut().and_then(|p| p.exited()) {
+                bail!(
+                    "Redis exited before it was ready ({}); the end of its log ({}):\n{}",
+                    sys::process::describe_status(status),
+                    self.record.log.display(),
+                    tail_file(&self.record.log, 2000).trim_end()
+                );
+            }
+            if matches!(self.command(&["PING"]), Ok(Reply::Status(s)) if s == "PONG") {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                bail!(
+                    "Redis did not answer PING within {}s; the end of its log ({}):\n{}",
+                    READY_TIMEOUT.as_secs(),
+                    self.record.log.display(),
+                    tail_file(&self.record.log, 2000).trim_end()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends one command on a new connection and reads its reply.
+    pub fn command(&self, args: &[&str]) -> Result<Reply> {
+        let timeout = Some(Duration::from_secs(5));
+        match &self.endpoint {
+            Endpoint::Tcp(port) => {
+                let s = TcpStream::connect(("127.0.0.1", *port))?;
+                s.set_read_timeout(timeout)?;
+                roundtrip(s, args)
+            }
+            Endpoint::Unix(path) => {
+                let s = UnixStream::connect(path)?;
+                s.set_read_timeout(timeout)?;
+                roundtrip(s, args)
+            }
+        }
+    }
+
+    pub fn flush_all(&self) -> Result<()> {
+        match self.command(&["FLUSHALL"])? {
+            Reply::Status(s) if s == "OK" => Ok(()),
+            other => bail!("Redis answered FLUSHALL with {other:?}"),
+        }
+    }
+
+    pub fn key_count(&self) -> Result<i64> {
+        match self.command(&["DBSIZE"])? {
+            Reply::Integer(n) => Ok(n),
+            other => bail!("Redis answered DBSIZE with {other:?}"),
+        }
+    }
+
+    /// TERM, KILL after 10 s; then its directory is removed (the log stays).
+    pub fn stop(mut self) -> String {
+        let ended = self
+            .process
+            .take()
+            .map(|mut p| p.stop(Duration::from_secs(10)));
+        let _ = std::fs::remove_dir_all(self.home.join("data"));
+        ended.map_or_else(String::new, |e| format!("{} ({})", e.status, e.stopped_by))
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            p.stop(Duration::from_secs(5));
+            let _ = std::fs::remove_dir_all(self.home.join("data"));
+        }
+    }
+}
+
+/// A RESP reply.
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    Status(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    /// The reply as text (a bulk string, a status, a number).
+    pub fn text(&self) -> String {
+        match self {
+            Reply::Status(s) | Reply::Error(s) => s.clone(),
+            Reply::Integer(n) => n.to_string(),
+            Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Bulk(None) => String::new(),
+            Reply::Array(items) => items.iter().map(Reply::text).collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+fn roundtrip<S: Read + Write>(mut stream: S, args: &[&str]) -> Result<Reply> {
+    stream.write_all(&encode(args))?;
+    let mut reader = BufReader::new(stream);
+    let reply = read_reply(&mut reader)?;
+    if let Reply::Error(e) = &reply {
+        bail!("Redis: {}: {e}", args.join(" "));
+    }
+    Ok(reply)
+}
+
+/// A command as a RESP array of bulk strings.
+fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend(format!("${}\r\n", a.len()).bytes());
+        out.extend(a.bytes());
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+fn read_reply(r: &mut impl BufRead) -> Result<Reply> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        bail!("Redis closed the connection");
+    }
+    let line = line.trim_end_matches(['\r', '\n']);
+    let (kind, rest) = line.split_at(line.len().min(1));
+    Ok(match kind {
+        "+" => Reply::Status(rest.to_string()),
+        "-" => Reply::Error(rest.to_string()),
+        ":" => Reply::Integer(rest.parse().context("a RESP integer")?),
+        "$" => {
+            let n: i64 = rest.parse().context("a RESP bulk length")?;
+            if n < 0 {
+                Reply::Bulk(None)
+            } else {
+                let mut buf = vec![0; n as usize + 2];
+                r.read_exact(&mut buf)?;
+                buf.truncate(n as usize);
+                Reply::Bulk(Some(buf))
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().context("a RESP array length")?;
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_reply(r)?);
+            }
+            Reply::Array(items)
+        }
+        _ => bail!("not a RESP reply: {line:?}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resp_replies_are_read_as_redis_writes_them() {
+        // Replies as in the RESP2 specification (redis.io/docs/reference/protocol-spec).
+        let mut input: &[u8] =
+            b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n:42\r\n$-1\r\n+PONG\r\n-ERR unknown\r\n";
+        assert_eq!(
+            read_reply(&mut input).unwrap(),
+            Reply::Array(vec![
+                Reply::Bulk(Some(b"maxmemory".to_vec())),
+                Reply::Bulk(Some(b"0".to_vec()))
+            ])
+        );
+        assert_eq!(read_reply(&mut input).unwrap(), Reply::Integer(42));
+        assert_eq!(read_reply(&mut input).unwrap(), Reply::Bulk(None));
+        assert_eq!(
+            read_reply(&mut input).unwrap(),
+            Reply::Status("PONG".into())
+        );
+        assert_eq!(
+            read_reply(&mut input).unwrap(),
+            Reply::Error("ERR unknown".into())
+        );
+        assert!(read_reply(&mut input).is_err());
+        assert_eq!(encode(&["GET", "k"]), b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    }
+}
