@@ -200,6 +200,9 @@ pub fn run_pending(
                 session,
             ) {
                 Ok(s) => {
+                    if let Some(summary) = s.record().summary() {
+                        progress.note(&format!("services: {summary}"));
+                    }
                     store.record_services(session, s.record())?;
                     Some(s)
                 }
@@ -482,6 +485,9 @@ impl Run<'_> {
                 None => None,
             };
             if let Some(p) = &prepared {
+                for ran in &p.setup_ran {
+                    self.progress.note(&ran.summary());
+                }
                 spec.service_env = p.env.clone();
             }
             let outcome = run_trial(&spec, self.interrupt);

@@ -128,9 +128,15 @@ impl Drop for Running {
 
 /// Starts `rubyrace ARGS...`.
 pub fn spawn<S: AsRef<str>>(args: &[S]) -> Running {
+    spawn_with_env(args, &[])
+}
+
+/// Starts `rubyrace ARGS...` with `env` added to its environment.
+pub fn spawn_with_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Running {
     let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args(&args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -46,18 +46,32 @@ impl Lab {
         self.spawn_run(extra).wait(deadline)
     }
 
+    /// `run experiment.toml -o RESULTS EXTRA...`.
+    fn run_args(&self, extra: &[&str]) -> Vec<String> {
+        let file = self.dir.path("").join("experiment.toml");
+        let mut args = vec![
+            "run".to_string(),
+            file.display().to_string(),
+            "-o".to_string(),
+            self.results().display().to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    }
+
+    /// `rubyrace run experiment.toml -o RESULTS EXTRA...`, left running, with the marker
+    /// in rubyrace's own environment: everything it starts carries it, services included
+    /// (so [`Lab::leftovers`] matches rubyrace itself while it runs).
+    pub fn spawn_marked_run(&self, extra: &[&str]) -> Running {
+        super::spawn_with_env(
+            &self.run_args(extra),
+            &[("RUBYRACE_TEST_MARKER", &self.marker)],
+        )
+    }
+
     /// `rubyrace run experiment.toml -o RESULTS EXTRA...`, left running.
     pub fn spawn_run(&self, extra: &[&str]) -> Running {
-        let file = self.dir.path("").join("experiment.toml");
-        let results = self.results();
-        let mut args = vec![
-            "run",
-            file.to_str().unwrap(),
-            "-o",
-            results.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        spawn(&args)
+        spawn(&self.run_args(extra))
     }
 
     /// How many trials the results database holds so far, read-only (a run may be writing

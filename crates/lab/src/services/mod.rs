@@ -6,7 +6,8 @@
 //! The runner holds one [`RunServices`] per session:
 //! - `start`: the services that live through the run (`lifetime = "run"`);
 //! - `before_trial`: the services that live for one trial, the `setup` commands the first
-//!   time a (Ruby, Gemfile, app) is met by these services, the trial's own database
+//!   time a (Ruby, Gemfile, app) meets its PostgreSQL (once per session, or every trial
+//!   with a per-trial PostgreSQL), the trial's own database
 //!   (`reset = "template"`) or a flushed Redis (`reset = "flush"`), and the tables' row
 //!   counts; gives the environment the app gets (`DATABASE_URL`, `REDIS_URL`);
 //! - `after_trial`: the row counts again, the trial's database dropped, the trial's
@@ -52,6 +53,49 @@ pub struct InstancesRecord {
     /// How each service ended (`exit status 0 (term)`), once stopped.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stopped: BTreeMap<String, String>,
+}
+
+impl InstancesRecord {
+    /// One line for the progress: what runs where.
+    pub fn summary(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(p) = &self.postgres {
+            let version = p
+                .settings
+                .get("server_version")
+                .cloned()
+                .unwrap_or_default();
+            parts.push(format!(
+                "PostgreSQL {version} on {} as {} (ready in {:.1} s)",
+                p.address, p.user, p.ready_after_s
+            ));
+        }
+        if let Some(r) = &self.redis {
+            parts.push(format!(
+                "Redis {} on {} (ready in {:.1} s)",
+                r.version, r.address, r.ready_after_s
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+impl SetupRecord {
+    /// One line for the progress.
+    pub fn summary(&self) -> String {
+        let argv: Vec<std::ffi::OsString> = self.argv.iter().map(Into::into).collect();
+        format!(
+            "setup {} ({}): {} in {:.1} s{}",
+            self.key,
+            self.ruby,
+            sys::process::display_argv(&argv),
+            self.wall_s,
+            self.database
+                .as_ref()
+                .map(|d| format!(", database {d}"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// One setup command that ran.
@@ -126,7 +170,7 @@ impl SetupKey {
 struct Instances {
     postgres: Option<Postgres>,
     redis: Option<Redis>,
-    /// The keys whose setup ran against these services.
+    /// The keys whose setup ran against these services (the run's).
     set_up: BTreeSet<usize>,
     record: InstancesRecord,
 }
@@ -166,16 +210,14 @@ impl Instances {
             self.record.stopped.insert("redis".into(), r.stop());
         }
     }
-
-    fn is_empty(&self) -> bool {
-        self.postgres.is_none() && self.redis.is_none()
-    }
 }
 
 /// What `before_trial` prepared, for `after_trial`.
 pub struct PreparedTrial {
     /// `DATABASE_URL`, `REDIS_URL`: added to the app's environment.
     pub env: BTreeMap<String, String>,
+    /// The setup commands that ran for this trial.
+    pub setup_ran: Vec<SetupRecord>,
     record: TrialServicesRecord,
     own: Option<Instances>,
     /// The trial's own database, dropped after it.
@@ -274,12 +316,10 @@ impl RunServices {
         let mut env = BTreeMap::new();
         let mut record = TrialServicesRecord::default();
 
-        // The database of this key, and its setup, in whichever instances hold PostgreSQL
-        // (setup runs against every service, so it runs where any service is new).
-        let needs_setup = {
-            let fresh_own = own.as_ref().is_some_and(|o| !o.is_empty());
-            fresh_own || !self.run.set_up.contains(&key_number)
-        };
+        // The setup runs once per (Ruby, Gemfile, app) for the life of the PostgreSQL it
+        // sets up: every trial with a per-trial PostgreSQL, once per session otherwise.
+        let own_postgres = own.as_ref().is_some_and(|o| o.postgres.is_some());
+        let needs_setup = own_postgres || !self.run.set_up.contains(&key_number);
         if let Some(r) = redis_of(&own, &self.run) {
             env.insert("REDIS_URL".to_string(), r.record.url.clone());
         }
@@ -287,6 +327,7 @@ impl RunServices {
         if let (Some(pg), Some(db)) = (postgres_of(&own, &self.run), &database) {
             setup_env.insert("DATABASE_URL".to_string(), pg.url(db));
         }
+        let mut setup_ran = Vec::new();
         if needs_setup {
             if let (Some(pg), Some(db)) = (postgres_of(&own, &self.run), &database) {
                 let exists = pg
@@ -303,11 +344,11 @@ impl RunServices {
                 }
             }
             let dir = match &own {
-                Some(_) => self
+                Some(_) if own_postgres => self
                     .results_dir
                     .join(SERVICES_DIR)
                     .join(format!("trial-{trial_id}")),
-                None => self.results_dir.join(SERVICES_DIR),
+                _ => self.results_dir.join(SERVICES_DIR),
             };
             let records = run_setup(
                 settings,
@@ -320,11 +361,9 @@ impl RunServices {
                 &self.registry,
                 interrupt,
             )?;
+            setup_ran = records.clone();
             match &mut own {
-                Some(o) if !o.is_empty() => {
-                    o.set_up.insert(key_number);
-                    o.record.setup.extend(records);
-                }
+                Some(o) if own_postgres => o.record.setup.extend(records),
                 _ => {
                     self.run.set_up.insert(key_number);
                     self.run.record.setup.extend(records);
@@ -361,6 +400,7 @@ impl RunServices {
         }
         Ok(PreparedTrial {
             env,
+            setup_ran,
             record,
             own,
             trial_database,

@@ -232,7 +232,7 @@ impl Store {
     /// `rubyrace export --json` writes): the run's meta, its configurations and schedule,
     /// every stored trial's JSON as it was stored, and the noisy attempts set aside.
     pub fn export(&self) -> Result<serde_json::Value> {
-        const META_KEYS: [&str; 15] = [
+        const META_KEYS: [&str; 16] = [
             "schema_version",
             "rubyrace_version",
             "created_at",
@@ -248,6 +248,7 @@ impl Store {
             "precision",
             "precision_end",
             "conditions",
+            "services",
         ];
         let mut meta = serde_json::Map::new();
         for k in META_KEYS {
@@ -262,6 +263,11 @@ impl Store {
             "schedule": self.schedule()?,
             "trials": self.trial_results_json()?,
             "noisy_attempts": self.noisy_attempts()?,
+            "sessions_services": self
+                .session_services()?
+                .into_iter()
+                .map(|(session, record)| serde_json::json!({ "session": session, "services": record }))
+                .collect::<Vec<_>>(),
         }))
     }
 

@@ -1,0 +1,237 @@
+//! `[services]` (issue 18): real PostgreSQL and real Redis (Debian's, installed by
+//! scripts/setup) started by the real `rubyrace run` for a real Puma serving
+//! `fixtures/services_app`, which writes a row and a Redis key per POST. Checked: the
+//! setup runs once and its output is kept; every trial starts from the same rows
+//! (`reset = "template"`) and writes happen; a per-trial Redis starts empty; nothing is
+//! left running or on disk, after a clean end, after SIGKILL and a resume, after a setup
+//! that fails and after a service that does not start.
+//!
+//! rubyrace runs with the lab's marker in its own environment, so PostgreSQL, Redis, Puma
+//! and the setup commands all carry it and a scan of /proc finds any of them left behind.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::lab::Lab;
+use support::path_str;
+
+const APP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/services_app");
+
+/// An experiment on services_app: `extra` goes at the end of the file (more tables).
+fn experiment(batches: u32, duration: &str, extra: &str) -> String {
+    format!(
+        r#"
+batches = {batches}
+
+[settings]
+app = "{APP}"
+method = "POST"
+warmup = "500ms"
+duration = "{duration}"
+setup = [["{{ruby}}", "{{app}}/setup.rb"]]
+
+[matrix]
+threads = [1, 2]
+
+{extra}
+"#
+    )
+}
+
+const SERVICES: &str = r#"
+[services.postgres]
+reset = "template"
+settings = { fsync = "off", shared_buffers = "32MB" }
+
+[services.redis]
+lifetime = "trial"
+"#;
+
+fn export(lab: &Lab) -> Value {
+    let run = support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// No PostgreSQL data, socket or private directory is left in the results directory.
+fn assert_no_service_data(results: &Path) {
+    let services = results.join("services");
+    for left in [
+        "postgres/data",
+        "postgres/socket",
+        "postgres/outside",
+        "redis/data",
+    ] {
+        assert!(
+            !services.join(left).exists(),
+            "{} was left behind",
+            services.join(left).display()
+        );
+    }
+}
+
+#[test]
+fn every_trial_starts_from_the_template_and_nothing_is_left() {
+    let lab = Lab::new("services");
+    lab.experiment(&experiment(2, "2s", SERVICES));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(240));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("services: PostgreSQL 15"), "{run:?}");
+    assert!(run.stderr.contains("setup 1 (system)"), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+
+    let export = export(&lab);
+    let trials = export["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    let mut databases = Vec::new();
+    for t in trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        let s = &t["services"];
+        // The setup's three rows, whatever the trials before wrote.
+        assert_eq!(s["rows_at_start"]["hits"], 3, "{s}");
+        let end = s["rows_at_end"]["hits"].as_i64().unwrap();
+        let requests = t["load"]["requests"].as_i64().unwrap_or(0);
+        assert!(
+            end > 3 + requests / 2,
+            "writes happened: {end} rows after {requests} requests: {s}"
+        );
+        assert_eq!(s["template"], "app");
+        databases.push(s["database"].as_str().unwrap().to_string());
+        // Redis lives for the trial: empty at the start, written during it.
+        assert_eq!(s["redis_keys_at_start"], 0, "{s}");
+        assert!(s["redis_keys_at_end"].as_i64().unwrap() > 0, "{s}");
+        let redis = &s["instances"]["redis"];
+        assert!(
+            redis["version"].as_str().unwrap().starts_with('7'),
+            "{redis}"
+        );
+        assert!(redis["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("redis://127.0.0.1:"));
+    }
+    databases.sort();
+    databases.dedup();
+    assert_eq!(databases.len(), 4, "a database per trial: {databases:?}");
+
+    let sessions = export["sessions_services"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1);
+    let record = &sessions[0]["services"];
+    let pg = &record["postgres"];
+    assert!(
+        pg["version"].as_str().unwrap().starts_with("PostgreSQL 15"),
+        "{pg}"
+    );
+    assert_eq!(pg["settings"]["fsync"], "off");
+    assert_eq!(pg["settings"]["shared_buffers"], "32MB");
+    assert_eq!(
+        record["stopped"]["postgres"].as_str().unwrap(),
+        "exit status 0 (term)"
+    );
+    // The setup ran once, for the one (Ruby, Gemfile, app), and its output is kept.
+    let setup = record["setup"].as_array().unwrap();
+    assert_eq!(setup.len(), 1, "{record}");
+    assert_eq!(setup[0]["status"], "exit status 0");
+    let stdout = lab.results().join(setup[0]["stdout"].as_str().unwrap());
+    let said = std::fs::read_to_string(&stdout).unwrap();
+    assert_eq!(said.trim(), "seeded 3 rows into app");
+}
+
+#[test]
+fn a_killed_run_leaves_no_service_and_resumes() {
+    let lab = Lab::new("services-kill");
+    lab.experiment(&experiment(2, "3s", SERVICES));
+    let mut running = lab.spawn_marked_run(&[]);
+    let started = Instant::now();
+    while lab.stored_trials() < 1 {
+        assert!(
+            running.is_running(),
+            "the run ended before a trial was stored"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no trial stored in 2 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Mid-run: PostgreSQL, a per-trial Redis and Puma are up (or about to be).
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = running.pid() as i32;
+    // SAFETY: the rubyrace this test started, by pid.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed = running.wait(Duration::from_secs(10));
+    assert_eq!(killed.code(), None, "{killed:?}");
+    // The parent-death signal takes PostgreSQL, Redis and Puma down with rubyrace.
+    lab.assert_no_leftovers(Duration::from_secs(10));
+
+    let results = path_str(&lab.results());
+    let resumed = support::spawn_with_env(
+        &["run", "--resume", &results],
+        &[("RUBYRACE_TEST_MARKER", &lab.marker)],
+    )
+    .wait(Duration::from_secs(240));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+    let export = export(&lab);
+    let trials = export["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    for t in trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        assert_eq!(t["services"]["rows_at_start"]["hits"], 3, "{t}");
+    }
+    // The resumed session started its own services and ran the setup again.
+    let sessions = export["sessions_services"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    assert_eq!(
+        sessions[1]["services"]["setup"].as_array().unwrap().len(),
+        1
+    );
+}
+
+#[test]
+fn a_failing_setup_stops_the_run_with_its_output() {
+    let lab = Lab::new("services-setup");
+    let file = experiment(1, "1s", SERVICES).replace(
+        r#"setup = [["{ruby}", "{app}/setup.rb"]]"#,
+        r#"setup = [["{ruby}", "-e", "puts 'migrating'; warn 'the migration exploded'; exit 3"]]"#,
+    );
+    lab.experiment(&file);
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(120));
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("setup: "), "{run:?}");
+    assert!(run.stderr.contains("failed (exit status 3)"), "{run:?}");
+    assert!(run.stderr.contains("the migration exploded"), "{run:?}");
+    assert_eq!(lab.stored_trials(), 0);
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+}
+
+#[test]
+fn a_service_that_does_not_start_stops_the_run_with_its_log() {
+    let lab = Lab::new("services-broken");
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nsettings = { shared_buffers = \"plenty\" }\n",
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(120));
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("PostgreSQL exited before it was ready"),
+        "{run:?}"
+    );
+    // The tail of PostgreSQL's own log says why.
+    assert!(
+        run.stderr
+            .contains("invalid value for parameter \"shared_buffers\""),
+        "{run:?}"
+    );
+    assert_eq!(lab.stored_trials(), 0);
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+}
