@@ -904,3 +904,85 @@ fn profile_takes_one_profiler_or_several_and_its_mistakes_are_named() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn services_and_setup_are_read_with_their_defaults() {
+    let e = parse(
+        "[settings]\nsetup = [[\"{ruby}\", \"{app}/bin/rails\", \"db:prepare\"], [\"true\"]]\n\
+         [services.postgres]\nreset = \"template\"\ndatabase = \"forum\"\n\
+         settings = { fsync = \"off\", max_connections = 50 }\n[services.redis]\n",
+    )
+    .unwrap();
+    let pg = e.services.postgres.as_ref().unwrap();
+    assert_eq!(pg.database, "forum");
+    assert_eq!(pg.reset, crate::services::Reset::Template);
+    assert_eq!(pg.lifetime, crate::services::Lifetime::Run);
+    assert_eq!(pg.listen, crate::services::Listen::Tcp);
+    assert_eq!(pg.settings["max_connections"], "50");
+    let redis = e.services.redis.as_ref().unwrap();
+    assert_eq!(redis.reset, crate::services::Reset::None);
+    let setup = &e.configs[0].settings.setup;
+    // {ruby} is the Ruby's own argv (here /bin/sh), {app} the app directory.
+    assert_eq!(setup[0][0], "/bin/sh");
+    assert!(
+        setup[0][1].ends_with("ruby/apps/rack-hello/bin/rails"),
+        "{setup:?}"
+    );
+    assert_eq!(setup[1], vec!["true".to_string()]);
+    // No services: none at all, and blocks are not forced.
+    assert!(parse("[settings]\n").unwrap().services.is_empty());
+}
+
+#[test]
+fn services_mistakes_are_reported_where_they_are() {
+    let errs = errors("[services.postgress]\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:1:11: services.postgress: unknown key `postgress`"),
+        "{errs:#?}"
+    );
+    assert!(errs[0].contains("did you mean `postgres`?"), "{errs:#?}");
+    let errs = errors("[services.postgres]\nreset = \"templat\"\n");
+    assert!(
+        errs[0].starts_with(
+            "/tmp/exp.toml:2:9: services.postgres.reset: expected one of \"none\" or \"template\""
+        ),
+        "{errs:#?}"
+    );
+    assert!(errs[0].contains("did you mean \"template\"?"), "{errs:#?}");
+    let errs = errors("[services.redis]\nreset = \"template\"\n");
+    assert!(
+        errs[0].contains("expected one of \"none\" or \"flush\""),
+        "{errs:#?}"
+    );
+    let errs = errors("[services.postgres]\nlifetime = \"trial\"\nreset = \"template\"\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:3:9: services.postgres.reset"),
+        "{errs:#?}"
+    );
+    let errs = errors("[services.postgres]\ndatabase = \"My-DB\"\n");
+    assert!(errs[0].contains("expected a database name"), "{errs:#?}");
+    let errs = errors("[services.postgres]\nsettings = { fsync = [1] }\n");
+    assert!(errs[0].starts_with("/tmp/exp.toml:2:22: services.postgres.settings.fsync: expected a string, number or boolean"), "{errs:#?}");
+    let errs = errors("[services.redis]\nport = 6379\n");
+    assert!(errs[0].contains("unknown key `port`"), "{errs:#?}");
+    let errs = errors("services = 1\n");
+    assert!(errs[0].contains("services: expected a table"), "{errs:#?}");
+    let errs = errors("design = \"interleaved\"\n[matrix]\nthreads = [1, 2]\n[services.redis]\n");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("[services] with an interleaved")),
+        "{errs:#?}"
+    );
+    let errs = errors("[settings]\nsetup = [\"rails\", \"db:prepare\"]\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:2:9: settings.setup: expected an array of commands"),
+        "{errs:#?}"
+    );
+    let errs = errors("[settings]\nsetup = [[\"{rubby}\", \"x\"]]\n");
+    assert!(errs[0].contains("unknown placeholder {rubby}"), "{errs:#?}");
+    let errs = errors("[settings]\nsetup = [[\"x{ruby}\"]]\n");
+    assert!(
+        errs[0].contains("{ruby} must be an argument on its own"),
+        "{errs:#?}"
+    );
+}
