@@ -3,13 +3,19 @@
 //! an answer that is not HTTP, or a server that exits fails the trial at once.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use load::response::ResponseParser;
 
 use sys::process::{describe_status, Supervised};
+
+/// A free loopback port. Another process may take it before the server binds it; the
+/// readiness check then fails with the server's own error in its stderr tail.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
 
 /// Time between attempts while the server is booting.
 const POLL: Duration = Duration::from_millis(50);

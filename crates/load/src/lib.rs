@@ -6,6 +6,9 @@
 //! close` or client-closed connections. One event loop per thread; per-thread HDR
 //! histograms merged at the end; errors counted by kind and never dropped.
 //!
+//! Instead of a URL mix it can walk virtual users through scenarios (`scenario`): steps
+//! with variables, a cookie jar per user, values extracted from responses, think times.
+//!
 //! It knows nothing about experiments, Rubies or servers: `lab` drives it, and the CLI
 //! exposes it as `rubyrace load`.
 
@@ -16,6 +19,7 @@ pub mod plan;
 pub mod raw;
 pub mod report;
 pub mod response;
+pub mod scenario;
 pub mod settings;
 pub mod sockets;
 pub mod spec;

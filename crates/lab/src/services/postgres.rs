@@ -202,7 +202,7 @@ impl Postgres {
         }
 
         let (host, port) = match config.listen {
-            Listen::Tcp => ("127.0.0.1".to_string(), crate::trial::free_port()?),
+            Listen::Tcp => ("127.0.0.1".to_string(), crate::readiness::free_port()?),
             Listen::Unix => {
                 let socket = socket_dir.join(".s.PGSQL.5432");
                 let len = socket.as_os_str().len();

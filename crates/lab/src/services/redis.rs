@@ -70,7 +70,7 @@ impl Redis {
         std::fs::create_dir_all(&data)
             .with_context(|| format!("cannot create {}", data.display()))?;
         let endpoint = match config.listen {
-            Listen::Tcp => Endpoint::Tcp(crate::trial::free_port()?),
+            Listen::Tcp => Endpoint::Tcp(crate::readiness::free_port()?),
             Listen::Unix => {
                 let socket = data.join("redis.sock");
                 if socket.as_os_str().len() > 107 {

@@ -31,7 +31,6 @@ pub(crate) use server::{
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -131,11 +130,7 @@ fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// A free loopback port. Another process may take it before the server binds it; the
-/// readiness check then fails with the server's own error in its stderr tail.
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
+pub use crate::readiness::free_port;
 
 /// Runs one trial. Only Ctrl-C (`interrupt`) makes it return without a result: every
 /// other failure is a result with status `failed` and a reason.
