@@ -146,6 +146,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("headers", Kind::StrList),
     ("body", Kind::Str),
     ("urls", Kind::Str),
+    ("scenario", Kind::Str),
     (
         "url_seed",
         Kind::Int {

@@ -50,6 +50,40 @@ pub struct LoadReport {
     pub rate: Option<RateOutcome>,
     pub interrupted: bool,
     pub warnings: Vec<String>,
+    /// Scenario runs: sessions and every step's figures; absent for a URL mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<ScenarioReport>,
+}
+
+/// What the virtual users of a scenario run did.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ScenarioReport {
+    /// The scenario file.
+    pub source: String,
+    /// Recorded sessions that walked every step, and sessions a failed step ended.
+    pub sessions_completed: u64,
+    pub sessions_failed: u64,
+    pub steps: Vec<StepReport>,
+}
+
+/// One step of one scenario over the recorded phase.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct StepReport {
+    pub scenario: String,
+    pub step: String,
+    /// Attempts: responses and errors without a response.
+    pub requests: u64,
+    pub responses: u64,
+    /// Responses with a status the step does not expect.
+    pub unexpected_status: u64,
+    /// Responses an extraction found nothing in.
+    pub extract_failures: u64,
+    /// Attempts without a response: timeouts, read, write and parse errors.
+    pub errors: u64,
+    /// From the step's intended send time (the end of the think time before it).
+    pub latency_us: LatencySummary,
+    /// The first failures, described (`extract csrf: no <meta name="csrf-token" ...>`).
+    pub failures: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -161,8 +195,12 @@ pub struct Errors {
     pub write: u64,
     pub timeout: u64,
     pub parse: u64,
-    /// Responses whose status is not 2xx.
+    /// Responses whose status is not 2xx; in a scenario run, responses with a status their
+    /// step does not expect.
     pub status: u64,
+    /// Scenario runs: responses a step's extraction found nothing in.
+    #[serde(default)]
+    pub extract: u64,
     pub total: u64,
 }
 
@@ -208,7 +246,11 @@ impl LoadReport {
                 0.0
             }
         };
-        let status_errors = s.status_errors();
+        // A scenario step says which statuses it expects (a login's 302 is a success).
+        let (status_errors, extract_errors) = match &spec.scenario {
+            Some(_) => s.step_failures(),
+            None => (s.status_errors(), 0),
+        };
         let errors = Errors {
             connect: s.error_count(ErrorKind::Connect),
             read: s.error_count(ErrorKind::Read),
@@ -216,8 +258,34 @@ impl LoadReport {
             timeout: s.error_count(ErrorKind::Timeout),
             parse: s.error_count(ErrorKind::Parse),
             status: status_errors,
-            total: s.errors.iter().sum::<u64>() + status_errors,
+            extract: extract_errors,
+            total: s.errors.iter().sum::<u64>() + status_errors + extract_errors,
         };
+        let scenario = spec.scenario.as_ref().map(|run| ScenarioReport {
+            source: run.set.source.clone(),
+            sessions_completed: s.sessions_completed,
+            sessions_failed: s.sessions_failed,
+            steps: run
+                .set
+                .step_names()
+                .into_iter()
+                .zip(&s.steps)
+                .map(|((scenario, step), st)| {
+                    let errors: u64 = st.errors.iter().sum();
+                    StepReport {
+                        scenario,
+                        step,
+                        requests: st.responses + errors,
+                        responses: st.responses,
+                        unexpected_status: st.unexpected_status,
+                        extract_failures: st.extract_failures,
+                        errors,
+                        latency_us: summarize(&st.latency),
+                        failures: st.first_failures.clone(),
+                    }
+                })
+                .collect(),
+        });
         let failed_attempts: u64 = s.errors.iter().sum();
         let attempts = s.responses + failed_attempts;
         let error_rate = if attempts == 0 {
@@ -313,6 +381,7 @@ impl LoadReport {
             rate,
             interrupted: outcome.interrupted,
             warnings: Vec::new(),
+            scenario,
         };
         report.warnings = report.find_warnings();
         report
@@ -585,7 +654,7 @@ impl LoadReport {
         let e = &self.errors;
         let _ = writeln!(
             out,
-            "  errors        {} ({:.3}%): connect {}, read {}, write {}, timeout {}, parse {}, status {}",
+            "  errors        {} ({:.3}%): connect {}, read {}, write {}, timeout {}, parse {}, status {}{}",
             e.total,
             100.0 * self.error_rate,
             e.connect,
@@ -593,7 +662,12 @@ impl LoadReport {
             e.write,
             e.timeout,
             e.parse,
-            e.status
+            e.status,
+            if self.scenario.is_some() {
+                format!(" (not expected by the step), extract {}", e.extract)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             out,
@@ -614,10 +688,58 @@ impl LoadReport {
                 r.unsent_at_end
             );
         }
+        if let Some(sc) = &self.scenario {
+            write_steps(&mut out, sc);
+        }
         for w in &self.warnings {
             let _ = writeln!(out, "  warning: {w}");
         }
         out
+    }
+}
+
+/// The per-step table of a scenario run, and each failing step's first failures.
+fn write_steps(out: &mut String, sc: &ScenarioReport) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  sessions      {} completed, {} ended by a failed step ({})",
+        sc.sessions_completed, sc.sessions_failed, sc.source
+    );
+    let names: Vec<String> = sc
+        .steps
+        .iter()
+        .map(|s| format!("{} / {}", s.scenario, s.step))
+        .collect();
+    let width = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>8}  {:>10}  {:>10}  {:>10}  {:>7}  {:>7}  {:>6}",
+        "step", "requests", "p50", "p99", "max", "status", "extract", "errors"
+    );
+    for (name, st) in names.iter().zip(&sc.steps) {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>8}  {:>10}  {:>10}  {:>10}  {:>7}  {:>7}  {:>6}",
+            name,
+            st.requests,
+            micros(st.latency_us.p50),
+            micros(st.latency_us.p99),
+            micros(st.latency_us.max),
+            st.unexpected_status,
+            st.extract_failures,
+            st.errors
+        );
+    }
+    for (name, st) in names.iter().zip(&sc.steps) {
+        for f in &st.failures {
+            let _ = writeln!(out, "  failed: {name}: {f}");
+        }
     }
 }
 

@@ -64,6 +64,47 @@ impl fmt::Display for ParseError {
     }
 }
 
+/// What a scenario keeps of a response: its headers, and its body when a step extracts
+/// from it. Filled by [`ResponseParser::feed_capturing`]; a URL mix never makes one.
+#[derive(Clone, Debug, Default)]
+pub struct Capture {
+    /// `(lower-case name, value)`, in order; interim (1xx) heads are not kept.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    /// Keep the body (up to `body_limit` bytes).
+    pub keep_body: bool,
+    pub body_limit: usize,
+    /// The body was longer than `body_limit`: what was kept is not the whole body.
+    pub body_cut: bool,
+}
+
+impl Capture {
+    /// Empties it for the next response.
+    pub fn reset(&mut self, keep_body: bool, body_limit: usize) {
+        self.headers.clear();
+        self.body.clear();
+        self.keep_body = keep_body;
+        self.body_limit = body_limit;
+        self.body_cut = false;
+    }
+
+    fn body_bytes(&mut self, bytes: &[u8]) {
+        if !self.keep_body {
+            return;
+        }
+        let room = self.body_limit.saturating_sub(self.body.len());
+        if bytes.len() > room {
+            self.body_cut = true;
+        }
+        self.body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The whole body, if it was kept and not cut.
+    pub fn whole_body(&self) -> Option<&[u8]> {
+        (self.keep_body && !self.body_cut).then_some(&self.body[..])
+    }
+}
+
 /// Parses one response at a time; call [`ResponseParser::expect`] before each.
 #[derive(Clone, Debug)]
 pub struct ResponseParser {
@@ -106,13 +147,25 @@ impl ResponseParser {
     /// ended inside `buf`, the completed response. Zero bytes used without completion means
     /// more input is needed before progress is possible.
     pub fn feed(&mut self, buf: &[u8]) -> Result<(usize, Option<Completed>), ParseError> {
+        self.feed_capturing(buf, None)
+    }
+
+    /// [`ResponseParser::feed`], keeping the head's headers and the body in `capture`.
+    pub fn feed_capturing(
+        &mut self,
+        buf: &[u8],
+        mut capture: Option<&mut Capture>,
+    ) -> Result<(usize, Option<Completed>), ParseError> {
         let mut used = 0;
         while used < buf.len() {
             let rest = &buf[used..];
             let step = match self.state {
-                State::Head => self.parse_head(rest)?,
+                State::Head => self.parse_head(rest, capture.as_deref_mut())?,
                 State::FixedBody { remaining } => {
                     let n = remaining.min(rest.len() as u64);
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.body_bytes(&rest[..n as usize]);
+                    }
                     self.state = State::FixedBody {
                         remaining: remaining - n,
                     };
@@ -137,6 +190,9 @@ impl ResponseParser {
                 },
                 State::ChunkData { remaining } => {
                     let n = remaining.min(rest.len() as u64);
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.body_bytes(&rest[..n as usize]);
+                    }
                     self.state = if remaining == n {
                         State::ChunkDataEnd { seen_cr: false }
                     } else {
@@ -172,7 +228,12 @@ impl ResponseParser {
                     Some(end) => end + 1,
                     None => 0,
                 },
-                State::UntilClose => rest.len(),
+                State::UntilClose => {
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.body_bytes(rest);
+                    }
+                    rest.len()
+                }
             };
             if step == 0 {
                 // A completed head with no body returns from parse_head directly.
@@ -214,7 +275,11 @@ impl ResponseParser {
         done
     }
 
-    fn parse_head(&mut self, buf: &[u8]) -> Result<usize, ParseError> {
+    fn parse_head(
+        &mut self,
+        buf: &[u8],
+        capture: Option<&mut Capture>,
+    ) -> Result<usize, ParseError> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut headers);
         let head_len = match response.parse(buf) {
@@ -270,6 +335,14 @@ impl ResponseParser {
             return Ok(head_len);
         }
         self.server_closes = close;
+        if let Some(c) = capture {
+            c.headers.extend(
+                response
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec())),
+            );
+        }
         let no_body = !self.expects_body || status == 204 || status == 304;
         self.state = if no_body {
             State::Head

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::plan::{
     is_method, is_path, parse_header, PlanError, RequestPlan, RequestTemplate, UrlLine,
 };
-use crate::spec::{ConnectionMode, LoadSpec, StopCondition};
+use crate::scenario::{parse_scenarios, ScenarioSet};
+use crate::spec::{ConnectionMode, LoadSpec, ScenarioRun, StopCondition};
 
 /// Everything `rubyrace load` accepts besides the URL and the outputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +46,33 @@ pub struct LoadSettings {
     pub timeout: Duration,
     #[serde(with = "humantime_serde", default)]
     pub connect_stagger: Option<Duration>,
+    /// Virtual users walking the scenarios of this file (already read) instead of a URL
+    /// mix: each connection is one user (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<ScenarioSource>,
+}
+
+/// A scenario file as read: its name (for messages) and its text, stored with the settings
+/// so a resumed run never depends on the file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioSource {
+    pub name: String,
+    pub text: String,
+}
+
+impl ScenarioSource {
+    /// Reads and checks the scenarios.
+    pub fn parse(&self) -> Result<ScenarioSet, SettingsError> {
+        parse_scenarios(&self.name, &self.text).map_err(|errors| {
+            SettingsError::Scenario(
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        })
+    }
 }
 
 impl Default for LoadSettings {
@@ -67,6 +95,7 @@ impl Default for LoadSettings {
             pipeline: 1,
             timeout: Duration::from_secs(10),
             connect_stagger: None,
+            scenario: None,
         }
     }
 }
@@ -89,6 +118,9 @@ pub enum SettingsError {
     Invalid { setting: Setting, message: String },
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The scenario file's mistakes, one `FILE:LINE:COLUMN: key: message` per line.
+    #[error("{0}")]
+    Scenario(String),
 }
 
 /// A load setting, as `rubyrace load` spells it: what a [`SettingsError::Invalid`] is
@@ -104,6 +136,7 @@ pub enum Setting {
     Duration,
     Method,
     Path,
+    Scenario,
 }
 
 impl Setting {
@@ -119,6 +152,7 @@ impl Setting {
             Setting::Duration => "duration",
             Setting::Method => "method",
             Setting::Path => "path",
+            Setting::Scenario => "scenario",
         }
     }
 }
@@ -184,8 +218,33 @@ impl LoadSettings {
         for h in &self.headers {
             parse_header(h)?;
         }
-        if self.urls.is_none() {
+        if let Some(source) = &self.scenario {
+            self.check_scenario_fits()?;
+            source.parse()?;
+        } else if self.urls.is_none() {
             self.single_line("/")?;
+        }
+        Ok(())
+    }
+
+    /// The settings a scenario replaces or cannot follow.
+    fn check_scenario_fits(&self) -> Result<(), SettingsError> {
+        let refuse = |what: &str| Err(invalid(Setting::Scenario, format!("scenario: {what}")));
+        if self.urls.is_some() {
+            return refuse("a scenario replaces the URL mix: give one or the other");
+        }
+        if self.body.is_some() || self.method != "GET" {
+            return refuse(
+                "each step has its own method and body: --method and --body do not apply",
+            );
+        }
+        if self.path.is_some() {
+            return refuse("each step has its own path: the path setting does not apply");
+        }
+        if self.pipeline > 1 {
+            return refuse(
+                "a user waits for each response before its next step: pipeline must be 1",
+            );
         }
         Ok(())
     }
@@ -272,6 +331,12 @@ impl LoadSettings {
         };
         let lines = match &self.urls {
             Some(lines) => lines.clone(),
+            // The plan is not used by a scenario run; the URL's path stands in.
+            None if self.scenario.is_some() => vec![UrlLine {
+                weight: 1,
+                method: "GET".into(),
+                path: "/".into(),
+            }],
             None => {
                 let mut path = parsed.path().to_string();
                 if let Some(q) = parsed.query() {
@@ -298,7 +363,16 @@ impl LoadSettings {
             body: self.body.clone(),
         };
         let plan = RequestPlan::build(lines, &template, self.mode)?;
+        let scenario = match &self.scenario {
+            Some(source) => Some(std::sync::Arc::new(ScenarioRun {
+                set: source.parse()?,
+                host: template.host.clone(),
+                headers: template.headers.clone(),
+            })),
+            None => None,
+        };
         Ok(LoadSpec {
+            scenario,
             addr,
             plan,
             threads: self.threads,

@@ -2,10 +2,22 @@
 //! stop condition. A `LoadSpec` is plain data; `engine::run` carries it out.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::mode::ConnectionMode;
 use crate::plan::RequestPlan;
+use crate::scenario::ScenarioSet;
+
+/// A scenario run: the scenarios, and what every request of them carries.
+#[derive(Debug)]
+pub struct ScenarioRun {
+    pub set: ScenarioSet,
+    /// The Host header.
+    pub host: String,
+    /// The run's own headers (`-H`), sent before each step's.
+    pub headers: Vec<(String, String)>,
+}
 
 /// When the measured phase ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +53,8 @@ pub struct LoadSpec {
     pub seed: u64,
     /// Pause between two connection attempts at start, so the accept queue is not flooded.
     pub connect_stagger: Duration,
+    /// Virtual users walking scenarios instead of `plan`: each connection is one user.
+    pub scenario: Option<Arc<ScenarioRun>>,
 }
 
 impl LoadSpec {

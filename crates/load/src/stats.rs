@@ -101,6 +101,66 @@ pub fn new_latency_histogram() -> Histogram<u64> {
     h
 }
 
+/// What one scenario step measured during the recorded phase (scenario runs only).
+#[derive(Clone, Debug)]
+pub struct StepStats {
+    /// Latency of the step's responses and timeouts, as `ThreadStats::latency`.
+    pub latency: Histogram<u64>,
+    pub responses: u64,
+    /// Responses with a status the step does not expect.
+    pub unexpected_status: u64,
+    /// Responses an extraction found nothing in.
+    pub extract_failures: u64,
+    /// Attempts without a response (timeout, read, write, parse), by `ErrorKind`.
+    pub errors: [u64; 5],
+    /// The first failure of each kind, described, for the report.
+    pub first_failures: Vec<String>,
+}
+
+/// How many distinct failure descriptions a step keeps.
+const KEPT_FAILURES: usize = 3;
+
+impl StepStats {
+    pub fn new() -> Self {
+        StepStats {
+            latency: new_latency_histogram(),
+            responses: 0,
+            unexpected_status: 0,
+            extract_failures: 0,
+            errors: [0; 5],
+            first_failures: Vec::new(),
+        }
+    }
+
+    /// Keeps `what` if it is new and there is room (a failure path: it may allocate).
+    pub fn note_failure(&mut self, what: String) {
+        if self.first_failures.len() < KEPT_FAILURES && !self.first_failures.contains(&what) {
+            self.first_failures.push(what);
+        }
+    }
+
+    pub fn merge(&mut self, other: &StepStats) {
+        self.latency
+            .add(&other.latency)
+            .expect("auto-resizing histograms always merge");
+        self.responses += other.responses;
+        self.unexpected_status += other.unexpected_status;
+        self.extract_failures += other.extract_failures;
+        for (mine, theirs) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *mine += theirs;
+        }
+        for f in &other.first_failures {
+            self.note_failure(f.clone());
+        }
+    }
+}
+
+impl Default for StepStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// What one thread measured during the recorded phase.
 pub struct ThreadStats {
     /// Latency of every recorded response and timeout. In open loop it runs from the
@@ -138,6 +198,12 @@ pub struct ThreadStats {
     /// Recorded phase, in nanoseconds since the run's start.
     pub recording_started_ns: u64,
     pub recording_ended_ns: u64,
+    /// Scenario runs: one entry per step, in the scenarios' order; empty otherwise.
+    pub steps: Vec<StepStats>,
+    /// Scenario runs: sessions that walked every step.
+    pub sessions_completed: u64,
+    /// Scenario runs: sessions ended by a failed step.
+    pub sessions_failed: u64,
 }
 
 impl ThreadStats {
@@ -162,7 +228,18 @@ impl ThreadStats {
             unsent_at_end: 0,
             recording_started_ns: 0,
             recording_ended_ns: 0,
+            steps: Vec::new(),
+            sessions_completed: 0,
+            sessions_failed: 0,
         }
+    }
+
+    /// Responses a scenario step did not accept: an unexpected status or an extraction
+    /// that found nothing (0 without a scenario).
+    pub fn step_failures(&self) -> (u64, u64) {
+        self.steps.iter().fold((0, 0), |(s, e), st| {
+            (s + st.unexpected_status, e + st.extract_failures)
+        })
     }
 
     #[inline]
@@ -226,6 +303,14 @@ impl ThreadStats {
         self.unsent_at_end += other.unsent_at_end;
         self.recording_started_ns = self.recording_started_ns.min(other.recording_started_ns);
         self.recording_ended_ns = self.recording_ended_ns.max(other.recording_ended_ns);
+        if self.steps.len() < other.steps.len() {
+            self.steps.resize_with(other.steps.len(), StepStats::new);
+        }
+        for (mine, theirs) in self.steps.iter_mut().zip(other.steps.iter()) {
+            mine.merge(theirs);
+        }
+        self.sessions_completed += other.sessions_completed;
+        self.sessions_failed += other.sessions_failed;
     }
 }
 

@@ -113,6 +113,12 @@ pub struct LoadArgs {
     #[arg(long)]
     pub urls: Option<PathBuf>,
 
+    /// Virtual users walking the scenarios of this file (docs/scenarios.md) instead of a
+    /// URL mix: each connection is one user, with its own cookies and variables; the URL
+    /// gives the server (its path is not used).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "body", "body_file"])]
+    pub scenario: Option<PathBuf>,
+
     /// Seed of the URL mix sequence (each connection draws its own reproducible sequence).
     #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
@@ -176,7 +182,16 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
         }
         None => None,
     };
+    let scenario = match &args.scenario {
+        Some(path) => Some(load::settings::ScenarioSource {
+            name: path.display().to_string(),
+            text: fs::read_to_string(path)
+                .with_context(|| format!("cannot read --scenario {}", path.display()))?,
+        }),
+        None => None,
+    };
     Ok(LoadSettings {
+        scenario,
         connections: args.connections as usize,
         threads: args.threads as usize,
         duration: args.duration.map_or(defaults().duration, Into::into),

@@ -44,6 +44,44 @@ pub(super) fn resolve_load(
         }
         None => None,
     };
+    // A scenario file: read and checked now, its text stored with the settings.
+    let scenario = match l.get("scenario").and_then(|v| v.value.as_str()) {
+        Some(f) => {
+            let path = p.resolve_path(f);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    let source = load::settings::ScenarioSource {
+                        name: path.display().to_string(),
+                        text,
+                    };
+                    match load::scenario::parse_scenarios(&source.name, &source.text) {
+                        Ok(_) => Some(source),
+                        Err(errors) => {
+                            for e in errors {
+                                p.error(
+                                    &l.span_of("scenario"),
+                                    &l.key_of("scenario"),
+                                    e.to_string(),
+                                    None,
+                                );
+                            }
+                            None
+                        }
+                    }
+                }
+                Err(e) => {
+                    p.error(
+                        &l.span_of("scenario"),
+                        &l.key_of("scenario"),
+                        format!("cannot read {}: {e}", path.display()),
+                        None,
+                    );
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     // The experiment file's defaults are the load generator's (LoadSettings::default()),
     // except where a server's configuration decides: connections (one per server thread),
     // the path ("/"), and the warmup (5 s; 30 s for a JVM, which needs far longer than CRuby
@@ -71,7 +109,11 @@ pub(super) fn resolve_load(
         close_grace: l.duration("close_grace", engine.close_grace),
         rate: l.float("rate"),
         method: l.string("method", &engine.method),
-        path: Some(l.string("path", "/")),
+        // A scenario's steps have their own paths.
+        path: match (&scenario, l.get("path")) {
+            (Some(_), None) => None,
+            _ => Some(l.string("path", "/")),
+        },
         headers: l.list("headers"),
         body: l
             .get("body")
@@ -82,6 +124,7 @@ pub(super) fn resolve_load(
         pipeline: l.int("pipeline").map_or(engine.pipeline, |n| n as usize),
         timeout: l.duration("timeout", engine.timeout),
         connect_stagger: l.get("connect_stagger").and_then(|v| v.value.as_duration()),
+        scenario,
     };
     if workload == Workload::Http {
         for (key, message) in load_problems(&load) {
@@ -158,6 +201,7 @@ pub(crate) fn load_problems(load: &LoadSettings) -> Vec<(String, String)> {
             } => "load_threads",
             load::SettingsError::Invalid { setting, .. } => setting.name(),
             load::SettingsError::Plan(load::PlanError::Header(_)) => "headers",
+            load::SettingsError::Scenario(_) => "scenario",
             _ => message.split_whitespace().next().unwrap_or(""),
         }
         .to_string();
@@ -196,6 +240,10 @@ pub(crate) fn load_problems(load: &LoadSettings) -> Vec<(String, String)> {
             }
             "path" => {
                 load.path = Some("/".into());
+                true
+            }
+            "scenario" => {
+                load.scenario = None;
                 true
             }
             _ => false,

@@ -18,9 +18,10 @@ use super::open::{OpenCount, OpenGauge};
 use super::{WorkerEnd, FOREVER, LATE_SEND, MAX_TICK, READ_BUFFER, TIMER_TOKEN};
 use crate::plan::UrlPicker;
 use crate::raw::{RawRecord, RawWriter};
-use crate::response::{Completed, ParseError, ResponseParser};
+use crate::response::{Capture, Completed, ParseError, ResponseParser};
+use crate::scenario::{StepOutcome, VirtualUser, MAX_CAPTURED_BODY};
 use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
-use crate::stats::{ConnectFailure, ErrorKind, ThreadStats, STATUS_SLOTS};
+use crate::stats::{ConnectFailure, ErrorKind, StepStats, ThreadStats, STATUS_SLOTS};
 use crate::timer::PreciseTimer;
 
 /// The run's fixed points in time, shared by value with every thread.
@@ -101,6 +102,10 @@ struct Conn {
     quota_left: Option<u64>,
     /// A response has arrived since this connection connected.
     answered: bool,
+    /// Scenario runs: the virtual user this connection is, and what it keeps of each
+    /// response. The user outlives reconnects within its session.
+    user: Option<VirtualUser>,
+    capture: Option<Capture>,
 }
 
 pub(super) struct Worker {
@@ -187,10 +192,21 @@ impl Worker {
                     peer_closed: false,
                     quota_left: per_connection_quota.as_ref().map(|q| q[global]),
                     answered: false,
+                    user: spec.scenario.as_ref().map(|run| {
+                        let mut user = VirtualUser::new(global as u64 + 1, spec.seed);
+                        user.start_session(&run.set);
+                        user
+                    }),
+                    capture: spec.scenario.as_ref().map(|_| Capture::default()),
                 }
             })
             .collect();
-        let stats = ThreadStats::new(spec.rate.is_some());
+        let mut stats = ThreadStats::new(spec.rate.is_some());
+        if let Some(run) = &spec.scenario {
+            stats.steps = (0..run.set.step_count())
+                .map(|_| StepStats::new())
+                .collect();
+        }
         Ok(Worker {
             time,
             poll,
@@ -404,6 +420,16 @@ impl Worker {
                             continue;
                         }
                         next = next.min(deadline);
+                    } else if conn.user.is_some() {
+                        // A user thinking: its next step is due at `next_send`.
+                        if conn.next_send <= now {
+                            if let Fate::Reset(kind) = self.send_due(index, now) {
+                                self.reset(index, kind, now);
+                            }
+                        } else {
+                            next = next.min(conn.next_send);
+                        }
+                        continue;
                     }
                     if self.send_interval.is_some() {
                         let conn = &self.conns[index];
@@ -435,6 +461,7 @@ impl Worker {
             self.record(index, f, now, 0, 0, Some(ErrorKind::Timeout));
             self.stats.count_error(ErrorKind::Timeout, 1);
         }
+        self.step_lost(index, &in_flight, ErrorKind::Timeout, now);
         if self.recording {
             self.stats.reconnects += 1;
         }
@@ -538,6 +565,43 @@ impl Worker {
             // After the server's close (FIN) a new request would only be lost; on_eof
             // replaces the connection first.
             return Fate::Keep;
+        }
+        if let (Some(run), Some(user)) = (&self.spec.scenario, conn.user.as_mut()) {
+            // A user sends its next step once the previous one is answered and its think
+            // time is over; latency runs from that moment (the step's intended time).
+            if !conn.in_flight.is_empty() {
+                return Fate::Keep;
+            }
+            if conn.next_send > now {
+                let at = conn.next_send;
+                self.wake_at(at);
+                return Fate::Keep;
+            }
+            let intended = conn.next_send;
+            let recorded = intended >= record_start && recording_now;
+            if recorded {
+                match &mut conn.quota_left {
+                    Some(0) => return Fate::Keep,
+                    Some(left) => *left -= 1,
+                    None => {}
+                }
+            }
+            let close = self.spec.mode == ConnectionMode::CloseHeader;
+            let step = user.global_step(&run.set);
+            let keeps_body = user.step(&run.set).reads_body();
+            let has_body =
+                user.write_request(&run.set, &run.host, &run.headers, close, &mut conn.out);
+            conn.parser.expect(!has_body);
+            if let Some(c) = &mut conn.capture {
+                c.reset(keeps_body, MAX_CAPTURED_BODY);
+            }
+            conn.in_flight.push_back(InFlight {
+                intended,
+                sent: now,
+                url: step as u32,
+                recorded,
+            });
+            return self.flush_writes(index);
         }
         let mut queued = false;
         while conn.in_flight.len() < pipeline {
@@ -676,7 +740,11 @@ impl Worker {
                 // Bytes nobody asked for: the server is not speaking HTTP/1.1 properly.
                 return self.parse_failed(ParseError::MalformedHead);
             }
-            match conn.parser.feed(&conn.input[conn.in_start..conn.in_end]) {
+            let fed = conn.parser.feed_capturing(
+                &conn.input[conn.in_start..conn.in_end],
+                conn.capture.as_mut(),
+            );
+            match fed {
                 Err(why) => return self.parse_failed(why),
                 Ok((used, done)) => {
                     conn.in_start += used;
@@ -728,7 +796,7 @@ impl Worker {
             .in_flight
             .pop_front()
             .expect("a response answers a request");
-        if let Some(next) = conn.in_flight.front() {
+        if let (Some(next), None) = (conn.in_flight.front(), &conn.user) {
             let next_has_body = self.spec.plan.requests[next.url as usize].response_has_body;
             conn.parser.expect(!next_has_body);
         }
@@ -748,6 +816,11 @@ impl Worker {
             if conn_quota_spent(&self.conns[index]) {
                 // The run may be over: check now rather than at the next tick.
                 self.wake_at(now);
+            }
+        }
+        if self.conns[index].user.is_some() {
+            if let Some(fate) = self.step_answered(index, &request, completed.status, now) {
+                return fate;
             }
         }
         match self.spec.mode {
@@ -833,6 +906,7 @@ impl Worker {
     fn reset(&mut self, index: usize, error: Option<ErrorKind>, now: Instant) {
         let lost: Vec<InFlight> = self.conns[index].in_flight.drain(..).collect();
         if let Some(kind) = error {
+            self.step_lost(index, &lost, kind, now);
             for f in lost.iter().filter(|f| f.recorded) {
                 self.stats.count_error(kind, 1);
                 let waited = now.saturating_duration_since(f.intended).as_nanos() as u64;
@@ -865,6 +939,84 @@ impl Worker {
             return; // the run is over; finish() closes everything
         }
         self.connect(index, now);
+    }
+
+    /// A scenario step's response is in: the user checks it and moves on. Returns the
+    /// connection's fate when the session ended (a new user gets a new connection), or
+    /// `None` to go on as the connection mode says.
+    fn step_answered(
+        &mut self,
+        index: usize,
+        request: &InFlight,
+        status: u16,
+        now: Instant,
+    ) -> Option<Fate> {
+        let run = self
+            .spec
+            .scenario
+            .as_deref()
+            .expect("a user walks a scenario");
+        let conn = &mut self.conns[index];
+        let user = conn.user.as_mut().expect("checked by the caller");
+        let capture = conn.capture.as_ref().expect("users capture");
+        let outcome = user.on_response(&run.set, status, &capture.headers, capture.whole_body());
+        let step = &mut self.stats.steps[request.url as usize];
+        if request.recorded {
+            step.responses += 1;
+            let latency = now.duration_since(request.intended).as_nanos() as u64;
+            step.latency.saturating_record(latency.max(1));
+        }
+        match outcome {
+            StepOutcome::Next { think } => {
+                conn.next_send = now + think;
+                None
+            }
+            StepOutcome::SessionDone { think } => {
+                if request.recorded {
+                    self.stats.sessions_completed += 1;
+                }
+                user.start_session(&run.set);
+                conn.next_send = now + think;
+                Some(Fate::Reset(None))
+            }
+            StepOutcome::Failed(failure) => {
+                if request.recorded {
+                    match failure {
+                        crate::scenario::StepFailure::Status(_) => step.unexpected_status += 1,
+                        crate::scenario::StepFailure::Extract { .. } => step.extract_failures += 1,
+                    }
+                    step.note_failure(failure.describe());
+                    self.stats.sessions_failed += 1;
+                }
+                user.start_session(&run.set);
+                conn.next_send = now;
+                Some(Fate::Reset(None))
+            }
+        }
+    }
+
+    /// Scenario runs: steps lost with their connection (`kind`) count against their step,
+    /// and end the user's session.
+    fn step_lost(&mut self, index: usize, lost: &[InFlight], kind: ErrorKind, now: Instant) {
+        let Some(run) = self.spec.scenario.as_deref() else {
+            return;
+        };
+        if lost.is_empty() {
+            return;
+        }
+        for f in lost.iter().filter(|f| f.recorded) {
+            let step = &mut self.stats.steps[f.url as usize];
+            step.errors[kind as usize] += 1;
+            step.note_failure(kind.as_str().to_string());
+        }
+        if lost.iter().any(|f| f.recorded) {
+            self.stats.sessions_failed += 1;
+        }
+        let conn = &mut self.conns[index];
+        if let Some(user) = conn.user.as_mut() {
+            user.start_session(&run.set);
+            conn.next_send = now;
+        }
     }
 
     /// Ends the run: counts what is still in flight or still due, and stops recording.

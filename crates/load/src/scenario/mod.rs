@@ -17,7 +17,7 @@ mod user;
 use std::time::Duration;
 
 pub use file::{parse_scenarios, ScenarioError};
-pub use user::{StepFailure, StepOutcome, VirtualUser};
+pub use user::{StepFailure, StepOutcome, VirtualUser, MAX_CAPTURED_BODY};
 
 /// Every scenario of a run, with their weights.
 #[derive(Debug)]
