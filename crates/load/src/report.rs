@@ -60,6 +60,8 @@ pub struct LoadReport {
 pub struct ScenarioReport {
     /// The scenario file.
     pub source: String,
+    /// Sessions whose first step was sent in the recorded phase.
+    pub sessions_started: u64,
     /// Recorded sessions that walked every step, and sessions a failed step ended.
     pub sessions_completed: u64,
     pub sessions_failed: u64,
@@ -263,6 +265,7 @@ impl LoadReport {
         };
         let scenario = spec.scenario.as_ref().map(|run| ScenarioReport {
             source: run.set.source.clone(),
+            sessions_started: s.sessions_started,
             sessions_completed: s.sessions_completed,
             sessions_failed: s.sessions_failed,
             steps: run
@@ -301,10 +304,15 @@ impl LoadReport {
             .map(|(code, &n)| (code.to_string(), n))
             .collect();
         let requests_per_s = per_s(s.responses);
+        // With a scenario the rate is of sessions (users arriving), not of requests.
+        let scheduled_per_s = match &spec.scenario {
+            Some(_) => per_s(s.sessions_started),
+            None => requests_per_s,
+        };
         let rate = spec.rate.map(|target| RateOutcome {
             target,
-            achieved: requests_per_s,
-            reached: requests_per_s >= target * RATE_REACHED_SHARE && s.unsent_at_end == 0,
+            achieved: scheduled_per_s,
+            reached: scheduled_per_s >= target * RATE_REACHED_SHARE && s.unsent_at_end == 0,
             late_sends: s.late_sends,
             unsent_at_end: s.unsent_at_end,
         });
@@ -519,6 +527,7 @@ impl LoadReport {
         let mut out = String::new();
         let s = &self.settings;
         let model = match s.rate {
+            Some(r) if self.scenario.is_some() => format!("open loop at {r} users/s"),
             Some(r) => format!("open loop at {r} req/s"),
             None => "closed loop".to_string(),
         };
@@ -680,9 +689,10 @@ impl LoadReport {
         if let Some(r) = &self.rate {
             let _ = writeln!(
                 out,
-                "  rate          target {:.1}, achieved {:.1} req/s: {}; {} late sends, {} never sent",
+                "  rate          target {:.1}, achieved {:.1} {}/s: {}; {} late sends, {} never sent",
                 r.target,
                 r.achieved,
+                if self.scenario.is_some() { "sessions" } else { "req" },
                 if r.reached { "reached" } else { "NOT reached" },
                 r.late_sends,
                 r.unsent_at_end
@@ -703,8 +713,8 @@ fn write_steps(out: &mut String, sc: &ScenarioReport) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "  sessions      {} completed, {} ended by a failed step ({})",
-        sc.sessions_completed, sc.sessions_failed, sc.source
+        "  sessions      {} started, {} completed, {} ended by a failed step ({})",
+        sc.sessions_started, sc.sessions_completed, sc.sessions_failed, sc.source
     );
     let names: Vec<String> = sc
         .steps

@@ -569,4 +569,37 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_capture_keeps_headers_and_a_chunked_body_across_pieces() {
+        let input = b"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        for step in [1, 3, 7, input.len()] {
+            let mut parser = ResponseParser::new();
+            parser.expect(false);
+            let mut capture = Capture::default();
+            capture.reset(true, 1 << 20);
+            let mut pending: Vec<u8> = Vec::new();
+            let mut done = None;
+            for piece in input.chunks(step) {
+                pending.extend_from_slice(piece);
+                let (used, completed) = parser.feed_capturing(&pending, Some(&mut capture)).unwrap();
+                pending.drain(..used);
+                if completed.is_some() {
+                    done = completed;
+                }
+            }
+            assert_eq!(done.unwrap().status, 200);
+            assert_eq!(capture.whole_body(), Some(&b"hello world"[..]), "step {step}");
+            let names: Vec<&str> = capture.headers.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, ["set-cookie", "set-cookie", "transfer-encoding"], "the 100's headers are not kept");
+        }
+        // A body over the limit is cut, and not handed out as whole.
+        let mut parser = ResponseParser::new();
+        parser.expect(false);
+        let mut capture = Capture::default();
+        capture.reset(true, 4);
+        parser.feed_capturing(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nabcdef", Some(&mut capture)).unwrap();
+        assert!(capture.body_cut);
+        assert_eq!(capture.whole_body(), None);
+    }
 }

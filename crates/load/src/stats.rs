@@ -200,6 +200,8 @@ pub struct ThreadStats {
     pub recording_ended_ns: u64,
     /// Scenario runs: one entry per step, in the scenarios' order; empty otherwise.
     pub steps: Vec<StepStats>,
+    /// Scenario runs: sessions whose first step was sent in the recorded phase.
+    pub sessions_started: u64,
     /// Scenario runs: sessions that walked every step.
     pub sessions_completed: u64,
     /// Scenario runs: sessions ended by a failed step.
@@ -229,6 +231,7 @@ impl ThreadStats {
             recording_started_ns: 0,
             recording_ended_ns: 0,
             steps: Vec::new(),
+            sessions_started: 0,
             sessions_completed: 0,
             sessions_failed: 0,
         }
@@ -309,6 +312,7 @@ impl ThreadStats {
         for (mine, theirs) in self.steps.iter_mut().zip(other.steps.iter()) {
             mine.merge(theirs);
         }
+        self.sessions_started += other.sessions_started;
         self.sessions_completed += other.sessions_completed;
         self.sessions_failed += other.sessions_failed;
     }

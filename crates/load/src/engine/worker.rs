@@ -106,6 +106,9 @@ struct Conn {
     /// response. The user outlives reconnects within its session.
     user: Option<VirtualUser>,
     capture: Option<Capture>,
+    /// Open-loop scenario runs: when this slot's next session arrives (sessions arrive on
+    /// a fixed schedule, whether or not the slot's previous one has ended).
+    session_due: Instant,
 }
 
 pub(super) struct Worker {
@@ -198,6 +201,7 @@ impl Worker {
                         user
                     }),
                     capture: spec.scenario.as_ref().map(|_| Capture::default()),
+                    session_due: time.origin + offset + send_interval.unwrap_or_default(),
                 }
             })
             .collect();
@@ -584,6 +588,12 @@ impl Worker {
                     Some(0) => return Fate::Keep,
                     Some(left) => *left -= 1,
                     None => {}
+                }
+                if user.at_first_step() {
+                    self.stats.sessions_started += 1;
+                }
+                if interval.is_some() && now.duration_since(intended) > LATE_SEND {
+                    self.stats.late_sends += 1;
                 }
             }
             let close = self.spec.mode == ConnectionMode::CloseHeader;
@@ -976,7 +986,7 @@ impl Worker {
                     self.stats.sessions_completed += 1;
                 }
                 user.start_session(&run.set);
-                conn.next_send = now + think;
+                conn.next_send = next_session(conn, self.send_interval, now + think);
                 Some(Fate::Reset(None))
             }
             StepOutcome::Failed(failure) => {
@@ -989,7 +999,7 @@ impl Worker {
                     self.stats.sessions_failed += 1;
                 }
                 user.start_session(&run.set);
-                conn.next_send = now;
+                conn.next_send = next_session(conn, self.send_interval, now);
                 Some(Fate::Reset(None))
             }
         }
@@ -1015,7 +1025,7 @@ impl Worker {
         let conn = &mut self.conns[index];
         if let Some(user) = conn.user.as_mut() {
             user.start_session(&run.set);
-            conn.next_send = now;
+            conn.next_send = next_session(conn, self.send_interval, now);
         }
     }
 
@@ -1031,14 +1041,34 @@ impl Worker {
             self.stats.in_flight_at_end +=
                 conn.in_flight.iter().filter(|f| f.recorded).count() as u64;
             if let (Some(iv), None) = (self.send_interval, conn.quota_left) {
-                self.stats.unsent_at_end +=
-                    sends_due_between(conn.next_send, iv, self.time.record_start, end);
+                // Requests due and never sent; with a scenario, sessions due and never
+                // started (the one in progress has started).
+                let due = if conn.user.is_some() {
+                    conn.session_due
+                } else {
+                    conn.next_send
+                };
+                self.stats.unsent_at_end += sends_due_between(due, iv, self.time.record_start, end);
             }
             conn.socket = None;
         }
         if let Some(raw) = &mut self.raw {
             raw.flush();
         }
+    }
+}
+
+/// When a user's next session starts: in closed loop at `closed` (after the last think
+/// time, or at once after a failure); in open loop at the slot's next arrival on its
+/// schedule, which moves on by one interval.
+fn next_session(conn: &mut Conn, interval: Option<Duration>, closed: Instant) -> Instant {
+    match interval {
+        Some(iv) => {
+            let due = conn.session_due;
+            conn.session_due += iv;
+            due
+        }
+        None => closed,
     }
 }
 

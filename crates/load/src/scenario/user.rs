@@ -111,6 +111,11 @@ impl VirtualUser {
         set.global_step(self.scenario, self.step)
     }
 
+    /// Whether the current step is its session's first.
+    pub fn at_first_step(&self) -> bool {
+        self.step == 0
+    }
+
     pub fn step<'a>(&self, set: &'a ScenarioSet) -> &'a Step {
         &set.scenarios[self.scenario].steps[self.step]
     }
