@@ -31,11 +31,24 @@ fn a_member_walks_the_whole_session_and_a_failing_extraction_is_named() {
     let steps = steps(&report);
     let names: Vec<String> = steps
         .iter()
-        .map(|s| format!("{}/{}", s["scenario"].as_str().unwrap(), s["step"].as_str().unwrap()))
+        .map(|s| {
+            format!(
+                "{}/{}",
+                s["scenario"].as_str().unwrap(),
+                s["step"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         names,
-        ["member/login form", "member/log in", "member/home", "member/create", "member/show", "broken/no token"]
+        [
+            "member/login form",
+            "member/log in",
+            "member/home",
+            "member/create",
+            "member/show",
+            "broken/no token"
+        ]
     );
     for s in &steps[..5] {
         // Every step of the member's session passed: the CSRF token and the cookie made
@@ -53,7 +66,10 @@ fn a_member_walks_the_whole_session_and_a_failing_extraction_is_named() {
     assert!(failed > 20, "{broken}");
     assert_eq!(failed, broken["responses"].as_u64().unwrap());
     let why = broken["failures"][0].as_str().unwrap();
-    assert_eq!(why, "extract t: no <meta name=\"csrf-token\" content=...> in the body");
+    assert_eq!(
+        why,
+        "extract t: no <meta name=\"csrf-token\" content=...> in the body"
+    );
     // The run's errors: the extractions, and no status error although 302s came back.
     assert_eq!(report["errors"]["extract"].as_u64().unwrap(), failed);
     assert_eq!(report["errors"]["status"], 0);
@@ -64,10 +80,16 @@ fn a_member_walks_the_whole_session_and_a_failing_extraction_is_named() {
     // A session is complete when its last step passed (one may end after the recording).
     let completed = sc["sessions_completed"].as_u64().unwrap();
     let shown = steps[4]["responses"].as_u64().unwrap();
-    assert!(completed <= shown && completed + 4 >= shown, "{completed} sessions, {shown} shows");
+    assert!(
+        completed <= shown && completed + 4 >= shown,
+        "{completed} sessions, {shown} shows"
+    );
     // The human summary has the per-step table and names the failure.
     assert!(run.stderr.contains("member / log in"), "{run:?}");
-    assert!(run.stderr.contains("failed: broken / no token: extract t:"), "{run:?}");
+    assert!(
+        run.stderr.contains("failed: broken / no token: extract t:"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -82,11 +104,15 @@ fn a_malformed_scenario_file_is_refused_with_its_position() {
     assert_eq!(run.code(), Some(1), "{run:?}");
     let at = path_str(&file);
     assert!(
-        run.stderr.contains(&format!("{at}:5:8: scenario[0].step[0].path: ${{csrf}} is not defined here")),
+        run.stderr.contains(&format!(
+            "{at}:5:8: scenario[0].step[0].path: ${{csrf}} is not defined here"
+        )),
         "{run:?}"
     );
     assert!(
-        run.stderr.contains(&format!("{at}:6:9: scenario[0].step[0].think: expected a duration")),
+        run.stderr.contains(&format!(
+            "{at}:6:9: scenario[0].step[0].think: expected a duration"
+        )),
         "{run:?}"
     );
 }
@@ -96,7 +122,10 @@ fn an_experiment_runs_users_through_a_scenario() {
     let lab = Lab::new("scenario-run");
     // The member's scenario only; the file is relative to the experiment file.
     let full = std::fs::read_to_string(format!("{APP}/scenario.toml")).unwrap();
-    let member = full.split("[[scenario]]\nname = \"broken\"").next().unwrap();
+    let member = full
+        .split("[[scenario]]\nname = \"broken\"")
+        .next()
+        .unwrap();
     lab.dir.write("member.toml", member);
     lab.experiment(&format!(
         r#"
@@ -117,10 +146,18 @@ scenario = "member.toml"
     assert_eq!(trial["status"], "valid", "{trial}");
     let steps = steps(&trial["load"]);
     assert_eq!(steps.len(), 5);
-    assert!(steps.iter().all(|s| s["responses"].as_u64().unwrap() > 0 && s["unexpected_status"] == 0));
+    assert!(steps
+        .iter()
+        .all(|s| s["responses"].as_u64().unwrap() > 0 && s["unexpected_status"] == 0));
     // The scenario's text is stored with the configuration: a resume does not need the file.
     let stored = &export["configs"][0]["settings"]["load"]["scenario"];
-    assert!(stored["text"].as_str().unwrap().contains("name = \"log in\""), "{stored}");
+    assert!(
+        stored["text"]
+            .as_str()
+            .unwrap()
+            .contains("name = \"log in\""),
+        "{stored}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
@@ -132,22 +169,42 @@ fn users_arrive_at_a_fixed_rate_in_open_loop() {
     let full = std::fs::read_to_string(format!("{APP}/scenario.toml")).unwrap();
     let member = dir.write(
         "member.toml",
-        full.split("[[scenario]]\nname = \"broken\"").next().unwrap(),
+        full.split("[[scenario]]\nname = \"broken\"")
+            .next()
+            .unwrap(),
     );
     let run = load_run(
         &url,
-        &["--scenario", &path_str(&member), "--rate", "40", "-c", "8", "-d", "3s"],
+        &[
+            "--scenario",
+            &path_str(&member),
+            "--rate",
+            "40",
+            "-c",
+            "8",
+            "-d",
+            "3s",
+        ],
     );
     assert_eq!(run.code(), Some(0), "{run:?}");
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
     let sc = &report["scenario"];
     // 40 sessions a second for 3 s, on a schedule: 120, give or take the slots' phase.
     let started = sc["sessions_started"].as_u64().unwrap();
-    assert!((112..=128).contains(&started), "{started} sessions started: {sc}");
+    assert!(
+        (112..=128).contains(&started),
+        "{started} sessions started: {sc}"
+    );
     assert_eq!(report["rate"]["target"], 40.0);
-    assert!(report["rate"]["reached"].as_bool().unwrap(), "{}", report["rate"]);
+    assert!(
+        report["rate"]["reached"].as_bool().unwrap(),
+        "{}",
+        report["rate"]
+    );
     // Five steps per session, each passing.
     let steps = steps(&report);
-    assert!(steps.iter().all(|s| s["unexpected_status"] == 0 && s["extract_failures"] == 0));
+    assert!(steps
+        .iter()
+        .all(|s| s["unexpected_status"] == 0 && s["extract_failures"] == 0));
     assert!(run.stderr.contains("open loop at 40 users/s"), "{run:?}");
 }

@@ -13,12 +13,13 @@ use crate::servers::ServerKind;
 use rubies::knobs::{AllocatorSetting, Compact, Jit};
 
 /// Apps shipped in `ruby/apps/`.
-pub const BUNDLED_APPS: [&str; 5] = [
+pub const BUNDLED_APPS: [&str; 6] = [
     "rack-hello",
     "rails-hello",
     "sinatra-hello",
     "rails-mixed",
     "known-effect",
+    "rails-forum",
 ];
 
 /// What a configuration measures.
@@ -116,6 +117,10 @@ pub struct ConfigSettings {
     /// with `{ruby}` and `{app}` expanded already (lab::services).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup: Vec<Vec<String>>,
+    /// `tls = true`: Puma serves HTTPS (`ssl://`) with a certificate made for the run, and
+    /// the load speaks TLS to it, trusting only that certificate's authority.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 /// A profiler rubyrace attaches to a trial's processes.

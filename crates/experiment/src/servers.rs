@@ -135,6 +135,8 @@ pub struct ServerLaunch<'a> {
     /// Start the server through `bundle exec` (a Gemfile is in use; BUNDLE_GEMFILE is set
     /// by the caller). Custom argvs are left as written.
     pub bundle_exec: bool,
+    /// `tls = true` (Puma only): the certificate and key files of an `ssl://` bind.
+    pub tls: Option<(&'a Path, &'a Path)>,
 }
 
 /// A server command, ready for `std::process::Command` (no shell involved).
@@ -192,6 +194,9 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             launch.threads
         );
     }
+    if launch.tls.is_some() && kind != ServerKind::Puma {
+        bail!("{kind}: tls = true starts Puma with an ssl:// bind; it is not supported for {kind}");
+    }
     if launch.environment.is_empty() {
         bail!("{kind}: the environment (RACK_ENV) is empty");
     }
@@ -244,7 +249,15 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             argv.push("-C".to_string());
             argv.push(path_string(&config)?);
             argv.push("-b".to_string());
-            argv.push(format!("tcp://127.0.0.1:{port}"));
+            argv.push(match launch.tls {
+                // Puma's query syntax; no client certificates.
+                Some((cert, key)) => format!(
+                    "ssl://127.0.0.1:{port}?key={}&cert={}&verify_mode=none",
+                    path_string(key)?,
+                    path_string(cert)?
+                ),
+                None => format!("tcp://127.0.0.1:{port}"),
+            });
             argv.extend(strings(&["-e", &env, "-t"]));
             argv.push(format!("{0}:{0}", launch.threads));
             if launch.processes > 1 {
@@ -496,6 +509,7 @@ mod tests {
             custom_argv: custom,
             environment: "production",
             bundle_exec: false,
+            tls: None,
         }
     }
 
@@ -1134,6 +1148,7 @@ mod tests {
                 custom_argv: &custom_argv,
                 environment: "production",
                 bundle_exec: false,
+                tls: None,
             })
             .unwrap();
             let log = scratch.path().join(format!("server-{attempt}.log"));

@@ -104,6 +104,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("processes", Kind::Int { min: 1, max: 256 }),
     ("threads", Kind::Int { min: 1, max: 1024 }),
     ("port", Kind::Int { min: 0, max: 65535 }),
+    ("tls", Kind::Bool),
     ("readiness_path", Kind::Str),
     ("readiness_timeout", Kind::Duration),
     ("stop_timeout", Kind::Duration),

@@ -212,12 +212,9 @@ fn measure_block(
         m.server = start_server(m.spec, interrupt, &mut m.result)?;
         let Some(sut) = &m.server else { continue };
         let pid = sut.server.pid();
-        m.url = format!(
-            "http://{}{}",
-            sut.addr,
-            m.spec.settings.load.path.as_deref().unwrap_or("/")
-        );
-        match m.spec.settings.load.build_spec(&m.url) {
+        let (url, settings) = sut.load_target(&m.spec.settings.load);
+        m.url = url;
+        match settings.build_spec(&m.url) {
             Ok(spec) => {
                 m.load_spec = Some(spec);
                 m.watch = Some(DeathWatch::start(pid, pid));

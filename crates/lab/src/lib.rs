@@ -11,6 +11,7 @@
 //! `doctor` examines the machine when a run starts; this crate puts them together and
 //! stores what came out.
 
+pub mod certificate;
 pub mod conditions;
 pub mod interleave;
 pub mod probe;

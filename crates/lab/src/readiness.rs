@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use load::response::ResponseParser;
+use load::tls::TlsClient;
 
 use sys::process::{describe_status, Supervised};
 
@@ -42,14 +43,25 @@ pub enum Probe {
 }
 
 /// One GET `path` with `Connection: close`, waiting at most `limit` for the answer.
-pub fn probe(addr: SocketAddr, path: &str, limit: Duration) -> Probe {
+pub fn probe(addr: SocketAddr, path: &str, limit: Duration, tls: Option<&TlsClient>) -> Probe {
     let limit = limit.max(Duration::from_millis(10));
-    let mut stream = match TcpStream::connect_timeout(&addr, limit) {
+    let stream = match TcpStream::connect_timeout(&addr, limit) {
         Ok(s) => s,
         Err(_) => return Probe::Refused,
     };
     let _ = stream.set_read_timeout(Some(limit));
     let _ = stream.set_write_timeout(Some(limit));
+    match tls {
+        None => exchange(stream, addr, path),
+        Some(client) => match load::tls::blocking_stream(client, stream) {
+            Ok(s) => exchange(s, addr, path),
+            Err(e) => Probe::Garbage(format!("TLS: {e}")),
+        },
+    }
+}
+
+/// Sends the readiness GET on `stream` and reads the answer's status.
+fn exchange(mut stream: impl Read + Write, addr: SocketAddr, path: &str) -> Probe {
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: rubyrace-readiness\r\n\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
         return Probe::Refused;
@@ -101,6 +113,7 @@ fn preview(bytes: &[u8]) -> String {
 pub fn wait_ready(
     addr: SocketAddr,
     path: &str,
+    tls: Option<&TlsClient>,
     timeout: Duration,
     server: &mut Supervised,
     interrupt: &AtomicBool,
@@ -117,7 +130,7 @@ pub fn wait_ready(
             ));
         }
         let remaining = timeout.saturating_sub(started.elapsed());
-        let last = match probe(addr, path, remaining.min(ATTEMPT_TIMEOUT)) {
+        let last = match probe(addr, path, remaining.min(ATTEMPT_TIMEOUT), tls) {
             Probe::Status(s) if (200..300).contains(&s) => {
                 return Readiness::Ready {
                     after: started.elapsed(),
@@ -176,15 +189,15 @@ mod tests {
     #[test]
     fn probes_tell_statuses_garbage_and_silence_apart() {
         let ok = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-        assert_eq!(probe(ok, "/", T), Probe::Status(200));
+        assert_eq!(probe(ok, "/", T, None), Probe::Status(200));
         let err = serve_once(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
-        assert_eq!(probe(err, "/", T), Probe::Status(500));
+        assert_eq!(probe(err, "/", T, None), Probe::Status(500));
         let garbage = serve_once(b"SSH-2.0-OpenSSH_9.2\r\n");
-        assert!(matches!(probe(garbage, "/", T), Probe::Garbage(_)));
+        assert!(matches!(probe(garbage, "/", T, None), Probe::Garbage(_)));
         let closed = {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        assert_eq!(probe(closed, "/", T), Probe::Refused);
+        assert_eq!(probe(closed, "/", T, None), Probe::Refused);
     }
 }

@@ -25,6 +25,7 @@ pub mod sockets;
 pub mod spec;
 pub mod stats;
 mod timer;
+pub mod tls;
 
 pub use engine::{run, OpenPeak, RunOutcome};
 pub use hdrhistogram::Histogram;

@@ -197,6 +197,9 @@ pub struct Errors {
     pub write: u64,
     pub timeout: u64,
     pub parse: u64,
+    /// TLS handshakes or records that failed (https:// only).
+    #[serde(default)]
+    pub tls: u64,
     /// Responses whose status is not 2xx; in a scenario run, responses with a status their
     /// step does not expect.
     pub status: u64,
@@ -259,6 +262,7 @@ impl LoadReport {
             write: s.error_count(ErrorKind::Write),
             timeout: s.error_count(ErrorKind::Timeout),
             parse: s.error_count(ErrorKind::Parse),
+            tls: s.error_count(ErrorKind::Tls),
             status: status_errors,
             extract: extract_errors,
             total: s.errors.iter().sum::<u64>() + status_errors + extract_errors,
@@ -392,6 +396,15 @@ impl LoadReport {
             scenario,
         };
         report.warnings = report.find_warnings();
+        if let Some(e) = &s.first_tls_error {
+            report.warnings.insert(
+                0,
+                format!(
+                    "TLS failed ({} errors); the first said: {e}",
+                    report.errors.tls
+                ),
+            );
+        }
         report
     }
 
@@ -663,7 +676,7 @@ impl LoadReport {
         let e = &self.errors;
         let _ = writeln!(
             out,
-            "  errors        {} ({:.3}%): connect {}, read {}, write {}, timeout {}, parse {}, status {}{}",
+            "  errors        {} ({:.3}%): connect {}, read {}, write {}, timeout {}, parse {}, {}status {}{}",
             e.total,
             100.0 * self.error_rate,
             e.connect,
@@ -671,6 +684,11 @@ impl LoadReport {
             e.write,
             e.timeout,
             e.parse,
+            if self.target.url.starts_with("https:") {
+                format!("tls {}, ", e.tls)
+            } else {
+                String::new()
+            },
             e.status,
             if self.scenario.is_some() {
                 format!(" (not expected by the step), extract {}", e.extract)

@@ -582,23 +582,37 @@ mod tests {
             let mut done = None;
             for piece in input.chunks(step) {
                 pending.extend_from_slice(piece);
-                let (used, completed) = parser.feed_capturing(&pending, Some(&mut capture)).unwrap();
+                let (used, completed) =
+                    parser.feed_capturing(&pending, Some(&mut capture)).unwrap();
                 pending.drain(..used);
                 if completed.is_some() {
                     done = completed;
                 }
             }
             assert_eq!(done.unwrap().status, 200);
-            assert_eq!(capture.whole_body(), Some(&b"hello world"[..]), "step {step}");
+            assert_eq!(
+                capture.whole_body(),
+                Some(&b"hello world"[..]),
+                "step {step}"
+            );
             let names: Vec<&str> = capture.headers.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(names, ["set-cookie", "set-cookie", "transfer-encoding"], "the 100's headers are not kept");
+            assert_eq!(
+                names,
+                ["set-cookie", "set-cookie", "transfer-encoding"],
+                "the 100's headers are not kept"
+            );
         }
         // A body over the limit is cut, and not handed out as whole.
         let mut parser = ResponseParser::new();
         parser.expect(false);
         let mut capture = Capture::default();
         capture.reset(true, 4);
-        parser.feed_capturing(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nabcdef", Some(&mut capture)).unwrap();
+        parser
+            .feed_capturing(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nabcdef",
+                Some(&mut capture),
+            )
+            .unwrap();
         assert!(capture.body_cut);
         assert_eq!(capture.whole_body(), None);
     }

@@ -50,6 +50,10 @@ pub struct LoadSettings {
     /// mix: each connection is one user (docs/scenarios.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<ScenarioSource>,
+    /// `https://`: how the server's certificate is trusted (`--cacert FILE` or
+    /// `--insecure`); required for an https:// URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_trust: Option<crate::tls::TlsTrust>,
 }
 
 /// A scenario file as read: its name (for messages) and its text, stored with the settings
@@ -96,6 +100,7 @@ impl Default for LoadSettings {
             timeout: Duration::from_secs(10),
             connect_stagger: None,
             scenario: None,
+            tls_trust: None,
         }
     }
 }
@@ -121,6 +126,9 @@ pub enum SettingsError {
     /// The scenario file's mistakes, one `FILE:LINE:COLUMN: key: message` per line.
     #[error("{0}")]
     Scenario(String),
+    /// The TLS settings cannot be used (an unreadable `--cacert`, a host TLS cannot check).
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// A load setting, as `rubyrace load` spells it: what a [`SettingsError::Invalid`] is
@@ -296,12 +304,15 @@ impl LoadSettings {
             }
         }
         let parsed = url::Url::parse(url).map_err(|e| url_err(e.to_string()))?;
-        if parsed.scheme() != "http" {
-            return Err(url_err(format!(
-                "only http:// URLs are supported (got {}://)",
-                parsed.scheme()
-            )));
-        }
+        let https = match parsed.scheme() {
+            "http" => false,
+            "https" => true,
+            other => {
+                return Err(url_err(format!(
+                    "only http:// and https:// URLs are supported (got {other}://)"
+                )))
+            }
+        };
         let host = parsed
             .host_str()
             .ok_or_else(|| url_err("the URL has no host".into()))?;
@@ -362,6 +373,17 @@ impl LoadSettings {
                 .collect::<Result<Vec<_>, _>>()?,
             body: self.body.clone(),
         };
+        let tls = match (https, &self.tls_trust) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(url_err(
+                    "an https:// URL needs --cacert FILE (the server's certificate or its CA, PEM) or --insecure".into(),
+                ))
+            }
+            (true, Some(trust)) => Some(
+                crate::tls::TlsClient::new(host, trust).map_err(|reason| SettingsError::Tls(reason))?,
+            ),
+        };
         let plan = RequestPlan::build(lines, &template, self.mode)?;
         let scenario = match &self.scenario {
             Some(source) => Some(std::sync::Arc::new(ScenarioRun {
@@ -373,6 +395,7 @@ impl LoadSettings {
         };
         Ok(LoadSpec {
             scenario,
+            tls,
             addr,
             plan,
             threads: self.threads,

@@ -55,6 +55,8 @@ pub struct LoadSpec {
     pub connect_stagger: Duration,
     /// Virtual users walking scenarios instead of `plan`: each connection is one user.
     pub scenario: Option<Arc<ScenarioRun>>,
+    /// `https://`: every connection speaks TLS.
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
 impl LoadSpec {

@@ -22,15 +22,18 @@ pub enum ErrorKind {
     Timeout,
     /// The response was not valid HTTP/1.1.
     Parse,
+    /// The TLS handshake or a TLS record failed (a certificate not trusted, an alert).
+    Tls,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 5] = [
+    pub const ALL: [ErrorKind; 6] = [
         ErrorKind::Connect,
         ErrorKind::Read,
         ErrorKind::Write,
         ErrorKind::Timeout,
         ErrorKind::Parse,
+        ErrorKind::Tls,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -40,6 +43,7 @@ impl ErrorKind {
             ErrorKind::Write => "write",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Parse => "parse",
+            ErrorKind::Tls => "tls",
         }
     }
 }
@@ -112,7 +116,7 @@ pub struct StepStats {
     /// Responses an extraction found nothing in.
     pub extract_failures: u64,
     /// Attempts without a response (timeout, read, write, parse), by `ErrorKind`.
-    pub errors: [u64; 5],
+    pub errors: [u64; ErrorKind::ALL.len()],
     /// The first failure of each kind, described, for the report.
     pub first_failures: Vec<String>,
 }
@@ -127,7 +131,7 @@ impl StepStats {
             responses: 0,
             unexpected_status: 0,
             extract_failures: 0,
-            errors: [0; 5],
+            errors: [0; ErrorKind::ALL.len()],
             first_failures: Vec::new(),
         }
     }
@@ -171,7 +175,7 @@ pub struct ThreadStats {
     /// Complete responses, whatever their status.
     pub responses: u64,
     pub status: Box<[u64; STATUS_SLOTS]>,
-    pub errors: [u64; 5],
+    pub errors: [u64; ErrorKind::ALL.len()],
     pub bytes_read: u64,
     pub bytes_written: u64,
     /// TCP connections opened during the whole run, warmup included.
@@ -200,6 +204,8 @@ pub struct ThreadStats {
     pub recording_ended_ns: u64,
     /// Scenario runs: one entry per step, in the scenarios' order; empty otherwise.
     pub steps: Vec<StepStats>,
+    /// `https://`: what the first failed TLS session said (over the whole run).
+    pub first_tls_error: Option<String>,
     /// Scenario runs: sessions whose first step was sent in the recorded phase.
     pub sessions_started: u64,
     /// Scenario runs: sessions that walked every step.
@@ -215,7 +221,7 @@ impl ThreadStats {
             latency_uncorrected: open_loop.then(new_latency_histogram),
             responses: 0,
             status: Box::new([0; STATUS_SLOTS]),
-            errors: [0; 5],
+            errors: [0; ErrorKind::ALL.len()],
             bytes_read: 0,
             bytes_written: 0,
             connections_opened: 0,
@@ -231,6 +237,7 @@ impl ThreadStats {
             recording_started_ns: 0,
             recording_ended_ns: 0,
             steps: Vec::new(),
+            first_tls_error: None,
             sessions_started: 0,
             sessions_completed: 0,
             sessions_failed: 0,
@@ -313,6 +320,9 @@ impl ThreadStats {
             mine.merge(theirs);
         }
         self.sessions_started += other.sessions_started;
+        if self.first_tls_error.is_none() {
+            self.first_tls_error = other.first_tls_error.clone();
+        }
         self.sessions_completed += other.sessions_completed;
         self.sessions_failed += other.sessions_failed;
     }

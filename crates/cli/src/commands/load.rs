@@ -119,6 +119,14 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "body", "body_file"])]
     pub scenario: Option<PathBuf>,
 
+    /// https://: trust the server's certificate if this PEM file holds it or its CA.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+
+    /// https://: accept any certificate (handshake signatures are still checked).
+    #[arg(long)]
+    pub insecure: bool,
+
     /// Seed of the URL mix sequence (each connection draws its own reproducible sequence).
     #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
@@ -190,8 +198,14 @@ fn settings(args: &LoadArgs) -> Result<LoadSettings> {
         }),
         None => None,
     };
+    let tls_trust = match (&args.cacert, args.insecure) {
+        (Some(path), _) => Some(load::tls::TlsTrust::CaFile(path.clone())),
+        (None, true) => Some(load::tls::TlsTrust::Insecure),
+        (None, false) => None,
+    };
     Ok(LoadSettings {
         scenario,
+        tls_trust,
         connections: args.connections as usize,
         threads: args.threads as usize,
         duration: args.duration.map_or(defaults().duration, Into::into),

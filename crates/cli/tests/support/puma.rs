@@ -67,6 +67,21 @@ impl Puma {
     /// Starts `puma -b tcp://127.0.0.1:PORT -t 1:4 -w 0 CONFIG_RU` on a free port and waits
     /// until it answers 200. Fails the test (never skips) when puma is not on PATH.
     pub fn start(config_ru: &Path) -> Puma {
+        Puma::start_bound(config_ru, |port| format!("tcp://127.0.0.1:{port}"), false)
+    }
+
+    /// [`Puma::start`] serving HTTPS with this certificate and key (`ssl://` bind); ready
+    /// once its port accepts connections.
+    pub fn start_ssl(config_ru: &Path, cert: &Path, key: &Path) -> Puma {
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        Puma::start_bound(
+            config_ru,
+            |port| format!("ssl://127.0.0.1:{port}?key={key}&cert={cert}&verify_mode=none"),
+            true,
+        )
+    }
+
+    fn start_bound(config_ru: &Path, bind: impl Fn(u16) -> String, ssl: bool) -> Puma {
         let puma = which("puma").unwrap_or_else(|| {
             panic!(
                 "`puma` is not on PATH ({:?}); it is required by this test. \
@@ -86,14 +101,7 @@ impl Puma {
             let log = dir.path(&format!("puma-{attempt}.log"));
             let log_file = std::fs::File::create(&log).unwrap();
             let child = Command::new(&puma)
-                .args([
-                    "-b",
-                    &format!("tcp://127.0.0.1:{port}"),
-                    "-t",
-                    "1:4",
-                    "-w",
-                    "0",
-                ])
+                .args(["-b", &bind(port), "-t", "1:4", "-w", "0"])
                 .arg(config_ru)
                 .current_dir(config_ru.parent().unwrap())
                 .stdin(Stdio::null())
@@ -117,7 +125,13 @@ impl Puma {
                     exited = true;
                     break;
                 }
-                if let Some(line) = probe(port) {
+                if ssl {
+                    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+                    if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                        guard._dir = Some(dir);
+                        return guard;
+                    }
+                } else if let Some(line) = probe(port) {
                     if line.starts_with("HTTP/1.1 200") || line.starts_with("HTTP/1.0 200") {
                         guard._dir = Some(dir);
                         return guard;

@@ -125,6 +125,8 @@ pub(super) fn resolve_load(
         timeout: l.duration("timeout", engine.timeout),
         connect_stagger: l.get("connect_stagger").and_then(|v| v.value.as_duration()),
         scenario,
+        // `tls = true`: the trial trusts the certificate it generates for its server.
+        tls_trust: None,
     };
     if workload == Workload::Http {
         for (key, message) in load_problems(&load) {

@@ -164,6 +164,7 @@ fn check_custom_argv(
             custom_argv: &l.list("server_argv"),
             environment: "production",
             bundle_exec: false,
+            tls: None,
         };
         if let Err(e) = crate::servers::server_command(&launch) {
             p.error(
@@ -272,6 +273,18 @@ pub(crate) fn resolve(
         );
     }
     // `{ruby}` in setup is the Ruby itself, without the configuration's JIT or options.
+    let tls = l
+        .get("tls")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(false);
+    if tls && server != ServerKind::Puma && !rejected.contains("server") {
+        p.error(
+            &l.span_of("tls"),
+            &l.key_of("tls"),
+            format!("tls = true starts Puma with an ssl:// bind and a certificate made for the run; server = \"{}\" is not supported", server.as_str()),
+            Some("use server = \"puma\", or remove tls".into()),
+        );
+    }
     let setup = resolve_setup(p, &l, &def.argv, &app_dir);
     if p.errors.len() > errors_before || !ruby_known {
         return None;
@@ -304,6 +317,7 @@ pub(crate) fn resolve(
         profile,
         profile_measured,
         setup,
+        tls,
     })
 }
 

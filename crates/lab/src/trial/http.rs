@@ -48,12 +48,7 @@ fn profiled_phase(
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
-    let url = format!(
-        "http://{}{}",
-        sut.addr,
-        s.load.path.as_deref().unwrap_or("/")
-    );
-    let mut settings = s.load.clone();
+    let (url, mut settings) = sut.load_target(&s.load);
     settings.warmup = std::time::Duration::ZERO;
     let Ok(load_spec) = settings.build_spec(&url) else {
         return Ok(());
@@ -107,12 +102,11 @@ fn measure(
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
-    let addr = sut.addr;
+    let (url, load_settings) = sut.load_target(&s.load);
     let server = &mut sut.server;
     let record = &mut sut.record;
     let maps = &mut sut.maps;
-    let url = format!("http://{addr}{}", s.load.path.as_deref().unwrap_or("/"));
-    let load_spec = match s.load.build_spec(&url) {
+    let load_spec = match load_settings.build_spec(&url) {
         Ok(l) => l,
         Err(e) => {
             result.reason = Some(format!("invalid load settings: {e}"));

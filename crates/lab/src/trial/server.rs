@@ -27,6 +27,29 @@ pub(crate) struct ServerUnderTest {
     pub probe_dir: PathBuf,
     /// The allocators each process had mapped at the start of the measured phase.
     pub maps: BTreeMap<i32, Vec<String>>,
+    /// `tls = true`: the authority of the server's certificate, which the load trusts.
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl ServerUnderTest {
+    /// The URL the load goes to, and `load` with the trust of a `tls = true` server.
+    pub fn load_target(&self, load: &load::LoadSettings) -> (String, load::LoadSettings) {
+        let scheme = if self.tls_ca.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let url = format!(
+            "{scheme}://{}{}",
+            self.addr,
+            load.path.as_deref().unwrap_or("/")
+        );
+        let mut settings = load.clone();
+        if let Some(ca) = &self.tls_ca {
+            settings.tls_trust = Some(load::tls::TlsTrust::CaFile(ca.clone()));
+        }
+        (url, settings)
+    }
 }
 
 /// Steps 1 to 3 of a trial: a port, the server started (with the probe, on its CPUs), and
@@ -61,7 +84,35 @@ pub(crate) fn start_server(
     };
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
 
-    // 2. Start the server.
+    // 2. The certificate of a `tls = true` server: made once per run, in DIR/tls.
+    let certificate = match s.tls {
+        true => {
+            let results = spec.registry.parent().unwrap_or(&spec.out_dir);
+            match crate::certificate::server_certificate(&results.join("tls")) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    result.reason = Some(format!("tls = true: {e:#}"));
+                    return Ok(None);
+                }
+            }
+        }
+        false => None,
+    };
+    let tls_client = match &certificate {
+        Some(c) => {
+            match load::tls::TlsClient::new("127.0.0.1", &load::tls::TlsTrust::CaFile(c.ca.clone()))
+            {
+                Ok(client) => Some(client),
+                Err(e) => {
+                    result.reason = Some(format!("tls = true: {e}"));
+                    return Ok(None);
+                }
+            }
+        }
+        None => None,
+    };
+
+    // 3. Start the server.
     let command = match server_command(&ServerLaunch {
         kind: s.server,
         ruby: &s.ruby_argv,
@@ -73,6 +124,9 @@ pub(crate) fn start_server(
         custom_argv: &s.server_argv,
         environment: "production",
         bundle_exec: s.gemfile.is_some(),
+        tls: certificate
+            .as_ref()
+            .map(|c| (c.cert.as_path(), c.key.as_path())),
     }) {
         Ok(c) => c,
         Err(e) => {
@@ -122,10 +176,11 @@ pub(crate) fn start_server(
     };
     record.pid = Some(server.pid());
 
-    // 3. Readiness.
+    // 4. Readiness.
     let ready = wait_ready(
         addr,
         &s.readiness_path,
+        tls_client.as_ref(),
         s.readiness_timeout,
         &mut server,
         interrupt,
@@ -136,6 +191,7 @@ pub(crate) fn start_server(
         addr,
         probe_dir,
         maps: BTreeMap::new(),
+        tls_ca: certificate.map(|c| c.ca),
     };
     match ready {
         Readiness::Ready { after } => {

@@ -106,6 +106,8 @@ struct Conn {
     /// response. The user outlives reconnects within its session.
     user: Option<VirtualUser>,
     capture: Option<Capture>,
+    /// `https://`: the TLS session of the current socket.
+    tls: Option<rustls::ClientConnection>,
     /// Open-loop scenario runs: when this slot's next session arrives (sessions arrive on
     /// a fixed schedule, whether or not the slot's previous one has ended).
     session_due: Instant,
@@ -202,6 +204,7 @@ impl Worker {
                     }),
                     capture: spec.scenario.as_ref().map(|_| Capture::default()),
                     session_due: time.origin + offset + send_interval.unwrap_or_default(),
+                    tls: None,
                 }
             })
             .collect();
@@ -497,8 +500,19 @@ impl Worker {
                     self.connect_failed(index, now, ConnectFailure::of(&e));
                     return;
                 }
+                let tls = match &self.spec.tls {
+                    Some(client) => match client.connection() {
+                        Ok(c) => Some(c),
+                        Err(_) => {
+                            self.connect_failed(index, now, ConnectFailure::Other);
+                            return;
+                        }
+                    },
+                    None => None,
+                };
                 let conn = &mut self.conns[index];
                 conn.socket = Some(socket);
+                conn.tls = tls;
                 conn.connect_started = now;
                 conn.peer_closed = false;
                 self.set_state(index, ConnState::Connecting);
@@ -673,6 +687,37 @@ impl Worker {
         let Some(socket) = conn.socket.as_mut() else {
             return Fate::Keep;
         };
+        if let Some(tls) = conn.tls.as_mut() {
+            // Plaintext goes into the TLS session (which holds it until the handshake is
+            // done), records go out to the socket.
+            loop {
+                if conn.out_pos < conn.out.len() {
+                    match tls.writer().write(&conn.out[conn.out_pos..]) {
+                        Ok(n) => conn.out_pos += n,
+                        Err(_) => return Fate::Reset(Some(ErrorKind::Tls)),
+                    }
+                }
+                if !tls.wants_write() {
+                    break;
+                }
+                match tls.write_tls(socket) {
+                    Ok(0) => return Fate::Reset(Some(ErrorKind::Write)),
+                    Ok(n) => {
+                        if self.recording {
+                            self.stats.bytes_written += n as u64;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Fate::Keep,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Fate::Reset(Some(ErrorKind::Write)),
+                }
+            }
+            if conn.out_pos >= conn.out.len() {
+                conn.out.clear();
+                conn.out_pos = 0;
+            }
+            return Fate::Keep;
+        }
         while conn.out_pos < conn.out.len() {
             match socket.write(&conn.out[conn.out_pos..]) {
                 Ok(0) => return Fate::Reset(Some(ErrorKind::Write)),
@@ -695,6 +740,9 @@ impl Worker {
     /// Reads what the socket holds and completes every response found in it.
     fn on_readable(&mut self, index: usize, peer_closed: bool) -> Fate {
         self.conns[index].peer_closed |= peer_closed;
+        if self.conns[index].tls.is_some() {
+            return self.on_readable_tls(index, peer_closed);
+        }
         loop {
             let conn = &mut self.conns[index];
             if conn.in_end == conn.input.len() {
@@ -730,6 +778,94 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Fate::Keep,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Fate::Reset(Some(ErrorKind::Read)),
+            }
+        }
+    }
+
+    /// `on_readable` for a TLS socket: records in, the session processes them (and may
+    /// answer, during the handshake), plaintext out into the input buffer.
+    fn on_readable_tls(&mut self, index: usize, peer_closed: bool) -> Fate {
+        let mut eof = false;
+        loop {
+            let conn = &mut self.conns[index];
+            let (Some(socket), Some(tls)) = (conn.socket.as_mut(), conn.tls.as_mut()) else {
+                return Fate::Keep;
+            };
+            let mut drained = false;
+            match tls.read_tls(socket) {
+                Ok(0) => eof = true,
+                Ok(n) => {
+                    if self.recording {
+                        self.stats.bytes_read += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Fate::Reset(Some(ErrorKind::Read)),
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // A certificate not trusted, an alert, a bad record: rustls has queued
+                // an alert for the server; the connection is over either way.
+                let _ = tls.write_tls(socket);
+                if self.stats.first_tls_error.is_none() {
+                    self.stats.first_tls_error = Some(e.to_string());
+                }
+                return Fate::Reset(Some(ErrorKind::Tls));
+            }
+            // Plaintext, as much as there is.
+            let mut clean_close = false;
+            loop {
+                let conn = &mut self.conns[index];
+                if conn.in_end == conn.input.len() {
+                    if conn.in_start == 0 {
+                        return self.parse_failed(ParseError::HeadTooLarge);
+                    }
+                    conn.input.copy_within(conn.in_start..conn.in_end, 0);
+                    conn.in_end -= conn.in_start;
+                    conn.in_start = 0;
+                }
+                let tls = conn.tls.as_mut().expect("a TLS connection");
+                match tls.reader().read(&mut conn.input[conn.in_end..]) {
+                    Ok(0) => {
+                        clean_close = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        conn.in_end += n;
+                        let fate = self.process_input(index);
+                        if !matches!(fate, Fate::Keep) {
+                            return fate;
+                        }
+                        if self.conns[index].tls.is_none() {
+                            return Fate::Keep;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // The peer closed the TCP connection without close_notify.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        clean_close = true;
+                        break;
+                    }
+                    Err(_) => return Fate::Reset(Some(ErrorKind::Tls)),
+                }
+            }
+            // The handshake (or a key update) may have something to send.
+            if self.conns[index]
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.wants_write())
+            {
+                let fate = self.flush_writes(index);
+                if !matches!(fate, Fate::Keep) {
+                    return fate;
+                }
+            }
+            if clean_close || eof {
+                return self.on_eof(index);
+            }
+            let draining = matches!(self.conns[index].state, ConnState::Draining { .. });
+            if drained && !peer_closed && !draining {
+                return Fate::Keep;
             }
         }
     }
@@ -939,6 +1075,7 @@ impl Worker {
             }
         }
         conn.socket = None; // closing the fd also removes it from the epoll set
+        conn.tls = None;
         conn.out.clear();
         conn.out_pos = 0;
         conn.in_start = 0;
