@@ -235,3 +235,61 @@ fn a_service_that_does_not_start_stops_the_run_with_its_log() {
     lab.assert_no_leftovers(Duration::from_secs(10));
     assert_no_service_data(&lab.results());
 }
+
+#[test]
+fn the_forum_serves_visitors_and_members_on_postgres_from_the_same_start() {
+    let lab = Lab::new("services-forum");
+    let root = support::workspace_root();
+    lab.experiment(&format!(
+        r#"
+batches = 2
+[settings]
+app = "rails-forum"
+processes = 2
+threads = 2
+warmup = "1s"
+duration = "3s"
+scenario = "{}"
+setup = [["{{ruby}}", "{{app}}/db/setup.rb"]]
+
+[services.postgres]
+reset = "template"
+
+[services.redis]
+reset = "flush"
+"#,
+        root.join("ruby/apps/rails-forum/scenarios.toml").display()
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(300));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+    let export = export(&lab);
+    let trials = export["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2);
+    let starts: Vec<&Value> = trials.iter().map(|t| &t["services"]["rows_at_start"]).collect();
+    // The seed of db/setup.rb, whatever the first trial wrote.
+    assert_eq!(starts[0], starts[1]);
+    assert_eq!(starts[0]["users"], 50);
+    assert_eq!(starts[0]["topics"], 100);
+    for t in trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        let s = &t["services"];
+        let before = s["rows_at_start"]["posts"].as_i64().unwrap();
+        let after = s["rows_at_end"]["posts"].as_i64().unwrap();
+        let steps = t["load"]["scenario"]["steps"].as_array().unwrap();
+        let replies = steps
+            .iter()
+            .find(|st| st["scenario"] == "member" && st["step"] == "reply")
+            .unwrap();
+        // Every reply of the members is a row (warmup replies too: at least these).
+        let recorded = replies["responses"].as_i64().unwrap();
+        assert!(recorded > 0, "{replies}");
+        assert!(after >= before + recorded, "{before} -> {after} posts, {recorded} replies");
+        for st in steps {
+            assert_eq!(st["unexpected_status"], 0, "{st}");
+            assert_eq!(st["extract_failures"], 0, "{st}");
+            assert_eq!(st["errors"], 0, "{st}");
+        }
+    }
+}
