@@ -113,6 +113,7 @@ examples! {
     keepalive => "keepalive",
     known_effect => "known-effect",
     puma_concurrency => "puma-concurrency",
+    rails_forum => "rails-forum",
     rails_overhead => "rails-overhead",
     threads_mtime => "threads-mtime",
     threads_pipes => "threads-pipes",

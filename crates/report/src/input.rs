@@ -68,6 +68,20 @@ pub struct TrialData {
     pub profiles: Vec<lab::profile::ProfileRecord>,
     /// The trial's own directory (`trials/NNNNN`).
     pub dir: PathBuf,
+    /// Scenario runs: each step's figures in this trial.
+    pub steps: Vec<StepPoint>,
+}
+
+/// One scenario step in one trial.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepPoint {
+    pub scenario: String,
+    pub step: String,
+    pub requests: u64,
+    /// Unexpected statuses, extractions that found nothing, attempts without a response.
+    pub failures: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
 }
 
 /// One results directory.
@@ -250,6 +264,24 @@ fn trial_data(
     } else {
         read_histogram(&hlog).err().map(|e| format!("{e:#}"))
     };
+    let steps = r
+        .load
+        .as_ref()
+        .and_then(|l| l.scenario.as_ref())
+        .map(|sc| {
+            sc.steps
+                .iter()
+                .map(|st| StepPoint {
+                    scenario: st.scenario.clone(),
+                    step: st.step.clone(),
+                    requests: st.requests,
+                    failures: st.unexpected_status + st.extract_failures + st.errors,
+                    p50_us: st.latency_us.p50,
+                    p99_us: st.latency_us.p99,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let latency = r.load.as_ref().map(|l| &l.latency_us);
     let resources = r.resources.as_ref();
     let bytes = |v: Option<u64>| v.map(|b| b as f64);
@@ -298,6 +330,7 @@ fn trial_data(
             .map(|(us, s)| us / s),
         profiles: r.profiles,
         dir: trial_dir.to_path_buf(),
+        steps,
     }
 }
 

@@ -331,6 +331,26 @@ pub struct Report {
     /// total time per request).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frame_changes: Vec<FrameChange>,
+    /// Scenario runs: every step of every cohort (docs/scenarios.md); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<CohortStep>,
+}
+
+/// One scenario step of one cohort, over the cohort's valid trials.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CohortStep {
+    pub cohort: String,
+    pub scenario: String,
+    pub step: String,
+    /// Valid trials with this step.
+    pub trials: usize,
+    /// Attempts, and those that failed (an unexpected status, an extraction that found
+    /// nothing, no response), summed over the trials.
+    pub requests: u64,
+    pub failures: u64,
+    /// Medians over the trials of the step's p50 and p99 latency, µs (None: no response).
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
 }
 
 /// One cohort's profile from one profiler, merged over its valid trials.

@@ -24,6 +24,7 @@ mod compare;
 mod metrics;
 mod overhead;
 mod profile;
+mod steps;
 mod warnings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -225,6 +226,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         }
     }
     let (profiles, frame_changes) = profile::profiles(&order, &members, &baseline, confidence);
+    let scenario_steps = steps::scenario_steps(&order, &members);
     warnings.extend(profile::warnings(&profiles));
     too_few_warnings(&comparisons, &mut warnings);
     pooled_warnings(&comparisons, &mut warnings);
@@ -398,6 +400,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         environment,
         profiles,
         frame_changes,
+        steps: scenario_steps,
     })
 }
 

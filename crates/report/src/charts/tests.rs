@@ -131,6 +131,7 @@ pub(crate) fn report() -> Report {
         environment: vec![],
         profiles: vec![],
         frame_changes: vec![],
+        steps: vec![],
     }
 }
 

@@ -430,3 +430,31 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
         rows,
     ))
 }
+
+/// The title of `steps_table`.
+pub const STEPS_TITLE: &str = "Scenario steps (per cohort: attempts and failures summed over the valid trials; p50 and p99 latency from each step's intended send time, medians over the trials):";
+
+/// The scenario steps of every cohort. None without a scenario.
+pub fn steps_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    if report.steps.is_empty() {
+        return None;
+    }
+    let headers = vec!["cohort", "scenario", "step", "requests", "failed", "p50", "p99"];
+    let rows = report
+        .steps
+        .iter()
+        .map(|s| {
+            let latency = |v: Option<f64>| v.map_or_else(|| "-".to_string(), units::micros);
+            vec![
+                s.cohort.clone(),
+                s.scenario.clone(),
+                s.step.clone(),
+                s.requests.to_string(),
+                s.failures.to_string(),
+                latency(s.p50_us),
+                latency(s.p99_us),
+            ]
+        })
+        .collect();
+    Some((headers, rows))
+}

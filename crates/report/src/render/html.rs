@@ -124,6 +124,7 @@ pub fn render(report: &Report) -> String {
     warnings(&mut h, report);
     summary_table(&mut h, report);
     runtime_section(&mut h, report);
+    steps_section(&mut h, report);
     noise_section(&mut h, report);
     charts_section(&mut h, report);
     comparisons_table(&mut h, report);
@@ -480,6 +481,36 @@ fn summary_table(h: &mut String, report: &Report) {
         }
         if has_cpu {
             h.push_str(&median_cell(c.cpu.per_request.as_ref(), fmt_sig, " µs"));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+/// Scenario runs: every step of every cohort.
+fn steps_section(h: &mut String, report: &Report) {
+    let Some((headers, rows)) = crate::render::cells::steps_table(report) else {
+        return;
+    };
+    let _ = write!(
+        h,
+        "<h2 id=\"steps\">Scenario steps</h2>\n<p class=\"note\">{}</p>\n<div class=\"table-wrap\"><table>\n<thead><tr>",
+        escape(crate::render::cells::STEPS_TITLE.trim_end_matches(':'))
+    );
+    for (i, name) in headers.iter().enumerate() {
+        let class = if i >= 3 { " class=\"num\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", escape(name));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        h.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = match i {
+                0..=2 => "",
+                4 if cell != "0" => " class=\"num bad\"",
+                _ => " class=\"num\"",
+            };
+            let _ = write!(h, "<td{class}>{}</td>", escape(cell));
         }
         h.push_str("</tr>\n");
     }
@@ -1054,6 +1085,7 @@ mod tests {
             environment: vec![],
             profiles: vec![],
             frame_changes: vec![],
+            steps: vec![],
         };
         let page = render(&r);
         assert!(page.contains("<h1>rubyrace report</h1>"));

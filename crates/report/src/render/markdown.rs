@@ -36,6 +36,9 @@ pub fn markdown(report: &Report) -> String {
         md_table(&mut out, RUNTIME_TITLE, &headers, &rows, |i| i >= 2);
     }
     out.push_str(&crate::noise::noise_markdown(report, md_escape));
+    if let Some((headers, rows)) = steps_table(report) {
+        md_table(&mut out, STEPS_TITLE, &headers, &rows, |i| i >= 3);
+    }
     if let Some((headers, rows)) = profile_table(report) {
         md_table(&mut out, &profile_title(report), &headers, &rows, |i| {
             (3..5).contains(&i)

@@ -100,6 +100,20 @@ pub fn table(report: &Report, color: bool) -> String {
         }
         let _ = writeln!(out, "\n{}\n{t}", crate::noise::NOISE_TITLE);
     }
+    if let Some((headers, rows)) = steps_table(report) {
+        let mut t = table_with_header(color, headers);
+        for row in rows {
+            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
+                let cell = Cell::new(&x);
+                if i >= 3 {
+                    cell.set_alignment(CellAlignment::Right)
+                } else {
+                    cell
+                }
+            }));
+        }
+        let _ = writeln!(out, "\n{STEPS_TITLE}\n{t}");
+    }
     if let Some((headers, rows)) = profile_table(report) {
         let mut t = table_with_header(color, headers);
         for row in rows {
