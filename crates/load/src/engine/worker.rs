@@ -744,15 +744,10 @@ impl Worker {
             return self.on_readable_tls(index, peer_closed);
         }
         loop {
-            let conn = &mut self.conns[index];
-            if conn.in_end == conn.input.len() {
-                if conn.in_start == 0 {
-                    return self.parse_failed(ParseError::HeadTooLarge);
-                }
-                conn.input.copy_within(conn.in_start..conn.in_end, 0);
-                conn.in_end -= conn.in_start;
-                conn.in_start = 0;
+            if let Some(fate) = self.make_room(index) {
+                return fate;
             }
+            let conn = &mut self.conns[index];
             let Some(socket) = conn.socket.as_mut() else {
                 return Fate::Keep;
             };
@@ -815,15 +810,10 @@ impl Worker {
             // Plaintext, as much as there is.
             let mut clean_close = false;
             loop {
-                let conn = &mut self.conns[index];
-                if conn.in_end == conn.input.len() {
-                    if conn.in_start == 0 {
-                        return self.parse_failed(ParseError::HeadTooLarge);
-                    }
-                    conn.input.copy_within(conn.in_start..conn.in_end, 0);
-                    conn.in_end -= conn.in_start;
-                    conn.in_start = 0;
+                if let Some(fate) = self.make_room(index) {
+                    return fate;
                 }
+                let conn = &mut self.conns[index];
                 let tls = conn.tls.as_mut().expect("a TLS connection");
                 match tls.reader().read(&mut conn.input[conn.in_end..]) {
                     Ok(0) => {
@@ -868,6 +858,22 @@ impl Worker {
                 return Fate::Keep;
             }
         }
+    }
+
+    /// Makes room at the end of the input buffer by moving the unparsed bytes to its
+    /// start; a full buffer of one unparsed head is a parse failure (its fate).
+    #[inline]
+    fn make_room(&mut self, index: usize) -> Option<Fate> {
+        let conn = &mut self.conns[index];
+        if conn.in_end == conn.input.len() {
+            if conn.in_start == 0 {
+                return Some(self.parse_failed(ParseError::HeadTooLarge));
+            }
+            conn.input.copy_within(conn.in_start..conn.in_end, 0);
+            conn.in_end -= conn.in_start;
+            conn.in_start = 0;
+        }
+        None
     }
 
     fn parse_failed(&mut self, _why: ParseError) -> Fate {

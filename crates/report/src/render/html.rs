@@ -235,9 +235,14 @@ fn header(h: &mut String, report: &Report, experiments: &[String]) {
     } else {
         ""
     };
+    let steps = if report.steps.is_empty() {
+        ""
+    } else {
+        "<a href=\"#steps\">Scenario steps</a>"
+    };
     let _ = writeln!(
         h,
-        "<nav><a href=\"#summary\">Summary</a>{runtime}<a href=\"#charts\">Charts</a>\
+        "<nav><a href=\"#summary\">Summary</a>{runtime}{steps}<a href=\"#charts\">Charts</a>\
          <a href=\"#comparisons\">Comparisons</a><a href=\"#environment\">Environment</a>\
          <a href=\"#sources\">Sources and commands</a></nav>\n</header>"
     );
@@ -494,23 +499,35 @@ fn steps_section(h: &mut String, report: &Report) {
     };
     let _ = write!(
         h,
-        "<h2 id=\"steps\">Scenario steps</h2>\n<p class=\"note\">{}</p>\n<div class=\"table-wrap\"><table>\n<thead><tr>",
+        "<h2 id=\"steps\">Scenario steps</h2>\n<p class=\"note\">{}</p>\n",
         escape(crate::render::cells::STEPS_TITLE.trim_end_matches(':'))
     );
+    class_table(h, &headers, &rows, |i| i >= 3, |i, cell| match i {
+        0..=2 => "",
+        4 if cell != "0" => " class=\"num bad\"",
+        _ => " class=\"num\"",
+    });
+}
+
+/// A table in its scrolling wrapper: `num` says which headers are numbers, `class` gives
+/// each cell's class attribute.
+fn class_table(
+    h: &mut String,
+    headers: &[&str],
+    rows: &[Vec<String>],
+    num: impl Fn(usize) -> bool,
+    class: impl Fn(usize, &str) -> &'static str,
+) {
+    h.push_str("<div class=\"table-wrap\"><table>\n<thead><tr>");
     for (i, name) in headers.iter().enumerate() {
-        let class = if i >= 3 { " class=\"num\"" } else { "" };
-        let _ = write!(h, "<th{class}>{}</th>", escape(name));
+        let attr = if num(i) { " class=\"num\"" } else { "" };
+        let _ = write!(h, "<th{attr}>{}</th>", escape(name));
     }
     h.push_str("</tr></thead>\n<tbody>\n");
     for row in rows {
         h.push_str("<tr>");
         for (i, cell) in row.iter().enumerate() {
-            let class = match i {
-                0..=2 => "",
-                4 if cell != "0" => " class=\"num bad\"",
-                _ => " class=\"num\"",
-            };
-            let _ = write!(h, "<td{class}>{}</td>", escape(cell));
+            let _ = write!(h, "<td{}>{}</td>", class(i, cell), escape(cell));
         }
         h.push_str("</tr>\n");
     }
@@ -527,27 +544,14 @@ fn runtime_section(h: &mut String, report: &Report) {
          reported (ruby/probe.rb): each setting asked for, checked in every process of every trial \
          (✓: in force in all of them); GC, allocations, heap and YJIT over the measured phase, \
          summed over processes, per trial; medians over the valid trials. Boot: start to app \
-         built, slowest process.</p>\n<div class=\"table-wrap\"><table>\n<thead><tr>",
+         built, slowest process.</p>\n",
     );
-    for (i, name) in headers.iter().enumerate() {
-        let class = if i >= 2 { " class=\"num\"" } else { "" };
-        let _ = write!(h, "<th{class}>{}</th>", escape(name));
-    }
-    h.push_str("</tr></thead>\n<tbody>\n");
-    for row in rows {
-        h.push_str("<tr>");
-        for (i, cell) in row.iter().enumerate() {
-            let class = match i {
-                0 => "",
-                1 if cell.contains('✗') => " class=\"bad\"",
-                1 => "",
-                _ => " class=\"num\"",
-            };
-            let _ = write!(h, "<td{class}>{}</td>", escape(cell));
-        }
-        h.push_str("</tr>\n");
-    }
-    h.push_str("</tbody></table></div>\n");
+    class_table(h, &headers, &rows, |i| i >= 2, |i, cell| match i {
+        0 => "",
+        1 if cell.contains('✗') => " class=\"bad\"",
+        1 => "",
+        _ => " class=\"num\"",
+    });
 }
 
 /// The machine's noise per cohort (`crate::noise`).

@@ -87,47 +87,38 @@ pub fn table(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "\n{RUNTIME_TITLE}\n{t}");
     }
     if let Some((headers, rows)) = crate::noise::noise_table(report) {
-        let mut t = table_with_header(color, headers);
-        for row in rows {
-            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
-                let cell = Cell::new(&x);
-                if i >= 1 {
-                    cell.set_alignment(CellAlignment::Right)
-                } else {
-                    cell
-                }
-            }));
-        }
+        let t = aligned_table(color, headers, rows, |i| i >= 1);
         let _ = writeln!(out, "\n{}\n{t}", crate::noise::NOISE_TITLE);
     }
     if let Some((headers, rows)) = steps_table(report) {
-        let mut t = table_with_header(color, headers);
-        for row in rows {
-            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
-                let cell = Cell::new(&x);
-                if i >= 3 {
-                    cell.set_alignment(CellAlignment::Right)
-                } else {
-                    cell
-                }
-            }));
-        }
+        let t = aligned_table(color, headers, rows, |i| i >= 3);
         let _ = writeln!(out, "\n{STEPS_TITLE}\n{t}");
     }
     if let Some((headers, rows)) = profile_table(report) {
-        let mut t = table_with_header(color, headers);
-        for row in rows {
-            t.add_row(row.into_iter().enumerate().map(|(i, x)| {
-                let cell = Cell::new(&x);
-                if (3..5).contains(&i) {
-                    cell.set_alignment(CellAlignment::Right)
-                } else {
-                    cell
-                }
-            }));
-        }
+        let t = aligned_table(color, headers, rows, |i| (3..5).contains(&i));
         let _ = writeln!(out, "\n{}\n{t}", profile_title(report));
     }
     out.push_str(&details(report));
     out
+}
+
+/// A table whose columns for which `right` holds are right-aligned (the numbers).
+fn aligned_table(
+    color: bool,
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    right: impl Fn(usize) -> bool,
+) -> Table {
+    let mut t = table_with_header(color, headers);
+    for row in rows {
+        t.add_row(row.into_iter().enumerate().map(|(i, x)| {
+            let cell = Cell::new(&x);
+            if right(i) {
+                cell.set_alignment(CellAlignment::Right)
+            } else {
+                cell
+            }
+        }));
+    }
+    t
 }
