@@ -267,7 +267,10 @@ reset = "flush"
     let export = export(&lab);
     let trials = export["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 2);
-    let starts: Vec<&Value> = trials.iter().map(|t| &t["services"]["rows_at_start"]).collect();
+    let starts: Vec<&Value> = trials
+        .iter()
+        .map(|t| &t["services"]["rows_at_start"])
+        .collect();
     // The seed of db/setup.rb, whatever the first trial wrote.
     assert_eq!(starts[0], starts[1]);
     assert_eq!(starts[0]["users"], 50);
@@ -285,7 +288,10 @@ reset = "flush"
         // Every reply of the members is a row (warmup replies too: at least these).
         let recorded = replies["responses"].as_i64().unwrap();
         assert!(recorded > 0, "{replies}");
-        assert!(after >= before + recorded, "{before} -> {after} posts, {recorded} replies");
+        assert!(
+            after >= before + recorded,
+            "{before} -> {after} posts, {recorded} replies"
+        );
         for st in steps {
             assert_eq!(st["unexpected_status"], 0, "{st}");
             assert_eq!(st["extract_failures"], 0, "{st}");

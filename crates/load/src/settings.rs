@@ -381,7 +381,7 @@ impl LoadSettings {
                 ))
             }
             (true, Some(trust)) => Some(
-                crate::tls::TlsClient::new(host, trust).map_err(|reason| SettingsError::Tls(reason))?,
+                crate::tls::TlsClient::new(host, trust).map_err(SettingsError::Tls)?,
             ),
         };
         let plan = RequestPlan::build(lines, &template, self.mode)?;

@@ -18,6 +18,7 @@ impl<'a> Parser<'a> {
     /// the `duration` (every configuration's, the same) unless `rounds` is written. `slice`
     /// and `rounds` with the blocks design are errors (no key is silently ignored). Returns
     /// the design and, when it was not written, the note for the defaults list.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn design(
         &mut self,
         written_design: Option<(DesignName, Span)>,

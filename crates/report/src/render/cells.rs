@@ -439,7 +439,9 @@ pub fn steps_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
     if report.steps.is_empty() {
         return None;
     }
-    let headers = vec!["cohort", "scenario", "step", "requests", "failed", "p50", "p99"];
+    let headers = vec![
+        "cohort", "scenario", "step", "requests", "failed", "p50", "p99",
+    ];
     let rows = report
         .steps
         .iter()

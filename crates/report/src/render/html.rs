@@ -502,11 +502,17 @@ fn steps_section(h: &mut String, report: &Report) {
         "<h2 id=\"steps\">Scenario steps</h2>\n<p class=\"note\">{}</p>\n",
         escape(crate::render::cells::STEPS_TITLE.trim_end_matches(':'))
     );
-    class_table(h, &headers, &rows, |i| i >= 3, |i, cell| match i {
-        0..=2 => "",
-        4 if cell != "0" => " class=\"num bad\"",
-        _ => " class=\"num\"",
-    });
+    class_table(
+        h,
+        &headers,
+        &rows,
+        |i| i >= 3,
+        |i, cell| match i {
+            0..=2 => "",
+            4 if cell != "0" => " class=\"num bad\"",
+            _ => " class=\"num\"",
+        },
+    );
 }
 
 /// A table in its scrolling wrapper: `num` says which headers are numbers, `class` gives
@@ -546,12 +552,18 @@ fn runtime_section(h: &mut String, report: &Report) {
          summed over processes, per trial; medians over the valid trials. Boot: start to app \
          built, slowest process.</p>\n",
     );
-    class_table(h, &headers, &rows, |i| i >= 2, |i, cell| match i {
-        0 => "",
-        1 if cell.contains('✗') => " class=\"bad\"",
-        1 => "",
-        _ => " class=\"num\"",
-    });
+    class_table(
+        h,
+        &headers,
+        &rows,
+        |i| i >= 2,
+        |i, cell| match i {
+            0 => "",
+            1 if cell.contains('✗') => " class=\"bad\"",
+            1 => "",
+            _ => " class=\"num\"",
+        },
+    );
 }
 
 /// The machine's noise per cohort (`crate::noise`).
