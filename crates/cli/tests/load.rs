@@ -1731,9 +1731,16 @@ fn url_without_http_scheme_suggests_it() {
         let want = format!("http:// is missing: did you mean http://{given}?");
         assert!(run.stderr.contains(&want), "expected {want:?} in\n{run:?}");
     }
+    // https:// needs to know whom to trust (tests/tls.rs runs it); other schemes are refused.
     let run = rubyrace(&["load", "https://127.0.0.1:9/", "-n", "1"]);
     assert_eq!(run.code(), Some(EXIT_USAGE), "{run:?}");
-    assert!(run.stderr.contains("only http:// URLs"), "{run:?}");
+    assert!(run.stderr.contains("needs --cacert FILE"), "{run:?}");
+    let run = rubyrace(&["load", "ftp://127.0.0.1:9/", "-n", "1"]);
+    assert_eq!(run.code(), Some(EXIT_USAGE), "{run:?}");
+    assert!(
+        run.stderr.contains("only http:// and https:// URLs"),
+        "{run:?}"
+    );
 }
 
 /// Item 21: the tables of docs/load.md are well formed: each row has as many cells as its

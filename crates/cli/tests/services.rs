@@ -141,9 +141,10 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
     assert_eq!(said.trim(), "seeded 3 rows into app");
 }
 
-#[test]
-fn a_killed_run_leaves_no_service_and_resumes() {
-    let lab = Lab::new("services-kill");
+/// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
+/// and checks the whole run.
+fn interrupt_and_resume(name: &str, signal: i32) {
+    let lab = Lab::new(name);
     lab.experiment(&experiment(2, "3s", SERVICES));
     let mut running = lab.spawn_marked_run(&[]);
     let started = Instant::now();
@@ -162,11 +163,19 @@ fn a_killed_run_leaves_no_service_and_resumes() {
     std::thread::sleep(Duration::from_millis(1500));
     let pid = running.pid() as i32;
     // SAFETY: the rubyrace this test started, by pid.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let killed = running.wait(Duration::from_secs(10));
-    assert_eq!(killed.code(), None, "{killed:?}");
-    // The parent-death signal takes PostgreSQL, Redis and Puma down with rubyrace.
+    unsafe { libc::kill(pid, signal) };
+    let stopped = running.wait(Duration::from_secs(30));
+    if signal == libc::SIGKILL {
+        assert_eq!(stopped.code(), None, "{stopped:?}");
+    } else {
+        // Ctrl-C: the trial is abandoned, the services stopped, and the exit says so.
+        assert_eq!(stopped.code(), Some(130), "{stopped:?}");
+    }
+    // SIGKILL: the parent-death signal takes PostgreSQL, Redis and Puma down with rubyrace.
     lab.assert_no_leftovers(Duration::from_secs(10));
+    if signal != libc::SIGKILL {
+        assert_no_service_data(&lab.results());
+    }
 
     let results = path_str(&lab.results());
     let resumed = support::spawn_with_env(
@@ -191,6 +200,21 @@ fn a_killed_run_leaves_no_service_and_resumes() {
         sessions[1]["services"]["setup"].as_array().unwrap().len(),
         1
     );
+    if signal != libc::SIGKILL {
+        // Stopped by rubyrace itself: PostgreSQL's fast shutdown.
+        let stopped = &sessions[0]["services"]["stopped"]["postgres"];
+        assert_eq!(stopped, "exit status 0 (term)", "{sessions:?}");
+    }
+}
+
+#[test]
+fn a_killed_run_leaves_no_service_and_resumes() {
+    interrupt_and_resume("services-kill", libc::SIGKILL);
+}
+
+#[test]
+fn ctrl_c_stops_the_services_and_the_run_resumes() {
+    interrupt_and_resume("services-int", libc::SIGINT);
 }
 
 #[test]
