@@ -465,7 +465,8 @@ mod tests {
             "http:// is missing: did you mean http://localhost:9?"
         );
         assert!(reason("http://127.0.0.1:0/").starts_with("port 0 "));
-        assert!(reason("https://127.0.0.1/").starts_with("only http://"));
+        assert!(reason("https://127.0.0.1/").contains("needs --cacert FILE"));
+        assert!(reason("ftp://127.0.0.1/").starts_with("only http:// and https://"));
         let spec = s.build_spec("http://[::1]:8080/x").unwrap();
         assert_eq!(spec.addr, "[::1]:8080".parse().unwrap());
         let bytes = String::from_utf8(spec.plan.requests[0].bytes.clone()).unwrap();
