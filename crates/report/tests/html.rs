@@ -627,15 +627,25 @@ fn flame_graphs_search_and_zoom_inside_the_report() {
         "three flame graphs (two cohorts, one diff); the page has no script: {main}"
     );
     devtools.drain(Duration::from_secs(3));
-    let frames: Vec<i64> = devtools
-        .events
-        .iter()
-        .filter(|e| e["method"] == "Runtime.executionContextCreated")
-        .map(|e| &e["params"]["context"])
-        .filter(|c| c["auxData"]["isDefault"] == true && c["origin"] != "file://")
-        .filter(|c| c["auxData"]["frameId"] != target)
-        .map(|c| c["id"].as_i64().unwrap())
-        .collect();
+    // Each frame's live default context: a frame's document may be replaced once (its
+    // first, empty document, then the srcdoc), which destroys the first context.
+    let mut live: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for e in &devtools.events {
+        if e["method"] == "Runtime.executionContextCreated" {
+            let c = &e["params"]["context"];
+            if c["auxData"]["isDefault"] == true
+                && c["origin"] != "file://"
+                && c["auxData"]["frameId"] != target
+            {
+                let frame = c["auxData"]["frameId"].as_str().unwrap().to_string();
+                live.insert(frame, c["id"].as_i64().unwrap());
+            }
+        } else if e["method"] == "Runtime.executionContextDestroyed" {
+            let id = e["params"]["executionContextId"].as_i64();
+            live.retain(|_, c| Some(*c) != id);
+        }
+    }
+    let frames: Vec<i64> = live.into_values().collect();
     assert_eq!(frames.len(), 3, "{:?}", devtools.events);
     for context in frames {
         let r = devtools.call(
