@@ -153,7 +153,7 @@ fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
         .unwrap();
     assert_eq!(top, "hot_loop", "{by_frame:?}");
     assert!(
-        folded.stderr.contains("samples per 1000 requests"),
+        folded.stderr.contains("of sampled CPU per request"),
         "{folded:?}"
     );
 
@@ -172,7 +172,9 @@ fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
     let unknown = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "nope"]);
     assert_eq!(unknown.code(), Some(1), "{unknown:?}");
     assert!(
-        unknown.stderr.contains("its configurations: default"),
+        unknown
+            .stderr
+            .contains("no cohort named \"nope\"; cohorts: default"),
         "{unknown:?}"
     );
 }
@@ -221,9 +223,7 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
     let taken = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "default"]);
     assert_eq!(taken.code(), Some(1), "{taken:?}");
     assert!(
-        taken
-            .stderr
-            .contains("trial 0 has no rbspy profile: rbspy: no output"),
+        taken.stderr.contains("trial 1:0: rbspy: no output"),
         "{taken:?}"
     );
 }
@@ -285,6 +285,22 @@ fn the_diff_finds_the_extra_method_and_only_it() {
     let hot = selfs.iter().find(|c| name(c) == "hot_loop").unwrap();
     assert!(hot["verdict"].as_str().unwrap().starts_with('~'), "{hot}");
 
+    // The report's cohorts, `--by` included, are what `rubyrace profile` takes out.
+    let by_env = rubyrace(&[
+        "profile",
+        lab.results().to_str().unwrap(),
+        "--by",
+        "env.EXTRA",
+        "--cohort",
+        "env.EXTRA=1",
+    ]);
+    assert_eq!(by_env.code(), Some(0), "{by_env:?}");
+    assert!(
+        self_samples(&by_env.stdout).contains_key("extra_work"),
+        "{by_env:?}"
+    );
+    assert!(by_env.stderr.contains("· 4 trials ·"), "{by_env:?}");
+
     let html_path = lab.dir.path("").join("report.html");
     let charts = lab.dir.path("").join("charts");
     let html = rubyrace(&[
@@ -311,6 +327,19 @@ fn the_diff_finds_the_extra_method_and_only_it() {
         "the CSP allows the graphs' scripts by hash"
     );
     assert!(!page.contains("<script"), "no script of the page's own");
+    // What got slower, in words, under the differential graph: the extra method's row
+    // with its verdict.
+    let verdict = extra["verdict"]
+        .as_str()
+        .unwrap()
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let slower = page
+        .split("<tr")
+        .find(|row| row.contains("extra_work") && row.contains(&verdict))
+        .unwrap_or_else(|| panic!("no row of extra_work with {verdict:?} in the HTML"));
+    assert!(slower.contains("class=\"verdict worse\""), "{slower}");
     for name in [
         "flame-rbspy-base.svg",
         "flame-rbspy-extra.svg",
@@ -369,10 +398,19 @@ fn a_script_is_profiled_in_a_run_of_its_own() {
     let (top, _) = by_frame.iter().max_by_key(|(_, n)| **n).unwrap();
     assert_eq!(top, "hot_script_loop", "{by_frame:?}");
     assert!(folded.stderr.contains("1 script runs"), "{folded:?}");
+    assert!(
+        folded.stderr.contains("of sampled CPU per script run"),
+        "{folded:?}"
+    );
 
     let report = lab.report_json();
     let profile = &report["profiles"][0];
     assert_eq!(profile["unit"], "script run", "{profile}");
+    // The profilers' cost: the measured runs' wall time ÷ the profiled run's, its wait at
+    // the start gate (0.6 s at least) left out.
+    let overhead = profile["overhead"]["p50"].as_f64().unwrap();
+    assert!(overhead > 0.3 && overhead < 1.5, "{profile}");
+    assert!(rbspy["wall_s"].as_f64().unwrap() > 0.0, "{rbspy}");
     assert!(
         profile["sampled_us_per_unit"].as_f64().unwrap() > 50_000.0,
         "{profile}"
@@ -383,5 +421,96 @@ fn a_script_is_profiled_in_a_run_of_its_own() {
             .unwrap()
             .starts_with("hot_script_loop"),
         "{profile}"
+    );
+}
+
+/// Makes the Ruby that loads it unreadable by rbspy the way Debian's Ruby 3.3 is: rbspy
+/// finds the Ruby's version in libruby but not the symbol `ruby_current_vm_ptr`. The Ruby
+/// runs on a copy of the host's libruby (LD_LIBRARY_PATH); once the dynamic linker has
+/// bound it, this renames the symbol in the copy's file, in place, which is what rbspy
+/// reads when it attaches in the profiled phase, and puts it back when this process (not a
+/// fork of it) exits, so that the next Ruby loads a whole library.
+const HIDE_VM: &str = r#"
+path = File.join(ENV.fetch("HIDDEN_LIBRUBY_DIR"), RbConfig::CONFIG["LIBRUBY_SONAME"])
+at = File.binread(path).index("ruby_current_vm_ptr\0") or raise "no ruby_current_vm_ptr in #{path}"
+File.open(path, "r+b") { |f| f.seek(at); f.write("ruby_current_vm_pt_") }
+owner = Process.pid
+at_exit { File.open(path, "r+b") { |f| f.seek(at); f.write("ruby_current_vm_ptr") } if Process.pid == owner }
+"#;
+
+/// A real rbspy on a real Ruby it cannot read, serving HTTP: the trial keeps its
+/// measurement, the profile's error says what rbspy said and why, and the report warns.
+#[test]
+fn a_ruby_rbspy_cannot_read_keeps_its_measurement_and_says_why() {
+    let lab = Lab::new("profile-unreadable");
+    let ruby = |code: &str| {
+        let out = Command::new("ruby").args(["-e", code]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    // The host Ruby's libruby, as its own process maps it, copied under its soname.
+    let libruby = ruby(
+        "print File.readlines('/proc/self/maps').map { |l| l.split[5] }.compact.find { |f| File.basename(f).start_with?('libruby') }",
+    );
+    let soname = ruby("print RbConfig::CONFIG['LIBRUBY_SONAME']");
+    let lib_dir = lab.dir.path("").join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    let copy = lib_dir.join(&soname);
+    std::fs::copy(&libruby, &copy)
+        .unwrap_or_else(|e| panic!("the host Ruby's libruby {libruby:?}: {e}"));
+    let hide = lab.dir.path("").join("hide_vm.rb");
+    std::fs::write(&hide, HIDE_VM).unwrap();
+    let app = hot_app(&lab);
+    lab.experiment(&format!(
+        r#"name = "unreadable"
+batches = 1
+[rubies]
+hidden = {{ argv = ["ruby", "-r{hide}"], env = {{ LD_LIBRARY_PATH = "{lib}", HIDDEN_LIBRUBY_DIR = "{lib}" }} }}
+[settings]
+app = "{app}"
+server = "puma"
+processes = 1
+threads = 2
+connections = 2
+warmup = "300ms"
+duration = "1s"
+profile = "rbspy"
+"#,
+        hide = hide.display(),
+        lib = lib_dir.display(),
+        app = app.display()
+    ));
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+
+    let export = rubyrace(&["export", lab.results().to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = &export["trials"][0];
+    assert_eq!(trial["status"], "valid", "{trial}");
+    assert!(trial["load"]["requests"].as_u64().unwrap() > 0, "{trial}");
+    let error = trial["profiles"][0]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{trial}"));
+    assert!(error.contains("Couldn't find Ruby VM address"), "{error}");
+    assert!(error.contains("ruby_current_vm_ptr"), "{error}");
+    assert!(error.contains("the trial's measurement is kept"), "{error}");
+    // The library is whole again once the server has exited.
+    let whole = std::fs::read(&copy).unwrap();
+    assert!(whole.windows(20).any(|w| w == b"ruby_current_vm_ptr\0"));
+
+    let report = lab.report_json();
+    let warning = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "profile-missing")
+        .unwrap_or_else(|| panic!("{}", report["warnings"]));
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains("Couldn't find Ruby VM address"),
+        "{warning}"
     );
 }

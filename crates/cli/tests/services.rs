@@ -73,6 +73,29 @@ fn assert_no_service_data(results: &Path) {
     }
 }
 
+/// As root, a service runs as its own unprivileged user; as anyone else, as that user.
+fn assert_service_user(record: &Value, as_root: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let user = record["user"].as_str().unwrap();
+    if root {
+        assert_eq!(user, as_root, "{record}");
+    } else {
+        assert!(!user.is_empty() && user != "root", "{record}");
+    }
+}
+
+/// The service's data directory is gone, and so is the private directory under /var/tmp
+/// it was in, when the results directory was out of the service user's reach.
+fn assert_removed(record: &Value) {
+    let data = Path::new(record["data_dir"].as_str().unwrap());
+    assert!(!data.exists(), "{} was left behind", data.display());
+    let parent = data.parent().unwrap();
+    if parent.starts_with("/var/tmp") {
+        assert!(!parent.exists(), "{} was left behind", parent.display());
+    }
+}
+
 #[test]
 fn every_trial_starts_from_the_template_and_nothing_is_left() {
     let lab = Lab::new("services");
@@ -113,6 +136,8 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
             .as_str()
             .unwrap()
             .starts_with("redis://127.0.0.1:"));
+        assert_service_user(redis, "redis");
+        assert_removed(redis);
     }
     databases.sort();
     databases.dedup();
@@ -126,6 +151,8 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
         pg["version"].as_str().unwrap().starts_with("PostgreSQL 15"),
         "{pg}"
     );
+    assert_service_user(pg, "postgres");
+    assert_removed(pg);
     assert_eq!(pg["settings"]["fsync"], "off");
     assert_eq!(pg["settings"]["shared_buffers"], "32MB");
     assert_eq!(

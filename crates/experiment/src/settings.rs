@@ -161,6 +161,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("script", Kind::Str),
     ("profile", Kind::SomeOf(crate::schema::PROFILER_NAMES)),
     ("profile_measured", Kind::Bool),
+    ("perf_map", Kind::Bool),
     ("script_args", Kind::StrList),
     (
         "runs",

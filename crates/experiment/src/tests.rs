@@ -674,6 +674,7 @@ fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwi
         ("[settings]\nport = 9000\n[matrix]\nthreads = [1, 2]\n", Some("port = 9000 is fixed")),
         ("[settings]\nrequests = 100\n[matrix]\nthreads = [1, 2]\n", Some("requests is set")),
         ("[settings]\nprofile = \"rbspy\"\n[matrix]\nthreads = [1, 2]\n", Some("profile is set")),
+        ("[settings]\nsetup = [[\"true\"]]\n[matrix]\nthreads = [1, 2]\n", Some("setup is set")),
         ("repeat_noisy = 1\n[matrix]\nthreads = [1, 2]\n", Some("repeat_noisy is set")),
         ("[[configs]]\nlabel = \"a\"\nduration = \"2s\"\n[[configs]]\nlabel = \"b\"\nduration = \"3s\"\n", Some("the configurations' durations differ")),
         ("[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n", Some("duration is shorter than the shortest slice, 100ms")),
@@ -891,6 +892,15 @@ fn profile_takes_one_profiler_or_several_and_its_mistakes_are_named() {
         errs.iter().any(
             |e| e.contains("sets profile: profiles are taken in a phase of a trial of its own")
         ),
+        "{errs:#?}"
+    );
+    // Setup runs before a trial of its own; an interleaved block would skip it.
+    let errs = errors(
+        "design = \"interleaved\"\n[settings]\nsetup = [[\"true\"]]\n[matrix]\nthreads = [1, 2]\n",
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("sets setup: setup commands run before a trial of their own")),
         "{errs:#?}"
     );
     std::fs::write("/tmp/rubyrace-exp-test-p.rb", "").unwrap();

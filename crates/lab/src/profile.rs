@@ -82,6 +82,10 @@ pub struct ProfileRecord {
     /// time per request varied by ±2%).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_us: Option<u64>,
+    /// A script's profiled run: its wall time without its wait at the start gate, the
+    /// clock of the profilers' overhead against the measured runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
     /// Why the profile is missing or partial, in words.
     pub error: Option<String>,
 }
@@ -418,7 +422,11 @@ fn describe_failure(
     status: &str,
     stderr: &str,
 ) -> String {
-    let said: Vec<&str> = stderr
+    // rbspy's own account starts there; its progress lines before it say nothing.
+    let account = stderr
+        .find("Something went wrong")
+        .map_or(stderr, |at| &stderr[at..]);
+    let said: Vec<&str> = account
         .lines()
         .map(str::trim)
         .filter(|l| {
@@ -564,75 +572,6 @@ pub fn read_folded(path: &Path) -> io::Result<BTreeMap<String, u64>> {
     Ok(fold_lines(&text))
 }
 
-/// One configuration's profiles from one profiler, merged over its trials.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MergedProfile {
-    pub stacks: BTreeMap<String, u64>,
-    pub samples: u64,
-    /// Trials whose profile was read, and those whose profile is missing (with why).
-    pub trials: Vec<usize>,
-    pub missing: Vec<(usize, String)>,
-    /// Requests served, and script runs, while the merged profiles were taken.
-    pub requests: u64,
-    pub script_runs: u64,
-    pub rate_hz: u32,
-    pub duration_s: f64,
-}
-
-impl MergedProfile {
-    /// Samples per 1000 requests (HTTP) or per script run, for comparing configurations
-    /// that served different numbers of requests.
-    pub fn samples_per_unit(&self) -> Option<f64> {
-        if self.requests > 0 {
-            Some(self.samples as f64 * 1000.0 / self.requests as f64)
-        } else if self.script_runs > 0 {
-            Some(self.samples as f64 / self.script_runs as f64)
-        } else {
-            None
-        }
-    }
-}
-
-/// Merges the `profiler` profiles of one configuration's trials, each given as its id,
-/// its directory and its profile records.
-pub fn merge<'a>(
-    trials: impl IntoIterator<Item = (usize, PathBuf, &'a [ProfileRecord])>,
-    profiler: Profiler,
-) -> MergedProfile {
-    let mut merged = MergedProfile::default();
-    for (trial_id, trial_dir, profiles) in trials {
-        let Some(record) = profiles.iter().find(|r| r.profiler == Some(profiler)) else {
-            continue;
-        };
-        let Some(file) = &record.file else {
-            merged.missing.push((
-                trial_id,
-                record.error.clone().unwrap_or_else(|| "no samples".into()),
-            ));
-            continue;
-        };
-        let path = trial_dir.join(file);
-        match read_folded(&path) {
-            Ok(stacks) => {
-                for (stack, count) in stacks {
-                    *merged.stacks.entry(stack).or_insert(0) += count;
-                    merged.samples += count;
-                }
-                merged.trials.push(trial_id);
-                merged.requests += record.requests.unwrap_or(0);
-                merged.script_runs += u64::from(record.script_runs.unwrap_or(0));
-                merged.rate_hz = record.rate_hz;
-                merged.duration_s += record.duration_s;
-            }
-            Err(e) => merged.missing.push((
-                trial_id,
-                format!("{} could not be read: {e}", path.display()),
-            )),
-        }
-    }
-    merged
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,9 +613,16 @@ mod tests {
             "no samples",
             true,
             "exit status 1",
-            "Something went wrong while rbspy was sampling the process. Here's what we know:\n\
+            "rbspy is recording traces. Press Ctrl+C to stop.\nInterrupted.\n\
+             Warning: no profile samples were collected\nWrote raw data to /x/raw.gz\n\
+             Wrote formatted output to /x/folded\n\
+             Something went wrong while rbspy was sampling the process. Here's what we know:\n\
              - initialize\n- get ruby VM state\n- Couldn't find Ruby VM address\n",
         );
+        // rbspy's account, not its progress lines.
+        assert!(text.contains("it said: Something went wrong"), "{text}");
+        assert!(text.contains("- Couldn't find Ruby VM address ("), "{text}");
+        assert!(!text.contains("Wrote raw data"), "{text}");
         assert!(text.contains("ruby_current_vm_ptr"), "{text}");
         assert!(text.contains("rbspy/rbspy#390"), "{text}");
         assert!(text.contains("measurement is kept"), "{text}");

@@ -379,6 +379,10 @@ pub struct CohortProfile {
     /// Profiled-phase throughput ÷ the same trial's measured throughput, over the trials:
     /// the profilers' cost (profiled-phase profiles only).
     pub overhead: Option<Summary>,
+    /// Its trials' Ruby ran with YJIT's perf map (`--yjit-perf`, for perf), a start-up
+    /// option in force in the measured phase too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub yjit_perf_map: bool,
     /// The frames with the most self time, most first.
     pub top_self: Vec<FrameTime>,
     /// The merged folded stacks as the profiler wrote them (for the flame graph); not in

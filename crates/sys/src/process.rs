@@ -158,8 +158,9 @@ impl Supervised {
             .stderr(stderr)
             .process_group(0);
         if let Some((uid, gid)) = user {
-            // std sets the group, drops supplementary groups (as root) and then the user,
-            // after pre_exec.
+            // std sets the group, drops supplementary groups (as root) and then the user
+            // before it calls pre_exec below: the parent-death signal, which a change of
+            // credentials clears, is therefore set after them and survives.
             command.uid(uid).gid(gid);
         }
         let mask = launch.cpus.as_ref().map(|c| c.mask());

@@ -1,5 +1,6 @@
-//! `rubyrace profile DIR --cohort NAME`: one configuration's profiles, merged over its
-//! trials, as folded stacks (for inferno, speedscope, flamegraph.pl) or as a flame graph.
+//! `rubyrace profile DIR --cohort NAME`: one cohort's profiles, merged over its valid
+//! trials exactly as the report merges them (the same cohorts, `--by` included), as folded
+//! stacks (for inferno, speedscope, flamegraph.pl) or as a flame graph.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use experiment::Profiler;
-use lab::store::Store;
 
 use crate::output;
 
@@ -24,9 +24,14 @@ pub struct ProfileArgs {
     /// A results directory.
     pub dir: PathBuf,
 
-    /// The configuration, by its label as `rubyrace run` and `rubyrace report` print it.
+    /// The cohort, as `rubyrace report` names it: a configuration's label, or with `--by`
+    /// the values of those keys (`ruby=3.3`).
     #[arg(long)]
     pub cohort: String,
+
+    /// Group trials by these keys, as `rubyrace report --by` does.
+    #[arg(long, value_delimiter = ',')]
+    pub by: Vec<String>,
 
     /// Which profiler's stacks (default: rbspy if the trials have it, else perf).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(experiment::PROFILER_NAMES))]
@@ -44,90 +49,72 @@ pub fn profile(args: ProfileArgs) -> Result<ExitCode> {
     if let Some(path) = &args.output {
         output::check_output_file(path)?;
     }
-    let store = Store::open_read_only(&args.dir)?;
-    let results = store.trial_results()?;
-    let mut labels: Vec<&str> = results.iter().map(|t| t.label.as_str()).collect();
-    let trials: Vec<_> = results.iter().filter(|t| t.label == args.cohort).collect();
-    if trials.is_empty() {
-        labels.sort();
-        labels.dedup();
-        bail!(
-            "{} has no configuration {:?}; its configurations: {}",
-            args.dir.display(),
-            args.cohort,
-            labels.join(", ")
-        );
-    }
-    let profiled: Vec<Profiler> = Profiler::ALL
-        .into_iter()
-        .filter(|p| {
-            trials
-                .iter()
-                .any(|t| t.profiles.iter().any(|r| r.profiler == Some(*p)))
-        })
+    let options = report::Options {
+        by: args.by.clone(),
+        only: vec![args.cohort.clone()],
+        command: "rubyrace profile".into(),
+        ..report::Options::default()
+    };
+    let (report, _) = report::build(std::slice::from_ref(&args.dir), &options)?;
+    let profiles: Vec<_> = report
+        .profiles
+        .iter()
+        .filter(|p| p.cohort == args.cohort)
         .collect();
-    let profiler = match &args.profiler {
+    let wanted = match &args.profiler {
         Some(name) => Profiler::parse(name).expect("clap checked the name"),
-        None => match profiled.first() {
-            Some(p) => *p,
+        None => match Profiler::ALL
+            .into_iter()
+            .find(|p| profiles.iter().any(|c| c.profiler == p.as_str()))
+        {
+            Some(p) => p,
             None => bail!(
                 "the trials of {:?} were not profiled: set profile = \"rbspy\" (or \"perf\") in the experiment file",
                 args.cohort
             ),
         },
     };
-    let merged = lab::profile::merge(
-        trials.iter().map(|t| {
-            (
-                t.trial_id,
-                lab::store::trial_dir(&args.dir, t.trial_id),
-                t.profiles.as_slice(),
-            )
-        }),
-        profiler,
-    );
-    for (trial, why) in &merged.missing {
-        eprintln!(
-            "rubyrace: trial {trial} has no {} profile: {why}",
-            profiler.as_str()
+    let Some(p) = profiles.iter().find(|c| c.profiler == wanted.as_str()) else {
+        bail!(
+            "the trials of {:?} have no {} profile",
+            args.cohort,
+            wanted.as_str()
         );
+    };
+    for why in &p.missing {
+        eprintln!("rubyrace: trial {why} (no {} profile)", wanted.as_str());
     }
-    if merged.trials.is_empty() {
+    if p.trials == 0 {
         bail!(
             "no {} profile of {:?} could be read (see above)",
-            profiler.as_str(),
+            wanted.as_str(),
             args.cohort
         );
     }
-    let per_unit = match (merged.requests, merged.script_runs) {
-        (r, _) if r > 0 => format!(
-            "{r} requests · {:.1} samples per 1000 requests",
-            merged.samples_per_unit().unwrap_or(0.0)
+    let per_unit = match p.sampled_us_per_unit {
+        Some(us) => format!(
+            "{} {}s · {} of sampled CPU per {}",
+            p.units,
+            p.unit,
+            report::format::micros(us),
+            p.unit
         ),
-        (_, s) if s > 0 => format!(
-            "{s} script runs · {:.1} samples per script run",
-            merged.samples_per_unit().unwrap_or(0.0)
-        ),
-        _ => "no requests recorded".into(),
+        None => "nothing served recorded".into(),
     };
     let summary = format!(
         "{} · {} trials · {} samples at {} Hz over {:.1} s · {per_unit}",
-        profiler.as_str(),
-        merged.trials.len(),
-        merged.samples,
-        merged.rate_hz,
-        merged.duration_s,
+        p.profiler, p.trials, p.samples, p.rate_hz, p.duration_s,
     );
     eprintln!("rubyrace: {} · {summary}", args.cohort);
     let text = match args.format {
-        ProfileFormat::Folded => merged
+        ProfileFormat::Folded => p
             .stacks
             .iter()
             .map(|(stack, n)| format!("{stack} {n}\n"))
             .collect(),
         ProfileFormat::Svg => report::charts::flamegraph::flamegraph_svg(
-            &merged.stacks,
-            &format!("{} · {}", args.cohort, profiler.as_str()),
+            &p.stacks,
+            &format!("{} · {}", args.cohort, p.profiler),
             &summary,
         )?,
     };

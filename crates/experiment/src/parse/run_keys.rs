@@ -118,6 +118,15 @@ impl<'a> Parser<'a> {
                 "use design = \"blocks\" for a profiled run",
             ));
         }
+        if let Some(c) = configs.iter().find(|c| !c.settings.setup.is_empty()) {
+            problems.push(problem(
+                format!(
+                    "configuration {:?} sets setup: setup commands run before a trial of their own, which {a_design} block does not have yet",
+                    c.label
+                ),
+                "use design = \"blocks\" when the app needs setup",
+            ));
+        }
         if repeat_noisy > 0 {
             problems.push(problem(
                 format!("repeat_noisy applies to the blocks design: {a_design} block's trials share their seconds and their noise"),
@@ -366,6 +375,9 @@ pub(crate) fn why_blocks_by_default(
     }
     if configs.iter().any(|c| !c.settings.profile.is_empty()) {
         return Some("profile is set".into());
+    }
+    if configs.iter().any(|c| !c.settings.setup.is_empty()) {
+        return Some("setup is set".into());
     }
     let durations = distinct_durations(configs);
     if durations.len() > 1 {

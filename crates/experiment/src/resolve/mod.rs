@@ -90,7 +90,7 @@ fn refuse_inapplicable(
         (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
         (Workload::Script, k) => matches!(
             k,
-            "script" | "script_args" | "runs" | "script_timeout" | "profile" | "setup"
+            "script" | "script_args" | "runs" | "script_timeout" | "profile" | "perf_map" | "setup"
         ),
         (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
     };

@@ -188,16 +188,22 @@ pub(super) fn resolve_knobs(
     }
     // With perf attached, YJIT's perf map (Ruby 3.3+, `--yjit-perf`): perf then names the
     // JIT's machine code by Ruby method instead of `[unknown]`. Only when this Ruby takes
-    // the flag; it keeps frame pointers in JIT code, in the measured phase too.
-    let perf_map = if jit_flag.as_deref() == Some("--yjit") && profiles_with_perf(l) {
-        let mut argv = def.argv.clone();
-        argv.extend(["--yjit".to_string(), YJIT_PERF.to_string()]);
-        argv.extend(ruby_opts.iter().cloned());
-        p.capabilities(&argv, &env_pairs)
-            .is_ok_and(|c| c.jits_enabled.iter().any(|j| j == "yjit"))
-    } else {
-        false
-    };
+    // the flag, and unless `perf_map = false`; it keeps frame pointers in JIT code, in the
+    // measured phase too (the report warns).
+    let wants_perf_map = l
+        .get("perf_map")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(true);
+    let perf_map =
+        if jit_flag.as_deref() == Some("--yjit") && profiles_with_perf(l) && wants_perf_map {
+            let mut argv = def.argv.clone();
+            argv.extend(["--yjit".to_string(), YJIT_PERF.to_string()]);
+            argv.extend(ruby_opts.iter().cloned());
+            p.capabilities(&argv, &env_pairs)
+                .is_ok_and(|c| c.jits_enabled.iter().any(|j| j == "yjit"))
+        } else {
+            false
+        };
     let mut ruby_argv = def.argv.clone();
     ruby_argv.extend(jit_flag);
     if perf_map {

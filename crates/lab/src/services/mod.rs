@@ -17,6 +17,7 @@
 //! experiment has several), so Rails apps on two Rubies with their own Rails versions never
 //! migrate one schema twice.
 
+pub mod account;
 pub mod postgres;
 pub mod redis;
 
@@ -476,11 +477,11 @@ pub fn remove_leftovers(results_dir: &Path) {
         return;
     };
     postgres::remove_home(&home.join("postgres"));
-    let _ = std::fs::remove_dir_all(home.join("redis").join("data"));
+    redis::remove_home(&home.join("redis"));
     for e in entries.flatten() {
         if e.file_name().to_string_lossy().starts_with("trial-") {
             postgres::remove_home(&e.path().join("postgres"));
-            let _ = std::fs::remove_dir_all(e.path().join("redis").join("data"));
+            redis::remove_home(&e.path().join("redis"));
         }
     }
 }

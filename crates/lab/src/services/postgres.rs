@@ -4,13 +4,10 @@
 //! by a real query, and per-trial databases copied from a template.
 //!
 //! PostgreSQL refuses to run as root: as root, `initdb` and `postgres` run as the user
-//! `postgres` (Debian's package creates it), or `nobody`. The data directory must be
-//! reachable by that user; when the results directory is not (under `/root`, mode 700), the
-//! data goes to a private directory under `/var/tmp` and the results directory keeps a
-//! symlink to it, which the cleanup follows.
+//! `postgres` (Debian's package creates it), or `nobody`, in a directory of that user's
+//! (`account`).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -21,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use experiment::services::{Listen, PostgresService};
 use sys::process::{tail_file, Launch, Supervised};
+
+use super::account;
 
 /// The role the app and rubyrace connect as (trust authentication, loopback only).
 pub const ROLE: &str = "rubyrace";
@@ -66,8 +65,6 @@ pub struct Postgres {
     bin: PathBuf,
     /// The directory the service owns (data, socket, logs); removed at the end.
     home: PathBuf,
-    /// Where the data really is, if not under `home` (a symlink points to it).
-    outside: Option<PathBuf>,
     /// psql's `-h`: 127.0.0.1 or the socket directory.
     host: String,
     port: u16,
@@ -104,37 +101,6 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
     }
 }
 
-/// The user PostgreSQL runs as: rubyrace's own, or, as root, `postgres` (else `nobody`).
-fn service_user() -> Result<Option<(String, u32, u32)>> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    for name in ["postgres", "nobody"] {
-        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
-            return Ok(Some((name.to_string(), u.uid.as_raw(), u.gid.as_raw())));
-        }
-    }
-    bail!("rubyrace runs as root, and PostgreSQL refuses to: neither the user `postgres` nor `nobody` exists to run it as")
-}
-
-/// Whether `uid`/`gid` may reach (search) every directory above `dir`.
-fn reachable_by(dir: &Path, uid: u32, gid: u32) -> bool {
-    dir.ancestors().skip(1).all(|d| match std::fs::metadata(d) {
-        Ok(m) => {
-            let mode = m.permissions().mode();
-            (m.uid() == uid && mode & 0o100 != 0)
-                || (m.gid() == gid && mode & 0o010 != 0)
-                || mode & 0o001 != 0
-        }
-        Err(_) => false,
-    })
-}
-
-fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
-    std::os::unix::fs::chown(path, Some(uid), Some(gid))
-        .with_context(|| format!("cannot give {} to the PostgreSQL user", path.display()))
-}
-
 impl Postgres {
     /// Creates a cluster under `home` (emptied first) and starts it; returns once a query
     /// is answered. `registry` registers the server's process group, as for app servers.
@@ -143,32 +109,16 @@ impl Postgres {
         remove_home(home);
         std::fs::create_dir_all(home)
             .with_context(|| format!("cannot create {}", home.display()))?;
-        let user = service_user()?;
+        let user = account::service_user("PostgreSQL", &["postgres", "nobody"])?;
         // The data (and the socket) live in `data_home`: `home`, or outside it.
-        let (data_home, outside) = match &user {
-            Some((_, uid, gid)) if !reachable_by(home, *uid, *gid) => {
-                let private = tempfile::Builder::new()
-                    .prefix("rubyrace-postgres-")
-                    .tempdir_in("/var/tmp")
-                    .context("cannot create a private directory under /var/tmp for PostgreSQL")?
-                    .keep();
-                chown(&private, *uid, *gid)?;
-                std::os::unix::fs::symlink(&private, home.join("outside")).with_context(|| {
-                    format!("cannot link {} from {}", private.display(), home.display())
-                })?;
-                (private.clone(), Some(private))
-            }
-            _ => (home.to_path_buf(), None),
-        };
+        let data_home = account::private_dir(home, user.as_ref(), "rubyrace-postgres-")?;
         let data = data_home.join("data");
         let socket_dir = data_home.join("socket");
         std::fs::create_dir_all(&socket_dir)
             .with_context(|| format!("cannot create {}", socket_dir.display()))?;
-        let ids = user.as_ref().map(|(_, uid, gid)| (*uid, *gid));
-        if let Some((uid, gid)) = ids {
-            chown(&data_home, uid, gid)?;
-            chown(&socket_dir, uid, gid)?;
-        }
+        account::make_private(&data_home, user.as_ref())?;
+        account::make_private(&socket_dir, user.as_ref())?;
+        let ids = user.as_ref().map(account::ServiceUser::ids);
 
         // initdb: trust for the one role, no fsync of the new files (a throwaway cluster).
         let initdb_log = home.join("initdb.log");
@@ -268,15 +218,11 @@ impl Postgres {
             process: Some(process),
             bin,
             home: home.to_path_buf(),
-            outside,
             host,
             port,
             record: PostgresRecord {
                 argv,
-                user: user
-                    .as_ref()
-                    .map(|(n, _, _)| n.clone())
-                    .unwrap_or_else(current_user),
+                user: account::user_name(user.as_ref()),
                 data_dir: data,
                 address,
                 url_base,
@@ -415,12 +361,7 @@ impl Postgres {
 
     /// Removes the cluster's files; the logs stay.
     fn remove_data(&mut self) {
-        if let Some(outside) = self.outside.take() {
-            let _ = std::fs::remove_dir_all(outside);
-            let _ = std::fs::remove_file(self.home.join("outside"));
-        }
-        let _ = std::fs::remove_dir_all(self.home.join("data"));
-        let _ = std::fs::remove_dir_all(self.home.join("socket"));
+        remove_home(&self.home);
     }
 }
 
@@ -436,21 +377,7 @@ impl Drop for Postgres {
 /// Removes what an earlier PostgreSQL of this directory left (rubyrace was killed): the
 /// data under it, and the private directory its `outside` link points to.
 pub fn remove_home(home: &Path) {
-    if let Ok(target) = std::fs::read_link(home.join("outside")) {
-        if target.starts_with("/var/tmp") {
-            let _ = std::fs::remove_dir_all(target);
-        }
-    }
-    let _ = std::fs::remove_file(home.join("outside"));
+    account::remove_outside(home);
     let _ = std::fs::remove_dir_all(home.join("data"));
     let _ = std::fs::remove_dir_all(home.join("socket"));
-}
-
-fn current_user() -> String {
-    let uid = nix::unistd::getuid();
-    nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string())
 }

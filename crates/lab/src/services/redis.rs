@@ -1,5 +1,5 @@
-//! Redis as a service of a run: Debian's `redis-server` in the foreground, with its own
-//! directory, no persistence (`save ""`, `appendonly no`) unless the experiment's settings
+//! Redis as a service of a run: Debian's `redis-server` in the foreground, as an
+//! unprivileged user when rubyrace is root (`account`), with its own private directory, no persistence (`save ""`, `appendonly no`) unless the experiment's settings
 //! ask for it, on a loopback port or a Unix socket; readiness by a real `PING`. rubyrace
 //! speaks to it with a few lines of RESP (`Resp`), to check it, record its version and
 //! settings, flush it and count its keys.
@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use experiment::services::{Listen, RedisService};
 use sys::process::{tail_file, Launch, Supervised};
 
+use super::account;
+
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Configuration recorded besides what the experiment sets.
 const RECORDED: [&str; 5] = [
@@ -33,6 +35,12 @@ pub struct RedisRecord {
     /// `redis_version` of `INFO server`.
     pub version: String,
     pub argv: Vec<String>,
+    /// The user it runs as (as root: `redis`, else `nobody`).
+    #[serde(default)]
+    pub user: String,
+    /// Its working directory (`--dir`), private to that user.
+    #[serde(default)]
+    pub data_dir: PathBuf,
     /// `127.0.0.1:PORT` or the socket's path.
     pub address: String,
     /// `REDIS_URL`.
@@ -65,10 +73,14 @@ impl Redis {
             .executable
             .clone()
             .unwrap_or_else(|| PathBuf::from("redis-server"));
-        let _ = std::fs::remove_dir_all(home.join("data"));
-        let data = home.join("data");
+        remove_home(home);
+        std::fs::create_dir_all(home)
+            .with_context(|| format!("cannot create {}", home.display()))?;
+        let user = account::service_user("Redis", &["redis", "nobody"])?;
+        let data = account::private_dir(home, user.as_ref(), "rubyrace-redis-")?.join("data");
         std::fs::create_dir_all(&data)
             .with_context(|| format!("cannot create {}", data.display()))?;
+        account::make_private(&data, user.as_ref())?;
         let endpoint = match config.listen {
             Listen::Tcp => Endpoint::Tcp(crate::readiness::free_port()?),
             Listen::Unix => {
@@ -122,7 +134,8 @@ impl Redis {
             cpus: None,
         };
         let started = Instant::now();
-        let process = Supervised::spawn(&launch, home, "redis", registry).with_context(|| {
+        let ids = user.as_ref().map(account::ServiceUser::ids);
+        let process = Supervised::spawn_as(&launch, home, "redis", registry, ids).with_context(|| {
             format!(
                 "Redis did not start ({}; Debian: apt-get install redis-server, which scripts/setup installs)",
                 executable.display()
@@ -144,6 +157,8 @@ impl Redis {
             endpoint,
             record: RedisRecord {
                 argv,
+                user: account::user_name(user.as_ref()),
+                data_dir: data.clone(),
                 address,
                 url,
                 log: home.join("redis.stdout"),
@@ -233,7 +248,7 @@ impl Redis {
             .process
             .take()
             .map(|mut p| p.stop(Duration::from_secs(10)));
-        let _ = std::fs::remove_dir_all(self.home.join("data"));
+        remove_home(&self.home);
         ended.map_or_else(String::new, |e| format!("{} ({})", e.status, e.stopped_by))
     }
 }
@@ -242,9 +257,16 @@ impl Drop for Redis {
     fn drop(&mut self) {
         if let Some(mut p) = self.process.take() {
             p.stop(Duration::from_secs(5));
-            let _ = std::fs::remove_dir_all(self.home.join("data"));
+            remove_home(&self.home);
         }
     }
+}
+
+/// Removes a Redis's files under `home` and the private directory it may link to; the log
+/// stays. Also what an earlier Redis of this directory left (rubyrace was killed).
+pub fn remove_home(home: &Path) {
+    account::remove_outside(home);
+    let _ = std::fs::remove_dir_all(home.join("data"));
 }
 
 /// A RESP reply.

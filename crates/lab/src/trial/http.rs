@@ -50,8 +50,13 @@ fn profiled_phase(
     let s = &spec.settings;
     let (url, mut settings) = sut.load_target(&s.load);
     settings.warmup = std::time::Duration::ZERO;
-    let Ok(load_spec) = settings.build_spec(&url) else {
-        return Ok(());
+    let load_spec = match settings.build_spec(&url) {
+        Ok(l) => l,
+        Err(e) => {
+            result.profiles =
+                profile::failed_records(&s.profile, &format!("invalid load settings: {e}"));
+            return Ok(());
+        }
     };
     let pid = sut.server.pid();
     let session = profile::Session::start(
@@ -59,6 +64,9 @@ fn profiled_phase(
         profile_target(spec, pid, profile::PROFILED_PHASE),
         Instant::now(),
     );
+    // The load starts once the profilers are attached: the whole phase is sampled, and
+    // its throughput against the measured phase's is the profilers' full cost.
+    session.wait_attached(std::time::Duration::from_secs(10));
     let cpu_before = sys::resources::read_tree_cpu(pid, pid).ok();
     let outcome = load::run(&load_spec, None, interrupt.clone());
     let cpu_us = cpu_before

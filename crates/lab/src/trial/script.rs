@@ -181,6 +181,16 @@ fn profiled_run(
     let opened = fs::write(&gate, b"");
     let waited = child.wait_with_usage(since, limit, interrupt);
     let _ = fs::remove_file(&gate);
+    // How long the probe waited at the gate (it writes it once let through).
+    let gate_wait = std::path::PathBuf::from({
+        let mut name = gate.clone().into_os_string();
+        name.push(".waited");
+        name
+    });
+    let at_gate = fs::read_to_string(&gate_wait)
+        .ok()
+        .and_then(|t| t.trim().parse::<f64>().ok());
+    let _ = fs::remove_file(&gate_wait);
     let mut records = session.finish();
     child.stop(Duration::from_secs(1));
     kill_orphans(&[pid]);
@@ -195,10 +205,11 @@ fn profiled_run(
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     match waited {
-        Some((status, usage, _)) if status.success() => {
+        Some((status, usage, wall)) if status.success() => {
             for r in &mut records {
                 r.script_runs = Some(1);
                 r.cpu_us = Some(tv(usage.ru_utime) + tv(usage.ru_stime));
+                r.wall_s = at_gate.map(|w| (wall.as_secs_f64() - w).max(0.0));
             }
         }
         Some((status, _, _)) => {

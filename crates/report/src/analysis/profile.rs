@@ -327,16 +327,24 @@ fn cohort_profile(
             e.1 += tot as f64 * us;
         }
         p.units += t.units();
+        p.yjit_perf_map |= t
+            .trial
+            .keys
+            .get("settings.ruby_argv")
+            .is_some_and(|argv| argv.split(' ').any(|a| a == experiment::YJIT_PERF));
         script |= t.record.requests.is_none() && t.record.script_runs.is_some();
         p.duration_s += t.record.duration_s;
         if t.record.phase == lab::profile::PROFILED_PHASE {
-            if let (Some(profiled), Some(measured)) =
-                (t.record.requests_per_s, t.trial.requests_per_s)
-            {
-                if measured > 0.0 {
-                    overhead.push(profiled / measured);
-                }
-            }
+            // Profiled ÷ measured throughput: requests per second, or for a script its
+            // measured runs' median wall time ÷ the profiled run's.
+            let ratio = match (t.record.requests_per_s, t.trial.requests_per_s) {
+                (Some(profiled), Some(measured)) if measured > 0.0 => Some(profiled / measured),
+                _ => match (t.record.wall_s, t.trial.wall_s) {
+                    (Some(profiled), Some(measured)) if profiled > 0.0 => Some(measured / profiled),
+                    _ => None,
+                },
+            };
+            overhead.extend(ratio);
         }
     }
     p.unit = if script { "script run" } else { "request" }.into();
@@ -546,7 +554,7 @@ fn decide(c: &mut FrameChange) {
 }
 
 /// What a reader of the profiles must know: trials without a profile (and the first
-/// reason), and figures measured with the profilers attached.
+/// reason), and figures measured with the profilers attached or with YJIT's perf map on.
 pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
     let mut out = Vec::new();
     for p in profiles {
@@ -560,6 +568,17 @@ pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
                     p.missing.len(),
                     p.missing.len() + p.trials,
                     p.profiler
+                ),
+            });
+        }
+        if p.yjit_perf_map && p.profiler == Profiler::Perf.as_str() {
+            out.push(Warning {
+                kind: "perf-map-measured".into(),
+                cohort: Some(p.cohort.clone()),
+                message: format!(
+                    "{}: its Ruby ran with {} for perf (a start-up option, in force in the measured phase too): its figures include the cost of YJIT's frame pointers and map; perf_map = false measures without it",
+                    p.cohort,
+                    experiment::YJIT_PERF
                 ),
             });
         }

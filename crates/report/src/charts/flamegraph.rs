@@ -128,9 +128,21 @@ fn per_unit(p: &CohortProfile) -> String {
     }
 }
 
+/// What the baseline's sample counts are multiplied by in a differential graph, so that a
+/// width means the same time per request (or script run) on both sides: one baseline sample
+/// stands for T_b ÷ S_b µs per request, one of the cohort's for T_c ÷ S_c (T: sampled CPU
+/// per request, S: samples). None when either side has no time or no samples.
+pub fn differential_scale(base: &CohortProfile, cohort: &CohortProfile) -> Option<f64> {
+    let (tb, tc) = (base.sampled_us_per_unit?, cohort.sampled_us_per_unit?);
+    if base.samples == 0 || cohort.samples == 0 || tc <= 0.0 {
+        return None;
+    }
+    Some((tb / base.samples as f64) / (tc / cohort.samples as f64))
+}
+
 /// Every flame graph of the report, cohort by cohort in the report's order, each profiler's
 /// own graph first, then its differential against the baseline. A graph inferno cannot
-/// draw is left out (the frame tables still say what changed).
+/// draw is left out (the report's frame tables still say what changed).
 pub fn flamegraphs(report: &Report) -> Vec<Flame> {
     let mut out: Vec<Flame> = Vec::new();
     let mut push = |mut flame: Flame| {
@@ -178,15 +190,9 @@ pub fn flamegraphs(report: &Report) -> Vec<Flame> {
         else {
             continue;
         };
-        // The baseline's samples in the cohort's: one baseline sample stands for
-        // T_b ÷ S_b µs per request, one of the cohort's for T_c ÷ S_c.
-        let (Some(tb), Some(tc)) = (base.sampled_us_per_unit, p.sampled_us_per_unit) else {
+        let Some(scale) = differential_scale(base, p) else {
             continue;
         };
-        if base.samples == 0 || p.samples == 0 || tc <= 0.0 {
-            continue;
-        }
-        let scale = (tb / base.samples as f64) / (tc / p.samples as f64);
         let title = format!("{} against {} · {}", p.cohort, base.cohort, p.profiler);
         let subtitle = format!(
             "widths: {}; red: more time per {}, blue: less ({}'s samples scaled ×{:.3} to the same time per {})",
@@ -279,4 +285,33 @@ pub fn script_hashes(svgs: &[&str]) -> (Vec<String>, Vec<String>) {
         }
     }
     (scripts, handlers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::differential_scale;
+    use crate::model::CohortProfile;
+
+    fn profile(samples: u64, us_per_request: f64) -> CohortProfile {
+        CohortProfile {
+            samples,
+            sampled_us_per_unit: Some(us_per_request),
+            ..CohortProfile::default()
+        }
+    }
+
+    #[test]
+    fn the_differential_compares_time_per_request_not_samples() {
+        // The same 1000 µs per request on both sides; the cohort served twice the requests
+        // in its phase and so has twice the samples: the baseline's samples are doubled,
+        // and every frame of the same time per request has the same width on both sides.
+        let scale = differential_scale(&profile(1000, 1000.0), &profile(2000, 1000.0)).unwrap();
+        assert!((scale - 2.0).abs() < 1e-12, "{scale}");
+        // The same samples, but the cohort costs twice the CPU per request: a baseline
+        // sample stands for half the time of one of the cohort's.
+        let scale = differential_scale(&profile(1000, 500.0), &profile(1000, 1000.0)).unwrap();
+        assert!((scale - 0.5).abs() < 1e-12, "{scale}");
+        assert!(differential_scale(&profile(0, 500.0), &profile(1000, 1000.0)).is_none());
+        assert!(differential_scale(&profile(1000, 500.0), &profile(1000, 0.0)).is_none());
+    }
 }

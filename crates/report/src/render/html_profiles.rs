@@ -94,7 +94,9 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
          the figures above include their cost."
     } else if scripts {
         "The profilers ran in one more run of the script after its measured runs, attached \
-         before its first line; the figures above are not disturbed."
+         before its first line; the figures above are not disturbed, and the “profiled ÷ \
+         measured” column is what they cost (the measured runs’ median wall time ÷ the \
+         profiled run’s)."
     } else {
         "The profilers ran in a phase of their own after each measured phase, on the same \
          warm server under the same load, so the figures above are not disturbed; the \
@@ -113,7 +115,7 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
     h.push_str(
         "<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Profiler</th>\
          <th class=\"num\">Trials</th><th class=\"num\">Samples</th>\
-         <th class=\"num\">CPU</th><th class=\"num\">Profiled ÷ measured req/s</th>\
+         <th class=\"num\">CPU</th><th class=\"num\">Profiled ÷ measured throughput</th>\
          <th>Top self frames</th></tr></thead>\n<tbody>\n",
     );
     for p in &report.profiles {
@@ -170,13 +172,10 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
             .filter(|f| f.cohort == p.cohort && f.profiler == p.profiler)
         {
             let _ = writeln!(h, "<h3>{}</h3>", escape(&flame.title));
-            if flame.differential {
-                h.push_str(&iframe(flame));
-                frame_tables(h, report, &p.cohort, &p.profiler);
-            } else {
-                h.push_str(&iframe(flame));
-            }
+            h.push_str(&iframe(flame));
         }
+        // After the differential graph, or alone when inferno could not draw it.
+        frame_tables(h, report, &p.cohort, &p.profiler);
     }
 }
 

@@ -1,0 +1,120 @@
+//! Whom a service runs as, and where its files live: as root, rubyrace runs PostgreSQL
+//! (which refuses root) and Redis as an unprivileged system user (`postgres`, `redis`, else
+//! `nobody`); as any other user, as itself. The service's files go in a directory that
+//! user owns: under the results directory when the user can reach it, else (a results
+//! directory under `/root`, mode 700) in a private directory under `/var/tmp` that the
+//! results directory links to as `outside`, which every cleanup follows.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// The name of the link from a service's directory to its private directory elsewhere.
+const OUTSIDE: &str = "outside";
+/// Where private directories go when the results directory is out of the user's reach.
+const PRIVATE_ROOT: &str = "/var/tmp";
+
+/// An unprivileged user a service runs as.
+#[derive(Clone, Debug)]
+pub struct ServiceUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl ServiceUser {
+    pub fn ids(&self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+}
+
+/// The user `service` runs as: None (rubyrace's own) unless rubyrace runs as root, then the
+/// first of `names` that exists.
+pub fn service_user(service: &str, names: &[&str]) -> Result<Option<ServiceUser>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    for &name in names {
+        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
+            return Ok(Some(ServiceUser {
+                name: name.to_string(),
+                uid: u.uid.as_raw(),
+                gid: u.gid.as_raw(),
+            }));
+        }
+    }
+    bail!(
+        "rubyrace runs as root, and runs {service} as an unprivileged user: none of {} exists",
+        names.join(", ")
+    )
+}
+
+/// The name of the user a service runs as, for the record.
+pub fn user_name(user: Option<&ServiceUser>) -> String {
+    if let Some(u) = user {
+        return u.name.clone();
+    }
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// Whether `uid`/`gid` may reach (search) every directory above `dir`.
+fn reachable_by(dir: &Path, uid: u32, gid: u32) -> bool {
+    dir.ancestors().skip(1).all(|d| match std::fs::metadata(d) {
+        Ok(m) => {
+            let mode = m.permissions().mode();
+            (m.uid() == uid && mode & 0o100 != 0)
+                || (m.gid() == gid && mode & 0o010 != 0)
+                || mode & 0o001 != 0
+        }
+        Err(_) => false,
+    })
+}
+
+/// Gives `path` to `user` (when there is one) and lets no one else in (mode 700).
+pub fn make_private(path: &Path, user: Option<&ServiceUser>) -> Result<()> {
+    if let Some(u) = user {
+        std::os::unix::fs::chown(path, Some(u.uid), Some(u.gid))
+            .with_context(|| format!("cannot give {} to the user {}", path.display(), u.name))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot make {} private", path.display()))
+}
+
+/// The directory a service's files go in, owned by `user` and private to it: `home` itself,
+/// or a new directory under `/var/tmp` (named `prefix…`) when `user` cannot reach `home`;
+/// `home/outside` then links to it, and [`remove_outside`] removes it.
+pub fn private_dir(home: &Path, user: Option<&ServiceUser>, prefix: &str) -> Result<PathBuf> {
+    match user {
+        Some(u) if !reachable_by(home, u.uid, u.gid) => {
+            let private = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in(PRIVATE_ROOT)
+                .with_context(|| format!("cannot create a private directory under {PRIVATE_ROOT}"))?
+                .keep();
+            make_private(&private, user)?;
+            std::os::unix::fs::symlink(&private, home.join(OUTSIDE)).with_context(|| {
+                format!("cannot link {} from {}", private.display(), home.display())
+            })?;
+            Ok(private)
+        }
+        _ => Ok(home.to_path_buf()),
+    }
+}
+
+/// Removes the private directory `home/outside` links to (only under `/var/tmp`), and the
+/// link: after a service stopped, or what a killed rubyrace left.
+pub fn remove_outside(home: &Path) {
+    let link = home.join(OUTSIDE);
+    if let Ok(target) = std::fs::read_link(&link) {
+        if target.starts_with(PRIVATE_ROOT) {
+            let _ = std::fs::remove_dir_all(target);
+        }
+    }
+    let _ = std::fs::remove_file(link);
+}
