@@ -343,6 +343,9 @@ reset = "flush"
             after >= before + recorded,
             "{before} -> {after} posts, {recorded} replies"
         );
+        // The topics the users read were counted in Redis, flushed before the trial.
+        assert_eq!(s["redis_keys_at_start"], 0, "{s}");
+        assert!(s["redis_keys_at_end"].as_i64().unwrap() > 0, "{s}");
         for st in steps {
             assert_eq!(st["unexpected_status"], 0, "{st}");
             assert_eq!(st["extract_failures"], 0, "{st}");

@@ -24,6 +24,10 @@
 # A request without a valid CSRF token on a POST gets 422 (ActionController::InvalidAuthenticityToken).
 # Members' pages are the same as visitors' plus forms; nothing is cached.
 #
+# With REDIS_URL (rubyrace's [services.redis] gives it), topic views are counted in Redis, as
+# Discourse keeps its counters there: INCR for every topic page shown, MGET for the views of
+# a page of topics (the redis gem: Debian's ruby-redis). Without it, no views are shown.
+#
 # Written against Rails 6.1 (Debian bookworm, Ruby 3.1) and 7.2 (trixie, Ruby 3.3); Ruby
 # syntax within 2.7. Production mode; secret_key_base inline (a benchmark app).
 ENV["RAILS_ENV"] ||= ENV["RACK_ENV"] || "production"
@@ -34,6 +38,13 @@ require "active_record/railtie"
 require "action_controller/railtie"
 require "action_view/railtie"
 require "bcrypt"
+unless ENV["REDIS_URL"].to_s.empty?
+  begin
+    require "redis"
+  rescue LoadError
+    abort "rails-forum: REDIS_URL is set, but the redis gem is missing (Debian: apt-get install ruby-redis)"
+  end
+end
 
 class RailsForum < Rails::Application
   config.load_defaults Rails::VERSION::STRING.to_f
@@ -81,6 +92,37 @@ class Like < ApplicationRecord
   belongs_to :user
 end
 
+# Topic views in Redis (REDIS_URL), one connection per process: a forked Puma worker opens
+# its own rather than sharing its parent's socket.
+module Views
+  KEY = "forum:topic:%d:views"
+  @lock = Mutex.new
+
+  def self.redis
+    return nil if ENV["REDIS_URL"].to_s.empty?
+    @lock.synchronize do
+      if @pid != Process.pid
+        @redis = Redis.new(url: ENV["REDIS_URL"])
+        @pid = Process.pid
+      end
+      @redis
+    end
+  end
+
+  # Counts a view of `topic`; its views so far, or nil without Redis.
+  def self.count(topic)
+    redis&.incr(format(KEY, topic.id))
+  end
+
+  # Topic id => views, for a page of topics; empty without Redis.
+  def self.of(topics)
+    r = redis
+    return {} if r.nil? || topics.empty?
+    counts = r.mget(*topics.map { |t| format(KEY, t.id) })
+    topics.map(&:id).zip(counts.map(&:to_i)).to_h
+  end
+end
+
 RailsForum.routes.draw do
   get "/health", to: proc { [200, { "content-type" => "text/plain" }, ["ok\n"]] }
   root "topics#index"
@@ -119,10 +161,12 @@ class TopicsController < ApplicationController
     @topics = Topic.includes(:user).order(last_posted_at: :desc, id: :desc)
                    .offset((@page - 1) * Topic::PER_PAGE).limit(Topic::PER_PAGE)
     @pages = (Topic.count + Topic::PER_PAGE - 1) / Topic::PER_PAGE
+    @views = Views.of(@topics.to_a)
   end
 
   def show
     @topic = Topic.find(params[:id])
+    @views = Views.count(@topic)
     @page = page
     @pages = [(@topic.posts_count + Post::PER_PAGE - 1) / Post::PER_PAGE, 1].max
     @posts = @topic.posts.includes(:user).order(:id)
