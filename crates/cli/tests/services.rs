@@ -56,7 +56,7 @@ fn export(lab: &Lab) -> Value {
     serde_json::from_str(&run.stdout).unwrap()
 }
 
-/// No PostgreSQL data, socket or private directory is left in the results directory.
+/// No PostgreSQL or Redis data, socket or private directory is left in the results directory.
 fn assert_no_service_data(results: &Path) {
     let services = results.join("services");
     for left in [
@@ -64,6 +64,7 @@ fn assert_no_service_data(results: &Path) {
         "postgres/socket",
         "postgres/outside",
         "redis/data",
+        "redis/outside",
     ] {
         assert!(
             !services.join(left).exists(),
@@ -166,6 +167,51 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
     let stdout = lab.results().join(setup[0]["stdout"].as_str().unwrap());
     let said = std::fs::read_to_string(&stdout).unwrap();
     assert_eq!(said.trim(), "seeded 3 rows into app");
+}
+
+/// Both services on Unix sockets only: the app reaches them through the URLs rubyrace
+/// gives, writes happen, and nothing is left.
+#[test]
+fn services_on_unix_sockets_serve_the_app() {
+    let lab = Lab::new_short("services-unix");
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nlisten = \"unix\"\nreset = \"template\"\n\n[services.redis]\nlisten = \"unix\"\nreset = \"flush\"\n",
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(240));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+    let export = export(&lab);
+    let record = &export["sessions_services"][0]["services"];
+    let socket_dir = record["postgres"]["address"].as_str().unwrap();
+    assert!(socket_dir.starts_with('/'), "{record}");
+    assert!(
+        record["postgres"]["url_base"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://rubyrace@"),
+        "{record}"
+    );
+    assert!(
+        !Path::new(socket_dir).exists(),
+        "{socket_dir} was left behind"
+    );
+    let redis_url = record["redis"]["url"].as_str().unwrap();
+    assert!(redis_url.starts_with("unix:///"), "{record}");
+    for t in export["trials"].as_array().unwrap() {
+        assert_eq!(t["status"], "valid", "{t}");
+        let s = &t["services"];
+        let requests = t["load"]["requests"].as_i64().unwrap();
+        assert!(requests > 0, "{t}");
+        assert!(s["rows_at_end"]["hits"].as_i64().unwrap() > 3, "{s}");
+        assert!(s["redis_keys_at_end"].as_i64().unwrap() > 0, "{s}");
+        assert!(
+            s["database"].as_str().unwrap().starts_with("app_t"),
+            "a copy of the template per trial: {s}"
+        );
+    }
 }
 
 /// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
@@ -280,6 +326,30 @@ fn a_service_that_does_not_start_stops_the_run_with_its_log() {
     assert!(
         run.stderr
             .contains("invalid value for parameter \"shared_buffers\""),
+        "{run:?}"
+    );
+    assert_eq!(lab.stored_trials(), 0);
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+}
+
+#[test]
+fn a_redis_that_does_not_start_stops_the_run_with_its_log() {
+    let lab = Lab::new("services-broken-redis");
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\n\n[services.redis]\nsettings = { maxmemory = \"lots\" }\n",
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(120));
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("Redis exited before it was ready"),
+        "{run:?}"
+    );
+    // The tail of Redis's own log says why.
+    assert!(
+        run.stderr.contains("argument must be a memory value"),
         "{run:?}"
     );
     assert_eq!(lab.stored_trials(), 0);

@@ -54,6 +54,24 @@ fn https_with_keepalive_and_a_handshake_per_request() {
         "{opened} connections for {requests} requests"
     );
 
+    // `Connection: close` on every request: Puma closes after each response, the
+    // engine reconnects (and shakes hands) for the next.
+    let header = load_run(
+        &url,
+        &["--cacert", &ca, "-c", "2", "-d", "1s", "--close-header"],
+    );
+    assert_eq!(header.code(), Some(0), "{header:?}");
+    let r = report(&header);
+    let requests = r["requests"].as_u64().unwrap();
+    let opened = r["actual"]["connections_opened"].as_u64().unwrap();
+    assert!(requests > 10, "{r}");
+    assert_eq!(r["errors"]["total"], 0, "{r}");
+    assert_eq!(r["close_ignored"], 0, "{r}");
+    assert!(
+        opened >= requests && opened <= requests + 4,
+        "{opened} connections for {requests} requests"
+    );
+
     // The same server through a name: the certificate is for localhost too.
     let by_name = load_run(
         &format!("https://localhost:{}/", puma.port),

@@ -25,9 +25,15 @@ pub struct TempDir {
 
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
+        TempDir::new_in(name, std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
+    }
+
+    /// Under `base` instead: `/tmp` where a path must stay short (a Unix socket's, 107
+    /// bytes at most, whatever directory the checkout is in).
+    pub fn new_in(name: &str, base: &std::path::Path) -> TempDir {
         let dir = tempfile::Builder::new()
             .prefix(&format!("load-{name}-"))
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(base)
             .unwrap();
         TempDir { dir }
     }

@@ -19,7 +19,18 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(name: &str) -> Lab {
-        let dir = TempDir::new(&format!("run-{name}"));
+        Lab::with_dir(name, TempDir::new(&format!("run-{name}")))
+    }
+
+    /// A lab under /tmp, for paths that must stay short (Unix sockets).
+    pub fn new_short(name: &str) -> Lab {
+        Lab::with_dir(
+            name,
+            TempDir::new_in(&format!("run-{name}"), std::path::Path::new("/tmp")),
+        )
+    }
+
+    fn with_dir(name: &str, dir: TempDir) -> Lab {
         let marker = format!("{}-{}", name, dir.path("").display());
         Lab { dir, marker }
     }

@@ -190,10 +190,9 @@ impl Redis {
         loop {
             if let Some(status) = self.process.as_mut().and_then(|p| p.exited()) {
                 bail!(
-                    "Redis exited before it was ready ({}); the end of its log ({}):\n{}",
+                    "Redis exited before it was ready ({}); {}",
                     sys::process::describe_status(status),
-                    self.record.log.display(),
-                    tail_file(&self.record.log, 2000).trim_end()
+                    self.log_tail()
                 );
             }
             if matches!(self.command(&["PING"]), Ok(Reply::Status(s)) if s == "PONG") {
@@ -201,14 +200,33 @@ impl Redis {
             }
             if started.elapsed() > READY_TIMEOUT {
                 bail!(
-                    "Redis did not answer PING within {}s; the end of its log ({}):\n{}",
+                    "Redis did not answer PING within {}s; {}",
                     READY_TIMEOUT.as_secs(),
-                    self.record.log.display(),
-                    tail_file(&self.record.log, 2000).trim_end()
+                    self.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The end of its log, and of its stderr when it wrote any: Redis reports a
+    /// configuration it refuses there ("FATAL CONFIG FILE ERROR"), before any log.
+    fn log_tail(&self) -> String {
+        let mut text = format!(
+            "the end of its log ({}):\n{}",
+            self.record.log.display(),
+            tail_file(&self.record.log, 2000).trim_end()
+        );
+        let stderr = self.record.log.with_extension("stderr");
+        let said = tail_file(&stderr, 2000);
+        if !said.trim().is_empty() {
+            text.push_str(&format!(
+                "\nits stderr ({}):\n{}",
+                stderr.display(),
+                said.trim_end()
+            ));
+        }
+        text
     }
 
     /// Sends one command on a new connection and reads its reply.
