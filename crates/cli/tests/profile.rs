@@ -135,6 +135,31 @@ fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
     let perf = profiles.iter().find(|p| p["profiler"] == "perf").unwrap();
     assert_eq!(perf["error"], serde_json::Value::Null, "{perf}");
     assert!(perf["samples"].as_u64().unwrap() > 10, "{perf}");
+    assert!(
+        rbspy["version"].as_str().unwrap().starts_with("rbspy "),
+        "{rbspy}"
+    );
+    assert!(
+        perf["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("perf version"),
+        "{perf}"
+    );
+    // Below Ruby: the interpreter's own code (Debian strips libruby, so perf names the
+    // library) is where perf sees the hot loop's time.
+    let native = rubyrace(&[
+        "profile",
+        results.to_str().unwrap(),
+        "--cohort",
+        "default",
+        "--profiler",
+        "perf",
+    ]);
+    assert_eq!(native.code(), Some(0), "{native:?}");
+    let by_native = self_samples(&native.stdout);
+    let (top_native, _) = by_native.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert!(top_native.contains("libruby"), "{by_native:?}");
 
     let folded = rubyrace(&[
         "profile",
@@ -513,4 +538,58 @@ profile = "rbspy"
             .contains("Couldn't find Ruby VM address"),
         "{warning}"
     );
+}
+
+/// Ctrl-C, then SIGKILL, while rbspy and perf are attached in the profiled phase: neither
+/// profiler, nor Puma, is left running.
+#[test]
+fn a_run_stopped_while_profiling_leaves_no_profiler_behind() {
+    for signal in [libc::SIGINT, libc::SIGKILL] {
+        let lab = Lab::new("profile-stopped");
+        let file = hot_experiment(&lab, 1, r#"["rbspy", "perf"]"#, "");
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("duration = \"1500ms\"", "duration = \"4s\"");
+        std::fs::write(&file, text).unwrap();
+        let results = lab.results();
+        let needle = results.to_str().unwrap().to_string();
+        let mut running = lab.spawn_run(&[]);
+        let rubyrace_pid = running.pid() as i32;
+        let started = std::time::Instant::now();
+        // The profilers name the results directory in their output paths (rubyrace does
+        // too, in its own argv).
+        let profilers = || -> Vec<i32> {
+            processes_naming(&needle)
+                .into_iter()
+                .filter(|&p| p != rubyrace_pid)
+                .collect()
+        };
+        while profilers().len() < 2 {
+            assert!(
+                running.is_running(),
+                "the run ended before both profilers ran"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no profilers after a minute"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: the rubyrace this test started, by pid.
+        unsafe { libc::kill(rubyrace_pid, signal) };
+        let stopped = running.wait(Duration::from_secs(30));
+        if signal == libc::SIGINT {
+            assert_eq!(stopped.code(), Some(130), "{stopped:?}");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !profilers().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(
+            profilers(),
+            Vec::<i32>::new(),
+            "signal {signal}: profilers left"
+        );
+        lab.assert_no_leftovers(Duration::from_secs(10));
+    }
 }

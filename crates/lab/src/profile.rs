@@ -88,6 +88,9 @@ pub struct ProfileRecord {
     pub wall_s: Option<f64>,
     /// Why the profile is missing or partial, in words.
     pub error: Option<String>,
+    /// What the profiler says of itself (`rbspy 0.55.0`, `perf version 6.1.158`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl ProfileRecord {
@@ -362,6 +365,7 @@ impl Running {
             duration_s: duration.as_secs_f64(),
             pids: self.pids.clone(),
             phase: target.phase.clone(),
+            version: profiler_version(self.profiler),
             ..ProfileRecord::default()
         };
         let process = match &mut self.process {
@@ -452,6 +456,22 @@ fn describe_failure(
              rbspy/rbspy#390. perf still profiles it, and a Ruby built by `rubyrace ruby \
              build` keeps its symbols; the trial's measurement is kept)",
         );
+    } else if stderr.contains("Operation not permitted")
+        || stderr.contains("Permission denied")
+        || stderr.contains("perf_event_paranoid")
+    {
+        text.push_str(match profiler {
+            Profiler::Rbspy => {
+                " (rbspy reads another process's memory with ptrace: run rubyrace as root, \
+                 give rbspy CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope = 0; the trial's \
+                 measurement is kept)"
+            }
+            Profiler::Perf => {
+                " (perf needs kernel.perf_event_paranoid at 1 or less, or root / \
+                 CAP_PERFMON: sysctl kernel.perf_event_paranoid=1; the trial's measurement is \
+                 kept)"
+            }
+        });
     } else if profiler == Profiler::Rbspy && stderr.contains("ruby version") {
         text.push_str(
             " (rbspy cannot read this Ruby's VM: it supports CRuby 1.9.1 to 3.4 with \
@@ -459,6 +479,27 @@ fn describe_failure(
         );
     }
     text
+}
+
+/// The first line of `PROFILER --version`, asked once per rubyrace process.
+fn profiler_version(profiler: Profiler) -> Option<String> {
+    static RBSPY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    static PERF: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let (cell, program) = match profiler {
+        Profiler::Rbspy => (&RBSPY, rbspy_executable().ok()),
+        Profiler::Perf => (&PERF, Some(PathBuf::from("perf"))),
+    };
+    cell.get_or_init(|| {
+        let out = std::process::Command::new(program?)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().next()?.trim();
+        (out.status.success() && !line.is_empty()).then(|| line.to_string())
+    })
+    .clone()
 }
 
 /// rbspy: `RUBYRACE_RBSPY`, else on PATH, else `~/.cargo/bin/rbspy` (each resolved as
@@ -603,6 +644,32 @@ mod tests {
         assert!(text.contains("Couldn't get ruby version"), "{text}");
         assert!(text.contains("measurement is kept"), "{text}");
         assert!(!text.contains("0: x"), "{text}");
+    }
+
+    #[test]
+    fn a_profiler_without_permission_is_told_what_to_change() {
+        let rbspy = describe_failure(
+            Profiler::Rbspy,
+            "no samples",
+            true,
+            "exit status 1",
+            "Something went wrong while rbspy was sampling the process. Here's what we know:\n\
+             - Operation not permitted (os error 1)\n",
+        );
+        assert!(rbspy.contains("ptrace_scope"), "{rbspy}");
+        let perf = describe_failure(
+            Profiler::Perf,
+            "no samples",
+            true,
+            "exit status 255",
+            "Error:\nAccess to performance monitoring and observability operations is limited.\n\
+             Consider adjusting /proc/sys/kernel/perf_event_paranoid setting\n",
+        );
+        assert!(
+            perf.contains("sysctl kernel.perf_event_paranoid=1"),
+            "{perf}"
+        );
+        assert!(perf.contains("measurement is kept"), "{perf}");
     }
 
     #[test]

@@ -365,7 +365,12 @@ pub(crate) fn profile_title(report: &Report) -> String {
         .profiles
         .first()
         .map_or("request", |p| p.unit.as_str());
-    format!("Where the time went (profiles; self time per {unit} against the baseline, paired by block, Holm over frames; the HTML report has the flame graphs):")
+    let pairing = if report.frame_changes.iter().all(|c| c.method == "paired") {
+        "paired by block"
+    } else {
+        "unpaired where the trials are from different runs"
+    };
+    format!("Where the time went (profiles; self time per {unit} against the baseline, {pairing}, Holm over frames; the HTML report has the flame graphs):")
 }
 
 /// The profiled cohorts' significant changes in self time per request against the
