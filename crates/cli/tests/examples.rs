@@ -135,3 +135,24 @@ fn examples_without_a_test_of_their_own() {
         smoke_test(name);
     }
 }
+
+/// Every experiment file of the examples, besides the `experiment.toml` each runs above
+/// (`examples/jit/profile.toml`, for one), is accepted as written: a plan, no error.
+#[test]
+fn every_example_file_is_accepted() {
+    let mut checked = 0;
+    for dir in std::fs::read_dir(workspace_root().join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        for file in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            let path = file.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let plan = rubyrace(&["run", path.to_str().unwrap(), "--dry-run"]);
+                assert_eq!(plan.code(), Some(0), "{}: {plan:?}", path.display());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > LISTED.len(), "{checked} example files");
+}
