@@ -1,6 +1,7 @@
 //! Redis as a service of a run: Debian's `redis-server` in the foreground, as an
-//! unprivileged user when rubyrace is root (`account`), with its own private directory, no persistence (`save ""`, `appendonly no`) unless the experiment's settings
-//! ask for it, on a loopback port or a Unix socket; readiness by a real `PING`. rubyrace
+//! unprivileged user when rubyrace is root (`account`), in its own private directory, with
+//! no persistence (`save ""`, `appendonly no`) unless the experiment's settings ask for it,
+//! on a loopback port or a Unix socket; readiness by a real `PING`. rubyrace
 //! speaks to it with a few lines of RESP (`Resp`), to check it, record its version and
 //! settings, flush it and count its keys.
 
