@@ -326,6 +326,23 @@ fn the_diff_finds_the_extra_method_and_only_it() {
     );
     assert!(by_env.stderr.contains("· 4 trials ·"), "{by_env:?}");
 
+    // The text report names what changed and what the profilers cost.
+    let text = rubyrace(&["report", lab.results().to_str().unwrap()]);
+    assert_eq!(text.code(), Some(0), "{text:?}");
+    assert!(
+        text.stdout.contains("Where the time went"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("extra_work"), "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains("Profilers' cost (profiled-phase ÷ measured throughput")
+            && text.stdout.contains("rbspy on extra "),
+        "{}",
+        text.stdout
+    );
+
     let html_path = lab.dir.path("").join("report.html");
     let charts = lab.dir.path("").join("charts");
     let html = rubyrace(&[
@@ -378,6 +395,48 @@ fn the_diff_finds_the_extra_method_and_only_it() {
         );
         assert!(svg.contains("hot_loop"), "{name}");
     }
+}
+
+/// `profile_measured = true`: rbspy samples the measured phase itself, there is no phase of
+/// its own, and every report says the figures include the profiler's cost.
+#[test]
+fn profile_measured_profiles_the_measured_phase_and_the_report_says_so() {
+    let lab = Lab::new("profile-measured");
+    hot_experiment(&lab, 1, r#""rbspy""#, "profile_measured = true\n");
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let results = lab.results();
+    assert!(processes_naming(results.to_str().unwrap()).is_empty());
+
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = &export["trials"][0];
+    assert_eq!(trial["status"], "valid", "{trial}");
+    let rbspy = &trial["profiles"][0];
+    assert_eq!(rbspy["error"], serde_json::Value::Null, "{rbspy}");
+    assert_eq!(rbspy["phase"], "measured", "{rbspy}");
+    // The profile covers the measured phase: the requests it counts are the trial's.
+    assert_eq!(rbspy["requests"], trial["load"]["requests"], "{trial}");
+    assert!(rbspy["samples"].as_u64().unwrap() > 50, "{rbspy}");
+
+    let report = lab.report_json();
+    assert_eq!(report["profiles"][0]["phase"], "measured", "{report}");
+    assert!(
+        report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "profiled-measurement"),
+        "{}",
+        report["warnings"]
+    );
+    let text = rubyrace(&["report", results.to_str().unwrap()]);
+    assert!(
+        text.stdout.contains("The measured trials were profiled"),
+        "{}",
+        text.stdout
+    );
 }
 
 /// A script workload is profiled in one more run after its measured runs: the hot method

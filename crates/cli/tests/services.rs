@@ -7,7 +7,10 @@
 //! that fails and after a service that does not start.
 //!
 //! rubyrace runs with the lab's marker in its own environment, so PostgreSQL, Redis, Puma
-//! and the setup commands all carry it and a scan of /proc finds any of them left behind.
+//! and the setup commands all carry it and a scan of /proc finds any of them left behind
+//! (rubyrace starts Redis with `set-proc-title no`: Redis would otherwise write its title
+//! over its environment). The tests that kill a run first check that the scan sees all
+//! three servers.
 
 mod support;
 
@@ -214,6 +217,40 @@ fn services_on_unix_sockets_serve_the_app() {
     }
 }
 
+/// The program names of `pids` (those still alive): the file name of the first word of
+/// their command line, as `ps` shows it (Debian's redis-server is a link to another
+/// executable, so /proc/PID/exe would not say).
+fn program_names(pids: &[i32]) -> Vec<String> {
+    pids.iter()
+        .filter_map(|p| std::fs::read(format!("/proc/{p}/cmdline")).ok())
+        .filter_map(|c| {
+            let first = String::from_utf8_lossy(&c)
+                .split(['\0', ' '])
+                .next()?
+                .to_string();
+            Some(first.rsplit('/').next()?.to_string())
+        })
+        .collect()
+}
+
+/// Waits until PostgreSQL, Redis and Puma are all up and the scan for leftovers sees each
+/// of them, so that it seeing none after a kill means something.
+fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut support::Running) {
+    let seen = Instant::now();
+    loop {
+        let names = program_names(&lab.leftovers());
+        let has = |n: &str| names.iter().any(|x| x.starts_with(n));
+        if has("postgres") && has("redis-server") && has("puma") {
+            return;
+        }
+        assert!(
+            seen.elapsed() < Duration::from_secs(30) && running.is_running(),
+            "the scan does not see PostgreSQL, Redis and Puma mid-run: {names:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
 /// and checks the whole run.
 fn interrupt_and_resume(name: &str, signal: i32) {
@@ -232,8 +269,8 @@ fn interrupt_and_resume(name: &str, signal: i32) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Mid-run: PostgreSQL, a per-trial Redis and Puma are up (or about to be).
-    std::thread::sleep(Duration::from_millis(1500));
+    // Mid-run: PostgreSQL, a per-trial Redis and Puma are up.
+    wait_until_the_scan_sees_every_server(&lab, &mut running);
     let pid = running.pid() as i32;
     // SAFETY: the rubyrace this test started, by pid.
     unsafe { libc::kill(pid, signal) };
@@ -357,6 +394,9 @@ fn a_redis_that_does_not_start_stops_the_run_with_its_log() {
     assert_no_service_data(&lab.results());
 }
 
+/// rails-forum on PostgreSQL and Redis under both scenarios, killed (SIGKILL) in its second
+/// trial and resumed: nothing is left running, every trial starts from the seed's rows,
+/// the members' replies are rows, and no step failed.
 #[test]
 fn the_forum_serves_visitors_and_members_on_postgres_from_the_same_start() {
     let lab = Lab::new("services-forum");
@@ -381,8 +421,33 @@ reset = "flush"
 "#,
         root.join("ruby/apps/rails-forum/scenarios.toml").display()
     ));
-    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(300));
-    assert_eq!(run.code(), Some(0), "{run:?}");
+    // Killed in its second trial, with users in sessions on PostgreSQL, Redis and Puma:
+    // nothing is left running; the resumed run ends the experiment.
+    let mut running = lab.spawn_marked_run(&[]);
+    let started = Instant::now();
+    while lab.stored_trials() < 1 {
+        assert!(
+            running.is_running(),
+            "the run ended before a trial was stored"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "no trial stored in 4 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_until_the_scan_sees_every_server(&lab, &mut running);
+    // SAFETY: the rubyrace this test started, by pid.
+    unsafe { libc::kill(running.pid() as i32, libc::SIGKILL) };
+    let killed = running.wait(Duration::from_secs(30));
+    assert_eq!(killed.code(), None, "{killed:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    let resumed = support::spawn_with_env(
+        &["run", "--resume", &path_str(&lab.results())],
+        &[("RUBYRACE_TEST_MARKER", &lab.marker)],
+    )
+    .wait(Duration::from_secs(300));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     lab.assert_no_leftovers(Duration::from_secs(10));
     assert_no_service_data(&lab.results());
     let export = export(&lab);
@@ -422,4 +487,30 @@ reset = "flush"
             assert_eq!(st["errors"], 0, "{st}");
         }
     }
+    // The report shows each step per cohort: the sums are the trials' own.
+    let report = lab.report_json();
+    let steps = report["steps"].as_array().expect("steps in the report");
+    let reply = steps
+        .iter()
+        .find(|st| st["scenario"] == "member" && st["step"] == "reply")
+        .unwrap_or_else(|| panic!("{steps:?}"));
+    let summed: i64 = trials
+        .iter()
+        .flat_map(|t| t["load"]["scenario"]["steps"].as_array().unwrap())
+        .filter(|st| st["scenario"] == "member" && st["step"] == "reply")
+        .map(|st| st["requests"].as_i64().unwrap())
+        .sum();
+    assert_eq!(reply["requests"].as_i64().unwrap(), summed, "{reply}");
+    assert_eq!(reply["trials"], 2, "{reply}");
+    assert_eq!(reply["failures"], 0, "{reply}");
+    assert!(reply["p50_us"].as_f64().unwrap() > 0.0, "{reply}");
+    let text = support::rubyrace(&["report", &path_str(&lab.results())]);
+    assert_eq!(text.code(), Some(0), "{text:?}");
+    assert!(text.stdout.contains("Scenario steps"), "{}", text.stdout);
+    let row = text
+        .stdout
+        .lines()
+        .find(|l| l.contains("member") && l.contains("reply"))
+        .unwrap_or_else(|| panic!("no member/reply row: {}", text.stdout));
+    assert!(row.contains(&summed.to_string()), "{row}");
 }

@@ -93,8 +93,16 @@ fn a_certificate_the_client_does_not_trust_fails_as_tls_errors() {
     );
     let r = report(&run);
     assert_eq!(r["requests"], 0, "{r}");
-    assert!(r["errors"]["tls"].as_u64().unwrap() > 0, "{r}");
-    assert_eq!(r["errors"]["tls"], r["errors"]["total"], "{r}");
+    let errors = &r["errors"];
+    let tls = errors["tls"].as_u64().unwrap();
+    let connect = errors["connect"].as_u64().unwrap();
+    assert!(tls > 0, "{r}");
+    // Every failed handshake is a TLS error. The client reconnects at once after each,
+    // hundreds of times in the half second, and Puma, busy with the failed handshakes,
+    // may refuse a few connects (seen in CI: 14 of 344): those are connect errors, and
+    // nothing else is.
+    assert_eq!(tls + connect, errors["total"].as_u64().unwrap(), "{r}");
+    assert!(connect * 10 <= tls, "{r}");
     let warnings = r["warnings"].to_string();
     assert!(warnings.contains("invalid peer certificate"), "{warnings}");
     // --insecure skips the chain, not the handshake: it works.

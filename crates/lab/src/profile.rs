@@ -275,6 +275,9 @@ struct Running {
     profiler: Profiler,
     process: Result<Supervised, String>,
     pids: Vec<i32>,
+    /// The process rbspy attached to when the tree held no Ruby (it attaches to the root
+    /// then, and its failure must not be blamed on a Ruby).
+    not_ruby: Option<i32>,
     /// Where the profiler writes (rbspy: folded stacks; perf: perf.data).
     output: PathBuf,
 }
@@ -282,6 +285,8 @@ struct Running {
 impl Running {
     fn start(profiler: Profiler, target: &Target) -> Running {
         let pids = tree_with_ruby(target);
+        let attach_to = first_ruby(target.root, &pids);
+        let not_ruby = (!is_ruby(attach_to)).then_some(attach_to);
         let name = format!("{FILE_PREFIX}{}", profiler.as_str());
         let output = target.dir.join(match profiler {
             Profiler::Rbspy => format!("{name}.folded"),
@@ -294,7 +299,7 @@ impl Running {
                     rbspy.display().to_string(),
                     "record".into(),
                     "--pid".into(),
-                    first_ruby(target.root, &pids).to_string(),
+                    attach_to.to_string(),
                     "--subprocesses".into(),
                     // CPU time, as perf's cpu-clock: a master or an idle thread waiting in
                     // a C function would otherwise fill the profile.
@@ -354,6 +359,7 @@ impl Running {
             profiler,
             process,
             pids,
+            not_ruby,
             output,
         }
     }
@@ -399,6 +405,7 @@ impl Running {
                     early_exit.is_some(),
                     &ended.status,
                     &stderr,
+                    self.not_ruby,
                 ));
                 return record;
             }
@@ -425,6 +432,7 @@ fn describe_failure(
     exited_early: bool,
     status: &str,
     stderr: &str,
+    not_ruby: Option<i32>,
 ) -> String {
     // rbspy's own account starts there; its progress lines before it say nothing.
     let account = stderr
@@ -448,7 +456,16 @@ fn describe_failure(
     if !said.is_empty() {
         text.push_str(&format!("; it said: {}", said.join(" ")));
     }
-    if profiler == Profiler::Rbspy && stderr.contains("Couldn't find Ruby VM address") {
+    if let (Profiler::Rbspy, Some(pid)) = (profiler, not_ruby) {
+        let exe = fs::read_link(format!("/proc/{pid}/exe"))
+            .map_or_else(|_| "gone by then".into(), |e| e.display().to_string());
+        text.push_str(&format!(
+            " (no Ruby process appeared in the tree within {} s, so rbspy attached to its \
+             first process, pid {pid} ({exe}), which is not a Ruby: is the command a Ruby \
+             server or script? The trial's measurement is kept)",
+            RUBY_APPEARS_WITHIN.as_secs()
+        ));
+    } else if profiler == Profiler::Rbspy && stderr.contains("Couldn't find Ruby VM address") {
         text.push_str(
             " (rbspy found the Ruby's version but not the symbol ruby_current_vm_ptr: this \
              Ruby's libruby does not export it and its symbol table was stripped, as in \
@@ -636,6 +653,7 @@ mod tests {
             true,
             "exit status 1",
             "Something went wrong\n- Couldn't get ruby version: Failed\n\nStack backtrace:\n   0: x\n",
+            None,
         );
         assert!(
             text.starts_with("rbspy: no samples; it exited before"),
@@ -655,6 +673,7 @@ mod tests {
             "exit status 1",
             "Something went wrong while rbspy was sampling the process. Here's what we know:\n\
              - Operation not permitted (os error 1)\n",
+            None,
         );
         assert!(rbspy.contains("ptrace_scope"), "{rbspy}");
         let perf = describe_failure(
@@ -664,6 +683,7 @@ mod tests {
             "exit status 255",
             "Error:\nAccess to performance monitoring and observability operations is limited.\n\
              Consider adjusting /proc/sys/kernel/perf_event_paranoid setting\n",
+            None,
         );
         assert!(
             perf.contains("sysctl kernel.perf_event_paranoid=1"),
@@ -685,6 +705,7 @@ mod tests {
              Wrote formatted output to /x/folded\n\
              Something went wrong while rbspy was sampling the process. Here's what we know:\n\
              - initialize\n- get ruby VM state\n- Couldn't find Ruby VM address\n",
+            None,
         );
         // rbspy's account, not its progress lines.
         assert!(text.contains("it said: Something went wrong"), "{text}");
@@ -692,6 +713,27 @@ mod tests {
         assert!(!text.contains("Wrote raw data"), "{text}");
         assert!(text.contains("ruby_current_vm_ptr"), "{text}");
         assert!(text.contains("rbspy/rbspy#390"), "{text}");
+        assert!(text.contains("measurement is kept"), "{text}");
+    }
+
+    #[test]
+    fn a_tree_without_ruby_is_not_blamed_on_a_stripped_ruby() {
+        // rbspy says the same thing attached to a process that is not Ruby at all.
+        let text = describe_failure(
+            Profiler::Rbspy,
+            "no samples",
+            true,
+            "exit status 1",
+            "Something went wrong while rbspy was sampling the process. Here's what we know:\n\
+             - initialize\n- get ruby VM state\n- Couldn't find Ruby VM address\n",
+            Some(std::process::id() as i32),
+        );
+        assert!(text.contains("which is not a Ruby"), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
+        assert!(!text.contains("rbspy/rbspy#390"), "{text}");
         assert!(text.contains("measurement is kept"), "{text}");
     }
 }

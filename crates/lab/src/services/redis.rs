@@ -30,6 +30,29 @@ const RECORDED: [&str; 5] = [
     "io-threads",
 ];
 
+/// Whether `redis-server --version` says 6.2 or later, which has `set-proc-title` (an
+/// older Redis refuses an option it does not know).
+fn keeps_its_title_option(executable: &Path) -> bool {
+    let Ok(out) = std::process::Command::new(executable)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    version_has_title_option(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `Redis server v=7.0.15 sha=…`: at least 6.2.
+fn version_has_title_option(text: &str) -> bool {
+    let Some(v) = text.split_whitespace().find_map(|w| w.strip_prefix("v=")) else {
+        return false;
+    };
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 2)
+}
+
 /// What a started Redis was, as recorded.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct RedisRecord {
@@ -123,6 +146,11 @@ impl Redis {
                 "--unixsocketperm".into(),
                 "700".into(),
             ]),
+        }
+        if keeps_its_title_option(&executable) && !config.settings.contains_key("set-proc-title") {
+            // Redis otherwise writes its title over its argv and environment: /proc would
+            // no longer show what it was started with, nor which run started it.
+            argv.extend(["--set-proc-title".into(), "no".into()]);
         }
         for (name, value) in &config.settings {
             argv.push(format!("--{name}"));
@@ -369,6 +397,17 @@ fn read_reply(r: &mut impl BufRead) -> Result<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_title_option_is_given_from_redis_6_2() {
+        assert!(version_has_title_option(
+            "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64"
+        ));
+        assert!(version_has_title_option("Redis server v=6.2.0 sha=0"));
+        assert!(!version_has_title_option("Redis server v=6.0.16 sha=0"));
+        assert!(!version_has_title_option("Redis server v=5.0.7"));
+        assert!(!version_has_title_option("no version here"));
+    }
 
     #[test]
     fn resp_replies_are_read_as_redis_writes_them() {

@@ -373,6 +373,44 @@ pub(crate) fn profile_title(report: &Report) -> String {
     format!("Where the time went (profiles; self time per {unit} against the baseline, {pairing}, Holm over frames; the HTML report has the flame graphs):")
 }
 
+/// What the profilers cost, for the text formats: each profile's profiled ÷ measured
+/// throughput (median and range over its trials), or that the measured trials were profiled.
+pub(crate) fn profile_cost_line(report: &Report) -> Option<String> {
+    if report.profiles.is_empty() {
+        return None;
+    }
+    if report.profiles.iter().any(|p| p.phase == "measured") {
+        return Some(
+            "The measured trials were profiled (profile_measured): the figures above include \
+             the profilers' cost."
+                .into(),
+        );
+    }
+    let costs: Vec<String> = report
+        .profiles
+        .iter()
+        .filter_map(|p| {
+            let s = p.overhead.as_ref()?;
+            Some(format!(
+                "{} on {} {:.3} [{:.3}–{:.3}, {} trials]",
+                p.profiler,
+                p.cohort,
+                s.median(),
+                s.min,
+                s.max,
+                s.n
+            ))
+        })
+        .collect();
+    (!costs.is_empty()).then(|| {
+        format!(
+            "Profilers' cost (profiled-phase ÷ measured throughput of the same trial; the \
+             figures above come from the unprofiled phases): {}",
+            costs.join("; ")
+        )
+    })
+}
+
 /// The profiled cohorts' significant changes in self time per request against the
 /// baseline, one row per frame (or one row saying none changed), for the text formats.
 pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {

@@ -44,6 +44,9 @@ pub fn markdown(report: &Report) -> String {
             (3..5).contains(&i)
         });
     }
+    if let Some(cost) = profile_cost_line(report) {
+        let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&cost));
+    }
     let d = details(report);
     if !d.trim().is_empty() {
         let _ = writeln!(out, "\n<details><summary>Comparisons, precision and warnings</summary>\n\n```\n{}```\n</details>", d.trim_start());
