@@ -338,7 +338,7 @@ fn the_diff_finds_the_extra_method_and_only_it() {
     assert!(
         text.stdout
             .contains("Profilers' cost (profiled-phase ÷ measured throughput")
-            && text.stdout.contains("rbspy on extra "),
+            && text.stdout.contains("extra (rbspy) "),
         "{}",
         text.stdout
     );

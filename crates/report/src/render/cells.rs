@@ -386,22 +386,33 @@ pub(crate) fn profile_cost_line(report: &Report) -> Option<String> {
                 .into(),
         );
     }
-    let costs: Vec<String> = report
-        .profiles
-        .iter()
-        .filter_map(|p| {
-            let s = p.overhead.as_ref()?;
-            Some(format!(
-                "{} on {} {:.3} [{:.3}–{:.3}, {} trials]",
-                p.profiler,
-                p.cohort,
-                s.median(),
-                s.min,
-                s.max,
-                s.n
-            ))
-        })
-        .collect();
+    // The profilers of a trial run together in its profiled phase: one cost per cohort.
+    let mut costs: Vec<String> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for p in &report.profiles {
+        let Some(s) = p.overhead.as_ref() else {
+            continue;
+        };
+        if seen.contains(&p.cohort.as_str()) {
+            continue;
+        }
+        seen.push(&p.cohort);
+        let together: Vec<&str> = report
+            .profiles
+            .iter()
+            .filter(|q| q.cohort == p.cohort && q.overhead.is_some())
+            .map(|q| q.profiler.as_str())
+            .collect();
+        costs.push(format!(
+            "{} ({}) {:.3} [{:.3}–{:.3}, {} trials]",
+            p.cohort,
+            together.join(" + "),
+            s.median(),
+            s.min,
+            s.max,
+            s.n
+        ));
+    }
     (!costs.is_empty()).then(|| {
         format!(
             "Profilers' cost (profiled-phase ÷ measured throughput of the same trial; the \
