@@ -165,7 +165,30 @@ pub fn frame_key(frame: &str) -> String {
             }
         })
         .collect();
-    format!("{name} - {}", path.join("/"))
+    format!("{} - {}", without_addresses(name), path.join("/"))
+}
+
+/// `name` with every object address (`0x` and six or more hex digits) as `0x…`: a method
+/// of an anonymous class is `#<Class:0x7f0f90888168>#hot_loop` in rbspy's frames (a Rack
+/// app's methods on Ruby 3.3, say), at another address in every process.
+fn without_addresses(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("0x") {
+        let digits = rest[at + 2..]
+            .bytes()
+            .take_while(u8::is_ascii_hexdigit)
+            .count();
+        out.push_str(&rest[..at + 2]);
+        if digits >= 6 {
+            out.push('…');
+        } else {
+            out.push_str(&rest[at + 2..at + 2 + digits]);
+        }
+        rest = &rest[at + 2 + digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// perf's frame for JIT code it has no symbol for, in every process.
@@ -609,6 +632,16 @@ mod tests {
             "process_client - /usr/lib/ruby/gems/*/gems/puma/lib/puma/server.rb"
         );
         assert_eq!(frame_key("hot_loop - unknown:9"), "hot_loop - unknown");
+        // Anonymous classes are at another address in every process.
+        assert_eq!(
+            frame_key("#<Class:0x7f0f90888168>#hot_loop - unknown"),
+            "#<Class:0x…>#hot_loop - unknown"
+        );
+        assert_eq!(
+            frame_key("#<Class:0x7f97d77e8210>#extra_work - unknown"),
+            frame_key("#<Class:0x7f5a7a0780d8>#extra_work - unknown")
+        );
+        assert_eq!(frame_key("parse 0x1f - a.rb:3"), "parse 0x1f - a.rb");
         assert_eq!(
             frame_key("(unknown) [c function] - (unknown)"),
             "(unknown) [c function] - (unknown)"

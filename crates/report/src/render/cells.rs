@@ -431,7 +431,7 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
     let mut rows = Vec::new();
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for c in &report.frame_changes {
-        if c.measure != "self" || seen.contains(&(c.cohort.as_str(), c.profiler.as_str())) {
+        if seen.contains(&(c.cohort.as_str(), c.profiler.as_str())) {
             continue;
         }
         seen.push((&c.cohort, &c.profiler));
@@ -457,10 +457,18 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
             .filter(|x| x.measure == "self" && x.cohort == c.cohort && x.profiler == c.profiler)
             .count();
         if changed.is_empty() {
+            let none = if tested == 0 {
+                format!(
+                    "~ no frame has the {} pooled self samples to be tested: profile longer",
+                    crate::analysis::MIN_FRAME_SAMPLES
+                )
+            } else {
+                format!("~ none of {tested} frames changed significantly")
+            };
             rows.push(vec![
                 c.cohort.clone(),
                 c.profiler.clone(),
-                format!("~ none of {tested} frames changed significantly"),
+                none,
                 String::new(),
                 String::new(),
                 String::new(),
