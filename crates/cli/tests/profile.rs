@@ -85,6 +85,26 @@ fn self_samples(folded: &str) -> BTreeMap<String, u64> {
     by_frame
 }
 
+/// The processes of the samples in an rbspy raw record (`--raw-file`: gzipped, a
+/// `rbspy02` line, a header, then a JSON trace per line with its `pid`).
+fn sampled_pids(raw: &std::path::Path) -> std::collections::BTreeSet<u64> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(raw).unwrap_or_else(|e| panic!("{}: {e}", raw.display()));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(
+        text.starts_with("rbspy02\n"),
+        "{}",
+        &text[..text.len().min(100)]
+    );
+    text.lines()
+        .skip(2)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["pid"].as_u64())
+        .collect()
+}
+
 /// Processes whose command line names `needle` (the profilers name the results directory
 /// in their output paths).
 fn processes_naming(needle: &str) -> Vec<i32> {
@@ -130,6 +150,13 @@ fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
     assert!(rbspy["samples"].as_u64().unwrap() > 50, "{rbspy}");
     // The master and its two workers.
     assert!(rbspy["pids"].as_array().unwrap().len() >= 3, "{rbspy}");
+    // rbspy's raw record names the process of every sample: both forked workers were
+    // sampled (the master serves no request).
+    let sampled = sampled_pids(&results.join("trials/00000/profile.rbspy.raw.gz"));
+    assert!(
+        sampled.len() >= 2,
+        "rbspy sampled the processes {sampled:?}"
+    );
     let profiled_rate = rbspy["requests_per_s"].as_f64().unwrap();
     assert!(profiled_rate > 0.0, "{rbspy}");
     let perf = profiles.iter().find(|p| p["profiler"] == "perf").unwrap();
