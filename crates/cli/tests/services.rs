@@ -514,3 +514,48 @@ reset = "flush"
         .unwrap_or_else(|| panic!("no member/reply row: {}", text.stdout));
     assert!(row.contains(&summed.to_string()), "{row}");
 }
+
+/// `lifetime = "trial"` for PostgreSQL: a new server per trial, set up from scratch (the
+/// setup runs in every trial), removed after it; the writes of one trial are not in the
+/// next.
+#[test]
+fn a_postgres_per_trial_is_set_up_afresh_and_removed() {
+    let lab = Lab::new("services-pg-trial");
+    lab.experiment(&experiment(
+        2,
+        "1s",
+        "[services.postgres]\nlifetime = \"trial\"\n\n[services.redis]\n",
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(240));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+
+    let export = export(&lab);
+    let trials = export["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    let mut data_dirs = Vec::new();
+    for t in trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        let s = &t["services"];
+        assert_eq!(s["rows_at_start"]["hits"], 3, "{s}");
+        assert!(s["rows_at_end"]["hits"].as_i64().unwrap() > 3, "{s}");
+        let pg = &s["instances"]["postgres"];
+        assert_removed(pg);
+        assert_eq!(
+            s["instances"]["stopped"]["postgres"], "exit status 0 (term)",
+            "{s}"
+        );
+        let setup = s["instances"]["setup"].as_array().unwrap();
+        assert_eq!(setup.len(), 1, "the setup ran in this trial: {s}");
+        assert_eq!(setup[0]["status"], "exit status 0");
+        data_dirs.push(pg["data_dir"].as_str().unwrap().to_string());
+    }
+    data_dirs.sort();
+    data_dirs.dedup();
+    assert_eq!(data_dirs.len(), 4, "a server per trial: {data_dirs:?}");
+    // The run's own services: Redis only.
+    let session = &export["sessions_services"][0]["services"];
+    assert!(session["postgres"].is_null(), "{session}");
+    assert!(session["redis"].is_object(), "{session}");
+}
