@@ -240,7 +240,7 @@ fn users_draw_their_scenario_by_weight() {
     let n = often + rarely;
     assert!(n > 200.0, "{often} + {rarely} sessions");
     // Within five standard deviations of a binomial draw of n sessions at 3/4 (a false
-    // alarm about once in 3.5 million runs; ±0.028 for the 6000 sessions seen here).
+    // alarm about once in 3.5 million runs; ±0.020 for the 11 500 sessions of a run here).
     let share = often / n;
     let allowed = 5.0 * (0.75 * 0.25 / n).sqrt();
     assert!(
