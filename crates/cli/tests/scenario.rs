@@ -248,3 +248,50 @@ fn users_draw_their_scenario_by_weight() {
         "share of the weight-3 scenario: {share:.3} of {n} sessions (allowed ±{allowed:.3})"
     );
 }
+
+/// Open loop, free of coordinated omission: users arrive on a schedule whether or not the
+/// server keeps up. A Puma whose first response takes a second holds up the sessions due
+/// meanwhile; their latency runs from when they were due, not from when the engine could
+/// send them, so a tenth of the sessions or more show hundreds of milliseconds although
+/// every response but one took about a millisecond.
+#[test]
+fn late_sessions_count_from_when_they_were_due() {
+    let dir = TempDir::new("scenario-late");
+    let app = dir.write(
+        "config.ru",
+        "stalled = false\nlock = Mutex.new\n\
+         run ->(env) {\n  first = env[\"PATH_INFO\"] == \"/s\" && \
+         lock.synchronize { f = !stalled; stalled = true; f }\n  sleep 1.0 if first\n  [200, { \"content-type\" => \"text/plain\" }, [\"ok\"]]\n}\n",
+    );
+    let puma = Puma::start(&app);
+    let url = format!("http://127.0.0.1:{}/", puma.port);
+    let scenario = dir.write(
+        "one.toml",
+        "[[scenario]]\nname = \"visit\"\n\n[[scenario.step]]\nname = \"home\"\npath = \"/s\"\n",
+    );
+    let run = load_run(
+        &url,
+        &[
+            "--scenario",
+            &path_str(&scenario),
+            "--rate",
+            "20",
+            "-c",
+            "1",
+            "-d",
+            "3s",
+        ],
+    );
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let step = &steps(&report)[0];
+    let latency = &step["latency_us"];
+    // About 60 sessions due; the ~19 due during the stall wait 50–950 ms.
+    assert!(step["responses"].as_u64().unwrap() >= 40, "{step}");
+    assert!(latency["max"].as_f64().unwrap() >= 900_000.0, "{latency}");
+    assert!(
+        latency["p90"].as_f64().unwrap() >= 300_000.0,
+        "the late sessions' wait is in their latency: {latency}"
+    );
+    assert!(latency["p50"].as_f64().unwrap() < 300_000.0, "{latency}");
+}
