@@ -170,6 +170,23 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
     let stdout = lab.results().join(setup[0]["stdout"].as_str().unwrap());
     let said = std::fs::read_to_string(&stdout).unwrap();
     assert_eq!(said.trim(), "seeded 3 rows into app");
+
+    // The report names the services each cohort ran against, as keys to group by.
+    let report = lab.report_json();
+    for cohort in report["environment"].as_array().unwrap() {
+        let values = &cohort["values"];
+        let pg = values["services.postgres"][0].as_str().unwrap_or_default();
+        assert!(pg.starts_with("15."), "{cohort}");
+        assert!(
+            pg.contains("fsync=off") && pg.contains("shared_buffers=32MB"),
+            "{pg}"
+        );
+        let redis = values["services.redis"][0].as_str().unwrap_or_default();
+        assert!(
+            redis.starts_with("7.") && redis.contains("save="),
+            "{redis}"
+        );
+    }
 }
 
 /// Both services on Unix sockets only: the app reaches them through the URLs rubyrace

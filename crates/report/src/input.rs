@@ -2,7 +2,7 @@
 //! every key a cohort can be grouped by (`label`, matrix axes, `ruby`, `settings.*`,
 //! `env.*`, `machine`, `kernel`, `ruby_description`, `source`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -141,10 +141,15 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
     let schedule = store.schedule()?;
     let axes_of: BTreeMap<usize, BTreeMap<String, String>> =
         configs.iter().map(|c| (c.id, c.axes.clone())).collect();
+    let run_services = run_service_keys(&store.session_services()?);
     let mut trials = Vec::new();
     for r in store.trial_results()? {
         let trials_dir = lab::store::trial_dir(store.dir(), r.trial_id);
-        trials.push(trial_data(r, index, store.dir(), &trials_dir, &axes_of));
+        let mut t = trial_data(r, index, store.dir(), &trials_dir, &axes_of);
+        for (k, v) in &run_services {
+            t.keys.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        trials.push(t);
     }
     let mut unfinished = Vec::new();
     for c in &configs {
@@ -168,6 +173,64 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         doctor: store.doctor_reports()?,
         trials,
     })
+}
+
+/// The services a run's sessions started, as grouping keys (`services.postgres`,
+/// `services.redis`): the version and the recorded settings. A service the sessions
+/// describe differently (a resume on another PostgreSQL) says so rather than pick one.
+fn run_service_keys(
+    sessions: &[(i64, lab::services::InstancesRecord)],
+) -> BTreeMap<String, String> {
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, record) in sessions {
+        for (k, v) in service_keys(record) {
+            seen.entry(k).or_default().insert(v);
+        }
+    }
+    seen.into_iter()
+        .map(|(k, values)| {
+            let v = if values.len() == 1 {
+                values.into_iter().next().unwrap_or_default()
+            } else {
+                format!(
+                    "varies by session: {}",
+                    values.into_iter().collect::<Vec<_>>().join(" | ")
+                )
+            };
+            (k, v)
+        })
+        .collect()
+}
+
+/// One services record's keys: `services.postgres` = `15.18 (Debian …) · fsync=off …`,
+/// `services.redis` = `7.0.15 · maxmemory=0 …`.
+fn service_keys(record: &lab::services::InstancesRecord) -> Vec<(String, String)> {
+    let settings = |m: &BTreeMap<String, String>, skip: &str| {
+        m.iter()
+            .filter(|(k, _)| k.as_str() != skip)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut keys = Vec::new();
+    if let Some(p) = &record.postgres {
+        let version = p
+            .settings
+            .get("server_version")
+            .cloned()
+            .unwrap_or_else(|| p.version.clone());
+        keys.push((
+            "services.postgres".to_string(),
+            format!("{version} · {}", settings(&p.settings, "server_version")),
+        ));
+    }
+    if let Some(r) = &record.redis {
+        keys.push((
+            "services.redis".to_string(),
+            format!("{} · {}", r.version, settings(&r.settings, "")),
+        ));
+    }
+    keys
 }
 
 /// One stored trial as the report's flat record: its figures, field by field, and every key
@@ -208,6 +271,10 @@ fn trial_data(
     keys.insert("rubyrace_version".into(), e.rubyrace_version.clone());
     if let Some(git) = &e.app_git {
         keys.insert("app_git".into(), git.sha.clone());
+    }
+    // Services of this trial alone (`lifetime = "trial"`); the run's are added by the caller.
+    if let Some(instances) = r.services.as_ref().and_then(|s| s.instances.as_ref()) {
+        keys.extend(service_keys(instances));
     }
     let mut runtime = BTreeMap::new();
     if let Some(probe) = &r.probe {
