@@ -127,6 +127,13 @@ fn every_trial_starts_from_the_template_and_nothing_is_left() {
             "writes happened: {end} rows after {requests} requests: {s}"
         );
         assert_eq!(s["template"], "app");
+        // PostgreSQL and Redis worked for the app while it was measured: their CPU is the
+        // run's own, not other work, in the trial's noise record.
+        let noise = &t["noise"];
+        assert!(
+            noise["services_percent"].as_f64().unwrap_or(0.0) > 1.0,
+            "{noise}"
+        );
         databases.push(s["database"].as_str().unwrap().to_string());
         // Redis lives for the trial: empty at the start, written during it.
         assert_eq!(s["redis_keys_at_start"], 0, "{s}");

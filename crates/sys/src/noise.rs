@@ -122,7 +122,12 @@ pub struct NoiseRecord {
     pub server_percent: f64,
     /// CPU of rubyrace itself: load generator, sampler, every thread (`getrusage`).
     pub rubyrace_percent: f64,
-    /// `processes − server − rubyrace`, at least 0: what every other process used.
+    /// CPU of the other process groups rubyrace started for the run (its services, such
+    /// as PostgreSQL and Redis, and profilers): part of the system under test, not noise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub services_percent: f64,
+    /// `processes − server − rubyrace − services`, at least 0: what every other process
+    /// used.
     pub other_percent: f64,
     /// Interrupt and softirq time (`/proc/stat` irq + softirq); on loopback most of it is
     /// the load's own network traffic, so it is not counted as other processes.
@@ -130,6 +135,10 @@ pub struct NoiseRecord {
     /// 1-minute load average at the start and at the end of the phase.
     pub load_average_start: Option<f64>,
     pub load_average_end: Option<f64>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl NoiseRecord {
@@ -159,11 +168,22 @@ impl NoiseRecord {
             processes_percent,
             server_percent,
             rubyrace_percent,
+            services_percent: 0.0,
             other_percent: (processes_percent - server_percent - rubyrace_percent).max(0.0),
             interrupts_percent: percent_of_ticks(a.irq + a.softirq, b.irq + b.softirq)?,
             load_average_start: start.load_1min,
             load_average_end: end.load_1min,
         })
+    }
+
+    /// Moves `us` of CPU over the window (the run's services and profilers) out of
+    /// `other_percent` into `services_percent`.
+    pub fn count_as_the_runs_own(&mut self, us: u64) {
+        let percent = 100.0 * us as f64 / 1e6 / self.elapsed_s;
+        self.services_percent = percent;
+        self.other_percent =
+            (self.processes_percent - self.server_percent - self.rubyrace_percent - percent)
+                .max(0.0);
     }
 
     /// Whether the trial was measured in noise (`NOISY_OTHER_PERCENT`,

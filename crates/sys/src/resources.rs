@@ -470,6 +470,12 @@ struct Acc {
     /// record of the same window.
     first_machine: Option<MachineCounters>,
     last_machine: Option<MachineCounters>,
+    /// The registry of the other process groups rubyrace runs (services such as PostgreSQL,
+    /// profilers), whose CPU is the run's own, not other work: their CPU time at the first
+    /// and the last good sample, summed over the groups alive at each.
+    companions: Option<std::path::PathBuf>,
+    first_companions_us: Option<u64>,
+    last_companions_us: Option<u64>,
     summary: ResourceSummary,
     last_error: Option<String>,
 }
@@ -478,12 +484,22 @@ impl Acc {
     fn take(&mut self, root: i32, pgid: i32) {
         // Read just before the tree, so both describe (nearly) the same instant.
         let machine = MachineCounters::read();
+        let companions = self.companions.as_deref().map(|registry| {
+            crate::process::registered_groups(registry)
+                .into_iter()
+                .filter(|&g| g != pgid)
+                .filter_map(|g| tree_cpu(g, g).ok())
+                .map(|t| t.total_us())
+                .sum::<u64>()
+        });
         match sample_tree(root, pgid) {
             Ok(s) => {
                 if self.first.is_none() {
                     self.first_machine = machine;
+                    self.first_companions_us = companions;
                 }
                 self.last_machine = machine;
+                self.last_companions_us = companions;
                 let now = Instant::now();
                 let sum = &mut self.summary;
                 sum.samples += 1;
@@ -507,10 +523,19 @@ impl Acc {
         root: i32,
     ) -> (Result<ResourceSummary, String>, Option<NoiseRecord>) {
         let machines = (self.first_machine, self.last_machine);
+        let companions_us = self
+            .first_companions_us
+            .zip(self.last_companions_us)
+            .map(|(a, b)| b.saturating_sub(a));
         let summary = self.finish(root);
         let noise = match (machines, &summary) {
             ((Some(start), Some(end)), Ok(sum)) => {
-                NoiseRecord::between(&start, &end, sum.cpu_total_us())
+                NoiseRecord::between(&start, &end, sum.cpu_total_us()).map(|mut n| {
+                    if let Some(us) = companions_us {
+                        n.count_as_the_runs_own(us);
+                    }
+                    n
+                })
             }
             _ => None,
         };
@@ -562,13 +587,30 @@ impl Sampler {
         end_at: Option<Instant>,
         interval: Duration,
     ) -> Sampler {
+        Sampler::start_window_beside(root, pgid, start_at, end_at, interval, None)
+    }
+
+    /// Like [`Sampler::start_window`], and the process groups registered in `companions`
+    /// (the run's services and profilers, `Supervised::spawn`'s registry) are the run's own
+    /// in the noise record, not other work.
+    pub fn start_window_beside(
+        root: i32,
+        pgid: i32,
+        start_at: Instant,
+        end_at: Option<Instant>,
+        interval: Duration,
+        companions: Option<std::path::PathBuf>,
+    ) -> Sampler {
         let (stop, stopped) = mpsc::channel::<()>();
         // A zero interval would spin: sample at most every millisecond.
         let interval = interval.max(Duration::from_millis(1));
         let thread = std::thread::Builder::new()
             .name(format!("rubyrace-sampler-{root}"))
             .spawn(move || {
-                let mut acc = Acc::default();
+                let mut acc = Acc {
+                    companions,
+                    ..Acc::default()
+                };
                 // Sleeps until `deadline`; returns true if asked to stop (message or the
                 // `Sampler` dropped) before that.
                 let wait_until = |deadline: Instant| {

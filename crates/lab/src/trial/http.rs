@@ -128,7 +128,16 @@ fn measure(
         load::StopCondition::Duration(d) => Some(start_at + d),
         load::StopCondition::Requests(_) => None,
     };
-    let sampler = Sampler::start_window(pid, pid, start_at, end_at, s.sample_interval);
+    // The run's services (and profilers) are registered beside the server: their CPU is
+    // the run's own, not other work, in the trial's noise record.
+    let sampler = Sampler::start_window_beside(
+        pid,
+        pid,
+        start_at,
+        end_at,
+        s.sample_interval,
+        Some(spec.registry.clone()),
+    );
     // At the start of the measured phase: the probe's first snapshot, and which allocator
     // each process has mapped.
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
