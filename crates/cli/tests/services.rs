@@ -275,11 +275,9 @@ fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut support::Runni
     }
 }
 
-/// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
-/// and checks the whole run.
-fn interrupt_and_resume(name: &str, signal: i32) {
-    let lab = Lab::new(name);
-    lab.experiment(&experiment(2, "3s", SERVICES));
+/// Starts the lab's run, waits (at most `within`) until a trial is stored and the scan sees
+/// PostgreSQL, Redis and Puma, then sends rubyrace `signal`; how it ended.
+fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> support::Run {
     let mut running = lab.spawn_marked_run(&[]);
     let started = Instant::now();
     while lab.stored_trials() < 1 {
@@ -287,18 +285,31 @@ fn interrupt_and_resume(name: &str, signal: i32) {
             running.is_running(),
             "the run ended before a trial was stored"
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no trial stored in 2 minutes"
-        );
+        assert!(started.elapsed() < within, "no trial stored in {within:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Mid-run: PostgreSQL, a per-trial Redis and Puma are up.
-    wait_until_the_scan_sees_every_server(&lab, &mut running);
-    let pid = running.pid() as i32;
+    wait_until_the_scan_sees_every_server(lab, &mut running);
     // SAFETY: the rubyrace this test started, by pid.
-    unsafe { libc::kill(pid, signal) };
-    let stopped = running.wait(Duration::from_secs(30));
+    unsafe { libc::kill(running.pid() as i32, signal) };
+    running.wait(Duration::from_secs(30))
+}
+
+/// `rubyrace run --resume` of the lab's results, marked as the lab's.
+fn resume(lab: &Lab, within: Duration) -> support::Run {
+    support::spawn_with_env(
+        &["run", "--resume", &path_str(&lab.results())],
+        &[("RUBYRACE_TEST_MARKER", &lab.marker)],
+    )
+    .wait(within)
+}
+
+/// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
+/// and checks the whole run.
+fn interrupt_and_resume(name: &str, signal: i32) {
+    let lab = Lab::new(name);
+    lab.experiment(&experiment(2, "3s", SERVICES));
+    // Mid-run: PostgreSQL, a per-trial Redis and Puma are up.
+    let stopped = stop_mid_run(&lab, signal, Duration::from_secs(120));
     if signal == libc::SIGKILL {
         assert_eq!(stopped.code(), None, "{stopped:?}");
     } else {
@@ -311,12 +322,7 @@ fn interrupt_and_resume(name: &str, signal: i32) {
         assert_no_service_data(&lab.results());
     }
 
-    let results = path_str(&lab.results());
-    let resumed = support::spawn_with_env(
-        &["run", "--resume", &results],
-        &[("RUBYRACE_TEST_MARKER", &lab.marker)],
-    )
-    .wait(Duration::from_secs(240));
+    let resumed = resume(&lab, Duration::from_secs(240));
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     lab.assert_no_leftovers(Duration::from_secs(10));
     assert_no_service_data(&lab.results());
@@ -447,30 +453,10 @@ reset = "flush"
     ));
     // Killed in its second trial, with users in sessions on PostgreSQL, Redis and Puma:
     // nothing is left running; the resumed run ends the experiment.
-    let mut running = lab.spawn_marked_run(&[]);
-    let started = Instant::now();
-    while lab.stored_trials() < 1 {
-        assert!(
-            running.is_running(),
-            "the run ended before a trial was stored"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "no trial stored in 4 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    wait_until_the_scan_sees_every_server(&lab, &mut running);
-    // SAFETY: the rubyrace this test started, by pid.
-    unsafe { libc::kill(running.pid() as i32, libc::SIGKILL) };
-    let killed = running.wait(Duration::from_secs(30));
+    let killed = stop_mid_run(&lab, libc::SIGKILL, Duration::from_secs(240));
     assert_eq!(killed.code(), None, "{killed:?}");
     lab.assert_no_leftovers(Duration::from_secs(10));
-    let resumed = support::spawn_with_env(
-        &["run", "--resume", &path_str(&lab.results())],
-        &[("RUBYRACE_TEST_MARKER", &lab.marker)],
-    )
-    .wait(Duration::from_secs(300));
+    let resumed = resume(&lab, Duration::from_secs(300));
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     lab.assert_no_leftovers(Duration::from_secs(10));
     assert_no_service_data(&lab.results());

@@ -10,6 +10,10 @@ pub use stats::Summary;
 
 pub const REPORT_SCHEMA: &str = "rubyrace.report/1";
 
+/// The fewest samples (both sides' trials pooled) a frame needs to be tested against the
+/// baseline in `frame_changes`.
+pub const MIN_FRAME_SAMPLES: u64 = 20;
+
 fn blocks() -> String {
     "blocks".into()
 }

@@ -7,4 +7,5 @@ pub mod cpus;
 pub mod environment;
 pub mod noise;
 pub mod process;
+pub mod registry;
 pub mod resources;

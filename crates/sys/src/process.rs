@@ -393,24 +393,6 @@ pub fn tail_file(path: &Path, max_bytes: u64) -> String {
     text
 }
 
-/// The process groups registered in `registry` (the leaders' pids, which are the groups'
-/// ids): the servers, services and profilers rubyrace started and has not stopped yet.
-pub fn registered_groups(registry: &Path) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir(registry) else {
-        return Vec::new();
-    };
-    let mut groups: Vec<i32> = entries
-        .flatten()
-        .filter_map(|e| {
-            let text = fs::read_to_string(e.path()).ok()?;
-            text.split_whitespace().next()?.parse().ok()
-        })
-        .filter(|&pgid| pgid > 1)
-        .collect();
-    groups.sort_unstable();
-    groups
-}
-
 /// Kills every registered server group that is still alive (a previous rubyrace was
 /// killed before it could stop them). Returns what it killed, for the log.
 pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {

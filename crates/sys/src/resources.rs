@@ -485,7 +485,7 @@ impl Acc {
         // Read just before the tree, so both describe (nearly) the same instant.
         let machine = MachineCounters::read();
         let companions = self.companions.as_deref().map(|registry| {
-            crate::process::registered_groups(registry)
+            crate::registry::registered_groups(registry)
                 .into_iter()
                 .filter(|&g| g != pgid)
                 .filter_map(|g| tree_cpu(g, g).ok())

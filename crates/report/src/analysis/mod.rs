@@ -27,9 +27,6 @@ mod profile;
 mod steps;
 mod warnings;
 
-/// The fewest pooled samples a frame needs to be tested against the baseline.
-pub use profile::MIN_SAMPLES as MIN_FRAME_SAMPLES;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Result};

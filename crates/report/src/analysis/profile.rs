@@ -38,8 +38,9 @@ use crate::model::{CohortProfile, FrameChange, FrameTime, Summary, Warning};
 
 /// A frame is tested when it has at least this share of both sides' samples pooled...
 pub const MIN_SHARE: f64 = 0.01;
-/// ...and at least this many samples over both sides' trials.
-pub const MIN_SAMPLES: u64 = 20;
+/// ...and at least this many samples over both sides' trials (the report's renderers say
+/// it too, so it lives in the model).
+pub const MIN_SAMPLES: u64 = crate::model::MIN_FRAME_SAMPLES;
 /// At most this many frames per cohort, profiler and measure are tested.
 pub const MAX_FRAMES: usize = 30;
 /// Frames listed per cohort profile (by self time).

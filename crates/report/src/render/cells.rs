@@ -460,7 +460,7 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
             let none = if tested == 0 {
                 format!(
                     "~ no frame has the {} pooled self samples to be tested: profile longer",
-                    crate::analysis::MIN_FRAME_SAMPLES
+                    crate::model::MIN_FRAME_SAMPLES
                 )
             } else {
                 format!("~ none of {tested} frames changed significantly")
