@@ -105,6 +105,24 @@ fn sampled_pids(raw: &std::path::Path) -> std::collections::BTreeSet<u64> {
         .collect()
 }
 
+/// Runs the lab's experiment (at most 2 minutes), checks it ended well and left neither a
+/// server nor a profiler, and returns the results directory and the first stored trial.
+fn run_cleanly(lab: &Lab) -> (std::path::PathBuf, serde_json::Value) {
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let results = lab.results();
+    assert!(
+        processes_naming(results.to_str().unwrap()).is_empty(),
+        "a profiler is still running"
+    );
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trial = export["trials"][0].clone();
+    assert_eq!(trial["status"], "valid", "{trial}");
+    (results, trial)
+}
+
 /// Processes whose command line names `needle` (the profilers name the results directory
 /// in their output paths).
 fn processes_naming(needle: &str) -> Vec<i32> {
@@ -130,19 +148,7 @@ fn processes_naming(needle: &str) -> Vec<i32> {
 fn rbspy_and_perf_profile_a_puma_cluster_and_the_hot_method_is_on_top() {
     let lab = Lab::new("profile-puma");
     hot_app_experiment(&lab, r#"["rbspy", "perf"]"#);
-    let run = lab.run(&[], Duration::from_secs(120));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    lab.assert_no_leftovers(Duration::from_secs(5));
-    let results = lab.results();
-    assert!(
-        processes_naming(results.to_str().unwrap()).is_empty(),
-        "a profiler is still running"
-    );
-
-    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
-    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
-    let trial = &export["trials"][0];
-    assert_eq!(trial["status"], "valid", "{trial}");
+    let (results, trial) = run_cleanly(&lab);
     let profiles = trial["profiles"].as_array().expect("profiles recorded");
     let rbspy = profiles.iter().find(|p| p["profiler"] == "rbspy").unwrap();
     assert_eq!(rbspy["error"], serde_json::Value::Null, "{rbspy}");
@@ -280,13 +286,10 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
     );
 }
 
-/// A configuration whose app calls an extra method shows that frame, and only that frame,
-/// as significantly more costly per request in the report's self-time diff; the HTML report
-/// carries both flame graphs and the differential one, with their scripts allowed by hash;
-/// `--charts` writes them as SVG files.
-#[test]
-fn the_diff_finds_the_extra_method_and_only_it() {
-    let lab = Lab::new("profile-diff");
+/// The hot app at 4 blocks, `base` against `extra` (EXTRA=1), profiled by rbspy: the lab,
+/// after a clean run, and its report.
+fn diff_run(name: &str) -> (Lab, serde_json::Value) {
+    let lab = Lab::new(name);
     hot_experiment(
         &lab,
         4,
@@ -296,8 +299,43 @@ fn the_diff_finds_the_extra_method_and_only_it() {
     let run = lab.run(&[], Duration::from_secs(300));
     assert_eq!(run.code(), Some(0), "{run:?}");
     lab.assert_no_leftovers(Duration::from_secs(5));
-
     let report = lab.report_json();
+    (lab, report)
+}
+
+/// The method names of the self-time frames the report calls significantly costlier.
+fn costlier_self_frames(report: &serde_json::Value) -> Vec<String> {
+    report["frame_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["measure"] == "self" && c["significant"] == true && c["ratio"].as_f64().unwrap() > 1.0
+        })
+        .map(|c| {
+            let frame = c["frame"].as_str().unwrap();
+            frame.split(" - ").next().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// A configuration whose app calls an extra method shows that frame, and only that frame,
+/// as significantly more costly per request in the report's self-time diff; the HTML report
+/// carries both flame graphs and the differential one, with their scripts allowed by hash;
+/// `--charts` writes them as SVG files.
+///
+/// The test is statistical: Holm at 5% calls a frame that did not change costlier in up to
+/// about 2.5% of runs by design (more with the machine busy with the other tests). A run
+/// whose costlier frames are not exactly `extra_work` is therefore run once more, and the
+/// second run must pass every check: chance does not repeat, a real second frame would.
+#[test]
+fn the_diff_finds_the_extra_method_and_only_it() {
+    let (mut lab, mut report) = diff_run("profile-diff");
+    let first = costlier_self_frames(&report);
+    if first != ["extra_work"] {
+        eprintln!("first run: costlier self frames {first:?}; running once more");
+        (lab, report) = diff_run("profile-diff-again");
+    }
     let profiles = report["profiles"]
         .as_array()
         .expect("profiles in the report");
@@ -328,12 +366,7 @@ fn the_diff_finds_the_extra_method_and_only_it() {
     assert!(extra["ratio"].as_f64().unwrap() > 1.0, "{extra}");
     assert_eq!(extra["method"], "paired", "{extra}");
     assert_eq!(extra["n"], 4, "{extra}");
-    let costlier: Vec<String> = selfs
-        .iter()
-        .filter(|c| c["significant"] == true && c["ratio"].as_f64().unwrap() > 1.0)
-        .map(|c| name(c))
-        .collect();
-    assert_eq!(costlier, vec!["extra_work".to_string()], "{selfs:?}");
+    assert_eq!(costlier_self_frames(&report), ["extra_work"], "{selfs:?}");
     let hot = selfs.iter().find(|c| name(c) == "hot_loop").unwrap();
     assert!(hot["verdict"].as_str().unwrap().starts_with('~'), "{hot}");
 
@@ -430,16 +463,7 @@ fn the_diff_finds_the_extra_method_and_only_it() {
 fn profile_measured_profiles_the_measured_phase_and_the_report_says_so() {
     let lab = Lab::new("profile-measured");
     hot_experiment(&lab, 1, r#""rbspy""#, "profile_measured = true\n");
-    let run = lab.run(&[], Duration::from_secs(120));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    lab.assert_no_leftovers(Duration::from_secs(5));
-    let results = lab.results();
-    assert!(processes_naming(results.to_str().unwrap()).is_empty());
-
-    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
-    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
-    let trial = &export["trials"][0];
-    assert_eq!(trial["status"], "valid", "{trial}");
+    let (results, trial) = run_cleanly(&lab);
     let rbspy = &trial["profiles"][0];
     assert_eq!(rbspy["error"], serde_json::Value::Null, "{rbspy}");
     assert_eq!(rbspy["phase"], "measured", "{rbspy}");
@@ -482,16 +506,7 @@ fn a_script_is_profiled_in_a_run_of_its_own() {
         "name = \"script-profile\"\nbatches = 1\n[settings]\nworkload = \"script\"\nscript = \"{}\"\nruns = 2\nprofile = \"rbspy\"\n",
         script.display()
     ));
-    let run = lab.run(&[], Duration::from_secs(120));
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    lab.assert_no_leftovers(Duration::from_secs(5));
-    let results = lab.results();
-    assert!(processes_naming(results.to_str().unwrap()).is_empty());
-
-    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
-    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
-    let trial = &export["trials"][0];
-    assert_eq!(trial["status"], "valid", "{trial}");
+    let (results, trial) = run_cleanly(&lab);
     assert_eq!(
         trial["script"]["runs"].as_array().unwrap().len(),
         2,

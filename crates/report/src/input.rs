@@ -214,14 +214,13 @@ fn service_keys(record: &lab::services::InstancesRecord) -> Vec<(String, String)
     };
     let mut keys = Vec::new();
     if let Some(p) = &record.postgres {
-        let version = p
-            .settings
-            .get("server_version")
-            .cloned()
-            .unwrap_or_else(|| p.version.clone());
         keys.push((
             "services.postgres".to_string(),
-            format!("{version} · {}", settings(&p.settings, "server_version")),
+            format!(
+                "{} · {}",
+                p.server_version(),
+                settings(&p.settings, "server_version")
+            ),
         ));
     }
     if let Some(r) = &record.redis {

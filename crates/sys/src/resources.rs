@@ -472,7 +472,9 @@ struct Acc {
     last_machine: Option<MachineCounters>,
     /// The registry of the other process groups rubyrace runs (services such as PostgreSQL,
     /// profilers), whose CPU is the run's own, not other work: their CPU time at the first
-    /// and the last good sample, summed over the groups alive at each.
+    /// good sample and at the end sample, summed over the groups alive at each (if the end
+    /// sample fails, the window's companions count nothing: other work reads high, never
+    /// low).
     companions: Option<std::path::PathBuf>,
     first_companions_us: Option<u64>,
     last_companions_us: Option<u64>,
@@ -481,17 +483,24 @@ struct Acc {
 }
 
 impl Acc {
-    fn take(&mut self, root: i32, pgid: i32) {
+    /// One sample of the tree; `edge`: the end of the window (the first good sample is its
+    /// start). The companions' CPU is read at the edges only: each group costs a scan of
+    /// /proc, which the samples in between do not need.
+    fn take(&mut self, root: i32, pgid: i32, edge: bool) {
         // Read just before the tree, so both describe (nearly) the same instant.
         let machine = MachineCounters::read();
-        let companions = self.companions.as_deref().map(|registry| {
-            crate::registry::registered_groups(registry)
-                .into_iter()
-                .filter(|&g| g != pgid)
-                .filter_map(|g| tree_cpu(g, g).ok())
-                .map(|t| t.total_us())
-                .sum::<u64>()
-        });
+        let companions = if edge || self.first.is_none() {
+            self.companions.as_deref().map(|registry| {
+                crate::registry::registered_groups(registry)
+                    .into_iter()
+                    .filter(|&g| g != pgid)
+                    .filter_map(|g| tree_cpu(g, g).ok())
+                    .map(|t| t.total_us())
+                    .sum::<u64>()
+            })
+        } else {
+            None
+        };
         match sample_tree(root, pgid) {
             Ok(s) => {
                 if self.first.is_none() {
@@ -499,7 +508,9 @@ impl Acc {
                     self.first_companions_us = companions;
                 }
                 self.last_machine = machine;
-                self.last_companions_us = companions;
+                if companions.is_some() {
+                    self.last_companions_us = companions;
+                }
                 let now = Instant::now();
                 let sum = &mut self.summary;
                 sum.samples += 1;
@@ -623,11 +634,11 @@ impl Sampler {
                 if wait_until(start_at) {
                     // Finished before the measured phase began (a very short trial): a start
                     // sample now and an end sample right after.
-                    acc.take(root, pgid);
-                    acc.take(root, pgid);
+                    acc.take(root, pgid, false);
+                    acc.take(root, pgid, true);
                     return acc.finish_with_noise(root);
                 }
-                acc.take(root, pgid);
+                acc.take(root, pgid, false);
                 // Samples are scheduled on a fixed grid from `start_at`, so slow samples do not
                 // make the schedule drift; a tick missed entirely is skipped.
                 let mut next = start_at + interval;
@@ -646,9 +657,9 @@ impl Sampler {
                     if end_at.is_some_and(|end| Instant::now() >= end) {
                         break;
                     }
-                    acc.take(root, pgid);
+                    acc.take(root, pgid, false);
                 }
-                acc.take(root, pgid); // the end of the measured phase
+                acc.take(root, pgid, true); // the end of the measured phase
                 acc.finish_with_noise(root)
             })
             .expect("spawning the resource sampler thread");
@@ -929,6 +940,14 @@ mod tests {
         );
     }
 
+    /// The tree's CPU readings when `g` prints "go" and when it prints "ended".
+    fn readings_from_go_to_ended(g: &Group) -> (CpuReading, CpuReading) {
+        assert_eq!(g.line(), "go");
+        let a = read_tree_cpu(g.pid(), g.pid()).unwrap();
+        assert_eq!(g.line(), "ended");
+        (a, read_tree_cpu(g.pid(), g.pid()).unwrap())
+    }
+
     #[test]
     fn a_process_born_and_ended_within_the_window_is_counted_from_the_ticks() {
         // Neither reading sees the worker: it is forked after the first and reaped before
@@ -945,10 +964,7 @@ mod tests {
             sleep
             "#,
         );
-        assert_eq!(g.line(), "go");
-        let a = read_tree_cpu(g.pid(), g.pid()).unwrap();
-        assert_eq!(g.line(), "ended");
-        let b = read_tree_cpu(g.pid(), g.pid()).unwrap();
+        let (a, b) = readings_from_go_to_ended(&g);
         let w = b.since(&a);
         assert!(!w.fine, "the worker's time is in no live thread: {w:?}");
         assert!(w.times.total_us() >= 300_000, "{w:?}");
@@ -969,10 +985,7 @@ mod tests {
             sleep
             "#,
         );
-        assert_eq!(g.line(), "go");
-        let a = read_tree_cpu(g.pid(), g.pid()).unwrap();
-        assert_eq!(g.line(), "ended");
-        let b = read_tree_cpu(g.pid(), g.pid()).unwrap();
+        let (a, b) = readings_from_go_to_ended(&g);
         let w = b.since(&a);
         assert!(!w.fine, "a thread's time ended with it: {w:?}");
         assert_eq!(w.times, b.ticks.since(&a.ticks));

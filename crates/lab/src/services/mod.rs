@@ -61,14 +61,12 @@ impl InstancesRecord {
     pub fn summary(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(p) = &self.postgres {
-            let version = p
-                .settings
-                .get("server_version")
-                .cloned()
-                .unwrap_or_default();
             parts.push(format!(
-                "PostgreSQL {version} on {} as {} (ready in {:.1} s)",
-                p.address, p.user, p.ready_after_s
+                "PostgreSQL {} on {} as {} (ready in {:.1} s)",
+                p.server_version(),
+                p.address,
+                p.user,
+                p.ready_after_s
             ));
         }
         if let Some(r) = &self.redis {

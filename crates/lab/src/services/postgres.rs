@@ -59,6 +59,16 @@ pub struct PostgresRecord {
     pub log: PathBuf,
 }
 
+impl PostgresRecord {
+    /// `SHOW server_version` as recorded (`15.18 (Debian 15.18-0+deb12u1)`), else the
+    /// whole `SELECT version()`.
+    pub fn server_version(&self) -> &str {
+        self.settings
+            .get("server_version")
+            .map_or(self.version.as_str(), String::as_str)
+    }
+}
+
 /// A running PostgreSQL.
 pub struct Postgres {
     process: Option<Supervised>,
