@@ -10,6 +10,8 @@
 //!   significance needs.
 //! - `ttest`: Student's one-sample t-test (paired log ratios of profile frames).
 //! - `trend`: drift over time (Mann–Kendall, Theil–Sen slope).
+//! - `serial`: the shape of a series of per-block log ratios: trend and lag-1 dependence,
+//!   the interval of a dependent mean, skewness.
 //! - `outliers`: Tukey's fences, and robust fences calibrated to a false-alarm level.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
 //! - `dist`: normal and Student's t distribution functions.
@@ -28,6 +30,7 @@ pub mod dist;
 pub mod outliers;
 pub mod ranktest;
 pub mod rng;
+pub mod serial;
 pub mod summary;
 pub mod trend;
 pub mod ttest;

@@ -1,0 +1,259 @@
+//! The shape of a series of per-block log ratios, which the paired interval assumes away:
+//! serial dependence (a ratio that wanders or trends from block to block) and skew (one
+//! side's slowdowns only).
+//!
+//! - `serial_check`: Mann–Kendall for a trend and a lag-1 autocorrelation test, on the
+//!   series in time order; either firing means the blocks are not exchangeable.
+//! - `dependent_mean_interval`: the interval of the mean of a serially dependent series,
+//!   widened for its AR(1) dependence (an effective sample size).
+//! - `skewness` and `marked_skew`: the adjusted sample skewness, and whether it is beyond ±1
+//!   by more than its sampling noise.
+
+use crate::dist::{normal_quantile, normal_sf, t_quantile};
+
+/// What `serial_check` found in a series.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SerialCheck {
+    /// Mann–Kendall's two-sided p-value for a monotonic trend.
+    pub trend_p: f64,
+    /// The lag-1 sample autocorrelation.
+    pub lag1: f64,
+    /// The one-sided p-value for a positive lag-1 autocorrelation (negative dependence
+    /// narrows the true spread of the mean, so it is safe to ignore).
+    pub lag1_p: f64,
+    /// Either test's p-value is below half the level asked (Bonferroni over the two).
+    pub fires: bool,
+}
+
+/// The lag-1 sample autocorrelation, Σ(xₜ − x̄)(xₜ₊₁ − x̄) / Σ(xₜ − x̄)² (the estimator of
+/// Box & Jenkins, and of statsmodels' `acf`). `None` below 3 values or without spread.
+pub fn lag1_autocorrelation(x: &[f64]) -> Option<f64> {
+    let n = x.len();
+    if n < 3 {
+        return None;
+    }
+    let mean = x.iter().sum::<f64>() / n as f64;
+    let denominator: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+    if denominator <= 0.0 || !denominator.is_finite() {
+        return None;
+    }
+    let numerator: f64 = x.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
+    Some(numerator / denominator)
+}
+
+/// Trend and lag-1 autocorrelation of `x` in time order, at level `alpha` for the pair
+/// (each test at alpha/2). The autocorrelation test uses Moran's (1948) moments of r₁ under
+/// independence, mean −1/n and variance (n − 2)²/(n²(n − 1)), on the normal distribution.
+/// `None` below 5 values (neither test can tell anything there).
+pub fn serial_check(x: &[f64], alpha: f64) -> Option<SerialCheck> {
+    let n = x.len();
+    if n < 5 {
+        return None;
+    }
+    let trend_p = crate::trend::mann_kendall(x).map_or(1.0, |t| t.p_value);
+    let nf = n as f64;
+    let (lag1, lag1_p) = match lag1_autocorrelation(x) {
+        Some(r) => {
+            let sd = (nf - 2.0) / (nf * (nf - 1.0).sqrt());
+            (r, normal_sf((r + 1.0 / nf) / sd))
+        }
+        None => (0.0, 1.0),
+    };
+    Some(SerialCheck {
+        trend_p,
+        lag1,
+        lag1_p,
+        fires: trend_p < alpha / 2.0 || lag1_p < alpha / 2.0,
+    })
+}
+
+/// The mean of a serially dependent series with its interval at `confidence`, widened for
+/// AR(1) dependence: `(mean, low, high, effective_n)`.
+///
+/// The lag-1 autocorrelation r is corrected for its small-sample bias (E r ≈ φ − (1 + 3φ)/n
+/// for an AR(1) series with an estimated mean, Marriott & Pope 1954) and kept in [0, 0.95].
+/// With f = 1 + 2 Σₖ (1 − k/n) rᵏ, the variance of the mean is f·σ²/n, and the sample
+/// variance itself falls short of σ² by the factor 1 − (f − 1)/(n − 1) (the dependent
+/// neighbours look alike); both are undone, and the t quantile uses n/f − 1 degrees of
+/// freedom (at least 1). This is the effective-sample-size correction of climatology
+/// (Zwiers & von Storch 1995; Bretherton et al. 1999) rather than Newey–West: with 6 to 30
+/// blocks a kernel estimator of the long-run variance sees only a few lags and stays far too
+/// narrow, while the AR(1) model widens by what one lag implies. It is still optimistic for
+/// strongly dependent short series (docs/methodology.md gives the measured coverage).
+/// `None` below 3 values.
+pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, f64, f64)> {
+    let n = x.len();
+    if n < 3 || !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let nf = n as f64;
+    let mean = x.iter().sum::<f64>() / nf;
+    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0);
+    let r = lag1_autocorrelation(x).unwrap_or(0.0);
+    let phi = (r + (1.0 + 3.0 * r) / nf).clamp(0.0, 0.95);
+    let f = 1.0 + 2.0 * (1..n).map(|k| (1.0 - k as f64 / nf) * phi.powi(k as i32)).sum::<f64>();
+    // E s² = σ²·(1 − (f − 1)/(n − 1)); keep the correction finite for short strong series.
+    let shortfall = (1.0 - (f - 1.0) / (nf - 1.0)).max(0.25);
+    let se = (var / shortfall * f / nf).sqrt();
+    let effective_n = (nf / f).max(2.0);
+    let df = (effective_n - 1.0).floor().max(1.0) as usize;
+    let half = t_quantile(0.5 + confidence / 2.0, df) * se;
+    Some((mean, mean - half, mean + half, effective_n))
+}
+
+/// The adjusted Fisher–Pearson sample skewness G₁ = √(n(n−1))/(n−2) · m₃/m₂^{3/2} (SciPy's
+/// `skew(x, bias=False)`, Excel's SKEW). `None` below 3 values or without spread.
+pub fn skewness(x: &[f64]) -> Option<f64> {
+    let n = x.len();
+    if n < 3 {
+        return None;
+    }
+    let nf = n as f64;
+    let mean = x.iter().sum::<f64>() / nf;
+    let m2 = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / nf;
+    let m3 = x.iter().map(|v| (v - mean).powi(3)).sum::<f64>() / nf;
+    if m2 <= 0.0 || !m2.is_finite() {
+        return None;
+    }
+    let g1 = m3 / m2.powf(1.5);
+    Some((nf * (nf - 1.0)).sqrt() / (nf - 2.0) * g1)
+}
+
+/// The standard error of G₁ for normal data of size n: √(6n(n−1)/((n−2)(n+1)(n+3))).
+pub fn skewness_se(n: usize) -> f64 {
+    let nf = n as f64;
+    (6.0 * nf * (nf - 1.0) / ((nf - 2.0) * (nf + 1.0) * (nf + 3.0))).sqrt()
+}
+
+/// The skewness of `x` when it is marked: beyond ±1 and beyond the two-sided `alpha`
+/// quantile of its sampling noise for normal data (at 10 values normal data pass ±1 in
+/// about 10% of samples, so ±1 alone would cry wolf in small runs). `None` otherwise, and
+/// below 6 values.
+pub fn marked_skew(x: &[f64], alpha: f64) -> Option<f64> {
+    if x.len() < 6 {
+        return None;
+    }
+    let g = skewness(x)?;
+    let bound = 1f64.max(normal_quantile(1.0 - alpha / 2.0) * skewness_se(x.len()));
+    (g.abs() > bound).then_some(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SeededRng;
+
+    #[test]
+    fn reference_values() {
+        // scipy.stats.skew([1, 2, 3, 4, 10], bias=False) and statsmodels' acf(nlags=1)[1]
+        // (by hand: mean 4, deviations −3 −2 −1 0 6, Σ squares 50, lag products
+        // 6 + 2 + 0 + 0 = 8, so r₁ = 8/50 = 0.16; m₂ = 10, m₃ = (−27 − 8 − 1 + 216)/5 = 36,
+        // g₁ = 36/10^1.5 = 1.13842, G₁ = √20/3 · g₁ = 1.2·√2 = 1.69706).
+        let x = [1.0, 2.0, 3.0, 4.0, 10.0];
+        assert!((skewness(&x).unwrap() - 1.2 * 2f64.sqrt()).abs() < 1e-12, "{:?}", skewness(&x));
+        assert!((lag1_autocorrelation(&x).unwrap() - 0.16).abs() < 1e-12);
+        // Symmetric data: no skew. Constant data: none at all.
+        assert_eq!(skewness(&[1.0, 2.0, 3.0]), Some(0.0));
+        assert_eq!(skewness(&[2.0, 2.0, 2.0]), None);
+        // SE of G1 at n = 10: √(540/1144) = 0.68704...
+        assert!((skewness_se(10) - (540.0f64 / 1144.0).sqrt()).abs() < 1e-12);
+    }
+
+    /// AR(1) series of length n with coefficient phi, unit innovations.
+    fn ar1(rng: &mut SeededRng, n: usize, phi: f64) -> Vec<f64> {
+        let mut x = Vec::with_capacity(n);
+        let mut v = rng.standard_normal() / (1.0 - phi * phi).sqrt();
+        for _ in 0..n {
+            x.push(v);
+            v = phi * v + rng.standard_normal();
+        }
+        x
+    }
+
+    /// Seeded simulation: the pair of tests at 5% fires in at most about 5% of independent
+    /// series (1000 each; 3 Monte-Carlo SEs allowed), and in most AR(1) series with φ = 0.9
+    /// from 10 values up.
+    #[test]
+    fn the_serial_check_keeps_its_level_and_finds_wandering() {
+        let mut rng = SeededRng::new(26);
+        for n in [6, 10, 20, 40] {
+            let fired = (0..1000)
+                .filter(|_| serial_check(&ar1(&mut rng, n, 0.0), 0.05).unwrap().fires)
+                .count();
+            assert!(fired <= 71, "n {n}: {fired} of 1000 independent series fired");
+        }
+        for (n, at_least) in [(10, 500), (20, 800), (40, 950)] {
+            let fired = (0..1000)
+                .filter(|_| serial_check(&ar1(&mut rng, n, 0.9), 0.05).unwrap().fires)
+                .count();
+            assert!(fired >= at_least, "n {n}: {fired} of 1000 AR(1) series fired");
+        }
+    }
+
+    /// Seeded simulation: on independent normal data the widened interval covers at least
+    /// 95% (it is a little wider than Student's), and on AR(1) series it covers far more
+    /// often than Student's t. Measured (2000 series each, seed 27), widened vs Student:
+    /// φ = 0: 96.1% vs 94.4% (n 10), 96.5% vs 95.5% (30); φ = 0.3, n 10: 92.7% vs 86.2%;
+    /// φ = 0.5: 91.3% vs 74.8% (20), 93.4% vs 74.2% (40); φ = 0.9: 85.1% vs 31.2% (20),
+    /// 89.9% vs 30.1% (40); in another stream 77.9% vs 32.1% at φ = 0.9, n 10, and 92.8% vs
+    /// 33.0% at n 100. The floors asserted are these less about 2 points.
+    #[test]
+    fn the_dependent_interval_widens_for_dependence() {
+        let mut rng = SeededRng::new(27);
+        let t_covers = |x: &[f64]| {
+            let n = x.len() as f64;
+            let m = x.iter().sum::<f64>() / n;
+            let s = (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+            (m.abs()) <= t_quantile(0.975, x.len() - 1) * s / n.sqrt()
+        };
+        for (phi, n, at_least) in [
+            (0.0, 10, 0.95),
+            (0.0, 30, 0.95),
+            (0.3, 10, 0.90),
+            (0.5, 20, 0.89),
+            (0.5, 40, 0.91),
+            (0.9, 20, 0.82),
+            (0.9, 40, 0.87),
+        ] {
+            let (mut ours, mut student) = (0, 0);
+            for _ in 0..2000 {
+                let x = ar1(&mut rng, n, phi);
+                let (_, low, high, _) = dependent_mean_interval(&x, 0.95).unwrap();
+                ours += usize::from(low <= 0.0 && 0.0 <= high);
+                student += usize::from(t_covers(&x));
+            }
+            let (ours, student) = (ours as f64 / 2000.0, student as f64 / 2000.0);
+            eprintln!("phi {phi} n {n}: widened {ours:.3}, Student {student:.3}");
+            assert!(ours >= at_least, "phi {phi} n {n}: widened interval covers {ours}");
+            if phi > 0.0 {
+                assert!(ours > student + 0.05, "phi {phi} n {n}: {ours} vs Student {student}");
+            }
+        }
+    }
+
+    /// Seeded simulation: normal data are marked as skewed in at most about 5% of samples
+    /// at every size (±1 alone: about 10% at 10 values), exponential data (skew 2) in most
+    /// samples from 20 values up.
+    #[test]
+    fn marked_skew_keeps_its_level() {
+        let mut rng = SeededRng::new(28);
+        for n in [6, 10, 20, 50] {
+            let normal = (0..2000)
+                .filter(|_| {
+                    let x: Vec<f64> = (0..n).map(|_| rng.standard_normal()).collect();
+                    marked_skew(&x, 0.05).is_some()
+                })
+                .count();
+            assert!(normal <= 100 + 3 * 10, "n {n}: {normal} of 2000 normal samples marked");
+        }
+        for (n, at_least) in [(20, 1000), (50, 1700)] {
+            let marked = (0..2000)
+                .filter(|_| {
+                    let x: Vec<f64> = (0..n).map(|_| -(1.0 - rng.next_f64()).ln()).collect();
+                    marked_skew(&x, 0.05).is_some()
+                })
+                .count();
+            assert!(marked >= at_least, "n {n}: {marked} of 2000 exponential samples");
+        }
+    }
+}
