@@ -199,6 +199,34 @@ pub struct Comparison {
     /// cohort holds several (`--by` a key that not every axis is part of); 1 otherwise.
     #[serde(default = "one")]
     pub configs_per_block: usize,
+    /// When the sides hold several configurations: the groups of configurations that agree
+    /// on every other axis, each compared within itself (the block's log ratio is their
+    /// mean); 1 otherwise.
+    #[serde(default = "one")]
+    pub groups: usize,
+    /// Groups of configurations on one side only, left out of the comparison: "jit=none
+    /// (allocator=glibc only)".
+    #[serde(default)]
+    pub unpartnered: Vec<String>,
+    /// Paired comparisons: the sample skewness of the per-block log ratios, and whether it is
+    /// marked (beyond ±1 and beyond its sampling noise at the warnings' level).
+    #[serde(default)]
+    pub skewness: Option<f64>,
+    #[serde(default)]
+    pub skew_marked: bool,
+    /// Paired comparisons: the lag-1 autocorrelation of the per-block log ratios in time
+    /// order, and Mann–Kendall's p-value for a trend in them.
+    #[serde(default)]
+    pub lag1_autocorrelation: Option<f64>,
+    #[serde(default)]
+    pub trend_p_value: Option<f64>,
+    /// The ratios are serially dependent (a trend or a lag-1 autocorrelation at the
+    /// warnings' level): the interval is widened by an AR(1) effective sample size,
+    /// `effective_blocks` of the `n` blocks.
+    #[serde(default)]
+    pub widened_for_dependence: bool,
+    #[serde(default)]
+    pub effective_blocks: Option<f64>,
     /// cohort / baseline, e.g. 0.67.
     pub ratio: f64,
     pub ci_low: f64,

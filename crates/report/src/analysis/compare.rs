@@ -11,19 +11,32 @@ use crate::model::Comparison;
 
 /// The values of two cohorts paired by block (same run, same block), one value per side and
 /// block. A cohort may hold several configurations per block (`--by allocator` on a jit ×
-/// allocator run): then each side's value in a block is the geometric mean of its
-/// configurations' trials there, and a block counts only when each side has a value from
-/// every one of its configurations in it, so both sides always average the same mix.
-/// Pairing every trial with one baseline trial instead would count blocks twice and compare
-/// mismatched configurations (the audit of issue 14 found 71–100% false verdicts).
+/// allocator run). Then the configurations are paired with their partners: within a run,
+/// the matrix axes on which the two sides share a value (jit, when both sides have a yjit
+/// configuration) make a group key, and each group present on both sides is compared within
+/// itself, so allocator=jemalloc's yjit trials meet allocator=glibc's yjit trials. A block's
+/// log ratio is the mean over the groups of their log ratios (each side's value in a group
+/// being the geometric mean of its configurations' trials there), and a block counts only
+/// when every group has a value from each of its configurations on both sides. A group on
+/// one side only (jit=none, excluded from allocator=jemalloc or without a valid trial) has
+/// no partner: it is left out and named. Pooling each side's configurations whole instead
+/// compared unequal mixes (the audit of issue 26: a false "1.21×, p=0.002" in every run of
+/// a YJIT × allocator matrix with one cell excluded), and pairing every trial with one
+/// baseline trial counted blocks twice (issue 14: 71–100% false verdicts).
 pub(super) struct BlockPairs {
+    /// Per paired block, in time order (run, then block): each side's value; ln a − ln b is
+    /// the block's log ratio.
     pub(super) a: Vec<f64>,
     pub(super) b: Vec<f64>,
     /// Blocks in which each side has at least one value.
     blocks_a: usize,
     blocks_b: usize,
     /// The most configurations either side holds within one run.
-    configs_per_block: usize,
+    pub(super) configs_per_block: usize,
+    /// The groups compared within themselves (most over the runs): 1 unless pooled.
+    pub(super) groups: usize,
+    /// The groups without a partner: (true for side a, the group key, e.g. "jit=none").
+    pub(super) unpartnered: Vec<(bool, String)>,
 }
 
 pub(super) fn pairs(
@@ -31,12 +44,12 @@ pub(super) fn pairs(
     b: &[&TrialData],
     f: impl Fn(&TrialData) -> Option<f64>,
 ) -> BlockPairs {
-    /// Per (source, block): the side's values by configuration; and per source, the
-    /// configurations the side holds.
+    /// Per (source, block): the side's values by configuration.
     type ByBlock = BTreeMap<(usize, u32), BTreeMap<usize, Vec<f64>>>;
-    let by_block = |side: &[&TrialData]| -> (ByBlock, BTreeMap<usize, BTreeSet<usize>>) {
+    let by_block = |side: &[&'_ TrialData]| {
         let mut blocks: ByBlock = BTreeMap::new();
-        let mut configs: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+        let mut configs: BTreeMap<usize, BTreeMap<usize, BTreeMap<String, String>>> =
+            BTreeMap::new();
         for t in side {
             if let Some(v) = f(t) {
                 blocks
@@ -45,21 +58,54 @@ pub(super) fn pairs(
                     .entry(t.config_id)
                     .or_default()
                     .push(v);
-                configs.entry(t.source).or_default().insert(t.config_id);
+                configs
+                    .entry(t.source)
+                    .or_default()
+                    .entry(t.config_id)
+                    .or_insert_with(|| t.axes.clone());
             }
         }
         (blocks, configs)
     };
     let (blocks_a, configs_a) = by_block(a);
     let (blocks_b, configs_b) = by_block(b);
-    // The value of one side in one block, if every configuration of the side is there.
-    let block_value = |values: &BTreeMap<usize, Vec<f64>>, configs: &BTreeSet<usize>| {
-        let complete = values.len() == configs.len();
-        complete.then(|| {
-            let all: Vec<f64> = values.values().flatten().copied().collect();
-            geometric_mean(&all)
-        })
-    };
+    // Per source: each configuration's group key on each side.
+    let mut group_of: BTreeMap<(usize, bool, usize), String> = BTreeMap::new();
+    let mut partnered: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    let mut unpartnered: BTreeSet<(bool, String)> = BTreeSet::new();
+    for (source, ca) in &configs_a {
+        let Some(cb) = configs_b.get(source) else {
+            continue;
+        };
+        let values = |side: &BTreeMap<usize, BTreeMap<String, String>>, axis: &str| {
+            side.values()
+                .filter_map(|axes| axes.get(axis).cloned())
+                .collect::<BTreeSet<String>>()
+        };
+        let axes: BTreeSet<&String> = ca.values().chain(cb.values()).flat_map(|x| x.keys()).collect();
+        // The axes on which the sides share a value: the "other axes" a pair agrees on.
+        let shared: Vec<&String> = axes
+            .into_iter()
+            .filter(|axis| !values(ca, axis).is_disjoint(&values(cb, axis)))
+            .collect();
+        let key = |axes: &BTreeMap<String, String>| {
+            shared
+                .iter()
+                .map(|k| format!("{k}={}", axes.get(*k).map(String::as_str).unwrap_or("-")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let keys_a: BTreeSet<String> = ca.values().map(|x| key(x)).collect();
+        let keys_b: BTreeSet<String> = cb.values().map(|x| key(x)).collect();
+        for (side, configs) in [(true, ca), (false, cb)] {
+            for (id, axes) in configs {
+                group_of.insert((*source, side, *id), key(axes));
+            }
+        }
+        partnered.insert(*source, keys_a.intersection(&keys_b).cloned().collect());
+        unpartnered.extend(keys_a.difference(&keys_b).map(|k| (true, k.clone())));
+        unpartnered.extend(keys_b.difference(&keys_a).map(|k| (false, k.clone())));
+    }
     let mut out = BlockPairs {
         a: Vec::new(),
         b: Vec::new(),
@@ -68,19 +114,54 @@ pub(super) fn pairs(
         configs_per_block: configs_a
             .values()
             .chain(configs_b.values())
-            .map(BTreeSet::len)
+            .map(BTreeMap::len)
             .max()
             .unwrap_or(0),
+        groups: partnered.values().map(BTreeSet::len).max().unwrap_or(0),
+        unpartnered: unpartnered.into_iter().collect(),
+    };
+    // One side's value for one group in one block, if every configuration of the group on
+    // that side is there.
+    let group_value = |source: usize,
+                       side: bool,
+                       group: &str,
+                       values: &BTreeMap<usize, Vec<f64>>,
+                       configs: &BTreeMap<usize, BTreeMap<String, String>>| {
+        let members: Vec<usize> = configs
+            .keys()
+            .copied()
+            .filter(|id| group_of.get(&(source, side, *id)).map(String::as_str) == Some(group))
+            .collect();
+        let all: Option<Vec<f64>> = members
+            .iter()
+            .map(|id| values.get(id).cloned())
+            .collect::<Option<Vec<Vec<f64>>>>()
+            .map(|v| v.concat());
+        all.map(|all| geometric_mean(&all))
     };
     for (key, values_a) in &blocks_a {
+        let (source, _) = *key;
         let Some(values_b) = blocks_b.get(key) else {
             continue;
         };
-        let va = block_value(values_a, &configs_a[&key.0]);
-        let vb = block_value(values_b, &configs_b[&key.0]);
-        if let (Some(va), Some(vb)) = (va, vb) {
-            out.a.push(va);
-            out.b.push(vb);
+        let Some(groups) = partnered.get(&source).filter(|g| !g.is_empty()) else {
+            continue;
+        };
+        let complete: Option<Vec<(f64, f64)>> = groups
+            .iter()
+            .map(|group| {
+                let va = group_value(source, true, group, values_a, &configs_a[&source])?;
+                let vb = group_value(source, false, group, values_b, &configs_b[&source])?;
+                Some((va, vb))
+            })
+            .collect();
+        if let Some(values) = complete {
+            // The geometric means over the groups: ln a − ln b is the mean of the groups'
+            // log ratios (0 stays 0, and then no ratio is computed from the block).
+            let a: Vec<f64> = values.iter().map(|v| v.0).collect();
+            let b: Vec<f64> = values.iter().map(|v| v.1).collect();
+            out.a.push(geometric_mean(&a));
+            out.b.push(geometric_mean(&b));
         }
     }
     out
@@ -105,6 +186,20 @@ fn geometric_mean(x: &[f64]) -> f64 {
     (x.iter().map(|v| v.ln()).sum::<f64>() / x.len() as f64).exp()
 }
 
+/// The level at which the per-block log ratios' shape (trend, lag-1 dependence, skew) of
+/// one metric is judged: the main metric (throughput, or a script's wall time) at α over
+/// the comparisons, as the drift test always was; each other metric at α over the
+/// comparisons and the metrics (Bonferroni), so the other metrics add at most α to a clean
+/// report's chance of a `drift` or `skewed-ratios` warning.
+pub(super) fn shape_level(comparisons: usize, metrics: usize, main: bool) -> f64 {
+    let per_comparison = ALPHA / comparisons.max(1) as f64;
+    if main {
+        per_comparison
+    } else {
+        per_comparison / metrics.max(1) as f64
+    }
+}
+
 pub(super) fn compare(
     name: &str,
     valid: &[&TrialData],
@@ -112,6 +207,7 @@ pub(super) fn compare(
     base: &[&TrialData],
     m: &Metric,
     confidence: f64,
+    shape_level: f64,
 ) -> Option<Comparison> {
     let value = |t: &TrialData| m.of(t);
     let pairs = pairs(valid, base, value);
@@ -121,13 +217,34 @@ pub(super) fn compare(
     if a.is_empty() || b.is_empty() {
         return None;
     }
+    // Pooled sides with no pair of configurations agreeing on the other axes: refuse, as
+    // pooling them whole would compare unequal mixes.
+    if pairs.groups == 0 && !pairs.unpartnered.is_empty() {
+        return None;
+    }
     let paired = pairs.paired();
+    let logs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
+    let shape = paired.then(|| stats::serial::serial_check(&logs, shape_level)).flatten();
+    let widened = shape.is_some_and(|s| s.fires);
+    let mut effective_blocks = None;
     let (ci, test, test_name, n, n_base) = if paired {
-        let ci = stats::ci::paired_ratio(pa, pb, confidence)?;
-        let diffs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
+        let ci = if widened {
+            let (mean, low, high, effective) =
+                stats::serial::dependent_mean_interval(&logs, confidence)?;
+            effective_blocks = Some(effective);
+            stats::RatioCi {
+                ratio: mean.exp(),
+                low: low.exp(),
+                high: high.exp(),
+                method: "paired-ar1-widened",
+                n: logs.len(),
+            }
+        } else {
+            stats::ci::paired_ratio(pa, pb, confidence)?
+        };
         (
             ci,
-            stats::ranktest::wilcoxon_signed_rank(&diffs),
+            stats::ranktest::wilcoxon_signed_rank(&logs),
             "wilcoxon-signed-rank",
             pa.len(),
             pb.len(),
@@ -144,14 +261,22 @@ pub(super) fn compare(
     };
     let p = test.map(|t| t.p_value);
     let min_p = if paired {
-        let diffs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
-        stats::ranktest::wilcoxon_min_p(&diffs)
+        stats::ranktest::wilcoxon_min_p(&logs)
     } else {
         stats::ranktest::mann_whitney_min_p(&a, &b)
     };
     let log_half_width = (ci.high.ln() - ci.low.ln()) / 2.0;
     // e^h − 1, as the precision rule of adaptive runs measures it: the two agree.
     let half_width_pct = ci.half_width_pct();
+    let skewness = if paired { stats::serial::skewness(&logs) } else { None };
+    let describe = |(side_a, key): &(bool, String)| {
+        let side = if *side_a { name } else { baseline };
+        if key.is_empty() {
+            format!("{side} only")
+        } else {
+            format!("{key} ({side} only)")
+        }
+    };
     Some(Comparison {
         cohort: name.to_string(),
         baseline: baseline.to_string(),
@@ -161,6 +286,14 @@ pub(super) fn compare(
         n,
         n_baseline: n_base,
         configs_per_block: if paired { pairs.configs_per_block } else { 1 },
+        groups: if paired { pairs.groups.max(1) } else { 1 },
+        unpartnered: pairs.unpartnered.iter().map(describe).collect(),
+        skewness,
+        skew_marked: paired && stats::serial::marked_skew(&logs, shape_level).is_some(),
+        lag1_autocorrelation: shape.map(|s| s.lag1),
+        trend_p_value: shape.map(|s| s.trend_p),
+        widened_for_dependence: widened,
+        effective_blocks,
         ratio: ci.ratio,
         ci_low: ci.low,
         ci_high: ci.high,

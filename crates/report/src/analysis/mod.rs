@@ -38,13 +38,13 @@ use crate::model::{
     CohortEnvironment, Comparison, DotMatrix, Report, Source, TrialPoint, Warning, Workloads,
     REPORT_SCHEMA,
 };
-use cohort::{block_residuals, cohort, cohort_name, RunContext};
-use compare::{compare, decide, holm_adjust};
+use cohort::{block_ratio_outliers, block_residuals, cohort, cohort_name, RunContext};
+use compare::{compare, decide, holm_adjust, shape_level};
 use metrics::{http_metrics, script_metrics, summary, Metric};
 use overhead::overhead;
 use warnings::{
     differing_sides_warnings, idle_cpu_warnings, incomplete_warnings, latency_file_warnings,
-    pooled_warnings, too_few_warnings,
+    pooled_warnings, shape_warnings, too_few_warnings,
 };
 
 pub use metrics::script_metric_higher_is_better;
@@ -164,10 +164,20 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     } else {
         |t| t.wall_s
     };
+    let (residuals, outlier_residuals, in_pairs) = block_residuals(&all_valid, main);
     let context = RunContext {
-        residuals: block_residuals(&all_valid, main),
+        residuals,
+        outlier_residuals,
+        in_pairs,
         cohorts: order.len(),
     };
+    block_ratio_outliers(
+        &all_valid,
+        main,
+        |t| cohort_name(t, &by),
+        if http { "throughput" } else { "wall time" },
+        &mut warnings,
+    );
     for name in &order {
         let trials = &members[name];
         let valid: Vec<&TrialData> = trials
@@ -203,6 +213,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         .copied()
         .filter(|t| t.status == TrialStatus::Valid)
         .collect();
+    let main_metric = if workload == Workloads::Script { "wall" } else { "throughput" };
     for name in order.iter().filter(|n| **n != baseline) {
         let valid: Vec<&TrialData> = members[name]
             .iter()
@@ -210,7 +221,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .filter(|t| t.status == TrialStatus::Valid)
             .collect();
         for m in &metrics {
-            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence) {
+            let level = shape_level(
+                order.len().saturating_sub(1),
+                metrics.len(),
+                m.name == main_metric,
+            );
+            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence, level) {
                 comparisons.push(c);
             }
         }
@@ -230,6 +246,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     warnings.extend(profile::warnings(&profiles));
     too_few_warnings(&comparisons, &mut warnings);
     pooled_warnings(&comparisons, &mut warnings);
+    shape_warnings(&comparisons, main_metric, &mut warnings);
 
     let overhead = match &options.overhead {
         Some((a, b)) => {
@@ -353,7 +370,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             warnings.push(Warning {
                 kind: "adaptive-run".into(),
                 cohort: None,
-                message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which keeps their coverage at least 95%", s.dir.display(), end.describe()),
+                message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which kept their coverage at 95% or more in simulations with symmetric noise (skewed or drifting ratios are warned about apart)", s.dir.display(), end.describe()),
             });
         }
         if matches!(s.design, experiment::design::Design::CoScheduled { .. }) {

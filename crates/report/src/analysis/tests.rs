@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::format::p_text;
 
+mod block_ratios;
 mod profile_sim;
 mod seeded;
 

@@ -224,15 +224,98 @@ pub(super) fn differing_sides_warnings(
     }
 }
 
-/// Says when a comparison combined several configurations per block, and how.
+/// Says when a comparison combined several configurations per block, how they were
+/// paired, and which had no partner.
 pub(super) fn pooled_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
     let mut seen = BTreeSet::new();
-    for c in comparisons.iter().filter(|c| c.configs_per_block > 1) {
-        if seen.insert(c.cohort.clone()) {
+    for c in comparisons
+        .iter()
+        .filter(|c| c.configs_per_block > 1 || !c.unpartnered.is_empty())
+    {
+        if !seen.insert(c.cohort.clone()) {
+            continue;
+        }
+        let left_out = if c.unpartnered.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; without a partner on the other side and left out: {}",
+                c.unpartnered.join(", ")
+            )
+        };
+        warnings.push(Warning {
+            kind: "pooled-configurations".into(),
+            cohort: Some(c.cohort.clone()),
+            message: format!("{} and {} each hold up to {} configurations per block: configurations that agree on every other axis are compared with each other ({} such group{}), a block's ratio is the geometric mean of the groups' ratios, and only blocks where every group has all its configurations on both sides are paired ({} blocks){left_out}", c.cohort, c.baseline, c.configs_per_block, c.groups, if c.groups == 1 { "" } else { "s" }, c.n),
+        });
+    }
+}
+
+/// What simulations found the coverage of 95% intervals to be when the per-block log
+/// ratios are this skewed (one side's stalls: normal noise and exponential slowdowns of a
+/// share of one configuration's trials, 6 to 40 blocks, 20,000 data sets per setting,
+/// docs/methodology.md).
+fn coverage_for_skew(skewness: f64) -> &'static str {
+    match skewness.abs() {
+        s if s < 2.0 => "93–94%",
+        s if s < 3.0 => "90–93%",
+        _ => "88–92%",
+    }
+}
+
+/// The shape of the per-block log ratios, which the paired interval assumes away: ratios
+/// that trend or wander from block to block (their intervals are widened) and ratios
+/// skewed by one side's stalls. One warning of each kind per cohort, naming the metrics.
+pub(super) fn shape_warnings(
+    comparisons: &[Comparison],
+    main_metric: &str,
+    warnings: &mut Vec<Warning>,
+) {
+    let mut cohorts: Vec<&str> = Vec::new();
+    for c in comparisons {
+        if !cohorts.contains(&c.cohort.as_str()) {
+            cohorts.push(&c.cohort);
+        }
+    }
+    for cohort in cohorts {
+        let of: Vec<&Comparison> = comparisons.iter().filter(|c| c.cohort == cohort).collect();
+        // The main metric first.
+        let mut ordered = of.clone();
+        ordered.sort_by_key(|c| c.metric != main_metric);
+        let dependent: Vec<String> = ordered
+            .iter()
+            .filter(|c| c.widened_for_dependence)
+            .map(|c| {
+                format!(
+                    "{} (lag-1 autocorrelation {:.2}, trend p={:.3}; {:.1} effective of {} blocks)",
+                    c.metric,
+                    c.lag1_autocorrelation.unwrap_or(0.0),
+                    c.trend_p_value.unwrap_or(1.0),
+                    c.effective_blocks.unwrap_or(c.n as f64),
+                    c.n
+                )
+            })
+            .collect();
+        if let Some(c) = of.first().filter(|_| !dependent.is_empty()) {
             warnings.push(Warning {
-                kind: "pooled-configurations".into(),
-                cohort: Some(c.cohort.clone()),
-                message: format!("{} and {} each hold up to {} configurations per block: each side's value in a block is the geometric mean of its configurations' trials, and only blocks where both sides have every configuration are paired ({} blocks)", c.cohort, c.baseline, c.configs_per_block, c.n),
+                kind: "drift".into(),
+                cohort: Some(cohort.to_string()),
+                message: format!("the per-block ratios of {cohort} to {} drift or wander from block to block: {}; their intervals are widened for the dependence (an AR(1) effective sample size) and may still be too narrow: something changed one configuration against the other while the run went on", c.baseline, dependent.join(", ")),
+            });
+        }
+        let skewed: Vec<&&Comparison> = ordered.iter().filter(|c| c.skew_marked).collect();
+        if let Some(worst) = skewed.iter().max_by(|a, b| {
+            let s = |c: &Comparison| c.skewness.unwrap_or(0.0).abs();
+            s(a).total_cmp(&s(b))
+        }) {
+            let listed: Vec<String> = skewed
+                .iter()
+                .map(|c| format!("{} {:+.2}", c.metric, c.skewness.unwrap_or(0.0)))
+                .collect();
+            warnings.push(Warning {
+                kind: "skewed-ratios".into(),
+                cohort: Some(cohort.to_string()),
+                message: format!("the per-block ratios of {cohort} to {} are skewed (skewness {}): one side was disturbed in some blocks only (stalls, pauses); intervals from ratios this skewed covered about {} of the truth in simulations, not 95%, and a short run misjudges the size of the effect: run more blocks, or find the stalls", worst.baseline, listed.join(", "), coverage_for_skew(worst.skewness.unwrap_or(0.0))),
             });
         }
     }

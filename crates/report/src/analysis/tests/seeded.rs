@@ -6,7 +6,7 @@ use super::*;
 /// A 2×2 of jit (none/yjit; yjit `jit_effect`× as fast) × allocator (glibc/jemalloc;
 /// jemalloc `alloc_effect`× as fast), `blocks` blocks, each block with its own level
 /// and every trial with lognormal noise of SD `sd` (log scale).
-fn jit_by_allocator(
+pub(super) fn jit_by_allocator(
     rng: &mut stats::SeededRng,
     blocks: u32,
     sd: f64,
@@ -32,22 +32,24 @@ fn jit_by_allocator(
             let rps = level * effect * (sd * rng.standard_normal()).exp();
             let mut x = trial(0, t.len(), b, &format!("{jit} {alloc}"), rps, "m");
             x.config_id = config_id;
-            x.keys.insert("jit".into(), jit.into());
-            x.keys.insert("allocator".into(), alloc.into());
+            for (axis, value) in [("jit", jit), ("allocator", alloc)] {
+                x.keys.insert(axis.into(), value.into());
+                x.axes.insert(axis.into(), value.into());
+            }
             t.push(x);
         }
     }
     t
 }
 
-fn by_allocator() -> Options {
+pub(super) fn by_allocator() -> Options {
     Options {
         by: vec!["allocator".into()],
         ..Options::default()
     }
 }
 
-fn throughput(r: &Report) -> &Comparison {
+pub(super) fn throughput(r: &Report) -> &Comparison {
     r.comparisons
         .iter()
         .find(|c| c.metric == "throughput")
@@ -134,7 +136,7 @@ fn pooled_cohorts_keep_their_false_positive_rate_coverage_and_power() {
 
 /// `n` blocks of `cohorts` configurations ("c0" the baseline), cohort k `effect(k)`× the
 /// baseline, block levels with SD 0.2 and trial noise with SD `sd` (log scale).
-fn blocks_of(
+pub(super) fn blocks_of(
     rng: &mut stats::SeededRng,
     n: u32,
     cohorts: usize,
