@@ -383,9 +383,11 @@ fn measure_block(
         m.result.derived = derive(&report, resources.as_ref().ok());
         m.result.resources = resources.as_ref().ok().cloned();
         m.result.noise = noise.clone();
-        // Idle: the phase less this server's own slices, whole.
-        let spans_s: f64 = m.spans.iter().map(|(d, _)| d.as_secs_f64()).sum();
+        // Idle: the phase less this server's recorded windows. The lead-ins and wind-downs
+        // around each window are counted with it: their CPU is in neither the trial's CPU
+        // nor its requests, and a server's background work there would otherwise hide.
         let spans_cpu: Option<u64> = m.spans.iter().map(|(_, c)| c.map(|c| c.total_us())).sum();
+        let windows_cpu: Option<u64> = m.slice_cpu.as_ref().ok().map(|c| c.total_us());
         m.result.interleaved = Some(InterleavedRecord {
             slice_s: slice.as_secs_f64(),
             lead_in_s: lead_in(slice).as_secs_f64(),
@@ -393,9 +395,12 @@ fn measure_block(
             block_trials: Vec::new(),
             slices: std::mem::take(&mut m.slices),
             idle_cpu_us: phase_cpu
-                .zip(spans_cpu)
+                .zip(windows_cpu)
                 .map(|(all, own)| all.total_us().saturating_sub(own)),
-            idle_s: Some((phase_s - spans_s).max(0.0)),
+            lead_in_cpu_us: spans_cpu
+                .zip(windows_cpu)
+                .map(|(spans, own)| spans.saturating_sub(own)),
+            idle_s: Some((phase_s - windows_s).max(0.0)),
         });
         let sut = m.server.as_mut().expect("measured");
         let exited = sut.server.exited();

@@ -62,8 +62,13 @@ pub struct TrialData {
     pub pinning: Option<lab::conditions::PinningRecord>,
     /// `repeat_noisy`: attempts of this trial measured in noise and set aside.
     pub noisy_attempts: u32,
-    /// An interleaved trial's server CPU between its own slices, µs per second.
+    /// An interleaved trial's server CPU outside its recorded windows, µs per second.
     pub idle_cpu_per_s: Option<f64>,
+    /// That CPU as a share of the CPU in its recorded windows (0.02: 2% more work than its
+    /// CPU per request counts).
+    pub idle_cpu_share: Option<f64>,
+    /// CPU per request charged with that CPU too, µs: (window CPU + idle CPU) / requests.
+    pub cpu_per_request_with_idle: Option<f64>,
     /// The trial's profiles (`profile = ...`), their files relative to `dir`.
     pub profiles: Vec<lab::profile::ProfileRecord>,
     /// The trial's own directory (`trials/NNNNN`).
@@ -352,6 +357,14 @@ fn trial_data(
     let resources = r.resources.as_ref();
     let bytes = |v: Option<u64>| v.map(|b| b as f64);
     let script = r.script.as_ref();
+    let window_cpu_us = resources.map(|x| (x.cpu_user_us + x.cpu_system_us) as f64);
+    let idle_cpu_share = r
+        .interleaved
+        .as_ref()
+        .and_then(|i| i.idle_cpu_us)
+        .zip(window_cpu_us)
+        .filter(|&(_, window)| window > 0.0)
+        .map(|(idle, window)| idle as f64 / window);
     TrialData {
         source: index,
         trial_id: r.trial_id,
@@ -394,6 +407,12 @@ fn trial_data(
             .and_then(|i| i.idle_cpu_us.map(|us| us as f64).zip(i.idle_s))
             .filter(|&(_, s)| s > 0.0)
             .map(|(us, s)| us / s),
+        idle_cpu_share,
+        cpu_per_request_with_idle: r
+            .derived
+            .cpu_us_per_request
+            .zip(idle_cpu_share)
+            .map(|(cpu, share)| cpu * (1.0 + share)),
         profiles: r.profiles,
         dir: trial_dir.to_path_buf(),
         steps,

@@ -70,10 +70,17 @@ pub struct Cpu {
     pub per_request: Option<Summary>,
     pub user_per_request: Option<Summary>,
     pub system_per_request: Option<Summary>,
-    /// Interleaved trials: the server's CPU between its own slices (while the load was on
-    /// the other servers), µs per second; left out of the figures per request.
+    /// Interleaved trials: the server's CPU outside its slices' recorded windows (while the
+    /// load was on the other servers, and in its own lead-ins), µs per second; left out of
+    /// the figures per request.
     #[serde(default)]
     pub idle_per_s: Option<Summary>,
+    /// Interleaved trials: that CPU as a share of the CPU in the recorded windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_share: Option<Summary>,
+    /// Interleaved trials: CPU per request charged with that CPU too, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request_with_idle: Option<Summary>,
 }
 
 /// A script workload's times (seconds) and custom metrics.

@@ -163,12 +163,17 @@ pub struct InterleavedRecord {
     pub block_trials: Vec<usize>,
     /// This configuration's slices, in the order they ran.
     pub slices: Vec<SliceRecord>,
-    /// CPU the server's tree used between its own slices (whole, lead-ins and wind-downs
-    /// included), over the block's measured phase: background work (timers, GC, threads)
-    /// while the load was on the other servers, which the trial's CPU per request leaves
-    /// out. µs.
+    /// CPU the server's tree used outside its slices' recorded windows over the block's
+    /// measured phase: background work (timers, GC, threads) while the load was on the
+    /// other servers, and the lead-ins and wind-downs around its own windows, none of which
+    /// the trial's CPU per request counts. µs. (Older runs left the lead-ins and wind-downs
+    /// out of it; they have no `lead_in_cpu_us`.)
     pub idle_cpu_us: Option<u64>,
-    /// How long that was: the measured phase less its own slices, whole. Seconds.
+    /// The part of `idle_cpu_us` in the lead-ins and wind-downs of its own slices. µs.
+    #[serde(default)]
+    pub lead_in_cpu_us: Option<u64>,
+    /// How long `idle_cpu_us` was measured over: the measured phase less its recorded
+    /// windows. Seconds.
     #[serde(default)]
     pub idle_s: Option<f64>,
 }

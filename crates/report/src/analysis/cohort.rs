@@ -514,6 +514,8 @@ pub(super) fn cohort(
             user_per_request: summary(valid, |t| t.cpu_user_per_request),
             system_per_request: summary(valid, |t| t.cpu_system_per_request),
             idle_per_s: summary(valid, |t| t.idle_cpu_per_s),
+            idle_share: summary(valid, |t| t.idle_cpu_share),
+            per_request_with_idle: summary(valid, |t| t.cpu_per_request_with_idle),
         },
         error_rate: summary(valid, |t| t.error_rate),
         script,

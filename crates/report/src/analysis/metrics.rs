@@ -69,8 +69,31 @@ pub fn script_metric_higher_is_better(name: &str) -> bool {
         .any(|suffix| name.ends_with(suffix))
 }
 
-pub(super) fn http_metrics() -> Vec<Metric> {
-    vec![
+/// The figures compared in HTTP runs. `shared_machine`: interleaved and co-scheduled runs,
+/// whose servers run side by side: their memory is compared by USS, as a process's PSS
+/// counts a share of the library pages it shares with its neighbours (a Ruby process's PSS
+/// fell 2.9% next to a 4-process Ruby neighbour, the audit of issue 26), which biases
+/// configurations of different process counts or Ruby builds; and `with_idle`: their CPU
+/// per request charged with the CPU outside the recorded windows, when it was recorded.
+pub(super) fn http_metrics(shared_machine: bool, with_idle: bool) -> Vec<Metric> {
+    let memory = if shared_machine {
+        Metric::measured(
+            "uss_end",
+            false,
+            |t| t.uss_end,
+            "more memory (USS)",
+            "less memory (USS)",
+        )
+    } else {
+        Metric::measured(
+            "pss_end",
+            false,
+            |t| t.pss_end,
+            "more memory (PSS)",
+            "less memory (PSS)",
+        )
+    };
+    let mut metrics = vec![
         Metric::measured("throughput", true, |t| t.requests_per_s, "faster", "slower"),
         Metric::measured(
             "latency_p50",
@@ -86,13 +109,7 @@ pub(super) fn http_metrics() -> Vec<Metric> {
             "higher p99 latency",
             "lower p99 latency",
         ),
-        Metric::measured(
-            "pss_end",
-            false,
-            |t| t.pss_end,
-            "more memory (PSS)",
-            "less memory (PSS)",
-        ),
+        memory,
         Metric::measured(
             "cpu_per_request",
             false,
@@ -100,7 +117,17 @@ pub(super) fn http_metrics() -> Vec<Metric> {
             "more CPU per request",
             "less CPU per request",
         ),
-    ]
+    ];
+    if with_idle {
+        metrics.push(Metric::measured(
+            "cpu_per_request_with_idle",
+            false,
+            |t| t.cpu_per_request_with_idle,
+            "more CPU per request (idle CPU included)",
+            "less CPU per request (idle CPU included)",
+        ));
+    }
+    metrics
 }
 
 /// Wall time and peak RSS, then every metric the script printed (in name order).

@@ -198,7 +198,13 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let metrics: Vec<Metric> = if workload == Workloads::Script {
         script_metrics(&all)
     } else {
-        http_metrics()
+        let shared_machine = sources
+            .iter()
+            .any(|s| !matches!(s.design, experiment::design::Design::Blocks));
+        http_metrics(
+            shared_machine,
+            all.iter().any(|t| t.cpu_per_request_with_idle.is_some()),
+        )
     };
     // An adaptive run (it stopped when precise enough) is reported at the confidence its
     // stopping rule used, which keeps the coverage at least 95% (experiment::precision).

@@ -54,8 +54,10 @@ fn blocked(machine_of: impl Fn(u32) -> &'static str) -> Vec<TrialData> {
     for b in 0..8u32 {
         let level = 10_000.0 * (1.0 + 0.05 * f64::from(b % 3));
         t.push(trial(0, t.len(), b, "base", level, machine_of(b)));
-        // Distinct ratios (no ties), so the signed-rank test is exact.
-        let ratio = 1.10 + 0.001 * f64::from(b);
+        // Distinct ratios (no ties), so the signed-rank test is exact, in an order with no
+        // trend (0, 3, 6, 1, 4, 7, 2, 5 thousandths): a ratio that rose block after block
+        // would be a drifting one, and widened.
+        let ratio = 1.10 + 0.001 * f64::from((3 * b) % 8);
         t.push(trial(0, t.len(), b, "fast", level * ratio, machine_of(b)));
     }
     t
@@ -86,18 +88,21 @@ fn blocked_data_are_compared_by_block() {
     assert_eq!(c.p_value, Some(2.0 / 256.0));
 }
 
-/// Interleaved trials: the design is named, each cohort's CPU between its slices is
-/// shown, and a warning comes only when those rates are more than 1% of a CPU apart.
+/// Interleaved trials: the design is named, each cohort's CPU outside its recorded slices
+/// is shown, and a warning comes when it is more than 1% of the charged CPU apart between
+/// cohorts, however small in CPU per second (issue 26 item 4: 1.9–3.4% against 0–1.5%
+/// stayed under the 10 ms/s threshold this replaced); CPU per request is also compared
+/// with that CPU charged.
 #[test]
 fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
-    let run = |fast_idle: f64| {
+    let run = |fast_share: f64| {
         let mut trials = blocked(|_| "m1");
         for t in &mut trials {
-            t.idle_cpu_per_s = Some(if t.label == "base" {
-                2_000.0
-            } else {
-                fast_idle
-            });
+            let share = if t.label == "base" { 0.005 } else { fast_share };
+            t.idle_cpu_per_s = Some(if t.label == "base" { 2_000.0 } else { 3_000.0 });
+            t.cpu_per_request = Some(100.0);
+            t.idle_cpu_share = Some(share);
+            t.cpu_per_request_with_idle = Some(100.0 * (1.0 + share));
         }
         let mut s = source(trials);
         s.design = experiment::design::Design::Interleaved {
@@ -106,7 +111,7 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
         };
         analyze(&[s], &Options::default()).unwrap()
     };
-    let close = run(11_000.0);
+    let close = run(0.012);
     assert!(
         !kinds(&close).contains(&"idle-cpu-differs"),
         "{:?}",
@@ -118,20 +123,28 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
     );
     assert_eq!(
         crate::render::cells::design_lines(&close),
-        ["Design of /r: interleaved: 10 rounds of 1s slices per block. A trial's figures are its slices'; between them its server used (median CPU per second): base 2.0 ms/s, fast 11.0 ms/s."]
+        ["Design of /r: interleaved: 10 rounds of 1s slices per block. A trial's figures are its slices'; outside them its server used (median CPU per second): base 2.0 ms/s (0.5% of its charged CPU), fast 3.0 ms/s (1.2% of its charged CPU). Memory is compared by USS: the servers ran side by side, and a process's PSS counts a share of the pages it shares with them."]
     );
-    let apart = run(12_500.0);
+    let apart = run(0.025);
     let w = apart
         .warnings
         .iter()
         .find(|w| w.kind == "idle-cpu-differs")
-        .expect("10.5 ms/s apart");
+        .expect("0.5% and 2.5% of the charged CPU");
     assert!(
-        w.message.contains("(base 2.0 ms/s, fast 12.5 ms/s)"),
+        w.message.contains("(base 0.5%, 2.0 ms/s; fast 2.5%, 3.0 ms/s)"),
         "{}",
         w.message
     );
-    // A blocks run says nothing of a design.
+    let with_idle = apart
+        .comparisons
+        .iter()
+        .find(|c| c.metric == "cpu_per_request_with_idle")
+        .expect("CPU per request with the idle CPU charged");
+    assert!((with_idle.ratio - 1.025 / 1.005).abs() < 1e-9, "{with_idle:?}");
+    // Servers side by side compare their memory by USS, not PSS.
+    assert!(apart.comparisons.iter().all(|c| c.metric != "pss_end"));
+    // A blocks run says nothing of a design, and compares PSS.
     let blocks = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
     assert!(crate::render::cells::design_lines(&blocks).is_empty());
     assert_eq!(blocks.sources[0].design, "blocks");
@@ -281,12 +294,20 @@ fn drift_noise_outliers_and_differing_rubies_are_warned_about() {
             .iter()
             .any(|w| w.kind == kind && w.cohort.as_deref() == Some(cohort))
     };
-    assert!(of("drift", "base"), "{:?}", r.warnings);
+    // Drift is judged on the per-block ratios (base's fall makes fast/base rise), and with
+    // two configurations the wild trial's block is named, not a trial of either cohort.
+    assert!(of("drift", "fast"), "{:?}", r.warnings);
+    assert!(!of("drift", "base"), "{:?}", r.warnings);
     assert!(of("high-cv", "fast"), "{:?}", r.warnings);
-    assert!(of("outliers", "fast"), "{:?}", r.warnings);
+    assert!(
+        r.warnings.iter().any(|w| w.kind == "outliers"
+            && w.cohort.is_none()
+            && w.message.contains("block 4 (3.26×; trials 0:8 and 0:9)")),
+        "{:?}",
+        r.warnings
+    );
     assert!(of("environment-differs", "fast"), "{:?}", r.warnings);
     assert!(!of("environment-differs", "base"), "{:?}", r.warnings);
-    assert!(!of("drift", "fast"), "{:?}", r.warnings);
 }
 
 #[test]

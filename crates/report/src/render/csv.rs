@@ -28,10 +28,12 @@ pub fn csv(report: &Report) -> anyhow::Result<String> {
         let mut metrics: Vec<(&str, &Option<Summary>)> = vec![
             ("throughput", &c.throughput),
             ("pss_end", &c.memory.pss_end),
+            ("uss_end", &c.memory.uss_end),
             ("rss_end", &c.memory.rss_end),
             ("pss_peak", &c.memory.pss_peak),
             ("rss_peak", &c.memory.rss_peak),
             ("cpu_per_request", &c.cpu.per_request),
+            ("cpu_per_request_with_idle", &c.cpu.per_request_with_idle),
             ("cpu_user_per_request", &c.cpu.user_per_request),
             ("cpu_system_per_request", &c.cpu.system_per_request),
             ("error_rate", &c.error_rate),

@@ -261,8 +261,8 @@ fn how_to_read(h: &mut String, report: &Report) {
          {ratio} of the cohort against {}, with its {} confidence interval and the rank \
          test’s p-value: not the ratio of the medians shown. <b>~</b> means the difference is \
          not statistically significant, which is an answer too: the two cannot be told apart \
-         with this many trials. Invalid and failed trials are counted and drawn, never used in \
-         a statistic.</p>",
+         with this many trials. {}.{} Invalid and failed trials are counted and drawn, never \
+         used in a statistic.</p>",
         if report.group_by.is_empty() {
             "the grouping keys".to_string()
         } else {
@@ -273,7 +273,11 @@ fn how_to_read(h: &mut String, report: &Report) {
         } else {
             format!("the baseline, <b>{}</b>,", escape(&report.baseline))
         },
-        report.confidence_label()
+        report.confidence_label(),
+        escape(&crate::render::cells::holm_scope(report)),
+        crate::render::cells::p99_words(report)
+            .map(|w| format!(" {}.", escape(&upper_first(w))))
+            .unwrap_or_default()
     );
 }
 
@@ -607,6 +611,15 @@ fn charts_section(h: &mut String, report: &Report) {
     }
 }
 
+/// "p99: ..." as the start of a sentence: "P99: ...".
+fn upper_first(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 fn metric_name(metric: &str) -> String {
     match metric {
         "throughput" => "throughput".to_string(),
@@ -614,7 +627,9 @@ fn metric_name(metric: &str) -> String {
         "latency_p99" => "latency p99".to_string(),
         "pss_end" => "PSS at end".to_string(),
         "rss_end" => "RSS at end".to_string(),
+        "uss_end" => "USS at end".to_string(),
         "cpu_per_request" => "CPU per request".to_string(),
+        "cpu_per_request_with_idle" => "CPU per request, idle included".to_string(),
         "wall" => "wall time".to_string(),
         other => other.replace('_', " "),
     }
