@@ -14,15 +14,17 @@
 //!   the interval of a dependent mean, skewness.
 //! - `outliers`: Tukey's fences, and robust fences calibrated to a false-alarm level.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
-//! - `dist`: normal and Student's t distribution functions.
+//! - `dist`: normal, Student's t and chi-square distribution functions.
 //!
 //! Why the distribution functions are written here instead of taken from `statrs`: only
-//! four are needed (normal CDF/quantile, t CDF/quantile for whole degrees of freedom), and
-//! for whole degrees of freedom the t CDF has an exact finite series, so ~150 lines do it
-//! to ~1e-12 relative, checked against SciPy in `dist`'s tests. `statrs` would pull in a
-//! linear-algebra dependency tree (nalgebra) for a shared workspace whose lock file other
-//! crates edit, and its accuracy in the far tails (p-values like 1e-7) would still need the
-//! same tests.
+//! six are needed (normal CDF/quantile, t CDF/quantile for whole degrees of freedom,
+//! chi-square CDF/quantile for the precision advisor's bounds on a spread); for whole
+//! degrees of freedom the t CDF has an exact finite series, and the chi-square CDF is the
+//! regularized incomplete gamma function (a series and a continued fraction), so ~300
+//! lines do them to ~1e-12 relative, checked against SciPy in `dist`'s tests. `statrs`
+//! would pull in a linear-algebra dependency tree (nalgebra) for a shared workspace whose
+//! lock file other crates edit, and its accuracy in the far tails (p-values like 1e-7)
+//! would still need the same tests.
 
 pub mod advice;
 pub mod ci;
