@@ -261,7 +261,8 @@ pub struct Comparison {
     pub verdict: String,
     /// Half-width of the CI in percent of the ratio (the CI is ratio·e^(±h); this is
     /// 100·(e^h − 1), as an adaptive run's precision rule measures it), and the number of
-    /// blocks (or trials per side) that would bring it to ±1% (t(N−1)·s/√N ≤ ln 1.01, s
+    /// blocks (or trials per side) that would bring it to ±1% in 80% of runs
+    /// (`stats::advice::blocks_for_log_half_width`: an 80% upper bound on the spread, s
     /// from this interval).
     pub half_width_pct: f64,
     pub needed_for_1pct: Option<usize>,

@@ -91,7 +91,11 @@ pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, 
     let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0);
     let r = lag1_autocorrelation(x).unwrap_or(0.0);
     let phi = (r + (1.0 + 3.0 * r) / nf).clamp(0.0, 0.95);
-    let f = 1.0 + 2.0 * (1..n).map(|k| (1.0 - k as f64 / nf) * phi.powi(k as i32)).sum::<f64>();
+    let f = 1.0
+        + 2.0
+            * (1..n)
+                .map(|k| (1.0 - k as f64 / nf) * phi.powi(k as i32))
+                .sum::<f64>();
     // E s² = σ²·(1 − (f − 1)/(n − 1)); keep the correction finite for short strong series.
     let shortfall = (1.0 - (f - 1.0) / (nf - 1.0)).max(0.25);
     let se = (var / shortfall * f / nf).sqrt();
@@ -150,7 +154,11 @@ mod tests {
         // 6 + 2 + 0 + 0 = 8, so r₁ = 8/50 = 0.16; m₂ = 10, m₃ = (−27 − 8 − 1 + 216)/5 = 36,
         // g₁ = 36/10^1.5 = 1.13842, G₁ = √20/3 · g₁ = 1.2·√2 = 1.69706).
         let x = [1.0, 2.0, 3.0, 4.0, 10.0];
-        assert!((skewness(&x).unwrap() - 1.2 * 2f64.sqrt()).abs() < 1e-12, "{:?}", skewness(&x));
+        assert!(
+            (skewness(&x).unwrap() - 1.2 * 2f64.sqrt()).abs() < 1e-12,
+            "{:?}",
+            skewness(&x)
+        );
         assert!((lag1_autocorrelation(&x).unwrap() - 0.16).abs() < 1e-12);
         // Symmetric data: no skew. Constant data: none at all.
         assert_eq!(skewness(&[1.0, 2.0, 3.0]), Some(0.0));
@@ -180,13 +188,19 @@ mod tests {
             let fired = (0..1000)
                 .filter(|_| serial_check(&ar1(&mut rng, n, 0.0), 0.05).unwrap().fires)
                 .count();
-            assert!(fired <= 71, "n {n}: {fired} of 1000 independent series fired");
+            assert!(
+                fired <= 71,
+                "n {n}: {fired} of 1000 independent series fired"
+            );
         }
         for (n, at_least) in [(10, 500), (20, 800), (40, 950)] {
             let fired = (0..1000)
                 .filter(|_| serial_check(&ar1(&mut rng, n, 0.9), 0.05).unwrap().fires)
                 .count();
-            assert!(fired >= at_least, "n {n}: {fired} of 1000 AR(1) series fired");
+            assert!(
+                fired >= at_least,
+                "n {n}: {fired} of 1000 AR(1) series fired"
+            );
         }
     }
 
@@ -224,9 +238,15 @@ mod tests {
             }
             let (ours, student) = (ours as f64 / 2000.0, student as f64 / 2000.0);
             eprintln!("phi {phi} n {n}: widened {ours:.3}, Student {student:.3}");
-            assert!(ours >= at_least, "phi {phi} n {n}: widened interval covers {ours}");
+            assert!(
+                ours >= at_least,
+                "phi {phi} n {n}: widened interval covers {ours}"
+            );
             if phi > 0.0 {
-                assert!(ours > student + 0.05, "phi {phi} n {n}: {ours} vs Student {student}");
+                assert!(
+                    ours > student + 0.05,
+                    "phi {phi} n {n}: {ours} vs Student {student}"
+                );
             }
         }
     }
@@ -244,7 +264,10 @@ mod tests {
                     marked_skew(&x, 0.05).is_some()
                 })
                 .count();
-            assert!(normal <= 100 + 3 * 10, "n {n}: {normal} of 2000 normal samples marked");
+            assert!(
+                normal <= 100 + 3 * 10,
+                "n {n}: {normal} of 2000 normal samples marked"
+            );
         }
         for (n, at_least) in [(20, 1000), (50, 1700)] {
             let marked = (0..2000)
@@ -253,7 +276,10 @@ mod tests {
                     marked_skew(&x, 0.05).is_some()
                 })
                 .count();
-            assert!(marked >= at_least, "n {n}: {marked} of 2000 exponential samples");
+            assert!(
+                marked >= at_least,
+                "n {n}: {marked} of 2000 exponential samples"
+            );
         }
     }
 }

@@ -321,7 +321,12 @@ pub(super) fn cohort(
         .any(|t| context.in_pairs.contains(&(t.source, t.trial_id)));
     let against_others: Option<Vec<f64>> = spread_trials
         .iter()
-        .map(|t| context.outlier_residuals.get(&(t.source, t.trial_id)).copied())
+        .map(|t| {
+            context
+                .outlier_residuals
+                .get(&(t.source, t.trial_id))
+                .copied()
+        })
         .collect();
     let judged: Option<&[f64]> = match (&against_others, within_blocks, in_pairs) {
         (Some(r), true, false) => Some(r),

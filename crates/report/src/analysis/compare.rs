@@ -82,7 +82,11 @@ pub(super) fn pairs(
                 .filter_map(|axes| axes.get(axis).cloned())
                 .collect::<BTreeSet<String>>()
         };
-        let axes: BTreeSet<&String> = ca.values().chain(cb.values()).flat_map(|x| x.keys()).collect();
+        let axes: BTreeSet<&String> = ca
+            .values()
+            .chain(cb.values())
+            .flat_map(|x| x.keys())
+            .collect();
         // The axes on which the sides share a value: the "other axes" a pair agrees on.
         let shared: Vec<&String> = axes
             .into_iter()
@@ -224,7 +228,9 @@ pub(super) fn compare(
     }
     let paired = pairs.paired();
     let logs: Vec<f64> = pa.iter().zip(pb).map(|(x, y)| x.ln() - y.ln()).collect();
-    let shape = paired.then(|| stats::serial::serial_check(&logs, shape_level)).flatten();
+    let shape = paired
+        .then(|| stats::serial::serial_check(&logs, shape_level))
+        .flatten();
     let widened = shape.is_some_and(|s| s.fires);
     let mut effective_blocks = None;
     let (ci, test, test_name, n, n_base) = if paired {
@@ -268,7 +274,11 @@ pub(super) fn compare(
     let log_half_width = (ci.high.ln() - ci.low.ln()) / 2.0;
     // e^h − 1, as the precision rule of adaptive runs measures it: the two agree.
     let half_width_pct = ci.half_width_pct();
-    let skewness = if paired { stats::serial::skewness(&logs) } else { None };
+    let skewness = if paired {
+        stats::serial::skewness(&logs)
+    } else {
+        None
+    };
     let describe = |(side_a, key): &(bool, String)| {
         let side = if *side_a { name } else { baseline };
         if key.is_empty() {

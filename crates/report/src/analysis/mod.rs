@@ -219,7 +219,11 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         .copied()
         .filter(|t| t.status == TrialStatus::Valid)
         .collect();
-    let main_metric = if workload == Workloads::Script { "wall" } else { "throughput" };
+    let main_metric = if workload == Workloads::Script {
+        "wall"
+    } else {
+        "throughput"
+    };
     for name in order.iter().filter(|n| **n != baseline) {
         let valid: Vec<&TrialData> = members[name]
             .iter()

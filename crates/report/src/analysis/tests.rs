@@ -132,7 +132,8 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
         .find(|w| w.kind == "idle-cpu-differs")
         .expect("0.5% and 2.5% of the charged CPU");
     assert!(
-        w.message.contains("(base 0.5%, 2.0 ms/s; fast 2.5%, 3.0 ms/s)"),
+        w.message
+            .contains("(base 0.5%, 2.0 ms/s; fast 2.5%, 3.0 ms/s)"),
         "{}",
         w.message
     );
@@ -141,7 +142,10 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
         .iter()
         .find(|c| c.metric == "cpu_per_request_with_idle")
         .expect("CPU per request with the idle CPU charged");
-    assert!((with_idle.ratio - 1.025 / 1.005).abs() < 1e-9, "{with_idle:?}");
+    assert!(
+        (with_idle.ratio - 1.025 / 1.005).abs() < 1e-9,
+        "{with_idle:?}"
+    );
     // Servers side by side compare their memory by USS, not PSS.
     assert!(apart.comparisons.iter().all(|c| c.metric != "pss_end"));
     // A blocks run says nothing of a design, and compares PSS.

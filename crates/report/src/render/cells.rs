@@ -259,8 +259,15 @@ pub(crate) fn details(report: &Report) -> String {
             report.baseline,
             method_words(report)
         );
+        let width = report
+            .comparisons
+            .iter()
+            .map(|c| c.metric.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(16);
         for c in &report.comparisons {
-            let _ = writeln!(out, "  {:<28} {:<16} {}", c.cohort, c.metric, c.verdict);
+            let _ = writeln!(out, "  {:<28} {:<width$} {}", c.cohort, c.metric, c.verdict);
         }
     }
     for c in &report.cohorts {
@@ -292,8 +299,9 @@ pub(crate) fn details(report: &Report) -> String {
     };
     for c in report.comparisons.iter().filter(|c| c.metric == main) {
         let advice = match c.needed_for_1pct {
-            Some(n) if n > c.n => format!("about {n} {} would bring it to ±1%", unit(c)),
-            _ => "already within ±1%".into(),
+            _ if c.half_width_pct <= 1.0 => "already within ±1%".into(),
+            Some(n) => format!("about {n} {} would bring it to ±1% in 80% of runs", unit(c)),
+            None => "±1% is out of reach at this spread".into(),
         };
         let _ = writeln!(
             out,

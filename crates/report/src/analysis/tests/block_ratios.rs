@@ -45,7 +45,9 @@ fn unequal_mixes_are_compared_within_partners() {
                 .find(|w| w.kind == "pooled-configurations")
                 .expect("the pooling is explained");
             assert!(
-                pooled.message.contains("left out: jit=none (allocator=glibc only)"),
+                pooled
+                    .message
+                    .contains("left out: jit=none (allocator=glibc only)"),
                 "{}",
                 pooled.message
             );
@@ -55,7 +57,11 @@ fn unequal_mixes_are_compared_within_partners() {
             rate(significant, runs),
             rate(covered, runs)
         );
-        assert!(rate(significant, runs) <= 0.08, "{}", rate(significant, runs));
+        assert!(
+            rate(significant, runs) <= 0.08,
+            "{}",
+            rate(significant, runs)
+        );
         assert!(rate(covered, runs) >= 0.93, "{}", rate(covered, runs));
     }
     // A full matrix still pairs two groups (jit=none and jit=yjit) and finds a real effect.
@@ -127,7 +133,11 @@ fn drifting_ratios_are_warned_about_and_widened_and_shared_trends_are_not() {
             rate(widened, runs),
             rate(significant, runs)
         );
-        assert!(rate(fired, runs) >= fires_at_least, "drift fired in {}", rate(fired, runs));
+        assert!(
+            rate(fired, runs) >= fires_at_least,
+            "drift fired in {}",
+            rate(fired, runs)
+        );
         assert!(
             rate(significant, runs) <= significant_at_most,
             "significant {}",
@@ -145,7 +155,11 @@ fn drifting_ratios_are_warned_about_and_widened_and_shared_trends_are_not() {
         fired += usize::from(kinds(&r).contains(&"drift"));
     }
     eprintln!("shared trend: drift {}", rate(fired, runs));
-    assert!(rate(fired, runs) <= 0.07, "a shared trend fired drift in {}", rate(fired, runs));
+    assert!(
+        rate(fired, runs) <= 0.07,
+        "a shared trend fired drift in {}",
+        rate(fired, runs)
+    );
 }
 
 /// Item 3. One-sided stalls: a fifth of one configuration's trials slowed by an exponential
@@ -180,8 +194,16 @@ fn skewed_ratios_are_warned_about() {
             rate(clean, runs)
         );
         // 5% plus 3 Monte-Carlo standard errors at 400 runs (1.1 points each).
-        assert!(rate(clean, runs) <= 0.083, "clean data warned in {}", rate(clean, runs));
-        assert!(rate(skewed, runs) >= 0.3, "stalls warned in {}", rate(skewed, runs));
+        assert!(
+            rate(clean, runs) <= 0.083,
+            "clean data warned in {}",
+            rate(clean, runs)
+        );
+        assert!(
+            rate(skewed, runs) >= 0.3,
+            "stalls warned in {}",
+            rate(skewed, runs)
+        );
     }
 }
 
@@ -226,7 +248,15 @@ fn outliers_do_not_blame_the_innocent_partner() {
             rate(found, runs),
             rate(innocent, runs)
         );
-        assert!(rate(found, runs) >= 0.9, "{configs}: found {}", rate(found, runs));
-        assert!(rate(innocent, runs) <= 0.05, "{configs}: innocent {}", rate(innocent, runs));
+        assert!(
+            rate(found, runs) >= 0.9,
+            "{configs}: found {}",
+            rate(found, runs)
+        );
+        assert!(
+            rate(innocent, runs) <= 0.05,
+            "{configs}: innocent {}",
+            rate(innocent, runs)
+        );
     }
 }
