@@ -73,12 +73,15 @@ fn the_table_compares_with_the_baseline_and_warns() {
         out.contains("Against one <b>connection</b> (paired by block"),
         "{out}"
     );
+    // Two configurations are interleaved by default: memory is compared by USS, and CPU
+    // per request also with the CPU outside the recorded slices charged.
     for metric in [
         "throughput",
         "latency_p50",
         "latency_p99",
-        "pss_end",
+        "uss_end",
         "cpu_per_request",
+        "cpu_per_request_with_idle",
     ] {
         assert!(out.contains(metric), "{metric} missing: {out}");
     }
@@ -112,7 +115,7 @@ fn json_follows_the_schema_and_pairs_by_block() {
         assert!(c["cpu"]["per_request"]["p50"].as_f64().unwrap() > 0.0);
     }
     let comparisons = v["comparisons"].as_array().unwrap();
-    assert_eq!(comparisons.len(), 5);
+    assert_eq!(comparisons.len(), 6);
     for c in comparisons {
         assert_eq!(c["method"], "paired", "{c}");
         assert_eq!(c["n"], 3);
