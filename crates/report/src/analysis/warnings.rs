@@ -330,7 +330,7 @@ pub(super) fn shape_warnings(
             warnings.push(Warning {
                 kind: "skewed-ratios".into(),
                 cohort: Some(cohort.to_string()),
-                message: format!("the per-block ratios of {cohort} to {} are skewed (skewness {}): one side was disturbed in some blocks only (stalls, pauses); intervals from ratios this skewed covered about {} of the truth in simulations, not 95%, and a short run misjudges the size of the effect: run more blocks, or find the stalls", worst.baseline, listed.join(", "), coverage_for_skew(worst.skewness.unwrap_or(0.0))),
+                message: format!("the per-block ratios of {cohort} to {} are skewed (skewness {}): one side was disturbed in some blocks only (stalls, pauses); intervals from ratios this skewed covered about {} of the truth in simulations, not 95%, and a short run misjudges the size of the effect: run more blocks, or find the stalls (an adaptive run of this experiment should set batches = 40 or more: it can stop before any stall shows, and such runs covered only 71–84%)", worst.baseline, listed.join(", "), coverage_for_skew(worst.skewness.unwrap_or(0.0))),
             });
         }
     }
