@@ -140,7 +140,8 @@ pub struct ComparisonPrecision {
     /// The ratio's half-width at `SEQUENTIAL_CONFIDENCE`, as a fraction of the ratio
     /// (exp of the log half-width, minus 1); `None` below 2 paired blocks.
     pub half_width: Option<f64>,
-    /// Blocks it would need for the target, at the spread seen so far.
+    /// Blocks it would need for the target in 80% of runs (an 80% upper bound on the spread
+    /// seen so far: `stats::advice::blocks_for_log_half_width`).
     pub blocks_needed: Option<usize>,
 }
 
@@ -154,7 +155,7 @@ pub struct PrecisionStatus {
     pub reached: bool,
     /// The widest comparison (the one that decides), if any can be measured.
     pub widest: Option<ComparisonPrecision>,
-    /// More blocks needed: the widest one's, at the spread seen so far, and at least what
+    /// More blocks needed: the widest one's (planned for 80% of runs), and at least what
     /// the comparison with the fewest paired blocks lacks of the minimum.
     pub blocks_left: Option<usize>,
 }
