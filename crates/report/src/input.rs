@@ -109,6 +109,8 @@ pub struct SourceData {
     pub unfinished: Vec<(String, usize, usize)>,
     /// How its blocks were measured (experiment::design::Design).
     pub design: experiment::design::Design,
+    /// The run writing it now, if one is (lab::store::writer).
+    pub writer: Option<lab::store::writer::Writer>,
 }
 
 /// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.
@@ -165,6 +167,7 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         }
     }
     Ok(SourceData {
+        writer: lab::store::writer::current_writer(store.dir()),
         design: store.design()?,
         adaptive: store.precision_target()?.is_some(),
         precision_end: store.precision_end()?,

@@ -37,6 +37,10 @@ pub struct Source {
     /// What `rubyrace doctor` found on the machine when the run and each resume started.
     #[serde(default)]
     pub doctor: Vec<doctor::Report>,
+    /// The run writing this directory when the report was made ("pid 4242, since ..."),
+    /// absent when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
 }
 
 /// Latency of a cohort: percentiles of the merged histograms of its valid trials, and the

@@ -14,6 +14,7 @@ mod read;
 mod schema;
 mod summary;
 mod write;
+pub mod writer;
 
 pub use summary::{summary_table, SummaryRow};
 
@@ -55,6 +56,9 @@ enum Access {
 /// An open results directory.
 pub struct Store {
     conn: Connection,
+    /// A writer's lock on the directory (`writer`), held as long as the store is open;
+    /// readers hold none.
+    _writer: Option<writer::WriterLock>,
     /// The private copy a reader reads when a stopped run left a write-ahead log (see
     /// `open_read_only_connection`); removed after `conn` is closed.
     _snapshot: Option<tempfile::TempDir>,
@@ -202,6 +206,8 @@ impl Store {
         let dir = &std::path::absolute(dir)
             .with_context(|| format!("cannot resolve {}", dir.display()))?;
         let db = dir.join(DB_FILE);
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let lock = writer::acquire(dir)?;
         if db.exists() && matches!(created_completely(&db), Ok(false)) {
             // rubyrace was killed while creating the store (one transaction): nothing in it.
             for suffix in ["", "-wal", "-shm", "-journal"] {
@@ -219,7 +225,6 @@ impl Store {
                 dir.display()
             );
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut conn = open_connection(&db)?;
         let tx = conn.transaction()?;
         tx.execute_batch(SCHEMA)?;
@@ -280,6 +285,7 @@ impl Store {
         tx.commit()?;
         Ok(Store {
             conn,
+            _writer: Some(lock),
             _snapshot: None,
             dir: dir.to_path_buf(),
         })
@@ -330,12 +336,19 @@ impl Store {
                 dir.display()
             );
         }
-        let (conn, snapshot) = match access {
-            Access::ReadWrite => (open_connection(&db)?, None),
-            Access::ReadOnly => open_read_only_connection(&db)?,
+        let (conn, snapshot, lock) = match access {
+            Access::ReadWrite => {
+                let lock = writer::acquire(dir)?;
+                (open_connection(&db)?, None, Some(lock))
+            }
+            Access::ReadOnly => {
+                let (conn, snapshot) = open_read_only_connection(&db)?;
+                (conn, snapshot, None)
+            }
         };
         let store = Store {
             conn,
+            _writer: lock,
             _snapshot: snapshot,
             dir: dir.to_path_buf(),
         };

@@ -83,6 +83,13 @@ pub struct Options {
 pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
     if all.is_empty() {
+        if let Some(s) = sources.iter().find(|s| s.writer.is_some()) {
+            bail!(
+                "no trial is stored yet in {}: a run ({}) is writing it; its first trial is stored when it ends",
+                s.dir.display(),
+                s.writer.as_ref().map(ToString::to_string).unwrap_or_default()
+            );
+        }
         bail!(
             "no trials are stored in the given results director{}",
             if sources.len() == 1 { "y" } else { "ies" }
@@ -413,6 +420,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 smoke: s.smoke,
                 design: s.design.describe(),
                 doctor: s.doctor.clone(),
+                writer: s.writer.as_ref().map(ToString::to_string),
             })
             .collect(),
         workload,

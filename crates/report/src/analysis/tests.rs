@@ -43,6 +43,7 @@ fn source(trials: Vec<TrialData>) -> SourceData {
         scheduled: trials.len(),
         unfinished: vec![],
         design: experiment::design::Design::Blocks,
+        writer: None,
         trials,
     }
 }

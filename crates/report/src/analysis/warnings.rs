@@ -129,16 +129,25 @@ pub(super) fn incomplete_warnings(
                 if absent.len() == 1 { "is" } else { "are" },
             )
         };
-        warnings.push(Warning {
-            kind: "incomplete-run".into(),
-            cohort: None,
-            message: format!(
+        let message = match &s.writer {
+            Some(writer) => format!(
+                "a run ({writer}) is writing {}: {stored} of {} planned trials are stored so far ({}){absent}; this report shows the run as it stands",
+                s.dir.display(),
+                s.scheduled,
+                missing.join(", "),
+            ),
+            None => format!(
                 "{} is incomplete: {stored} of {} planned trials are stored ({}){absent}; finish it with `rubyrace run --resume {}`",
                 s.dir.display(),
                 s.scheduled,
                 missing.join(", "),
                 s.dir.display()
             ),
+        };
+        warnings.push(Warning {
+            kind: "incomplete-run".into(),
+            cohort: None,
+            message,
         });
     }
 }

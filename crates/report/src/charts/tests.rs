@@ -101,6 +101,7 @@ pub(crate) fn report() -> Report {
             smoke: false,
             design: "blocks".to_string(),
             doctor: vec![],
+            writer: None,
         }],
         workload: crate::model::Workloads::Http,
         group_by: vec!["label".to_string()],

@@ -200,7 +200,9 @@ pub(crate) fn title(report: &Report) -> String {
         .iter()
         .map(|s| s.experiment.as_str())
         .collect();
-    let incomplete = if report.warnings.iter().any(|w| w.kind == "incomplete-run") {
+    let incomplete = if report.sources.iter().any(|s| s.writer.is_some()) {
+        " · RUN IN PROGRESS (see the warnings)"
+    } else if report.warnings.iter().any(|w| w.kind == "incomplete-run") {
         " · INCOMPLETE RUN (see the warnings)"
     } else {
         ""
