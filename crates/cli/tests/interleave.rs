@@ -394,6 +394,16 @@ env = [
         .iter()
         .any(|w| w["kind"] == "co-scheduled");
     assert!(warned, "{}", v["warnings"]);
+    // Issue 27 item 12: the slices' edges are no one's idle work in this design.
+    assert!(
+        !v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "idle-cpu-differs"),
+        "{}",
+        v["warnings"]
+    );
     assert!(
         v["sources"][0]["design"]
             .as_str()

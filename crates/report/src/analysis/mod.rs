@@ -202,6 +202,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     }
 
     // Comparisons with the baseline.
+    // Interleaved runs leave out of each trial what its server did while the load was on the
+    // others; co-scheduled ones load every server at once, so only the slices' edges are
+    // outside them (15–20 ms), which is no one's idle work.
+    let interleaved = sources
+        .iter()
+        .any(|s| matches!(s.design, experiment::design::Design::Interleaved { .. }));
     let metrics: Vec<Metric> = if workload == Workloads::Script {
         script_metrics(&all)
     } else {
@@ -210,7 +216,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .any(|s| !matches!(s.design, experiment::design::Design::Blocks));
         http_metrics(
             shared_machine,
-            all.iter().any(|t| t.cpu_per_request_with_idle.is_some()),
+            interleaved && all.iter().any(|t| t.cpu_per_request_with_idle.is_some()),
         )
     };
     // An adaptive run (it stopped when precise enough) is reported at the confidence its
@@ -298,7 +304,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         });
     }
     incomplete_warnings(sources, &baseline, &mut warnings);
-    idle_cpu_warnings(&cohorts, &mut warnings);
+    if interleaved {
+        idle_cpu_warnings(&cohorts, &mut warnings);
+    }
     latency_file_warnings(&order, &members, &mut warnings);
     if by == ["source"] {
         differing_sides_warnings(&order, &members, &mut warnings);

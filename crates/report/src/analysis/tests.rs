@@ -96,7 +96,7 @@ fn blocked_data_are_compared_by_block() {
 /// with that CPU charged.
 #[test]
 fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
-    let run = |fast_share: f64| {
+    let run_as = |fast_share: f64, design: experiment::design::Design| {
         let mut trials = blocked(|_| "m1");
         for t in &mut trials {
             let share = if t.label == "base" { 0.005 } else { fast_share };
@@ -106,11 +106,15 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
             t.cpu_per_request_with_idle = Some(100.0 * (1.0 + share));
         }
         let mut s = source(trials);
-        s.design = experiment::design::Design::Interleaved {
-            slice: std::time::Duration::from_secs(1),
-            rounds: 10,
-        };
+        s.design = design;
         analyze(&[s], &Options::default()).unwrap()
+    };
+    let slice = std::time::Duration::from_secs(1);
+    let run = |fast_share: f64| {
+        run_as(
+            fast_share,
+            experiment::design::Design::Interleaved { slice, rounds: 10 },
+        )
     };
     let close = run(0.012);
     assert!(
@@ -149,6 +153,21 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
     );
     // Servers side by side compare their memory by USS, not PSS.
     assert!(apart.comparisons.iter().all(|c| c.metric != "pss_end"));
+    // Co-scheduled servers are loaded at once: what is outside their windows is the slices'
+    // edges, no one's idle work (issue 27 item 12): no warning, no CPU with idle.
+    let together = run_as(
+        0.025,
+        experiment::design::Design::CoScheduled { slice, rounds: 10 },
+    );
+    assert!(
+        !kinds(&together).contains(&"idle-cpu-differs"),
+        "{:?}",
+        together.warnings
+    );
+    assert!(together
+        .comparisons
+        .iter()
+        .all(|c| c.metric != "cpu_per_request_with_idle" && c.metric != "pss_end"));
     // A blocks run says nothing of a design, and compares PSS.
     let blocks = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
     assert!(crate::render::cells::design_lines(&blocks).is_empty());
