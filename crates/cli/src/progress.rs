@@ -209,14 +209,35 @@ impl Progress for ConsoleProgress {
         };
         let left = match (added, status.blocks_left) {
             (false, _) => "stopping".to_string(),
-            (true, Some(n)) => {
-                let n = n.min((target.max_batches - status.blocks_done) as usize);
+            (true, Some(needed)) => {
+                let budget = target.max_batches.saturating_sub(status.blocks_done) as usize;
+                let n = needed.min(budget);
+                let capped = if needed > budget {
+                    format!(
+                        ": the budget (max_batches = {}) ends the run before the target, which needs about {needed} more",
+                        target.max_batches
+                    )
+                } else {
+                    String::new()
+                };
                 format!(
-                    "about {n} more block{} (~{})",
+                    "about {n} more block{} (~{}){capped}",
                     if n == 1 { "" } else { "s" },
                     humantime::format_duration(Duration::from_secs(
                         (per_block * n as u32).as_secs()
                     ))
+                )
+            }
+            // Measured, but no number of blocks reaches the target at this spread.
+            (true, None)
+                if status
+                    .widest
+                    .as_ref()
+                    .is_some_and(|w| w.half_width.is_some()) =>
+            {
+                format!(
+                    "adding a block: the budget (max_batches = {}) ends the run before the target, which is out of reach at this spread",
+                    target.max_batches
                 )
             }
             (true, None) => "adding a block".to_string(),

@@ -442,7 +442,7 @@ fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(
         run.stderr.contains(
-            "precision after 2 blocks (throughput, 97.5% intervals, target ±99%): threads=2 ±"
+            "precision after 6 blocks (throughput, 97.5% intervals, target ±99%): threads=2 ±"
         ),
         "{run:?}"
     );
@@ -486,6 +486,12 @@ fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {
     assert!(
         run.stdout
             .contains("the run stopped at its block budget (max_batches = 7)"),
+        "{run:?}"
+    );
+    // The estimate says the budget caps it (issue 27 item 8).
+    assert!(
+        run.stderr
+            .contains(": the budget (max_batches = 7) ends the run before the target"),
         "{run:?}"
     );
     assert_eq!(schedule(&lab.db()).len(), 14);
@@ -557,7 +563,8 @@ fn a_killed_adaptive_run_resumes_under_the_same_rule() {
     let lab = Lab::new("adaptive-resume");
     lab.experiment(&adaptive_experiment("99%", 30));
     let running = lab.spawn_run(&[]);
-    // Kill it once block 4 (added by the rule, past the 2 the file asks for) is stored.
+    // Kill it once block 4 is stored (the plan starts with the 6 blocks the rule needs
+    // before it may stop, though the file asks for 2).
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let stored = lab.stored_trials();
@@ -614,8 +621,9 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
     );
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
     assert!(
-        run.stderr
-            .contains("precision: expected a percentage between 0% and 100% such as \"1%\", found"),
+        run.stderr.contains(
+            "precision: expected a percentage above 0% and below 100% such as \"1%\", found"
+        ),
         "{run:?}"
     );
     lab.experiment(
@@ -626,4 +634,30 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
         run.stderr.contains("max_batches = 3 is below batches = 5"),
         "{run:?}"
     );
+    // Issue 27 item 8: one configuration has nothing to compare; a zero time budget stops
+    // the run before it starts; "0%" is refused in words that are true.
+    lab.experiment("precision = \"0%\"\nmax_duration = \"0s\"\n[settings]\napp = \"rack-hello\"\n");
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    for said in [
+        "precision: expected a percentage above 0% and below 100%",
+        "max_duration = \"0s\" would stop the run before its first block",
+    ] {
+        assert!(run.stderr.contains(said), "{said}: {run:?}");
+    }
+    lab.experiment("precision = \"1%\"\n[settings]\napp = \"rack-hello\"\n");
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("precision compares every configuration with the first, and this file has one configuration"),
+        "{run:?}"
+    );
+    // `batches = 2` with precision: the plan holds the 6 blocks the rule needs before it
+    // may stop (12 trials), as the dry run promises, not 4.
+    lab.experiment(&adaptive_experiment("2%", 30));
+    let run = lab.run(&["--dry-run", "--json"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let plan: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(plan["trials"].as_array().map(Vec::len), Some(12), "{plan}");
 }

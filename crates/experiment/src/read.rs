@@ -185,7 +185,7 @@ impl Experiment {
                     _ => p.error(
                         &span,
                         key,
-                        format!("expected a percentage between 0% and 100% such as \"1%\", found {}", describe(item)),
+                        format!("expected a percentage above 0% and below 100% such as \"1%\", found {}", describe(item)),
                         Some("the half-width every comparison's interval must reach, e.g. precision = \"1%\"".into()),
                     ),
                 },
@@ -201,7 +201,11 @@ impl Experiment {
                 }
                 "max_duration" => {
                     if let Some(d) = p.check_value(key, Kind::Duration, item).and_then(|v| v.as_duration()) {
-                        max_duration = Some((d, span.clone()));
+                        if d.is_zero() {
+                            p.error(&span, key, "max_duration = \"0s\" would stop the run before its first block", Some("the most measuring time an adaptive run may spend, e.g. max_duration = \"20m\"".into()));
+                        } else {
+                            max_duration = Some((d, span.clone()));
+                        }
                     }
                 }
                 "quiet" => conditions.quiet = p.quiet_rule(item),
@@ -594,6 +598,7 @@ impl Experiment {
             }
         }
 
+        let precision_span = precision.as_ref().map(|p| p.1.clone());
         let precision = match precision {
             Some((target, _)) => {
                 let max = max_batches
@@ -648,7 +653,19 @@ impl Experiment {
                 p.error(span, "metric", format!("metric = \"{}\" does not fit configuration {:?}, a {} workload", t.metric.name(), c.label, if c.settings.workload == Workload::Script { "script" } else { "http" }), Some("scripts use \"wall\"; HTTP workloads throughput, cpu_per_request, latency_p50, latency_p99 or pss_end".into()));
             }
         }
+        if let (Some(_), Some(span)) = (&precision, &precision_span) {
+            if expanded.len() < 2 {
+                p.error(span, "precision", "precision compares every configuration with the first, and this file has one configuration: the run could never reach its target", Some("add a configuration to compare with, or remove precision and set batches".into()));
+            }
+        }
         let precision = precision.map(|mut t| {
+            // The blocks planned from the start: at least those the rule needs before it may
+            // stop, so the plan (and the dry run) shows what will run at the least.
+            let first_stop = t.first_stop(expanded.len());
+            if batches < first_stop {
+                batches = first_stop;
+                t.min_batches = first_stop;
+            }
             // A script experiment without `metric` targets its wall time.
             if precision_metric.is_none()
                 && expanded
