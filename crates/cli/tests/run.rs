@@ -661,3 +661,24 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
     let plan: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(plan["trials"].as_array().map(Vec::len), Some(12), "{plan}");
 }
+
+/// Issue 27 item 13: a Unicode name keeps its letters in the default results directory,
+/// and no name makes a directory that starts with `-` (which the CLI reads as a flag).
+#[test]
+fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() {
+    let dir = support::TempDir::new("unicode-name");
+    for (name, expected) in [
+        ("ünïcode-тест", "results/ünïcode-тест-"),
+        ("--help me", "results/help-me-"),
+    ] {
+        let file = dir.write(
+            "experiment.toml",
+            format!("name = \"{name}\"\n[settings]\napp = \"rack-hello\"\n"),
+        );
+        let run = rubyrace(&["run", file.to_str().unwrap(), "--dry-run", "--json"]);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        let plan: Value = serde_json::from_str(&run.stdout).unwrap();
+        let results = plan["results_dir"].as_str().unwrap();
+        assert!(results.contains(expected), "{name}: {results}");
+    }
+}

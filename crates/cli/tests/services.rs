@@ -375,6 +375,36 @@ fn a_failing_setup_stops_the_run_with_its_output() {
     assert_no_service_data(&lab.results());
 }
 
+/// Issue 27 item 9: where a service listens and keeps its data is rubyrace's to choose (it
+/// hands the app the URL); `port` made PostgreSQL listen elsewhere and the run wait 60 s.
+/// Refused when the file is checked, each at its place.
+#[test]
+fn settings_rubyrace_controls_are_refused_when_the_file_is_checked() {
+    let lab = Lab::new("services-reserved");
+    let file = lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nsettings = { port = 54329, unix_socket_directories = \"/tmp\" }\n\n[services.redis]\nsettings = { bind = \"0.0.0.0\" }\n",
+    ));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    for key in [
+        "services.postgres.settings.port",
+        "services.postgres.settings.unix_socket_directories",
+        "services.redis.settings.bind",
+    ] {
+        let name = key.rsplit('.').next().unwrap();
+        assert!(
+            run.stderr.contains(&format!(
+                "{key}: {name} is rubyrace's to set: it chooses where the server listens"
+            )),
+            "{key}: {run:?}"
+        );
+    }
+    assert!(run.stderr.contains(&file.display().to_string()), "{run:?}");
+    assert_eq!(lab.stored_trials(), 0);
+}
+
 #[test]
 fn a_service_that_does_not_start_stops_the_run_with_its_log() {
     let lab = Lab::new("services-broken");

@@ -83,18 +83,45 @@ fn default_output(name: &str, smoke: bool) -> PathBuf {
         .filter(|c| c.is_ascii_digit() || *c == 'T')
         .collect::<String>()
         .replace('T', "-");
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
     let smoke = if smoke { "-smoke" } else { "" };
-    PathBuf::from("results").join(format!("{safe}{smoke}-{compact}"))
+    PathBuf::from("results").join(format!("{}{smoke}-{compact}", directory_name(name)))
+}
+
+/// An experiment's name as a directory name: letters and digits of any script kept
+/// (`ünïcode-тест` stays as it is), every other character a `-`, runs of them one, and
+/// never a leading `-` or `.`, which the shell or the CLI would read as a flag or a hidden
+/// file (issue 27: `ünïcode-тест` became `-n-code------`).
+fn directory_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-');
+    if out.is_empty() {
+        "experiment".to_string()
+    } else {
+        out.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::directory_name;
+
+    #[test]
+    fn names_keep_their_letters_and_never_start_with_a_dash() {
+        assert_eq!(directory_name("ünïcode-тест"), "ünïcode-тест");
+        assert_eq!(directory_name("yjit vs. interp"), "yjit-vs-interp");
+        assert_eq!(directory_name("--help"), "help");
+        assert_eq!(directory_name("../etc"), "etc");
+        assert_eq!(directory_name("日本語 テスト"), "日本語-テスト");
+        assert_eq!(directory_name("***"), "experiment");
+        assert_eq!(directory_name("a_b-c"), "a_b-c");
+    }
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {

@@ -17,6 +17,25 @@ const POSTGRES_KEYS: [&str; 6] = [
     "lifetime", "listen", "database", "reset", "settings", "bin_dir",
 ];
 const REDIS_KEYS: [&str; 5] = ["lifetime", "listen", "reset", "settings", "executable"];
+/// Settings rubyrace sets itself (see `service_settings`).
+const POSTGRES_RESERVED: &[&str] = &[
+    "port",
+    "listen_addresses",
+    "unix_socket_directories",
+    "data_directory",
+    "config_file",
+    "hba_file",
+    "ident_file",
+];
+const REDIS_RESERVED: &[&str] = &[
+    "port",
+    "bind",
+    "unixsocket",
+    "unixsocketperm",
+    "dir",
+    "daemonize",
+    "logfile",
+];
 
 impl Parser<'_> {
     /// `[services]`: a table with `postgres` and/or `redis` tables (an empty table starts
@@ -95,7 +114,9 @@ impl Parser<'_> {
                         }
                     }
                 }
-                "settings" => service.settings = self.service_settings(&key, value),
+                "settings" => {
+                    service.settings = self.service_settings(&key, value, POSTGRES_RESERVED)
+                }
                 "bin_dir" => {
                     if let Some(dir) = self.string(&key, value) {
                         service.bin_dir = Some(self.resolve_path(&dir));
@@ -133,7 +154,7 @@ impl Parser<'_> {
                         _ => Reset::None,
                     }
                 }
-                "settings" => service.settings = self.service_settings(&key, value),
+                "settings" => service.settings = self.service_settings(&key, value, REDIS_RESERVED),
                 "executable" => {
                     if let Some(path) = self.string(&key, value) {
                         service.executable = Some(if path.contains('/') {
@@ -188,8 +209,16 @@ impl Parser<'_> {
     }
 
     /// A table of server settings: names as the server spells them, values as strings
-    /// (numbers and booleans are accepted and written as TOML writes them).
-    fn service_settings(&mut self, key: &str, value: &Item) -> BTreeMap<String, String> {
+    /// (numbers and booleans are accepted and written as TOML writes them). The `reserved`
+    /// ones are rubyrace's: where the server listens and keeps its data, which rubyrace
+    /// chooses and hands to the app (`settings = { port = 54329 }` made PostgreSQL listen
+    /// elsewhere and the run wait 60 s for it, issue 27).
+    fn service_settings(
+        &mut self,
+        key: &str,
+        value: &Item,
+        reserved: &[&str],
+    ) -> BTreeMap<String, String> {
         let mut settings = BTreeMap::new();
         let Some(t) = value.as_table_like() else {
             self.error(
@@ -213,6 +242,12 @@ impl Parser<'_> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-');
             match text {
+                Some(_) if reserved.contains(&name) => self.error(
+                    &t.key(name).and_then(|k| k.span()),
+                    &format!("{key}.{name}"),
+                    format!("{name} is rubyrace's to set: it chooses where the server listens and keeps its data, and gives the app its URL"),
+                    Some("use listen = \"tcp\" or \"unix\" to choose how the app connects".into()),
+                ),
                 Some(_) if !valid_name => self.error(
                     &t.key(name).and_then(|k| k.span()),
                     &format!("{key}.{name}"),
