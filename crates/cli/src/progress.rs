@@ -26,6 +26,8 @@ pub struct ConsoleProgress {
     last: String,
     /// Configuration labels by id (the precision line names the comparisons).
     labels: std::collections::BTreeMap<usize, String>,
+    /// The results directory (a failed trial's log is named by its path).
+    dir: std::path::PathBuf,
 }
 
 impl ConsoleProgress {
@@ -45,6 +47,7 @@ impl ConsoleProgress {
             estimate_per_trial: estimate,
             last: String::new(),
             labels: configs.iter().map(|c| (c.id, c.label.clone())).collect(),
+            dir: store.dir().to_path_buf(),
         })
     }
 
@@ -165,10 +168,15 @@ impl Progress for ConsoleProgress {
         ));
         if r.status == TrialStatus::Failed {
             if let Some(server) = &r.server {
+                // The reason, on the line above, holds the app's error line when there is one
+                // (it comes first in the log, before the backtrace); then the end of the log,
+                // and its path.
                 let tail: Vec<&str> = server.stderr_tail.lines().rev().take(5).collect();
                 for l in tail.into_iter().rev() {
                     self.line(format!("      | {l}"));
                 }
+                let log = lab::store::trial_dir(&self.dir, r.trial_id).join("server.stderr");
+                self.line(format!("      the whole log: {}", log.display()));
             }
         }
         if let Some(bar) = &self.bar {

@@ -682,3 +682,41 @@ fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() 
         assert!(results.contains(expected), "{name}: {results}");
     }
 }
+
+/// Issue 27 item 7: an app that raises at boot. Ruby prints the message first and the
+/// backtrace after it, so the end of the log showed only backtrace lines; now the trial's
+/// reason carries the exception line, and the progress names the log's path.
+#[test]
+fn a_failed_boot_shows_the_exception_line_and_the_logs_path() {
+    let dir = support::TempDir::new("boot-raises");
+    let app = dir.path("app");
+    std::fs::create_dir_all(&app).unwrap();
+    // A deep stack, so that the backtrace is longer than any tail shown.
+    std::fs::write(
+        app.join("config.ru"),
+        "def deep(n) = n.zero? ? raise(\"boom at boot\") : deep(n - 1)\ndeep(60)\nrun ->(_) { [200, {}, [\"ok\"]] }\n",
+    )
+    .unwrap();
+    let file = dir.write(
+        "experiment.toml",
+        format!(
+            "batches = 1\n[settings]\napp = \"{}\"\nwarmup = \"200ms\"\nduration = \"500ms\"\n",
+            app.display()
+        ),
+    );
+    let out = dir.path("results");
+    let run = rubyrace(&["run", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    assert!(
+        run.stderr.contains("before it was ready: ")
+            && run.stderr.contains("boom at boot (RuntimeError)"),
+        "{run:?}"
+    );
+    let log = out.join("trials/00000/server.stderr");
+    assert!(
+        run.stderr
+            .contains(&format!("the whole log: {}", log.display())),
+        "{run:?}"
+    );
+    assert!(log.is_file());
+}

@@ -393,6 +393,44 @@ pub fn tail_file(path: &Path, max_bytes: u64) -> String {
     text
 }
 
+/// The line of a Ruby program's output that says what went wrong: the first uncaught
+/// exception's message (`config.ru:3:in '<main>': boom at boot (RuntimeError)`, which Ruby
+/// prints before the backtrace, so the end of a long log never shows it), or Puma's
+/// `Unable to load application: ...`. Read from the first 64 KiB of the file. `None` when
+/// no line looks like either.
+pub fn ruby_error_line(path: &Path) -> Option<String> {
+    let mut head = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .ok()?;
+    let text = String::from_utf8_lossy(&head);
+    text.lines()
+        .find(|l| l.contains("Unable to load application: ") || is_ruby_exception_line(l))
+        .map(|l| l.trim().to_string())
+}
+
+/// `path:line:in 'method': message (Some::ErrorClass)`: not a backtrace line (`\tfrom ...`),
+/// ending with a constant in parentheses.
+fn is_ruby_exception_line(line: &str) -> bool {
+    if line.starts_with(char::is_whitespace) || !line.contains(": ") {
+        return false;
+    }
+    let Some(inner) = line
+        .trim_end()
+        .strip_suffix(')')
+        .and_then(|l| l.rsplit_once('('))
+        .map(|(_, class)| class)
+    else {
+        return false;
+    };
+    inner.starts_with(|c: char| c.is_ascii_uppercase())
+        && inner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
 /// Kills every registered server group that is still alive (a previous rubyrace was
 /// killed before it could stop them). Returns what it killed, for the log.
 pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
@@ -783,6 +821,33 @@ pub fn display_argv(argv: &[OsString]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ruby_error_line_is_found_before_its_backtrace() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("server.stderr");
+        let mut text =
+            String::from("Puma starting in single mode...\n* Listening on http://127.0.0.1:4000\n");
+        text.push_str("/app/config.ru:3:in 'block in <main>': boom at boot (RuntimeError)\n");
+        for i in 0..200 {
+            text.push_str(&format!(
+                "\tfrom /usr/lib/ruby/vendor_ruby/rack/builder.rb:{i}:in 'eval'\n"
+            ));
+        }
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(
+            ruby_error_line(&log).as_deref(),
+            Some("/app/config.ru:3:in 'block in <main>': boom at boot (RuntimeError)")
+        );
+        std::fs::write(
+            &log,
+            "! Unable to load application: NameError: uninitialized constant Foo\n",
+        )
+        .unwrap();
+        assert!(ruby_error_line(&log).unwrap().contains("NameError"));
+        std::fs::write(&log, "all is well (really)\nsee (man 1 ls)\n").unwrap();
+        assert_eq!(ruby_error_line(&log), None);
+    }
 
     fn launch(argv: &[&str]) -> Launch {
         Launch {

@@ -568,8 +568,13 @@ fn run_setup(
             if tail.trim().is_empty() {
                 tail = tail_file(child.stdout_path(), 2000);
             }
+            let error = [child.stderr_path(), child.stdout_path()]
+                .into_iter()
+                .find_map(sys::process::ruby_error_line)
+                .map(|line| format!(": {line}"))
+                .unwrap_or_default();
             bail!(
-                "setup: {shown} failed ({}) in {}; the end of its output ({}):\n{}",
+                "setup: {shown} failed ({}) in {}{error}; the end of its output ({}):\n{}",
                 describe_status(status),
                 settings.app_dir.display(),
                 child.stderr_path().display(),

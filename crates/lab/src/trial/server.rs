@@ -200,7 +200,13 @@ pub(crate) fn start_server(
             Ok(Some(sut))
         }
         Readiness::Failed(reason) => {
-            result.reason = Some(reason);
+            // What the app said went wrong, not only that it went wrong.
+            result.reason = Some(
+                match sys::process::ruby_error_line(sut.server.stderr_path()) {
+                    Some(line) => format!("{reason}: {line}"),
+                    None => reason,
+                },
+            );
             stop_server(sut, spec, result);
             Ok(None)
         }
