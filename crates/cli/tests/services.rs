@@ -241,6 +241,52 @@ fn services_on_unix_sockets_serve_the_app() {
     }
 }
 
+/// Issue 27 item 2: rails-forum (ActiveRecord 6.1 on Debian's Ruby) on PostgreSQL over a
+/// Unix socket: its setup migrates and seeds through DATABASE_URL, and the members' posts
+/// are rows. ActiveRecord could not parse the URL rubyrace gave before.
+#[test]
+fn the_forum_runs_on_postgres_over_a_unix_socket() {
+    let lab = Lab::new_short("forum-unix");
+    let root = support::workspace_root();
+    lab.experiment(&format!(
+        r#"
+batches = 1
+[settings]
+app = "rails-forum"
+processes = 1
+threads = 2
+warmup = "1s"
+duration = "2s"
+scenario = "{}"
+setup = [["{{ruby}}", "{{app}}/db/setup.rb"]]
+
+[services.postgres]
+listen = "unix"
+reset = "template"
+
+[services.redis]
+listen = "unix"
+"#,
+        root.join("ruby/apps/rails-forum/scenarios.toml").display()
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(300));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let export = export(&lab);
+    let url_base = export["sessions_services"][0]["services"]["postgres"]["url_base"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        url_base.starts_with("postgres://rubyrace@%2F"),
+        "{url_base}"
+    );
+    let t = &export["trials"][0];
+    assert_eq!(t["status"], "valid", "{t}");
+    assert!(t["load"]["requests"].as_i64().unwrap() > 0, "{t}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+}
+
 /// The program names of `pids` (those still alive): the file name of the first word of
 /// their command line, as `ps` shows it (Debian's redis-server is a link to another
 /// executable, so /proc/PID/exe would not say).
@@ -403,6 +449,69 @@ fn settings_rubyrace_controls_are_refused_when_the_file_is_checked() {
     }
     assert!(run.stderr.contains(&file.display().to_string()), "{run:?}");
     assert_eq!(lab.stored_trials(), 0);
+}
+
+/// Issue 27 item 4: a service this machine cannot start, or a PostgreSQL setting it does not
+/// have, is found by the dry run (it passed, the run failed, and every resume failed the same
+/// way); a run that stopped before its first trial says so instead of only suggesting a
+/// resume, and its empty directory takes the fixed file.
+#[test]
+fn bad_services_are_found_before_the_run_and_an_empty_directory_is_reused() {
+    let lab = Lab::new("services-bad");
+    let file = lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nbin_dir = \"/nonexistent\"\n\n[services.redis]\nexecutable = \"redis-serverr\"\n",
+    ));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    for said in [
+        "services.postgres.bin_dir: /nonexistent holds no `postgres`",
+        "services.redis.executable: redis-serverr is not found on PATH",
+    ] {
+        assert!(
+            run.stderr.contains(&format!("{}: {said}", file.display())),
+            "{said}: {run:?}"
+        );
+    }
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nsettings = { shared_bufers = \"32MB\" }\n",
+    ));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("services.postgres.settings.shared_bufers: ")
+            && run
+                .stderr
+                .contains("has no setting of that name (did you mean `shared_buffers`?)"),
+        "{run:?}"
+    );
+    assert!(!lab.results().exists(), "a refused file creates nothing");
+
+    // A value PostgreSQL refuses is only found when it starts: the run stops before its
+    // first trial, says no trial is stored, and the fixed file reuses the directory.
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        "[services.postgres]\nsettings = { shared_buffers = \"plenty\" }\n",
+    ));
+    let failed = lab.spawn_marked_run(&[]).wait(Duration::from_secs(120));
+    assert_eq!(failed.code(), Some(1), "{failed:?}");
+    assert!(
+        failed
+            .stderr
+            .contains("No trial is stored. Fix the cause and run the experiment again"),
+        "{failed:?}"
+    );
+    assert_eq!(lab.stored_trials(), 0);
+    lab.experiment(&experiment(1, "1s", SERVICES));
+    let fixed = lab.spawn_marked_run(&[]).wait(Duration::from_secs(300));
+    assert_eq!(fixed.code(), Some(0), "{fixed:?}");
+    assert_eq!(lab.stored_trials(), 2);
+    lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
 #[test]

@@ -126,7 +126,23 @@ mod tests {
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut store, kind) = if let Some(dir) = &args.resume {
-        (Store::open(dir)?, "resume")
+        let store = Store::open(dir)?;
+        // The services are stored with the run: one this machine cannot start would fail
+        // every resume the same way.
+        let problems = lab::services::check(&store.services()?);
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("rubyrace: {}: {p}", store.dir().display());
+            }
+            let next = if store.completed()?.is_empty() {
+                format!("it holds no trial: fix the experiment file and run it again with -o {} (an empty results directory is reused)", store.dir().display())
+            } else {
+                "install what is missing, then resume".to_string()
+            };
+            eprintln!("rubyrace: the stored experiment cannot run on this machine; {next}");
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
+        (store, "resume")
     } else {
         let file = args
             .experiment
@@ -164,6 +180,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .output
             .clone()
             .unwrap_or_else(|| default_output(&experiment.name, args.smoke));
+        // What the services need, checked before the plan is shown or anything starts.
+        let problems = lab::services::check(&experiment.services);
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("{}: {p}", file.display());
+            }
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
         if args.dry_run && args.json {
             print_plan_json(&experiment, &plan, &dir, args.smoke)?;
             return Ok(ExitCode::SUCCESS);
@@ -193,10 +217,21 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let end = match end {
         Ok(end) => end,
         Err(e) => {
-            eprintln!(
-                "rubyrace: the run stopped: {e:#}\nEvery trial finished before this point is stored. Resume with:\n  rubyrace run --resume {}",
-                dir.display()
-            );
+            // A resume helps when trials are stored and the cause is passing; before the
+            // first trial, a fixed file run again into the same directory does as well.
+            let stored = store.completed().map(|c| c.len()).unwrap_or(0);
+            if stored == 0 {
+                eprintln!(
+                    "rubyrace: the run stopped: {e:#}\nNo trial is stored. Fix the cause and run the experiment again (`rubyrace run FILE -o {}` reuses this empty directory), or resume with:\n  rubyrace run --resume {}",
+                    dir.display(),
+                    dir.display()
+                );
+            } else {
+                eprintln!(
+                    "rubyrace: the run stopped: {e:#}\nEvery trial finished before this point is stored ({stored}). Resume with:\n  rubyrace run --resume {}",
+                    dir.display()
+                );
+            }
             return Ok(ExitCode::from(1));
         }
     };

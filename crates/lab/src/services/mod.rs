@@ -468,6 +468,19 @@ fn redis_of<'a>(own: &'a Option<Instances>, run: &'a Instances) -> Option<&'a Re
 }
 
 /// Removes what services of an earlier session left in `results_dir` (rubyrace was killed
+/// What the experiment's services need that this machine does not have, checked before
+/// anything starts (the dry run included): each problem in one line, keyed as in the file.
+pub fn check(services: &experiment::services::Services) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(p) = &services.postgres {
+        problems.extend(postgres::check(p));
+    }
+    if let Some(r) = &services.redis {
+        problems.extend(redis::check(r));
+    }
+    problems
+}
+
 /// before it could stop them; their processes were killed with it, or by the registry).
 pub fn remove_leftovers(results_dir: &Path) {
     let home = results_dir.join(SERVICES_DIR);

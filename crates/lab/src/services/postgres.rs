@@ -81,6 +81,59 @@ pub struct Postgres {
     pub record: PostgresRecord,
 }
 
+/// What the file asks of PostgreSQL that this machine cannot give, found before anything
+/// starts: no `postgres` where it looks, or a setting name this PostgreSQL does not have
+/// (from `postgres --describe-config`; a typo such as `shared_bufers` used to pass the dry
+/// run, fail the run, and fail every resume the same way).
+pub fn check(config: &PostgresService) -> Vec<String> {
+    let bin = match bin_dir(config) {
+        Ok(bin) => bin,
+        Err(e) => return vec![format!("{e:#}")],
+    };
+    if config.settings.is_empty() {
+        return Vec::new();
+    }
+    let described = std::process::Command::new(bin.join("postgres"))
+        .arg("--describe-config")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = described.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()) else {
+        return Vec::new();
+    };
+    let names: Vec<&str> = out.lines().filter_map(|l| l.split('\t').next()).collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    config
+        .settings
+        .keys()
+        .filter(|k| !names.iter().any(|n| n.eq_ignore_ascii_case(k)))
+        .map(|k| {
+            let hint = experiment::did_you_mean(k, &names)
+                .map(|n| format!(" (did you mean `{n}`?)"))
+                .unwrap_or_default();
+            format!(
+                "services.postgres.settings.{k}: {} has no setting of that name{hint}",
+                bin.join("postgres").display()
+            )
+        })
+        .collect()
+}
+
+/// A URL component with every byte but the unreserved ones (RFC 3986: letters, digits,
+/// `-._~`) percent-encoded.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The newest `/usr/lib/postgresql/*/bin` holding `postgres`, or `bin_dir`.
 fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
     if let Some(dir) = &config.bin_dir {
@@ -222,7 +275,12 @@ impl Postgres {
         };
         let url_base = match config.listen {
             Listen::Tcp => format!("postgres://{ROLE}@127.0.0.1:{port}"),
-            Listen::Unix => format!("postgres://{ROLE}@"),
+            // The socket directory as the URL's host, percent-encoded, as libpq documents
+            // (`postgresql://%2Fvar%2Flib%2Fpostgresql/dbname`): ActiveRecord 6.1 refuses
+            // `postgres://user@/db?host=DIR` (URI::InvalidURIError) and drops the `host` of
+            // `postgres:///db?host=DIR`, while libpq (PG.connect, Sequel) and ActiveRecord
+            // all read this one.
+            Listen::Unix => format!("postgres://{ROLE}@{}", percent_encode(&host)),
         };
         let mut pg = Postgres {
             process: Some(process),
@@ -325,11 +383,7 @@ impl Postgres {
 
     /// `DATABASE_URL` for `database`.
     pub fn url(&self, database: &str) -> String {
-        if self.record.url_base.ends_with('@') {
-            format!("{}/{database}?host={}", self.record.url_base, self.host)
-        } else {
-            format!("{}/{database}", self.record.url_base)
-        }
+        format!("{}/{database}", self.record.url_base)
     }
 
     pub fn create_database(&self, name: &str, template: Option<&str>) -> Result<()> {

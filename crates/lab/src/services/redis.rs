@@ -31,6 +31,28 @@ const RECORDED: [&str; 5] = [
 ];
 
 /// Whether `redis-server --version` says 6.2 or later, which has `set-proc-title` (an
+/// What the file asks of Redis that this machine cannot give, found before anything
+/// starts: an `executable` that is not there (`redis-serverr` used to fail at run time with
+/// "Permission denied" and leave an empty data directory).
+pub fn check(config: &RedisService) -> Vec<String> {
+    let executable = config
+        .executable
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("redis-server"));
+    if rubies::discovery::resolve_executable(&executable.to_string_lossy()).is_ok() {
+        return Vec::new();
+    }
+    let place = if executable.components().count() > 1 {
+        "is not an executable file".to_string()
+    } else {
+        "is not found on PATH".to_string()
+    };
+    vec![format!(
+        "services.redis.executable: {} {place} (Debian: apt-get install redis-server, which scripts/setup installs)",
+        executable.display()
+    )]
+}
+
 /// older Redis refuses an option it does not know).
 fn keeps_its_title_option(executable: &Path) -> bool {
     let Ok(out) = std::process::Command::new(executable)

@@ -53,6 +53,12 @@ enum Access {
     ReadOnly,
 }
 
+/// How many trials (of any status) a results database holds.
+fn stored_trials(db: &Path) -> Result<i64> {
+    let (conn, _snapshot) = open_read_only_connection(db)?;
+    Ok(conn.query_row("SELECT count(*) FROM trials", [], |r| r.get(0))?)
+}
+
 /// An open results directory.
 pub struct Store {
     conn: Connection,
@@ -216,6 +222,23 @@ impl Store {
                     std::fs::remove_file(&f)
                         .with_context(|| format!("cannot remove {}", f.display()))?;
                 }
+            }
+        }
+        if db.exists() && matches!(stored_trials(&db), Ok(0)) {
+            // A run that stopped before its first trial (a service that would not start, a
+            // setup that failed): its plan may be what was wrong, so a fixed file replaces
+            // it. Its trial directories, if any, hold no stored trial.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let f = dir.join(format!("{DB_FILE}{suffix}"));
+                if f.exists() {
+                    std::fs::remove_file(&f)
+                        .with_context(|| format!("cannot remove {}", f.display()))?;
+                }
+            }
+            let trials = dir.join("trials");
+            if trials.exists() {
+                std::fs::remove_dir_all(&trials)
+                    .with_context(|| format!("cannot remove {}", trials.display()))?;
             }
         }
         if db.exists() {
