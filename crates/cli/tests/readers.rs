@@ -626,6 +626,55 @@ duration = "700ms"
         table.stdout.contains("the compared runs differ in"),
         "{table:?}"
     );
+    // Issue 27 item 3: each side of that comparison pools its run's two configurations
+    // (connections 1 and 2): said, with what differs.
+    let pooled = warnings_of(&run, "configurations-differ");
+    assert!(
+        pooled.iter().any(|m| m
+            .contains("holds 2 configurations that differ in settings.load.connections (1 | 2)")),
+        "{run:?}"
+    );
+
+    // Two runs whose labels match but whose settings do not, reported together: each
+    // cohort pools a 2-thread and a 4-thread configuration, and the report says so.
+    static FOUR: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
+    let four = &FOUR
+        .get_or_init(|| {
+            run_experiment(
+                "readers-four",
+                r#"
+name = "readers-four"
+seed = 3
+batches = 2
+
+[settings]
+app = "rack-hello"
+threads = 4
+warmup = "200ms"
+duration = "700ms"
+
+[matrix]
+connections = [1, 2]
+"#,
+            )
+        })
+        .1;
+    let run = rubyrace(&["report", s(dir), s(four), "--format", "json"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let pooled = warnings_of(&run, "configurations-differ");
+    assert_eq!(pooled.len(), 2, "{run:?}");
+    assert!(
+        pooled
+            .iter()
+            .all(|m| m.contains("differ in settings.threads (2 | 4)")),
+        "{pooled:?}"
+    );
+    // A run reported alone pools nothing.
+    let run = rubyrace(&["report", s(dir), "--format", "json"]);
+    assert!(
+        warnings_of(&run, "configurations-differ").is_empty(),
+        "{run:?}"
+    );
 }
 
 /// Item 20: `--charts FILE` used to print the whole report before failing on the path; and

@@ -100,7 +100,7 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     let dirs: Vec<PathBuf> = match args.args.as_slice() {
         [a, b] => {
             if !options.by.is_empty() {
-                bail!("rubyrace compare A B compares two directories as a whole; --by applies to `rubyrace compare DIR A B`");
+                bail!("rubyrace compare A B compares two directories as a whole; to compare them configuration by configuration, use `rubyrace report A B --by source,label` (--by applies to `rubyrace compare DIR A B`)");
             }
             options.by = vec!["source".into()];
             vec![PathBuf::from(a), PathBuf::from(b)]

@@ -44,7 +44,7 @@ use metrics::{http_metrics, script_metrics, summary, Metric};
 use overhead::overhead;
 use warnings::{
     differing_sides_warnings, idle_cpu_warnings, incomplete_warnings, latency_file_warnings,
-    pooled_warnings, shape_warnings, too_few_warnings,
+    mixed_configurations_warnings, pooled_warnings, shape_warnings, too_few_warnings,
 };
 
 pub use metrics::script_metric_higher_is_better;
@@ -308,6 +308,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         idle_cpu_warnings(&cohorts, &mut warnings);
     }
     latency_file_warnings(&order, &members, &mut warnings);
+    mixed_configurations_warnings(&order, &members, &mut warnings);
     if by == ["source"] {
         differing_sides_warnings(&order, &members, &mut warnings);
     }

@@ -344,3 +344,64 @@ pub(super) fn shape_warnings(
         }
     }
 }
+
+/// Names every cohort that holds configurations differing in settings, and how: a cohort
+/// is read as one configuration, and `report A B` of two runs whose labels match but whose
+/// settings do not (Puma 2×8 against 1×2) used to merge them without a word, as did
+/// `compare A B` of runs of two configurations each.
+pub(super) fn mixed_configurations_warnings(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    warnings: &mut Vec<Warning>,
+) {
+    // Values that differ between any two trials or runs by design, not between setups.
+    let own = |k: &str| {
+        !(k.starts_with("settings.") || k.starts_with("env.") || k == "ruby")
+            || k == "env.RUBYRACE_PROBE_DIR"
+            || k.starts_with("settings.load.urls")
+    };
+    for name in order {
+        // Per configuration (run, config id): its setting values.
+        let mut configs: BTreeMap<(usize, usize), BTreeMap<&str, &str>> = BTreeMap::new();
+        for t in &members[name] {
+            configs.entry((t.source, t.config_id)).or_insert_with(|| {
+                t.keys
+                    .iter()
+                    .filter(|(k, _)| !own(k))
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect()
+            });
+        }
+        if configs.len() < 2 {
+            continue;
+        }
+        let keys: BTreeSet<&str> = configs.values().flat_map(|c| c.keys().copied()).collect();
+        let differing: Vec<String> = keys
+            .into_iter()
+            .filter_map(|k| {
+                let values: BTreeSet<&str> = configs
+                    .values()
+                    .map(|c| c.get(k).copied().unwrap_or("unset"))
+                    .collect();
+                (values.len() > 1).then(|| {
+                    format!(
+                        "{k} ({})",
+                        values.into_iter().collect::<Vec<_>>().join(" | ")
+                    )
+                })
+            })
+            .collect();
+        if differing.is_empty() {
+            continue;
+        }
+        warnings.push(Warning {
+            kind: "configurations-differ".into(),
+            cohort: Some(name.clone()),
+            message: format!(
+                "{name} holds {} configurations that differ in {}: its figures pool them; group by what differs (--by) to see them apart",
+                configs.len(),
+                differing.join(", ")
+            ),
+        });
+    }
+}
