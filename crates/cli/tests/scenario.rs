@@ -161,6 +161,51 @@ scenario = "member.toml"
     lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
+/// Issue 27 item 6: a scenario whose extraction fails (the `broken` scenario looks for a
+/// meta name the page does not have) makes the trial invalid; the reason says which step
+/// failed and how (it said `exceeds max_error_rate 0% ()`), in the progress line and in the
+/// report.
+#[test]
+fn a_failing_scenario_step_is_named_with_its_first_failure() {
+    let lab = Lab::new("scenario-broken");
+    lab.experiment(&format!(
+        r#"
+batches = 1
+[settings]
+app = "{APP}"
+threads = 2
+warmup = "300ms"
+duration = "1s"
+scenario = "{APP}/scenario.toml"
+"#
+    ));
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    let said = "step \"no token\" of broken failed ";
+    let how = ", first: extract t: no <meta name=\"csrf-token\" content=...> in the body";
+    assert!(
+        run.stderr.contains("exceeds max_error_rate 0% (")
+            && run.stderr.contains(said)
+            && run.stderr.contains(how),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("0% ()"), "{run:?}");
+    let report = support::rubyrace(&["report", &path_str(&lab.results()), "--format", "json"]);
+    let v: Value = serde_json::from_str(&report.stdout).unwrap();
+    let invalid: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["kind"] == "invalid-trials")
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        invalid.iter().any(|m| m.contains(said) && m.contains(how)),
+        "{invalid:?}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(10));
+}
+
 #[test]
 fn users_arrive_at_a_fixed_rate_in_open_loop() {
     let puma = Puma::start(&std::path::Path::new(APP).join("config.ru"));

@@ -263,10 +263,13 @@ pub(crate) fn verdict(
         (
             TrialStatus::Invalid,
             format!(
-                "error rate {:.3}% exceeds max_error_rate {}% ({})",
+                "error rate {:.3}% exceeds max_error_rate {}%{}",
                 100.0 * report.error_rate,
                 max_error_rate,
-                error_breakdown(report)
+                match error_breakdown(report) {
+                    b if b.is_empty() => String::new(),
+                    b => format!(" ({b})"),
+                }
             ),
         )
     } else if report.close_ignored > 0 {
@@ -363,5 +366,35 @@ fn error_breakdown(report: &load::LoadReport) -> String {
             parts.push(format!("{n} × {status}"));
         }
     }
-    parts.join(", ")
+    // Scenario steps that failed, with the first failure of each in words: an extraction
+    // that found nothing is no error of the connection nor a status, and the parentheses
+    // were empty (issue 27).
+    let failed_steps: Vec<String> = report
+        .scenario
+        .iter()
+        .flat_map(|sc| &sc.steps)
+        .filter_map(|st| {
+            let failed = st.unexpected_status + st.extract_failures + st.errors;
+            (failed > 0).then(|| {
+                let first = st
+                    .failures
+                    .first()
+                    .map(|f| format!(", first: {f}"))
+                    .unwrap_or_default();
+                format!(
+                    "step {:?} of {} failed {failed} times{first}",
+                    st.step, st.scenario
+                )
+            })
+        })
+        .take(3)
+        .collect();
+    let mut text = parts.join(", ");
+    if !failed_steps.is_empty() {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(&failed_steps.join("; "));
+    }
+    text
 }
