@@ -391,6 +391,41 @@ fn interrupt_and_resume(name: &str, signal: i32) {
         let stopped = &sessions[0]["services"]["stopped"]["postgres"];
         assert_eq!(stopped, "exit status 0 (term)", "{sessions:?}");
     }
+    // Issue 27 item 5: each session's service logs are its own (the resume used to rewrite
+    // the first one's), and a resume of the complete run starts nothing and keeps them.
+    let postgres = lab.results().join("services/postgres");
+    let logs = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log") || n.ends_with(".stderr") || n.ends_with(".stdout"))
+            .collect();
+        names.sort();
+        names
+    };
+    let before = logs(&postgres);
+    for name in [
+        "initdb-s1.log",
+        "initdb-s2.log",
+        "postgres-s1.stderr",
+        "postgres-s2.stderr",
+    ] {
+        assert!(before.contains(&name.to_string()), "{name}: {before:?}");
+    }
+    let first_log = std::fs::read(postgres.join("postgres-s2.stderr")).unwrap();
+    let again = resume(&lab, Duration::from_secs(60));
+    assert_eq!(again.code(), Some(0), "{again:?}");
+    assert!(
+        !again.stderr.contains("services:"),
+        "a complete run started services: {again:?}"
+    );
+    assert_eq!(logs(&postgres), before);
+    assert_eq!(
+        std::fs::read(postgres.join("postgres-s2.stderr")).unwrap(),
+        first_log
+    );
+    lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
 #[test]

@@ -188,30 +188,35 @@ pub fn run_pending(
     // [services] and setup: started now, before the first trial; a service that does not
     // start ends the session here, with its log's tail.
     crate::services::remove_leftovers(store.dir());
-    let services =
-        if store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()) {
-            None
-        } else {
-            match RunServices::start(
-                &store.services()?,
-                &configs,
-                store.dir(),
-                &store.registry(),
-                session,
-            ) {
-                Ok(s) => {
-                    if let Some(summary) = s.record().summary() {
-                        progress.note(&format!("services: {summary}"));
-                    }
-                    store.record_services(session, s.record())?;
-                    Some(s)
+    // A complete run (every planned trial stored, and an adaptive one ended) has nothing to
+    // serve: its resume starts no service and keeps every log as it was.
+    let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
+        && (store.precision_target()?.is_none() || store.precision_end()?.is_some());
+    let services = if complete
+        || (store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()))
+    {
+        None
+    } else {
+        match RunServices::start(
+            &store.services()?,
+            &configs,
+            store.dir(),
+            &store.registry(),
+            session,
+        ) {
+            Ok(s) => {
+                if let Some(summary) = s.record().summary() {
+                    progress.note(&format!("services: {summary}"));
                 }
-                Err(e) => {
-                    let _ = store.end_session(session, &format!("failed: {e:#}"));
-                    return Err(e);
-                }
+                store.record_services(session, s.record())?;
+                Some(s)
             }
-        };
+            Err(e) => {
+                let _ = store.end_session(session, &format!("failed: {e:#}"));
+                return Err(e);
+            }
+        }
+    };
     let design = store.design()?;
     let seed: u64 = store
         .meta("seed")?

@@ -174,13 +174,25 @@ struct Instances {
     record: InstancesRecord,
 }
 
+/// A log's name: `postgres`, or `postgres-s2` for session 2 (see `Instances::start`).
+fn log_name(program: &str, tag: &str) -> String {
+    if tag.is_empty() {
+        program.to_string()
+    } else {
+        format!("{program}-{tag}")
+    }
+}
+
 impl Instances {
-    /// Starts the services of `services` whose lifetime is `lifetime`, under `home`.
+    /// Starts the services of `services` whose lifetime is `lifetime`, under `home`; their
+    /// logs' names carry `tag` (the session, `s2`, for those of the run), so that a resume
+    /// keeps the logs of the sessions before it.
     fn start(
         services: &Services,
         lifetime: Lifetime,
         home: &Path,
         registry: &Path,
+        tag: &str,
     ) -> Result<Instances> {
         let mut started = Instances::default();
         if let Some(pg) = services
@@ -188,13 +200,14 @@ impl Instances {
             .as_ref()
             .filter(|p| p.lifetime == lifetime)
         {
-            let p = Postgres::start(pg, &home.join("postgres"), registry)
+            let p = Postgres::start(pg, &home.join("postgres"), registry, tag)
                 .context("services.postgres")?;
             started.record.postgres = Some(p.record.clone());
             started.postgres = Some(p);
         }
         if let Some(r) = services.redis.as_ref().filter(|r| r.lifetime == lifetime) {
-            let r = Redis::start(r, &home.join("redis"), registry).context("services.redis")?;
+            let r =
+                Redis::start(r, &home.join("redis"), registry, tag).context("services.redis")?;
             started.record.redis = Some(r.record.clone());
             started.redis = Some(r);
         }
@@ -251,7 +264,8 @@ impl RunServices {
             }
         }
         let home = results_dir.join(SERVICES_DIR);
-        let run = Instances::start(services, Lifetime::Run, &home, registry)?;
+        let tag = format!("s{session}");
+        let run = Instances::start(services, Lifetime::Run, &home, registry, &tag)?;
         Ok(RunServices {
             services: services.clone(),
             results_dir: results_dir.to_path_buf(),
@@ -307,6 +321,7 @@ impl RunServices {
                 Lifetime::Trial,
                 &home,
                 &self.registry,
+                "",
             )?)
         } else {
             None

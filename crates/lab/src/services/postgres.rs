@@ -167,7 +167,12 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
 impl Postgres {
     /// Creates a cluster under `home` (emptied first) and starts it; returns once a query
     /// is answered. `registry` registers the server's process group, as for app servers.
-    pub fn start(config: &PostgresService, home: &Path, registry: &Path) -> Result<Postgres> {
+    pub fn start(
+        config: &PostgresService,
+        home: &Path,
+        registry: &Path,
+        tag: &str,
+    ) -> Result<Postgres> {
         let bin = bin_dir(config)?;
         remove_home(home);
         std::fs::create_dir_all(home)
@@ -184,7 +189,7 @@ impl Postgres {
         let ids = user.as_ref().map(account::ServiceUser::ids);
 
         // initdb: trust for the one role, no fsync of the new files (a throwaway cluster).
-        let initdb_log = home.join("initdb.log");
+        let initdb_log = home.join(format!("{}.log", super::log_name("initdb", tag)));
         let mut initdb = Command::new(bin.join("initdb"));
         initdb
             .args(["-D"])
@@ -267,7 +272,8 @@ impl Postgres {
             cpus: None,
         };
         let started = Instant::now();
-        let process = Supervised::spawn_as(&launch, home, "postgres", registry, ids)
+        let name = super::log_name("postgres", tag);
+        let process = Supervised::spawn_as(&launch, home, &name, registry, ids)
             .context("PostgreSQL did not start")?;
         let address = match config.listen {
             Listen::Tcp => format!("127.0.0.1:{port}"),
@@ -294,7 +300,7 @@ impl Postgres {
                 data_dir: data,
                 address,
                 url_base,
-                log: home.join("postgres.stderr"),
+                log: home.join(format!("{name}.stderr")),
                 ..PostgresRecord::default()
             },
         };

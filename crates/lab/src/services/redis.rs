@@ -114,7 +114,7 @@ enum Endpoint {
 impl Redis {
     /// Starts redis-server with its files under `home` (emptied first); returns once it
     /// answers PING.
-    pub fn start(config: &RedisService, home: &Path, registry: &Path) -> Result<Redis> {
+    pub fn start(config: &RedisService, home: &Path, registry: &Path, tag: &str) -> Result<Redis> {
         let executable = config
             .executable
             .clone()
@@ -186,7 +186,8 @@ impl Redis {
         };
         let started = Instant::now();
         let ids = user.as_ref().map(account::ServiceUser::ids);
-        let process = Supervised::spawn_as(&launch, home, "redis", registry, ids).with_context(|| {
+        let name = super::log_name("redis", tag);
+        let process = Supervised::spawn_as(&launch, home, &name, registry, ids).with_context(|| {
             format!(
                 "Redis did not start ({}; Debian: apt-get install redis-server, which scripts/setup installs)",
                 executable.display()
@@ -212,7 +213,7 @@ impl Redis {
                 data_dir: data.clone(),
                 address,
                 url,
-                log: home.join("redis.stdout"),
+                log: home.join(format!("{name}.stdout")),
                 ..RedisRecord::default()
             },
         };
