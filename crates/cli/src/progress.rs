@@ -120,7 +120,7 @@ impl Progress for ConsoleProgress {
     }
 
     fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
-        let eta = humantime::format_duration(Duration::from_secs(self.eta().as_secs()));
+        let eta = units::span(self.eta());
         let last = if self.last.is_empty() {
             String::new()
         } else {
@@ -231,9 +231,7 @@ impl Progress for ConsoleProgress {
                 format!(
                     "about {n} more block{} (~{}){capped}",
                     if n == 1 { "" } else { "s" },
-                    humantime::format_duration(Duration::from_secs(
-                        (per_block * n as u32).as_secs()
-                    ))
+                    units::span(per_block * n as u32)
                 )
             }
             // Measured, but no number of blocks reaches the target at this spread.

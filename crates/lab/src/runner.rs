@@ -562,11 +562,11 @@ impl Run<'_> {
             if told.is_none_or(|t| waited >= t + std::time::Duration::from_secs(10)) {
                 told = Some(waited);
                 progress.note(&format!(
-                    "waiting for a quiet machine: other processes use {other:.0}% of a CPU (quiet below {:.0}%), steal {steal:.1}% (below {:.1}%); waited {:.0} s of at most {}",
+                    "waiting for a quiet machine: other processes use {other:.0}% of a CPU (quiet below {:.0}%), steal {steal:.1}% (below {:.1}%); waited {} of at most {}",
                     rule.other_percent,
                     rule.steal_percent,
-                    waited.as_secs_f64(),
-                    humantime::format_duration(rule.max_wait)
+                    units::span(waited),
+                    units::span(rule.max_wait)
                 ));
             }
         })?;

@@ -6,6 +6,22 @@
 //! Report tables that must line up in one fixed unit (MiB columns, CPU ms/s) keep their
 //! own column formats in `report::format`; this crate is for figures read one at a time.
 
+/// A span of time as people say it, to the second: `45s`, `3m 05s`, `2h 04m`,
+/// `21d 1h` (humantime wrote `21days 1h 33m 12s`). Hours and days drop the seconds.
+pub fn span(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let (days, hours, minutes, seconds) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if days > 0 {
+        format!("{days}d {hours}h")
+    } else if hours > 0 {
+        format!("{hours}h {minutes:02}m")
+    } else if minutes > 0 {
+        format!("{minutes}m {seconds:02}s")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
 /// `v` with `decimals` decimals and commas between thousands: `12,345.6`; a negative
 /// number gets a true minus sign, and a value that is not finite is "–".
 pub fn fmt_num(v: f64, decimals: usize) -> String {
@@ -92,6 +108,19 @@ pub fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_as_people_say_them() {
+        use std::time::Duration;
+        assert_eq!(span(Duration::from_secs(45)), "45s");
+        assert_eq!(span(Duration::from_secs(185)), "3m 05s");
+        assert_eq!(span(Duration::from_secs(2 * 3600 + 4 * 60 + 9)), "2h 04m");
+        assert_eq!(
+            span(Duration::from_secs(21 * 86_400 + 3600 + 33 * 60)),
+            "21d 1h"
+        );
+        assert_eq!(span(Duration::from_millis(900)), "0s");
+    }
 
     #[test]
     fn numbers_are_grouped_and_signed() {
