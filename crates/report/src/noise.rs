@@ -110,6 +110,43 @@ pub fn noisy_warning(cohort: &str, trials: &[&TrialData]) -> Option<Warning> {
     })
 }
 
+/// Interleaved and co-scheduled runs: every configuration of a block is measured in the
+/// same seconds and shares the block's noise record, so one `noisy-trials` warning names the
+/// noisy blocks, where one per cohort repeated the same blocks for every configuration.
+pub fn noisy_blocks_warning(trials: &[&TrialData]) -> Option<Warning> {
+    let mut blocks: std::collections::BTreeMap<(usize, u32), (usize, f64, f64)> =
+        std::collections::BTreeMap::new();
+    for t in trials.iter().filter(|t| t.status != TrialStatus::Failed) {
+        if let Some(n) = t.noise.as_ref().filter(|n| n.is_noisy()) {
+            let entry =
+                blocks
+                    .entry((t.source, t.block))
+                    .or_insert((0, n.other_percent, n.steal_percent));
+            entry.0 += 1;
+        }
+    }
+    if blocks.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = blocks
+        .iter()
+        .map(|((source, block), (count, other, steal))| {
+            format!(
+                "{source}:block {block} ({count} trials; other processes {other:.0}% of a CPU, steal {steal:.1}%)"
+            )
+        })
+        .collect();
+    Some(Warning {
+        kind: "noisy-trials".into(),
+        cohort: None,
+        message: format!(
+            "{} block(s) measured in noise (other processes above {NOISY_OTHER_PERCENT}% of a CPU or steal above {NOISY_STEAL_PERCENT}%, averaged over the measured phase): {}; every configuration of a block shared it, so their ratios suffer less than each figure; kept in the statistics, compare with care",
+            blocks.len(),
+            listed.join(", ")
+        ),
+    })
+}
+
 /// The noise table: per cohort the medians of other processes' CPU and steal, the busiest
 /// trial, the load average and how many trials were in noise. None when no cohort has noise
 /// records (script workloads, old results).

@@ -185,6 +185,18 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         if http { "throughput" } else { "wall time" },
         &mut warnings,
     );
+    // Interleaved and co-scheduled blocks share one noise record: their noisy trials are
+    // named once, by block.
+    let shared_blocks = sources
+        .iter()
+        .all(|s| !matches!(s.design, experiment::design::Design::Blocks));
+    if shared_blocks {
+        let shown: Vec<&TrialData> = order
+            .iter()
+            .flat_map(|n| members[n].iter().copied())
+            .collect();
+        warnings.extend(crate::noise::noisy_blocks_warning(&shown));
+    }
     for name in &order {
         let trials = &members[name];
         let valid: Vec<&TrialData> = trials
@@ -197,7 +209,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         if let Some(n) = &c.noise {
             warnings.extend(crate::noise::condition_warnings(name, n));
         }
-        warnings.extend(crate::noise::noisy_warning(name, trials));
+        if !shared_blocks {
+            warnings.extend(crate::noise::noisy_warning(name, trials));
+        }
         cohorts.push(c);
     }
 

@@ -153,6 +153,32 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
     );
     // Servers side by side compare their memory by USS, not PSS.
     assert!(apart.comparisons.iter().all(|c| c.metric != "pss_end"));
+    // Issue 27 item 16: the blocks of an interleaved run share their noise record, so the
+    // noisy blocks are named once, not once per configuration.
+    let mut trials = blocked(|_| "m1");
+    for t in trials.iter_mut().filter(|t| t.block < 2) {
+        t.noise = Some(sys::noise::NoiseRecord {
+            other_percent: 120.0,
+            ..sys::noise::NoiseRecord::default()
+        });
+    }
+    let mut noisy = source(trials);
+    noisy.design = experiment::design::Design::Interleaved { slice, rounds: 10 };
+    let r = analyze(&[noisy], &Options::default()).unwrap();
+    let said: Vec<&Warning> = r
+        .warnings
+        .iter()
+        .filter(|w| w.kind == "noisy-trials")
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].cohort.is_none()
+            && said[0].message.starts_with("2 block(s) measured in noise")
+            && said[0]
+                .message
+                .contains("0:block 0 (2 trials; other processes 120% of a CPU"),
+        "{said:?}"
+    );
     // Co-scheduled servers are loaded at once: what is outside their windows is the slices'
     // edges, no one's idle work (issue 27 item 12): no warning, no CPU with idle.
     let together = run_as(

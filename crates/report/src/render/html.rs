@@ -271,7 +271,7 @@ fn how_to_read(h: &mut String, report: &Report) {
         if report.baseline.is_empty() {
             "the baseline".to_string()
         } else {
-            format!("the baseline, <b>{}</b>,", escape(&report.baseline))
+            format!("the baseline, <b>{}</b>", escape(&report.baseline))
         },
         report.confidence_label(),
         escape(&crate::render::cells::holm_scope(report)),
