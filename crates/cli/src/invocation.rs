@@ -23,10 +23,23 @@ pub const STOPPING: &str = "\nrubyrace: stopping the current trial (Ctrl-C again
 /// a second Ctrl-C exits at once with [`EXIT_INTERRUPTED`] (the parent-death signal and the
 /// live-server registry still take care of any server).
 pub fn install_interrupt(notice: Option<&'static str>) -> Result<Arc<AtomicBool>> {
+    install_interrupt_with(notice, None)
+}
+
+/// [`install_interrupt`], printing `on_quit` when a second Ctrl-C quits at once (a run's
+/// resume command: the trials stored so far are safe, the current one is not stored, and
+/// its servers die with rubyrace through the parent-death signal).
+pub fn install_interrupt_with(
+    notice: Option<&'static str>,
+    on_quit: Option<String>,
+) -> Result<Arc<AtomicBool>> {
     let interrupt = Arc::new(AtomicBool::new(false));
     let flag = interrupt.clone();
     ctrlc::set_handler(move || {
         if flag.swap(true, Ordering::SeqCst) {
+            if let Some(message) = &on_quit {
+                eprintln!("{message}");
+            }
             std::process::exit(i32::from(EXIT_INTERRUPTED));
         }
         if let Some(notice) = notice {

@@ -281,6 +281,41 @@ fn interrupt_and_resume(name: &str, signal: i32) {
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
+/// Issue 27 item 15: a second Ctrl-C quits at once, and still says how to resume (it
+/// exited without a word); the servers die with rubyrace, and the resume completes the run.
+#[test]
+fn a_double_ctrl_c_quits_at_once_with_the_resume_command() {
+    let lab = Lab::new("double-sigint");
+    lab.experiment(INTERRUPTIBLE);
+    let results = lab.results();
+    let running = lab.spawn_run(&[]);
+    wait_for_trials(&lab, 2, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: the pid of the rubyrace this test started, twice.
+    unsafe { libc::kill(running.pid() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(50));
+    unsafe { libc::kill(running.pid() as i32, libc::SIGINT) };
+    let run = running.wait(Duration::from_secs(30));
+    assert_eq!(run.code(), Some(130), "{run:?}");
+    assert!(
+        run.stderr.contains("quit at once")
+            && run
+                .stderr
+                .contains(&format!("rubyrace run --resume {}", results.display())),
+        "{run:?}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    let resumed =
+        spawn(&["run", "--resume", results.to_str().unwrap()]).wait(Duration::from_secs(120));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    let ids: Vec<i64> = trials(&lab.db()).iter().map(|t| t.trial_id).collect();
+    assert_eq!(
+        ids,
+        vec![0, 1, 2, 3, 4, 5],
+        "a trial was lost or duplicated"
+    );
+}
+
 #[test]
 fn ctrl_c_mid_trial_then_resume_loses_and_duplicates_nothing() {
     interrupt_and_resume("sigint", libc::SIGINT);
