@@ -751,14 +751,22 @@ fn write_steps(out: &mut String, sc: &ScenarioReport) {
         "step", "requests", "p50", "p99", "max", "status", "extract", "errors"
     );
     for (name, st) in names.iter().zip(&sc.steps) {
+        // A step that got no response has no latency: "-", not "0 µs".
+        let latency = |us: f64| {
+            if st.latency_us.count == 0 {
+                "-".to_string()
+            } else {
+                micros(us)
+            }
+        };
         let _ = writeln!(
             out,
             "  {:<width$}  {:>8}  {:>10}  {:>10}  {:>10}  {:>7}  {:>7}  {:>6}",
             name,
             st.requests,
-            micros(st.latency_us.p50),
-            micros(st.latency_us.p99),
-            micros(st.latency_us.max),
+            latency(st.latency_us.p50),
+            latency(st.latency_us.p99),
+            latency(st.latency_us.max),
             st.unexpected_status,
             st.extract_failures,
             st.errors
@@ -835,6 +843,41 @@ fn hdr_log_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 27 item 16: a step no session reached has no latency, shown as "-", not "0 µs".
+    #[test]
+    fn a_step_without_responses_shows_no_latency() {
+        let step = |name: &str, count: u64| StepReport {
+            scenario: "member".into(),
+            step: name.into(),
+            requests: count,
+            responses: count,
+            unexpected_status: 0,
+            extract_failures: 0,
+            errors: 0,
+            latency_us: LatencySummary {
+                count,
+                p50: if count > 0 { 1200.0 } else { 0.0 },
+                p99: if count > 0 { 3400.0 } else { 0.0 },
+                max: if count > 0 { 5600.0 } else { 0.0 },
+                ..LatencySummary::default()
+            },
+            failures: Vec::new(),
+        };
+        let sc = ScenarioReport {
+            source: "s.toml".into(),
+            sessions_started: 3,
+            sessions_completed: 0,
+            sessions_failed: 3,
+            steps: vec![step("log in", 3), step("home", 0)],
+        };
+        let mut out = String::new();
+        write_steps(&mut out, &sc);
+        let home = out.lines().find(|l| l.contains("member / home")).unwrap();
+        assert!(!home.contains("0 µs") && home.contains(" - "), "{out}");
+        let login = out.lines().find(|l| l.contains("member / log in")).unwrap();
+        assert!(login.contains("1.20 ms"), "{out}");
+    }
 
     #[test]
     fn hdr_log_round_trips() {
