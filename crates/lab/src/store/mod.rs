@@ -53,6 +53,17 @@ enum Access {
     ReadOnly,
 }
 
+/// Removes a results database that holds nothing worth keeping, with its journal files.
+fn remove_database_files(dir: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let f = dir.join(format!("{DB_FILE}{suffix}"));
+        if f.exists() {
+            std::fs::remove_file(&f).with_context(|| format!("cannot remove {}", f.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// How many trials (of any status) a results database holds.
 fn stored_trials(db: &Path) -> Result<i64> {
     let (conn, _snapshot) = open_read_only_connection(db)?;
@@ -216,25 +227,13 @@ impl Store {
         let lock = writer::acquire(dir)?;
         if db.exists() && matches!(created_completely(&db), Ok(false)) {
             // rubyrace was killed while creating the store (one transaction): nothing in it.
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let f = dir.join(format!("{DB_FILE}{suffix}"));
-                if f.exists() {
-                    std::fs::remove_file(&f)
-                        .with_context(|| format!("cannot remove {}", f.display()))?;
-                }
-            }
+            remove_database_files(dir)?;
         }
         if db.exists() && matches!(stored_trials(&db), Ok(0)) {
             // A run that stopped before its first trial (a service that would not start, a
             // setup that failed): its plan may be what was wrong, so a fixed file replaces
             // it. Its trial directories, if any, hold no stored trial.
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let f = dir.join(format!("{DB_FILE}{suffix}"));
-                if f.exists() {
-                    std::fs::remove_file(&f)
-                        .with_context(|| format!("cannot remove {}", f.display()))?;
-                }
-            }
+            remove_database_files(dir)?;
             let trials = dir.join("trials");
             if trials.exists() {
                 std::fs::remove_dir_all(&trials)
