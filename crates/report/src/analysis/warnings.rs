@@ -354,11 +354,11 @@ pub(super) fn mixed_configurations_warnings(
     members: &BTreeMap<String, Vec<&TrialData>>,
     warnings: &mut Vec<Warning>,
 ) {
-    // Values that differ between any two trials or runs by design, not between setups.
+    // The configuration's own settings and Ruby; not the environment, which holds what
+    // rubyrace sets itself (the probe's RUBYOPT, with this checkout's path), and whose
+    // user-set variables are settings too (`settings.env`).
     let own = |k: &str| {
-        !(k.starts_with("settings.") || k.starts_with("env.") || k == "ruby")
-            || k == "env.RUBYRACE_PROBE_DIR"
-            || k.starts_with("settings.load.urls")
+        !(k.starts_with("settings.") || k == "ruby") || k.starts_with("settings.load.urls")
     };
     for name in order {
         // Per configuration (run, config id): its setting values.
