@@ -249,8 +249,9 @@ fn a_block_interrupted_by_a_kill_is_run_again_whole() {
 }
 
 /// An adaptive run (issue 14) on CPU per request, interleaved, with a target it cannot
-/// reach: the rule looks at the metric it was given after every block, the time budget
-/// ends the run, every stored block is whole, and how it ended is said and stored.
+/// reach: the rule looks at the metric it was given after every block from the first stop
+/// (the plan holds those 6 blocks whatever `batches` says), the time budget ends the run,
+/// every stored block is whole, and how it ended is said and stored.
 #[test]
 fn an_interleaved_adaptive_run_on_cpu_per_request_ends_at_its_time_budget() {
     let lab = Lab::new("interleaved-adaptive");
@@ -278,7 +279,7 @@ threads = [1, 2]
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(
         run.stderr.contains(
-            "precision after 2 blocks (cpu_per_request, 97.5% intervals, target ±0.001%): threads=2 ±"
+            "precision after 6 blocks (cpu_per_request, 97.5% intervals, target ±0.001%): threads=2 ±"
         ),
         "{run:?}"
     );
