@@ -287,6 +287,72 @@ listen = "unix"
     assert_no_service_data(&lab.results());
 }
 
+/// Issue 27 item 18: PostgreSQL and Redis let in only a client with the password made for
+/// the run. A setup command with the URLs rubyrace gives, their passwords taken out, is
+/// refused by both; with them, it gets in. The passwords appear nowhere rubyrace wrote:
+/// not in its output, the store, the logs or any file of the results directory.
+#[test]
+fn services_refuse_a_client_without_the_run_password() {
+    let lab = Lab::new("services-password");
+    let passwords = lab.results().with_file_name("passwords.txt");
+    lab.experiment(&format!(
+        r#"
+batches = 1
+
+[settings]
+app = "{APP}"
+warmup = "500ms"
+duration = "1s"
+setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "{}"]]
+
+[services.postgres]
+
+[services.redis]
+"#,
+        passwords.display()
+    ));
+    let run = lab.spawn_marked_run(&[]).wait(Duration::from_secs(240));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let export = export(&lab);
+    let record = &export["sessions_services"][0]["services"];
+    let setup = record["setup"].as_array().unwrap();
+    let said = std::fs::read_to_string(lab.results().join(setup[1]["stdout"].as_str().unwrap()))
+        .unwrap();
+    let answers: Vec<&str> = said.lines().collect();
+    assert!(
+        answers[0].starts_with("postgres without password: refused:")
+            && answers[0].contains("password"),
+        "{said}"
+    );
+    assert_eq!(answers[1], "postgres with password: connected", "{said}");
+    assert!(
+        answers[2].starts_with("redis without password: -NOAUTH"),
+        "{said}"
+    );
+    assert_eq!(answers[3], "redis with password: +PONG", "{said}");
+    assert_eq!(record["postgres"]["authentication"], "scram-sha-256", "{record}");
+    assert_eq!(record["redis"]["authentication"], "requirepass", "{record}");
+
+    let secrets = std::fs::read_to_string(&passwords).unwrap();
+    let secrets: Vec<&str> = secrets.lines().collect();
+    assert_eq!(secrets.len(), 2, "{secrets:?}");
+    for secret in &secrets {
+        assert_eq!(secret.len(), 32, "{secrets:?}");
+        assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret));
+        assert!(!export.to_string().contains(secret));
+        for file in support::files_under(&lab.results()) {
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds a service's password",
+                file.display()
+            );
+        }
+    }
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    assert_no_service_data(&lab.results());
+}
+
 /// The program names of `pids` (those still alive): the file name of the first word of
 /// their command line, as `ps` shows it (Debian's redis-server is a link to another
 /// executable, so /proc/PID/exe would not say).

@@ -181,7 +181,7 @@ fn looks_secret(name: &str) -> bool {
 }
 
 /// `scheme://user:password@host` → `scheme://user:***@host`, wherever it occurs in `value`.
-fn redact_url_passwords(value: &str) -> String {
+pub fn redact_url_passwords(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find("://") {

@@ -52,3 +52,19 @@ impl TempDir {
 pub fn path_str(p: &Path) -> String {
     p.to_str().expect("UTF-8 path").to_string()
 }
+
+/// Every regular file under `dir`, at any depth (symbolic links not followed).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => pending.push(entry.path()),
+                Ok(t) if t.is_file() => files.push(entry.path()),
+                _ => {}
+            }
+        }
+    }
+    files
+}

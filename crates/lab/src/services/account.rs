@@ -4,6 +4,11 @@
 //! user owns: under the results directory when the user can reach it, else (a results
 //! directory under `/root`, mode 700) in a private directory under `/var/tmp` that the
 //! results directory links to as `outside`, which every cleanup follows.
+//!
+//! Each service gets a password made for it ([`new_password`]): on a shared machine (a CI
+//! runner) another local user could otherwise read or change the benchmark's data in the
+//! middle of a run. The password reaches the app only in `DATABASE_URL` and `REDIS_URL`;
+//! records and output carry the URLs without it.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -117,4 +122,48 @@ pub fn remove_outside(home: &Path) {
         }
     }
     let _ = std::fs::remove_file(link);
+}
+
+/// A password made for one service: 128 random bits from the kernel, as 32 hex digits (no
+/// character a URL must escape).
+pub fn new_password() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("cannot draw a random password for a service: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `text` to a new file `path` that only `user` (or rubyrace) may read (mode 600):
+/// how a password reaches a service without appearing in its argv.
+pub fn write_private_file(path: &Path, text: &str, user: Option<&ServiceUser>) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(u) = user {
+        std::os::unix::fs::chown(path, Some(u.uid), Some(u.gid))
+            .with_context(|| format!("cannot give {} to the user {}", path.display(), u.name))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_fresh_and_need_no_escaping_in_a_url() {
+        let a = new_password().unwrap();
+        let b = new_password().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+    }
 }

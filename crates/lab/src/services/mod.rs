@@ -335,7 +335,7 @@ impl RunServices {
         let own_postgres = own.as_ref().is_some_and(|o| o.postgres.is_some());
         let needs_setup = own_postgres || !self.run.set_up.contains(&key_number);
         if let Some(r) = redis_of(&own, &self.run) {
-            env.insert("REDIS_URL".to_string(), r.record.url.clone());
+            env.insert("REDIS_URL".to_string(), r.url());
         }
         let mut setup_env = env.clone();
         if let (Some(pg), Some(db)) = (postgres_of(&own, &self.run), &database) {

@@ -1,7 +1,7 @@
 //! PostgreSQL as a service of a run: Debian's server binaries (`initdb`, `postgres`,
-//! `psql` from `/usr/lib/postgresql/N/bin`), a private data directory, trust
-//! authentication for the one role `rubyrace` on loopback or a Unix socket only, readiness
-//! by a real query, and per-trial databases copied from a template.
+//! `psql` from `/usr/lib/postgresql/N/bin`), a private data directory, the one role
+//! `rubyrace` with a password made for the run (scram-sha-256) on loopback or a Unix socket
+//! only, readiness by a real query, and per-trial databases copied from a template.
 //!
 //! PostgreSQL refuses to run as root: as root, `initdb` and `postgres` run as the user
 //! `postgres` (Debian's package creates it), or `nobody`, in a directory of that user's
@@ -21,7 +21,7 @@ use sys::process::{tail_file, Launch, Supervised};
 
 use super::account;
 
-/// The role the app and rubyrace connect as (trust authentication, loopback only).
+/// The role the app and rubyrace connect as (loopback or a private socket, with a password).
 pub const ROLE: &str = "rubyrace";
 /// How long PostgreSQL may take to answer its first query.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,6 +36,8 @@ const RECORDED: [&str; 8] = [
     "effective_cache_size",
     "jit",
 ];
+/// initdb's authentication for every connection, local and over TCP.
+const AUTHENTICATION_ARG: &str = "--auth=scram-sha-256";
 /// The longest path of a Unix socket (`sun_path`, with its NUL).
 const SUN_PATH_MAX: usize = 107;
 
@@ -50,8 +52,13 @@ pub struct PostgresRecord {
     pub data_dir: PathBuf,
     /// `127.0.0.1:PORT` or the socket directory.
     pub address: String,
-    /// `DATABASE_URL` without a database: `postgres://rubyrace@127.0.0.1:PORT`.
+    /// `DATABASE_URL` without a database and without its password:
+    /// `postgres://rubyrace@127.0.0.1:PORT`.
     pub url_base: String,
+    /// How a client proves itself: `scram-sha-256` with a password made for the run, given
+    /// to the app in `DATABASE_URL` and never recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub authentication: String,
     /// Effective values of the settings the experiment set and of `RECORDED`, with units
     /// (`128MB`).
     pub settings: BTreeMap<String, String>,
@@ -78,6 +85,8 @@ pub struct Postgres {
     /// psql's `-h`: 127.0.0.1 or the socket directory.
     host: String,
     port: u16,
+    /// The role's password: in `DATABASE_URL`, and psql's `PGPASSWORD`; never recorded.
+    password: String,
     pub record: PostgresRecord,
 }
 
@@ -188,16 +197,22 @@ impl Postgres {
         account::make_private(&socket_dir, user.as_ref())?;
         let ids = user.as_ref().map(account::ServiceUser::ids);
 
-        // initdb: trust for the one role, no fsync of the new files (a throwaway cluster).
+        // initdb: a password for the one role (read from a private file, so no argv shows
+        // it), scram-sha-256 for every connection, no fsync of the new files (a throwaway
+        // cluster).
+        let password = account::new_password()?;
+        let pwfile = data_home.join("pwfile");
+        account::write_private_file(&pwfile, &format!("{password}\n"), user.as_ref())?;
         let initdb_log = home.join(format!("{}.log", super::log_name("initdb", tag)));
         let mut initdb = Command::new(bin.join("initdb"));
         initdb
             .args(["-D"])
             .arg(&data)
+            .arg(format!("--pwfile={}", pwfile.display()))
             .args([
                 "-U",
                 ROLE,
-                "--auth=trust",
+                AUTHENTICATION_ARG,
                 "--encoding=UTF8",
                 "--no-locale",
                 "--no-sync",
@@ -207,9 +222,9 @@ impl Postgres {
             use std::os::unix::process::CommandExt;
             initdb.uid(uid).gid(gid);
         }
-        let out = initdb
-            .output()
-            .with_context(|| format!("cannot run {}", bin.join("initdb").display()))?;
+        let out = initdb.output();
+        let _ = std::fs::remove_file(&pwfile);
+        let out = out.with_context(|| format!("cannot run {}", bin.join("initdb").display()))?;
         let _ = std::fs::write(&initdb_log, [&out.stdout[..], &out.stderr[..]].concat());
         if !out.status.success() {
             bail!(
@@ -294,12 +309,14 @@ impl Postgres {
             home: home.to_path_buf(),
             host,
             port,
+            password,
             record: PostgresRecord {
                 argv,
                 user: account::user_name(user.as_ref()),
                 data_dir: data,
                 address,
                 url_base,
+                authentication: "scram-sha-256".into(),
                 log: home.join(format!("{name}.stderr")),
                 ..PostgresRecord::default()
             },
@@ -374,6 +391,7 @@ impl Postgres {
             .arg(self.port.to_string())
             .args(["-U", ROLE, "-d", database, "-c", sql])
             .env("PGCONNECT_TIMEOUT", "5")
+            .env("PGPASSWORD", &self.password)
             .stdin(std::process::Stdio::null())
             .output()
             .with_context(|| format!("cannot run {}", self.bin.join("psql").display()))?;
@@ -387,9 +405,14 @@ impl Postgres {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// `DATABASE_URL` for `database`.
+    /// `DATABASE_URL` for `database`, with the password: for the app's environment only.
     pub fn url(&self, database: &str) -> String {
-        format!("{}/{database}", self.record.url_base)
+        let base = self.record.url_base.replacen(
+            &format!("//{ROLE}@"),
+            &format!("//{ROLE}:{}@", self.password),
+            1,
+        );
+        format!("{base}/{database}")
     }
 
     pub fn create_database(&self, name: &str, template: Option<&str>) -> Result<()> {

@@ -1,7 +1,10 @@
 //! Redis as a service of a run: Debian's `redis-server` in the foreground, as an
 //! unprivileged user when rubyrace is root (`account`), in its own private directory, with
 //! no persistence (`save ""`, `appendonly no`) unless the experiment's settings ask for it,
-//! on a loopback port or a Unix socket; readiness by a real `PING`. rubyrace
+//! on a loopback port with a password made for the run (`requirepass`, from a private
+//! configuration file so no argv shows it), or on a Unix socket only its user may open
+//! (mode 700: the redis gem 4.x reads no password from a `unix://` URL); readiness by a
+//! real `PING`. rubyrace
 //! speaks to it with a few lines of RESP (`Resp`), to check it, record its version and
 //! settings, flush it and count its keys.
 
@@ -30,7 +33,6 @@ const RECORDED: [&str; 5] = [
     "io-threads",
 ];
 
-/// Whether `redis-server --version` says 6.2 or later, which has `set-proc-title` (an
 /// What the file asks of Redis that this machine cannot give, found before anything
 /// starts: an `executable` that is not there (`redis-serverr` used to fail at run time with
 /// "Permission denied" and leave an empty data directory).
@@ -53,6 +55,7 @@ pub fn check(config: &RedisService) -> Vec<String> {
     )]
 }
 
+/// Whether `redis-server --version` says 6.2 or later, which has `set-proc-title` (an
 /// older Redis refuses an option it does not know).
 fn keeps_its_title_option(executable: &Path) -> bool {
     let Ok(out) = std::process::Command::new(executable)
@@ -89,8 +92,12 @@ pub struct RedisRecord {
     pub data_dir: PathBuf,
     /// `127.0.0.1:PORT` or the socket's path.
     pub address: String,
-    /// `REDIS_URL`.
+    /// `REDIS_URL` without its password.
     pub url: String,
+    /// How a client proves itself: `requirepass` (a password made for the run, given to
+    /// the app in `REDIS_URL` and never recorded), or `unix socket, mode 700`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub authentication: String,
     /// `CONFIG GET` of the settings the experiment set and of `RECORDED`.
     pub settings: BTreeMap<String, String>,
     pub ready_after_s: f64,
@@ -102,6 +109,8 @@ pub struct Redis {
     process: Option<Supervised>,
     home: PathBuf,
     endpoint: Endpoint,
+    /// `requirepass` on a TCP port; never recorded.
+    password: Option<String>,
     pub record: RedisRecord,
 }
 
@@ -140,8 +149,21 @@ impl Redis {
                 Endpoint::Unix(socket)
             }
         };
+        // The password, on TCP, from a configuration file in the private directory: an
+        // argv is readable by every local user in /proc.
+        let password = match endpoint {
+            Endpoint::Tcp(_) => Some(account::new_password()?),
+            Endpoint::Unix(_) => None,
+        };
+        let config_file = data.join("rubyrace.conf");
+        let config_text = password
+            .as_ref()
+            .map(|p| format!("requirepass {p}\n"))
+            .unwrap_or_default();
+        account::write_private_file(&config_file, &config_text, user.as_ref())?;
         let mut argv = vec![
             executable.to_string_lossy().into_owned(),
+            config_file.to_string_lossy().into_owned(),
             "--dir".into(),
             data.to_string_lossy().into_owned(),
             "--daemonize".into(),
@@ -193,6 +215,10 @@ impl Redis {
                 executable.display()
             )
         })?;
+        let authentication = match &endpoint {
+            Endpoint::Tcp(_) => "requirepass",
+            Endpoint::Unix(_) => "unix socket, mode 700",
+        };
         let (address, url) = match &endpoint {
             Endpoint::Tcp(port) => (
                 format!("127.0.0.1:{port}"),
@@ -207,12 +233,14 @@ impl Redis {
             process: Some(process),
             home: home.to_path_buf(),
             endpoint,
+            password,
             record: RedisRecord {
                 argv,
                 user: account::user_name(user.as_ref()),
                 data_dir: data.clone(),
                 address,
                 url,
+                authentication: authentication.into(),
                 log: home.join(format!("{name}.stdout")),
                 ..RedisRecord::default()
             },
@@ -281,19 +309,35 @@ impl Redis {
         text
     }
 
-    /// Sends one command on a new connection and reads its reply.
+    /// `REDIS_URL` with the password: for the app's environment only.
+    pub fn url(&self) -> String {
+        match &self.password {
+            Some(p) => self.record.url.replacen("redis://", &format!("redis://:{p}@"), 1),
+            None => self.record.url.clone(),
+        }
+    }
+
+    /// Sends one command on a new connection (after `AUTH`, when Redis has a password)
+    /// and reads its reply.
     pub fn command(&self, args: &[&str]) -> Result<Reply> {
         let timeout = Some(Duration::from_secs(5));
+        let mut commands: Vec<&[&str]> = Vec::new();
+        let auth;
+        if let Some(p) = &self.password {
+            auth = ["AUTH", p.as_str()];
+            commands.push(&auth);
+        }
+        commands.push(args);
         match &self.endpoint {
             Endpoint::Tcp(port) => {
                 let s = TcpStream::connect(("127.0.0.1", *port))?;
                 s.set_read_timeout(timeout)?;
-                roundtrip(s, args)
+                exchange(s, &commands)
             }
             Endpoint::Unix(path) => {
                 let s = UnixStream::connect(path)?;
                 s.set_read_timeout(timeout)?;
-                roundtrip(s, args)
+                exchange(s, &commands)
             }
         }
     }
@@ -362,14 +406,25 @@ impl Reply {
     }
 }
 
-fn roundtrip<S: Read + Write>(mut stream: S, args: &[&str]) -> Result<Reply> {
-    stream.write_all(&encode(args))?;
+/// Sends `commands` at once and reads their replies; the last reply, or the first error
+/// (an AUTH's is named without its password).
+fn exchange<S: Read + Write>(mut stream: S, commands: &[&[&str]]) -> Result<Reply> {
+    let request: Vec<u8> = commands.iter().flat_map(|c| encode(c)).collect();
+    stream.write_all(&request)?;
     let mut reader = BufReader::new(stream);
-    let reply = read_reply(&mut reader)?;
-    if let Reply::Error(e) = &reply {
-        bail!("Redis: {}: {e}", args.join(" "));
+    let mut last = Reply::Bulk(None);
+    for args in commands {
+        last = read_reply(&mut reader)?;
+        if let Reply::Error(e) = &last {
+            let shown = if args.first() == Some(&"AUTH") {
+                "AUTH".to_string()
+            } else {
+                args.join(" ")
+            };
+            bail!("Redis: {shown}: {e}");
+        }
     }
-    Ok(reply)
+    Ok(last)
 }
 
 /// A command as a RESP array of bulk strings.

@@ -155,7 +155,11 @@ pub(crate) fn start_server(
     };
     let mut record = ServerRecord {
         argv: launch.argv.clone(),
-        env,
+        // Recorded without the passwords of URLs (the services' DATABASE_URL, REDIS_URL).
+        env: env
+            .into_iter()
+            .map(|(k, v)| (k, environment::redact_url_passwords(&v)))
+            .collect(),
         cwd: launch.cwd.clone(),
         port,
         ..ServerRecord::default()
