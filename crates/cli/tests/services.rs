@@ -353,6 +353,49 @@ setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "
     assert_no_service_data(&lab.results());
 }
 
+/// Issue 27 item 11: a spec from `run --dry-run --json` of a services experiment runs on
+/// its own with `rubyrace trial --spec`: PostgreSQL and Redis are started for it, the setup
+/// seeds the database, the app writes rows and keys, and everything is stopped and removed.
+/// The spec used to drop the services, and the app could not start without DATABASE_URL.
+#[test]
+fn a_spec_of_a_services_experiment_runs_alone() {
+    let lab = Lab::new("services-spec");
+    lab.experiment(&experiment(1, "1s", SERVICES));
+    let plan = lab.run(&["--dry-run", "--json"], Duration::from_secs(30));
+    assert_eq!(plan.code(), Some(0), "{plan:?}");
+    let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    let mut spec = plan["trials"][0].clone();
+    assert_eq!(spec["services"]["postgres"]["reset"], "template", "{spec}");
+    let out = lab.results().with_file_name("alone");
+    spec["out_dir"] = Value::String(out.display().to_string());
+    let spec_file = lab.results().with_file_name("spec.json");
+    std::fs::write(&spec_file, serde_json::to_string(&spec).unwrap()).unwrap();
+    let run = lab
+        .spawn_marked(&["trial", "--spec", &path_str(&spec_file)])
+        .wait(Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["status"], "valid", "{result}");
+    let services = &result["services"];
+    assert_eq!(services["rows_at_start"]["hits"], 3, "{services}");
+    assert!(services["rows_at_end"]["hits"].as_i64().unwrap() > 3, "{services}");
+    assert!(services["redis_keys_at_end"].as_i64().unwrap() > 0, "{services}");
+    let instances = &services["instances"];
+    assert!(
+        instances["postgres"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("PostgreSQL"),
+        "{instances}"
+    );
+    assert_eq!(instances["setup"].as_array().unwrap().len(), 1, "{instances}");
+    assert_eq!(instances["stopped"]["postgres"], "exit status 0 (term)");
+    assert_removed(&instances["postgres"]);
+    assert_removed(&instances["redis"]);
+    assert_no_service_data(&out);
+    lab.assert_no_leftovers(Duration::from_secs(10));
+}
+
 /// The program names of `pids` (those still alive): the file name of the first word of
 /// their command line, as `ps` shows it (Debian's redis-server is a link to another
 /// executable, so /proc/PID/exe would not say).

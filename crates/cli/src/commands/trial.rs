@@ -1,5 +1,6 @@
 //! `rubyrace trial --spec FILE`: one trial from its spec (as `run --dry-run --json` writes
-//! it), its result as JSON.
+//! it), with the services and setup the spec names started for it alone; its result as
+//! JSON.
 
 use std::fs;
 use std::io::{self, Write};
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lab::trial::{run_trial, TrialOutcome, TrialSpec, TrialStatus};
+use lab::trial::{TrialOutcome, TrialSpec, TrialStatus};
 
 use crate::invocation::{install_interrupt, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING};
 
@@ -49,7 +50,11 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     if let Err(e) = sys::process::become_subreaper() {
         eprintln!("rubyrace: cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial");
     }
-    let result = match run_trial(&spec, &interrupt) {
+    let outcome = match lab::runner::run_alone(&spec, &interrupt) {
+        Ok(outcome) => outcome,
+        Err(e) => bail!("{e:#}; nothing recorded"),
+    };
+    let result = match outcome {
         TrialOutcome::Done(r) => r,
         TrialOutcome::Interrupted => {
             eprintln!("rubyrace: trial interrupted; nothing recorded");

@@ -74,10 +74,12 @@ impl Lab {
     /// in rubyrace's own environment: everything it starts carries it, services included
     /// (so [`Lab::leftovers`] matches rubyrace itself while it runs).
     pub fn spawn_marked_run(&self, extra: &[&str]) -> Running {
-        super::spawn_with_env(
-            &self.run_args(extra),
-            &[("RUBYRACE_TEST_MARKER", &self.marker)],
-        )
+        self.spawn_marked(&self.run_args(extra))
+    }
+
+    /// `rubyrace ARGS...`, left running, with the marker in its environment.
+    pub fn spawn_marked<S: AsRef<str>>(&self, args: &[S]) -> Running {
+        super::spawn_with_env(args, &[("RUBYRACE_TEST_MARKER", &self.marker)])
     }
 
     /// `rubyrace run experiment.toml -o RESULTS EXTRA...`, left running.

@@ -482,7 +482,6 @@ fn redis_of<'a>(own: &'a Option<Instances>, run: &'a Instances) -> Option<&'a Re
         .or(run.redis.as_ref())
 }
 
-/// Removes what services of an earlier session left in `results_dir` (rubyrace was killed
 /// What the experiment's services need that this machine does not have, checked before
 /// anything starts (the dry run included): each problem in one line, keyed as in the file.
 pub fn check(services: &experiment::services::Services) -> Vec<String> {
@@ -496,6 +495,7 @@ pub fn check(services: &experiment::services::Services) -> Vec<String> {
     problems
 }
 
+/// Removes what services of an earlier session left in `results_dir` (rubyrace was killed
 /// before it could stop them; their processes were killed with it, or by the registry).
 pub fn remove_leftovers(results_dir: &Path) {
     let home = results_dir.join(SERVICES_DIR);

@@ -39,6 +39,7 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::probe::{self, ProbeSummary, Verification};
+use experiment::services::Services;
 use experiment::{ConfigSettings, Workload};
 use sys::environment;
 
@@ -72,6 +73,11 @@ pub struct TrialSpec {
     /// before the configuration's own `env` (crate::services).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub service_env: BTreeMap<String, String>,
+    /// The experiment's `[services]`, in the specs of `run --dry-run --json`: `rubyrace trial
+    /// --spec` starts them (and runs the `setup`) for its one trial
+    /// (`runner::run_alone`). `rubyrace run` starts them itself and fills `service_env`.
+    #[serde(default, skip_serializing_if = "Services::is_empty")]
+    pub services: Services,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
