@@ -34,9 +34,11 @@ const CHECKS: &[&str] = &[
     "tcp_tw_reuse",
     "open_files",
     "perf",
+    "rbspy",
     "rubies",
     "servers",
     "allocators",
+    "services",
     "wrk",
 ];
 
@@ -323,6 +325,51 @@ fn values_agree_with_proc_and_this_process() {
         allocators.starts_with("jemalloc ") && allocators.contains("; tcmalloc "),
         "{allocators}"
     );
+
+    // rbspy and the services, against the programs themselves (scripts/setup installs all
+    // three; issue 27 item 10: the doctor checked none of them).
+    let rbspy = value_of(report, "rbspy");
+    match on_path("rbspy") {
+        Some(path) => {
+            let version = std::process::Command::new(&path)
+                .arg("--version")
+                .output()
+                .unwrap();
+            let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+            assert!(
+                rbspy.starts_with(&format!("{version} ({})", path.display())),
+                "{rbspy}"
+            );
+        }
+        None => assert!(rbspy.starts_with("no rbspy on PATH"), "{rbspy}"),
+    }
+    match read_trimmed("/proc/sys/kernel/yama/ptrace_scope") {
+        Some(scope) => assert!(rbspy.contains(&format!("ptrace_scope {scope}")), "{rbspy}"),
+        None => assert!(rbspy.contains("no Yama ptrace_scope"), "{rbspy}"),
+    }
+    let services = value_of(report, "services");
+    let postgres = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/postgres"))
+        .filter(|p| p.is_file())
+        .max();
+    match postgres {
+        Some(p) => assert!(
+            services.contains(&format!("({})", p.parent().unwrap().display())),
+            "{services}"
+        ),
+        None => assert!(services.contains("no /usr/lib/postgresql"), "{services}"),
+    }
+    match on_path("redis-server") {
+        Some(p) => assert!(
+            services.contains("Redis: Redis server v=")
+                && services.contains(&format!("({})", p.display())),
+            "{services}"
+        ),
+        None => assert!(services.contains("no redis-server on PATH"), "{services}"),
+    }
 }
 
 /// The Ruby on PATH, asked directly: its description, and which servers it can require.
@@ -427,7 +474,10 @@ fn quick_skips_the_slow_checks_and_text_lists_every_check() {
         }
     }
     assert!(
-        text.stdout.trim_end().ends_with('.') && text.stdout.contains("16 checks at "),
+        text.stdout.trim_end().ends_with('.')
+            && text
+                .stdout
+                .contains(&format!("{} checks at ", CHECKS.len())),
         "{text:?}"
     );
 }

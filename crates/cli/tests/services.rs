@@ -316,8 +316,8 @@ setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "
     let export = export(&lab);
     let record = &export["sessions_services"][0]["services"];
     let setup = record["setup"].as_array().unwrap();
-    let said = std::fs::read_to_string(lab.results().join(setup[1]["stdout"].as_str().unwrap()))
-        .unwrap();
+    let said =
+        std::fs::read_to_string(lab.results().join(setup[1]["stdout"].as_str().unwrap())).unwrap();
     let answers: Vec<&str> = said.lines().collect();
     assert!(
         answers[0].starts_with("postgres without password: refused:")
@@ -330,7 +330,10 @@ setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "
         "{said}"
     );
     assert_eq!(answers[3], "redis with password: +PONG", "{said}");
-    assert_eq!(record["postgres"]["authentication"], "scram-sha-256", "{record}");
+    assert_eq!(
+        record["postgres"]["authentication"], "scram-sha-256",
+        "{record}"
+    );
     assert_eq!(record["redis"]["authentication"], "requirepass", "{record}");
 
     let secrets = std::fs::read_to_string(&passwords).unwrap();
@@ -378,8 +381,14 @@ fn a_spec_of_a_services_experiment_runs_alone() {
     assert_eq!(result["status"], "valid", "{result}");
     let services = &result["services"];
     assert_eq!(services["rows_at_start"]["hits"], 3, "{services}");
-    assert!(services["rows_at_end"]["hits"].as_i64().unwrap() > 3, "{services}");
-    assert!(services["redis_keys_at_end"].as_i64().unwrap() > 0, "{services}");
+    assert!(
+        services["rows_at_end"]["hits"].as_i64().unwrap() > 3,
+        "{services}"
+    );
+    assert!(
+        services["redis_keys_at_end"].as_i64().unwrap() > 0,
+        "{services}"
+    );
     let instances = &services["instances"];
     assert!(
         instances["postgres"]["version"]
@@ -388,12 +397,100 @@ fn a_spec_of_a_services_experiment_runs_alone() {
             .starts_with("PostgreSQL"),
         "{instances}"
     );
-    assert_eq!(instances["setup"].as_array().unwrap().len(), 1, "{instances}");
+    assert_eq!(
+        instances["setup"].as_array().unwrap().len(),
+        1,
+        "{instances}"
+    );
     assert_eq!(instances["stopped"]["postgres"], "exit status 0 (term)");
     assert_removed(&instances["postgres"]);
     assert_removed(&instances["redis"]);
     assert_no_service_data(&out);
     lab.assert_no_leftovers(Duration::from_secs(10));
+}
+
+/// Issue 27 item 10: the dry run shows what else each configuration runs with (setup,
+/// scenario, TLS, profilers) and the services with the programs this machine would run,
+/// and its estimate counts the profiled phase (the duration again and about 1 s).
+#[test]
+fn the_dry_run_shows_services_setup_scenario_tls_and_profilers() {
+    let lab = Lab::new("services-dry-run");
+    let scenario = support::workspace_root().join("ruby/apps/rails-forum/scenarios.toml");
+    let file = |profile: &str| {
+        format!(
+            r#"
+batches = 3
+[settings]
+app = "{APP}"
+warmup = "1s"
+duration = "10s"
+tls = true
+scenario = "{}"
+setup = [["{{ruby}}", "{{app}}/setup.rb"]]
+{profile}
+
+[services.postgres]
+reset = "template"
+settings = {{ fsync = "off" }}
+
+[services.redis]
+listen = "unix"
+"#,
+            scenario.display()
+        )
+    };
+    let estimate = |text: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with("About ")).unwrap();
+        let span = line["About ".len()..].split(" (").next().unwrap();
+        humantime::parse_duration(span).unwrap().as_secs()
+    };
+    lab.experiment(&file(""));
+    let plain = lab.run(&["--dry-run"], Duration::from_secs(30));
+    assert_eq!(plain.code(), Some(0), "{plain:?}");
+    lab.experiment(&file("profile = [\"rbspy\"]"));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(30));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let out = &run.stdout;
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("      setup: /") && l.ends_with(&format!(" {APP}/setup.rb"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "      scenario: {}: visitor (weight 3, 4 steps), member (weight 1, 8 steps)",
+            scenario.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("      TLS: the server serves HTTPS"), "{out}");
+    assert!(
+        out.contains("      profiled: rbspy in a profiled phase of 10s after the measured one"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nServices (given to the app as DATABASE_URL and REDIS_URL):\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  PostgreSQL (/usr/lib/postgresql/")
+            && out.contains(
+                "database app, lifetime run, listen tcp, reset template, settings fsync=off"
+            ),
+        "{out}"
+    );
+    assert!(
+        out.contains("  Redis (/") && out.contains("lifetime run, listen unix, reset none"),
+        "{out}"
+    );
+    // 3 trials, each with a profiled phase of 10 s and about 1 s more.
+    assert_eq!(
+        estimate(out) - estimate(&plain.stdout),
+        3 * 11,
+        "{out}\n{plain:?}"
+    );
+    assert!(out.contains("+ the profiled phase"), "{out}");
+    assert!(!lab.results().exists());
 }
 
 /// The program names of `pids` (those still alive): the file name of the first word of

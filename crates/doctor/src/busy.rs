@@ -198,7 +198,7 @@ pub(crate) fn busy_finding(sample: BusySample, top: usize) -> Finding {
         );
     }
     let value = format!(
-        "{} {sampled} ({machine}, % of one CPU)",
+        "{} {sampled}, each in % of one CPU ({machine})",
         listed
             .iter()
             .map(|p| format!("pid {} ({}) {:.0}%", p.pid, p.comm, p.cpu_percent))

@@ -37,6 +37,7 @@ pub use busy::BusyProcess;
 pub use cpu::summarize_governors;
 pub use finding::{Finding, Status};
 pub use network::{parse_port_range, ports_capacity};
+pub use programs::newest_postgres_bin;
 pub use readers::{format_cpu_list, parse_cpu_list};
 pub use report::{examine, examine_with, Options, Report, CHECKS};
 

@@ -1,7 +1,8 @@
-//! Programs rubyrace uses or measures against: `perf`, `wrk`.
+//! Programs rubyrace uses or measures against: `perf` and `rbspy` (profiles), PostgreSQL
+//! and Redis (`[services]`), `wrk`.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
@@ -142,5 +143,121 @@ pub(crate) fn wrk_finding() -> Finding {
             format!("{} cannot run: {e}", wrk.display()),
             "",
         ),
+    }
+}
+
+/// The version line `program ARGS` prints, or why there is none.
+fn version_of(program: &Path, args: &[&str]) -> Result<String, String> {
+    let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    match run_program(program, &args, &[], COMMAND_TIMEOUT) {
+        Ok(ran) if ran.status.is_some_and(|s| s.success()) => {
+            Ok(first_line(&ran.stdout).to_string())
+        }
+        Ok(ran) if ran.timed_out => Err(format!("{} did not answer", program.display())),
+        Ok(ran) => Err(format!(
+            "{} failed: {}",
+            program.display(),
+            first_line(&format!("{}\n{}", ran.stderr, ran.stdout))
+        )),
+        Err(e) => Err(format!("{} cannot run: {e}", program.display())),
+    }
+}
+
+/// rbspy (Ruby stacks for `profile = ["rbspy"]`), and whether the kernel lets it read
+/// another process: Yama's `ptrace_scope` 2 allows it to root only, 3 to no one.
+pub(crate) fn rbspy_finding() -> Finding {
+    let scope: Option<i64> =
+        read_trimmed("/proc/sys/kernel/yama/ptrace_scope").and_then(|v| v.parse().ok());
+    let root = nix::unistd::geteuid().is_root();
+    let scope_text = match scope {
+        Some(s) => format!("ptrace_scope {s}"),
+        None => "no Yama ptrace_scope (ptrace limited by ownership only)".to_string(),
+    };
+    let Some(rbspy) = on_path("rbspy") else {
+        return Finding::new(
+            "rbspy",
+            Status::Info,
+            format!("no rbspy on PATH; {scope_text}"),
+            "only needed for profile = [\"rbspy\"]: `cargo install rbspy` (scripts/setup installs it)",
+        );
+    };
+    let version = version_of(&rbspy, &["--version"]);
+    let value = match &version {
+        Ok(v) => format!("{v} ({}); {scope_text}", rbspy.display()),
+        Err(e) => format!("{e}; {scope_text}"),
+    };
+    let blocked = match scope {
+        Some(3) => Some("ptrace_scope 3 forbids reading any other process, even as root: rbspy cannot profile a server on this machine until a reboot"),
+        Some(2) if !root => Some("ptrace_scope 2 lets only root read another process: run rubyrace as root, give rbspy CAP_SYS_PTRACE, or `sudo sysctl kernel.yama.ptrace_scope=1`"),
+        _ => None,
+    };
+    match (version, blocked) {
+        (Ok(_), None) => Finding::ok("rbspy", value),
+        (Ok(_), Some(advice)) => Finding::new("rbspy", Status::Warn, value, advice),
+        (Err(_), advice) => Finding::new(
+            "rbspy",
+            Status::Warn,
+            value,
+            advice.unwrap_or("reinstall rbspy (`cargo install rbspy`)"),
+        ),
+    }
+}
+
+/// The newest `/usr/lib/postgresql/N/bin` holding `postgres` (Debian's layout): the
+/// PostgreSQL `[services.postgres]` runs unless `bin_dir` says otherwise.
+pub fn newest_postgres_bin() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// PostgreSQL and Redis, as `[services]` would find them (both optional: only experiments
+/// with services need them).
+pub(crate) fn services_finding() -> Finding {
+    let postgres = match newest_postgres_bin() {
+        Some(bin) => version_of(&bin.join("postgres"), &["--version"])
+            .map(|v| format!("{v} ({})", bin.display())),
+        None => Err("no /usr/lib/postgresql/*/bin/postgres".to_string()),
+    };
+    let redis = match on_path("redis-server") {
+        Some(path) => version_of(&path, &["--version"]).map(|v| {
+            let v = v.split(" sha=").next().unwrap_or(&v).to_string();
+            format!("{v} ({})", path.display())
+        }),
+        None => Err("no redis-server on PATH".to_string()),
+    };
+    let value = format!(
+        "PostgreSQL: {}; Redis: {}",
+        postgres.as_ref().unwrap_or_else(|e| e),
+        redis.as_ref().unwrap_or_else(|e| e)
+    );
+    let mut missing = Vec::new();
+    if postgres.is_err() {
+        missing.push("postgresql");
+    }
+    if redis.is_err() {
+        missing.push("redis-server");
+    }
+    if missing.is_empty() {
+        Finding::ok("services", value)
+    } else {
+        Finding::new(
+            "services",
+            Status::Info,
+            value,
+            format!(
+                "only needed for experiments with [services]: `apt install {}` (scripts/setup installs them)",
+                missing.join(" ")
+            ),
+        )
     }
 }

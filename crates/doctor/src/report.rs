@@ -12,7 +12,7 @@ use crate::cpu::{cpu_counts, cpus_finding, governor_finding, pinning_finding, tu
 use crate::finding::{Finding, Status};
 use crate::kernel::{aslr_finding, swap_finding};
 use crate::network::{open_files_finding, ports_finding, tcp_tw_reuse_finding};
-use crate::programs::{perf_finding, wrk_finding};
+use crate::programs::{perf_finding, rbspy_finding, services_finding, wrk_finding};
 use crate::ruby::{allocators_finding, rubies_finding, server_query, servers_finding};
 use crate::{BUSY_SHOWN, SCHEMA};
 
@@ -30,9 +30,11 @@ pub const CHECKS: &[&str] = &[
     "tcp_tw_reuse",
     "open_files",
     "perf",
+    "rbspy",
     "rubies",
     "servers",
     "allocators",
+    "services",
     "wrk",
 ];
 
@@ -119,6 +121,8 @@ pub fn examine_with(options: &Options) -> Report {
         cheap.push(("tcp_tw_reuse", guarded(tcp_tw_reuse_finding)));
         cheap.push(("open_files", guarded(open_files_finding)));
         cheap.push(("perf", guarded(perf_finding)));
+        cheap.push(("rbspy", guarded(rbspy_finding)));
+        cheap.push(("services", guarded(services_finding)));
         cheap.push(("wrk", guarded(wrk_finding)));
         let sample = sampler.map(|h| h.join());
         (sample, cheap)

@@ -160,20 +160,31 @@ impl ConfigSettings {
     /// A rough wall time of one trial of this configuration, for estimates before anything
     /// ran: for HTTP, the warmup, the measured time (the duration, or rounds × (slice +
     /// lead-in) when sliced, shared by the `configurations` when co-scheduled) and about
-    /// 3 s to start and stop the server; for a script, 2 s per run.
+    /// 3 s to start and stop the server; for a script, 2 s per run. With `profile` (not
+    /// `profile_measured`), the profiled phase too: the duration again and about 1 s to
+    /// attach the profilers and write their stacks, or one more run of a script.
     pub fn estimated_trial_time(
         &self,
         design: &crate::design::Design,
         configurations: usize,
     ) -> Duration {
+        let profiled_phase = !self.profile.is_empty() && !self.profile_measured;
         match self.workload {
             Workload::Http => {
                 let measured = design
                     .loaded_per_configuration(configurations)
                     .unwrap_or(self.load.duration);
-                self.load.warmup + measured + Duration::from_secs(3)
+                let profiled = if profiled_phase {
+                    self.load.duration + Duration::from_secs(1)
+                } else {
+                    Duration::ZERO
+                };
+                self.load.warmup + measured + Duration::from_secs(3) + profiled
             }
-            Workload::Script => Duration::from_secs(2) * self.script.as_ref().map_or(1, |x| x.runs),
+            Workload::Script => {
+                let runs = self.script.as_ref().map_or(1, |x| x.runs) + u32::from(profiled_phase);
+                Duration::from_secs(2) * runs
+            }
         }
     }
 }

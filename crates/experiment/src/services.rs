@@ -116,3 +116,70 @@ pub struct RedisService {
 
 /// The database name used when `[services.postgres]` does not set one.
 pub const DEFAULT_DATABASE: &str = "app";
+
+impl Lifetime {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Lifetime::Run => "run",
+            Lifetime::Trial => "trial",
+        }
+    }
+}
+
+impl Listen {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Listen::Tcp => "tcp",
+            Listen::Unix => "unix",
+        }
+    }
+}
+
+impl Reset {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reset::None => "none",
+            Reset::Template => "template",
+            Reset::Flush => "flush",
+        }
+    }
+}
+
+/// `lifetime run, listen tcp, reset template, settings fsync=off shared_buffers=32MB`: a
+/// service's keys as the file set them (or their defaults), for the dry run.
+fn describe_keys(
+    lifetime: Lifetime,
+    listen: Listen,
+    reset: Reset,
+    settings: &BTreeMap<String, String>,
+) -> String {
+    let mut text = format!(
+        "lifetime {}, listen {}, reset {}",
+        lifetime.as_str(),
+        listen.as_str(),
+        reset.as_str()
+    );
+    if !settings.is_empty() {
+        let pairs: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        text.push_str(&format!(", settings {}", pairs.join(" ")));
+    }
+    text
+}
+
+impl PostgresService {
+    /// Its keys in one line (database first), for the dry run.
+    pub fn describe(&self) -> String {
+        format!(
+            "database {}, {}",
+            self.database,
+            describe_keys(self.lifetime, self.listen, self.reset, &self.settings)
+        )
+    }
+}
+
+impl RedisService {
+    /// Its keys in one line, for the dry run.
+    pub fn describe(&self) -> String {
+        describe_keys(self.lifetime, self.listen, self.reset, &self.settings)
+    }
+}

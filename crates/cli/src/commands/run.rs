@@ -366,7 +366,17 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
             println!("      env: {}", env.join(" "));
         }
+        for line in configuration_extras(s) {
+            println!("      {line}");
+        }
         println!("      {what}");
+    }
+    let services = lab::services::describe(&experiment.services);
+    if !services.is_empty() {
+        println!("\nServices (given to the app as DATABASE_URL and REDIS_URL):");
+        for line in services {
+            println!("  {line}");
+        }
     }
     let estimate = experiment::estimated_block_time(&experiment.configs, &experiment.design)
         * experiment.batches;
@@ -379,9 +389,18 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             .collect();
         println!("  block {}: {}", block + 1, order.join(" "));
     }
+    let profiled = experiment
+        .configs
+        .iter()
+        .any(|c| !c.settings.profile.is_empty() && !c.settings.profile_measured);
     println!(
-        "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial).",
-        humantime::format_duration(Duration::from_secs(estimate.as_secs()))
+        "\nAbout {} (warmup + duration + ~3s of server start and stop per HTTP trial{}).",
+        humantime::format_duration(Duration::from_secs(estimate.as_secs())),
+        if profiled {
+            ", + the profiled phase: the duration again and ~1s for the profilers"
+        } else {
+            ""
+        }
     );
     match experiment.design {
         experiment::design::Design::Blocks => {}
@@ -416,6 +435,53 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         );
     }
     write_stdout(&out)
+}
+
+/// What else a configuration runs with, one line each, for the dry run: its setup
+/// commands, scenario, TLS and profilers.
+fn configuration_extras(s: &experiment::ConfigSettings) -> Vec<String> {
+    let mut lines = Vec::new();
+    for argv in &s.setup {
+        let argv: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+        lines.push(format!("setup: {}", sys::process::display_argv(&argv)));
+    }
+    if let Some(source) = &s.load.scenario {
+        let scenarios = source.parse().map_or_else(
+            |_| String::new(),
+            |set| {
+                let named: Vec<String> = set
+                    .scenarios
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "{} (weight {}, {})",
+                            x.name,
+                            x.weight,
+                            count(x.steps.len(), "step")
+                        )
+                    })
+                    .collect();
+                format!(": {}", named.join(", "))
+            },
+        );
+        lines.push(format!("scenario: {}{scenarios}", source.name));
+    }
+    if s.tls {
+        lines.push("TLS: the server serves HTTPS with a certificate made for the run; the load trusts only its authority".into());
+    }
+    if !s.profile.is_empty() {
+        let names: Vec<&str> = s.profile.iter().map(|p| p.as_str()).collect();
+        let when = match (s.workload, s.profile_measured) {
+            (_, true) => "during the measured phase (profile_measured)".to_string(),
+            (Workload::Http, false) => format!(
+                "in a profiled phase of {} after the measured one (the same load again; not in the figures)",
+                humantime::format_duration(s.load.duration)
+            ),
+            (Workload::Script, false) => "in a profiled run of the script after the measured ones".to_string(),
+        };
+        lines.push(format!("profiled: {} {when}", names.join(", ")));
+    }
+    lines
 }
 
 /// The run's trial conditions in a sentence, or None when it sets none.

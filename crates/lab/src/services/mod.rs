@@ -495,6 +495,27 @@ pub fn check(services: &experiment::services::Services) -> Vec<String> {
     problems
 }
 
+/// The services as the dry run shows them, one line each: the program this machine would
+/// run (found as `check` finds it) and the file's keys.
+pub fn describe(services: &experiment::services::Services) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(p) = &services.postgres {
+        let program = postgres::program(p).map_or_else(
+            |e| format!("not found: {e:#}"),
+            |path| path.display().to_string(),
+        );
+        lines.push(format!("PostgreSQL ({program}): {}", p.describe()));
+    }
+    if let Some(r) = &services.redis {
+        let program = redis::program(r).map_or_else(
+            |e| format!("not found: {e:#}"),
+            |path| path.display().to_string(),
+        );
+        lines.push(format!("Redis ({program}): {}", r.describe()));
+    }
+    lines
+}
+
 /// Removes what services of an earlier session left in `results_dir` (rubyrace was killed
 /// before it could stop them; their processes were killed with it, or by the registry).
 pub fn remove_leftovers(results_dir: &Path) {

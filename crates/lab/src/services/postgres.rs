@@ -143,6 +143,11 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
+/// The `postgres` executable `config` would run.
+pub fn program(config: &PostgresService) -> Result<PathBuf> {
+    bin_dir(config).map(|bin| bin.join("postgres"))
+}
+
 /// The newest `/usr/lib/postgresql/*/bin` holding `postgres`, or `bin_dir`.
 fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
     if let Some(dir) = &config.bin_dir {
@@ -154,19 +159,8 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
             dir.display()
         );
     }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version: u32 = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("postgres").is_file().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    match found.pop() {
-        Some((_, bin)) => Ok(bin),
+    match doctor::newest_postgres_bin() {
+        Some(bin) => Ok(bin),
         None => bail!(
             "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/postgres (Debian: apt-get install postgresql; scripts/setup installs it)"
         ),

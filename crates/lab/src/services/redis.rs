@@ -37,13 +37,10 @@ const RECORDED: [&str; 5] = [
 /// starts: an `executable` that is not there (`redis-serverr` used to fail at run time with
 /// "Permission denied" and leave an empty data directory).
 pub fn check(config: &RedisService) -> Vec<String> {
-    let executable = config
-        .executable
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("redis-server"));
-    if rubies::discovery::resolve_executable(&executable.to_string_lossy()).is_ok() {
+    if program(config).is_ok() {
         return Vec::new();
     }
+    let executable = executable(config);
     let place = if executable.components().count() > 1 {
         "is not an executable file".to_string()
     } else {
@@ -53,6 +50,19 @@ pub fn check(config: &RedisService) -> Vec<String> {
         "services.redis.executable: {} {place} (Debian: apt-get install redis-server, which scripts/setup installs)",
         executable.display()
     )]
+}
+
+/// The executable as the file names it: `redis-server` unless `executable` is set.
+fn executable(config: &RedisService) -> PathBuf {
+    config
+        .executable
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+/// The path of the `redis-server` `config` would run.
+pub fn program(config: &RedisService) -> Result<PathBuf> {
+    rubies::discovery::resolve_executable(&executable(config).to_string_lossy())
 }
 
 /// Whether `redis-server --version` says 6.2 or later, which has `set-proc-title` (an
@@ -124,10 +134,7 @@ impl Redis {
     /// Starts redis-server with its files under `home` (emptied first); returns once it
     /// answers PING.
     pub fn start(config: &RedisService, home: &Path, registry: &Path, tag: &str) -> Result<Redis> {
-        let executable = config
-            .executable
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("redis-server"));
+        let executable = executable(config);
         remove_home(home);
         std::fs::create_dir_all(home)
             .with_context(|| format!("cannot create {}", home.display()))?;
@@ -312,7 +319,10 @@ impl Redis {
     /// `REDIS_URL` with the password: for the app's environment only.
     pub fn url(&self) -> String {
         match &self.password {
-            Some(p) => self.record.url.replacen("redis://", &format!("redis://:{p}@"), 1),
+            Some(p) => self
+                .record
+                .url
+                .replacen("redis://", &format!("redis://:{p}@"), 1),
             None => self.record.url.clone(),
         }
     }
