@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use experiment::schedule::ScheduledTrial;
 use indicatif::{ProgressBar, ProgressStyle};
+use lab::interleave::BlockEvent;
 use lab::runner::Progress;
 use lab::store::Store;
 use lab::trial::{TrialResult, TrialStatus};
@@ -28,6 +29,12 @@ pub struct ConsoleProgress {
     labels: std::collections::BTreeMap<usize, String>,
     /// The results directory (a failed trial's log is named by its path).
     dir: std::path::PathBuf,
+    /// Time spent on the trials finished this session (the ETA's pace).
+    finished_elapsed: Duration,
+    /// A block of servers up together: how many trials it holds and the share of its
+    /// slices done (0 to 1), so the ETA moves within it.
+    block_trials: usize,
+    block_fraction: f64,
 }
 
 impl ConsoleProgress {
@@ -46,8 +53,11 @@ impl ConsoleProgress {
             run_this_session: 0,
             estimate_per_trial: estimate,
             last: String::new(),
+            block_trials: configs.len(),
             labels: configs.iter().map(|c| (c.id, c.label.clone())).collect(),
             dir: store.dir().to_path_buf(),
+            finished_elapsed: Duration::ZERO,
+            block_fraction: 0.0,
         })
     }
 
@@ -58,13 +68,23 @@ impl ConsoleProgress {
         }
     }
 
+    /// The time left: the trials still to run at the pace of those finished this session
+    /// (or the settings' estimate before the first), less the part of a block of servers
+    /// up together already done.
     fn eta(&self) -> Duration {
         let per = if self.run_this_session > 0 {
-            self.started.elapsed() / self.run_this_session as u32
+            self.finished_elapsed / self.run_this_session as u32
         } else {
             self.estimate_per_trial
         };
-        per * (self.total - self.done) as u32
+        let left = (self.total - self.done) as f64 - self.block_fraction * self.block_trials as f64;
+        per.mul_f64(left.max(0.0))
+    }
+
+    fn show(&self, msg: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(msg);
+        }
     }
 
     pub fn finish(&mut self) {
@@ -126,19 +146,18 @@ impl Progress for ConsoleProgress {
         } else {
             format!(" · last: {}", self.last)
         };
-        let msg = format!(
+        self.show(format!(
             "block {}/{} · ETA {eta} · {label}{last}",
             trial.block + 1,
             self.blocks
-        );
-        if let Some(bar) = &self.bar {
-            bar.set_message(msg);
-        }
+        ));
     }
 
     fn trial_finished(&mut self, r: &TrialResult) {
         self.done += 1;
         self.run_this_session += 1;
+        self.finished_elapsed = self.started.elapsed();
+        self.block_fraction = 0.0;
         let what = match r.status {
             TrialStatus::Valid => describe_result(r),
             TrialStatus::Invalid => format!(
@@ -186,6 +205,48 @@ impl Progress for ConsoleProgress {
 
     fn note(&mut self, message: &str) {
         self.line(format!("rubyrace: {message}"));
+    }
+
+    fn block_event(&mut self, block: u32, event: &BlockEvent) {
+        let head = format!("block {}/{}", block + 1, self.blocks);
+        let msg = match event {
+            BlockEvent::Starting { label } => {
+                format!(
+                    "{head} · ETA {} · starting {label}",
+                    units::span(self.eta())
+                )
+            }
+            BlockEvent::WarmingUp { label } => {
+                format!(
+                    "{head} · ETA {} · warming up {label}",
+                    units::span(self.eta())
+                )
+            }
+            BlockEvent::Slice {
+                done,
+                total,
+                on,
+                last,
+                ..
+            } => {
+                self.block_fraction = *done as f64 / (*total).max(1) as f64;
+                let (unit, on) = if on.len() > 1 {
+                    ("window", format!("all {} loaded", on.len()))
+                } else {
+                    ("slice", format!("on: {}", on.join("")))
+                };
+                let last = last
+                    .as_ref()
+                    .map(|(label, rate)| format!(" · last slice: {label} {rate:.0} req/s"))
+                    .unwrap_or_default();
+                format!(
+                    "{head} · {unit} {}/{total} · ETA {} · {on}{last}",
+                    done + 1,
+                    units::span(self.eta())
+                )
+            }
+        };
+        self.show(msg);
     }
 
     fn precision(

@@ -487,3 +487,149 @@ threads = [1, 2]
     assert_eq!(blocks.report_json()["sources"][0]["design"], "blocks");
     blocks.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// Issue 27 item 14: on a terminal, the progress of an interleaved block counts its slices
+/// and names the configuration loaded now and the slice just ended (it stayed at `0/4
+/// trials` for a whole block, named the last server started, and showed the block before).
+/// rubyrace's stderr is a real pseudo-terminal here, as in a user's shell.
+#[test]
+fn the_progress_on_a_terminal_counts_slices_and_names_the_one_on() {
+    let lab = Lab::new("interleaved-progress");
+    lab.experiment(
+        r#"
+name = "interleaved-progress"
+batches = 1
+design = "interleaved"
+slice = "700ms"
+rounds = 3
+
+[settings]
+app = "rack-hello"
+connections = 2
+warmup = "700ms"
+
+[matrix]
+threads = [1, 2]
+"#,
+    );
+    let screen = run_on_a_terminal(&lab);
+    // Each of the 6 slices was shown while it ran, with the configuration on it.
+    for n in 1..=6 {
+        assert!(
+            screen.contains(&format!("block 1/1 · slice {n}/6 · ETA ")),
+            "slice {n}: {screen}"
+        );
+    }
+    assert!(
+        screen.contains("· on: threads=1") && screen.contains("· on: threads=2"),
+        "{screen}"
+    );
+    let last = screen
+        .split("· last slice: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no last slice: {screen}"));
+    let rate: String = last
+        .trim_start_matches("threads=1 ")
+        .trim_start_matches("threads=2 ")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert!(rate.parse::<u64>().unwrap() > 0, "{screen}");
+    assert!(
+        screen.contains("starting threads=1") && screen.contains("warming up threads=2"),
+        "{screen}"
+    );
+}
+
+/// Runs the lab's experiment with its stderr on a pseudo-terminal (120 columns); all it
+/// drew there, without the terminal's control sequences.
+fn run_on_a_terminal(lab: &Lab) -> String {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into the integers given; no name is asked.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let file = lab.dir.path("").join("experiment.toml");
+    let results = lab.results();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rubyrace"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut master = std::fs::File::from(master);
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The read fails (EIO) once the child's side is closed.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run did not end in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let drawn = reader.join().unwrap();
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        String::from_utf8_lossy(&drawn)
+    );
+    without_escapes(&String::from_utf8_lossy(&drawn))
+}
+
+/// Text without ANSI control sequences (`ESC [ ... letter`).
+fn without_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}

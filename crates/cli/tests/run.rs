@@ -250,6 +250,26 @@ script_args = [["1000"], ["300000"]]
     );
 }
 
+/// Issue 27 item 14: the defaults note names the file's defaults (20 rounds), and `--smoke`
+/// says what it runs instead (2 rounds), so the two do not contradict each other unsaid.
+#[test]
+fn smoke_mode_says_what_it_runs_after_the_defaults() {
+    let lab = Lab::new("smoke-note");
+    lab.experiment("[matrix]\nthreads = [1, 2]\n");
+    let run = lab.run(&["--smoke", "--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let notes: Vec<&str> = run.stderr.lines().collect();
+    assert!(
+        notes[0].contains("design = \"interleaved\" (20 rounds of 500ms slices)"),
+        "{run:?}"
+    );
+    assert!(
+        notes[1].starts_with("rubyrace: --smoke shortens the run, whatever the file and its defaults say: 2 blocks, warmup at most 1s and duration at most 2s per trial, 2 rounds of 500ms slices"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("2 rounds of 500ms each"), "{run:?}");
+}
+
 #[test]
 fn smoke_mode_runs_two_short_blocks() {
     let lab = Lab::new("smoke");

@@ -748,4 +748,26 @@ impl Experiment {
         }
         self
     }
+
+    /// What `--smoke` runs, in one sentence, from an experiment it shortened: printed after
+    /// the defaults note, whose values (`6 rounds`, `10s`) the smoke run does not use.
+    pub fn smoke_note(&self) -> String {
+        let mut parts = vec![format!(
+            "{} blocks, warmup at most 1s and duration at most 2s per trial",
+            self.batches
+        )];
+        if let Some((slice, rounds)) = self.design.slicing() {
+            parts.push(format!(
+                "{rounds} rounds of {} slices",
+                humantime::format_duration(slice)
+            ));
+        }
+        if self.configs.iter().any(|c| c.settings.script.is_some()) {
+            parts.push("one run per script trial".into());
+        }
+        format!(
+            "--smoke shortens the run, whatever the file and its defaults say: {}; no adaptive blocks",
+            parts.join(", ")
+        )
+    }
 }

@@ -34,6 +34,27 @@ use sys::noise::{MachineCounters, NoiseRecord};
 use sys::process::{describe_status, kill_orphans, DeathWatch};
 use sys::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
 
+/// What a block of servers up together is doing, as it happens (for the progress: a block
+/// is one long step otherwise, its trials all ending together).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BlockEvent {
+    /// A configuration's server is starting.
+    Starting { label: String },
+    /// A configuration's server is warming up (the others idle).
+    WarmingUp { label: String },
+    /// A slice begins: `done` of the block's `total` slices are over, `on` names the
+    /// configurations loaded now (one interleaved; all co-scheduled), and `last` the
+    /// slice just ended with its throughput.
+    Slice {
+        round: u32,
+        rounds: u32,
+        done: usize,
+        total: usize,
+        on: Vec<String>,
+        last: Option<(String, f64)>,
+    },
+}
+
 /// How an interleaved block ended.
 pub enum BlockOutcome {
     /// One result per spec, in the specs' order.
@@ -116,6 +137,7 @@ pub fn run_interleaved_block(
     design: &Design,
     seed: u64,
     interrupt: &Arc<AtomicBool>,
+    events: &mut dyn FnMut(BlockEvent),
 ) -> BlockOutcome {
     let (slice, rounds) = design
         .slicing()
@@ -141,7 +163,15 @@ pub fn run_interleaved_block(
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
     }
-    let measured = measure_block(&mut members, slice, rounds, together, seed, interrupt);
+    let measured = measure_block(
+        &mut members,
+        slice,
+        rounds,
+        together,
+        seed,
+        interrupt,
+        events,
+    );
     stop_all(&mut members);
     if let Err(stop) = measured {
         return match stop {
@@ -205,10 +235,14 @@ fn measure_block(
     together: bool,
     seed: u64,
     interrupt: &Arc<AtomicBool>,
+    events: &mut dyn FnMut(BlockEvent),
 ) -> Result<(), Stop> {
     // 1. Every server up, on a port of its own, in the block's order, and watched from then
     //    on. A server whose load settings are invalid is stopped at once.
     for m in members.iter_mut().filter(|m| m.result.reason.is_none()) {
+        events(BlockEvent::Starting {
+            label: m.spec.label.clone(),
+        });
         m.server = start_server(m.spec, interrupt, &mut m.result)?;
         let Some(sut) = &m.server else { continue };
         let pid = sut.server.pid();
@@ -232,6 +266,9 @@ fn measure_block(
         if spec.warmup.is_zero() {
             continue;
         }
+        events(BlockEvent::WarmingUp {
+            label: m.spec.label.clone(),
+        });
         let mut warmup = spec.clone();
         warmup.stop = load::StopCondition::Duration(spec.warmup);
         warmup.warmup = Duration::ZERO;
@@ -284,6 +321,10 @@ fn measure_block(
     // 4. The rounds: interleaved, one server at a time in the round's order; co-scheduled,
     //    every server at once (their loads started in the round's order).
     let block = members.first().map_or(0, |m| m.spec.block);
+    let per_round = if together { 1 } else { measured.len() };
+    let total = per_round * rounds as usize;
+    let mut done = 0;
+    let mut last: Option<(String, f64)> = None;
     for round in 0..rounds {
         let order = round_order(members.len(), seed, block, round);
         let turns: Vec<Vec<usize>> = if together {
@@ -315,14 +356,33 @@ fn measure_block(
                     (spec, m.server.as_ref().expect("measured").server.pid())
                 })
                 .collect();
+            events(BlockEvent::Slice {
+                round,
+                rounds,
+                done,
+                total,
+                on: live
+                    .iter()
+                    .map(|&i| members[i].spec.label.clone())
+                    .collect(),
+                last: last.take(),
+            });
             let start_s = phase_start.elapsed().as_secs_f64();
             let runs = run_slices(loads, slice, interrupt);
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Stop::Interrupted);
             }
             for (&i, run) in live.iter().zip(runs) {
+                let rate = run.outcome.as_ref().ok().and_then(|o| {
+                    let s = o.recorded.as_secs_f64();
+                    (s > 0.0).then(|| o.stats.responses as f64 / s)
+                });
                 members[i].record_slice(run, round, turn, start_s);
+                if let (Some(rate), false) = (rate, together) {
+                    last = Some((members[i].spec.label.clone(), rate));
+                }
             }
+            done += 1;
         }
     }
 

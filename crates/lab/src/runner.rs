@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::conditions::{wait_for_quiet, QuietWait};
-use crate::interleave::{run_interleaved_block, BlockOutcome};
+use crate::interleave::{run_interleaved_block, BlockEvent, BlockOutcome};
 use crate::services::RunServices;
 use crate::store::Store;
 use crate::trial::{
@@ -30,6 +30,9 @@ pub trait Progress {
     fn trial_started(&mut self, trial: &ScheduledTrial, label: &str);
     fn trial_finished(&mut self, result: &TrialResult);
     fn note(&mut self, message: &str);
+    /// What a block of servers up together (interleaved, co-scheduled) is doing: its
+    /// trials all start and end together, so this is its progress in between.
+    fn block_event(&mut self, _block: u32, _event: &BlockEvent) {}
     /// An adaptive run looked at its precision after a block (`added` is true when it adds
     /// another block, whose trials make the schedule `total` long).
     fn precision(
@@ -452,11 +455,10 @@ impl Run<'_> {
                     )
                 })
                 .collect::<Result<Vec<_>>>()?;
-            for (trial, spec) in trials.iter().zip(&specs) {
-                self.progress.trial_started(trial, &spec.label);
-            }
+            let progress = &mut *self.progress;
+            let mut events = |e: BlockEvent| progress.block_event(block, &e);
             let mut results =
-                match run_interleaved_block(&specs, &self.design, self.seed, self.interrupt) {
+                match run_interleaved_block(&specs, &self.design, self.seed, self.interrupt, &mut events) {
                     BlockOutcome::Interrupted => return Ok(RunEnd::Interrupted),
                     BlockOutcome::WriteFailed(what) => anyhow::bail!(
                         "{what} (block {} is not stored; every block before it is: free space or fix the problem, then resume)",

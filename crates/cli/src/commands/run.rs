@@ -160,7 +160,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             eprintln!("rubyrace: {note}");
         }
         let mut experiment = if args.smoke {
-            experiment.smoke()
+            let smoke = experiment.smoke();
+            eprintln!("rubyrace: {}", smoke.smoke_note());
+            smoke
         } else {
             experiment
         };
