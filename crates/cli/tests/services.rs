@@ -493,6 +493,120 @@ listen = "unix"
     assert!(!lab.results().exists());
 }
 
+/// The private directories under /var/tmp whose owner file names `pid` (services of a
+/// rubyrace running as root, whose results directory their user cannot reach).
+fn private_dirs_of(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/var/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rubyrace-"))
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("rubyrace.owner"))
+                .is_ok_and(|o| o.split_whitespace().next() == Some(&pid.to_string()))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Issue 27 item 15: a rubyrace killed with SIGKILL leaves PostgreSQL's and Redis's private
+/// directories under /var/tmp (as root, when their users cannot reach the results
+/// directory); the next rubyrace run removes them, even after the killed run's results
+/// directory was deleted (they used to stay until a resume of that directory: forever, once
+/// it was deleted).
+#[test]
+fn what_a_killed_run_left_in_var_tmp_goes_with_the_next_run() {
+    let lab = Lab::new("services-var-tmp");
+    lab.experiment(&experiment(2, "3s", SERVICES));
+    // A directory only its owner may enter, as /root is: PostgreSQL's and Redis's users
+    // cannot reach a results directory in it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(lab.dir.path(""), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut running = lab.spawn_marked_run(&[]);
+    wait_until_the_scan_sees_every_server(&lab, &mut running);
+    let pid = running.pid();
+    let left = private_dirs_of(pid);
+    // SAFETY: the rubyrace this test started, by pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let killed = running.wait(Duration::from_secs(30));
+    assert_eq!(killed.code(), None, "{killed:?}");
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    std::fs::remove_dir_all(lab.results()).unwrap();
+    if nix_is_root() {
+        // As root, with a results directory PostgreSQL's user cannot reach (the lab's is
+        // mode 700): both services' data went to /var/tmp.
+        assert_eq!(left.len(), 2, "rubyrace {pid}: {left:?}");
+        assert!(left.iter().all(|d| d.exists()), "{left:?}");
+    }
+    // Any run sweeps them: here one without services, into another directory.
+    let other = Lab::new("services-var-tmp-next");
+    other.experiment(
+        "batches = 1\n[settings]\napp = \"rack-hello\"\nwarmup = \"200ms\"\nduration = \"300ms\"\n",
+    );
+    let next = other.run(&[], Duration::from_secs(60));
+    assert_eq!(next.code(), Some(0), "{next:?}");
+    for dir in &left {
+        assert!(!dir.exists(), "{} was left behind", dir.display());
+    }
+}
+
+/// Whether the tests run as root (services then run as their own users).
+fn nix_is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid() == 0
+}
+
+/// Issue 27 item 15: a PostgreSQL that fails to start (here its initdb fails) leaves its
+/// log and nothing else: no `data/`, `socket/` or private directory under /var/tmp.
+#[test]
+fn a_postgres_whose_initdb_fails_leaves_only_its_log() {
+    let lab = Lab::new("services-initdb-fails");
+    // As /root is: as root, PostgreSQL's data would go to a private directory in /var/tmp.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(lab.dir.path(""), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // Where PostgreSQL's user can reach it (the lab's directory is private).
+    let fake = support::TempDir::new("fake-postgres-bin");
+    let bin = fake.path("");
+    for (name, body) in [
+        ("postgres", "#!/bin/sh\nexit 0\n"),
+        (
+            "initdb",
+            "#!/bin/sh\necho 'initdb: the disk says no' >&2\nexit 1\n",
+        ),
+    ] {
+        let path = bin.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    lab.experiment(&experiment(
+        1,
+        "1s",
+        &format!("[services.postgres]\nbin_dir = \"{}\"\n", bin.display()),
+    ));
+    let running = lab.spawn_marked_run(&[]);
+    let pid = running.pid();
+    let run = running.wait(Duration::from_secs(60));
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("PostgreSQL's initdb failed")
+            && run.stderr.contains("the disk says no"),
+        "{run:?}"
+    );
+    assert_no_service_data(&lab.results());
+    assert!(
+        private_dirs_of(pid).is_empty(),
+        "{:?}",
+        private_dirs_of(pid)
+    );
+    let home = lab.results().join("services/postgres");
+    let left: Vec<String> = std::fs::read_dir(&home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["initdb-s1.log"], "{left:?}");
+}
+
 /// The program names of `pids` (those still alive): the file name of the first word of
 /// their command line, as `ps` shows it (Debian's redis-server is a link to another
 /// executable, so /proc/PID/exe would not say).

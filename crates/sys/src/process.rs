@@ -93,7 +93,7 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 /// The start time of a process (clock ticks since boot), to tell a pid from its reuse.
-fn start_time(pid: i32) -> Option<u64> {
+pub fn start_time(pid: i32) -> Option<u64> {
     proc_stat(pid).map(|s| s.start_time)
 }
 

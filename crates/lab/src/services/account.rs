@@ -3,7 +3,11 @@
 //! `nobody`); as any other user, as itself. The service's files go in a directory that
 //! user owns: under the results directory when the user can reach it, else (a results
 //! directory under `/root`, mode 700) in a private directory under `/var/tmp` that the
-//! results directory links to as `outside`, which every cleanup follows.
+//! results directory links to as `outside`, which every cleanup follows. Such a directory
+//! names its owner (the rubyrace that made it: pid and start time, in `rubyrace.owner`), so
+//! that one left by a rubyrace killed with SIGKILL is removed by the next rubyrace that
+//! starts services or a run ([`sweep_abandoned`]), even when its results directory was
+//! deleted meanwhile.
 //!
 //! Each service gets a password made for it ([`new_password`]): on a shared machine (a CI
 //! runner) another local user could otherwise read or change the benchmark's data in the
@@ -19,6 +23,10 @@ use anyhow::{bail, Context, Result};
 const OUTSIDE: &str = "outside";
 /// Where private directories go when the results directory is out of the user's reach.
 const PRIVATE_ROOT: &str = "/var/tmp";
+/// The prefix of every private directory's name (`rubyrace-postgres-`, `rubyrace-redis-`).
+const PRIVATE_PREFIX: &str = "rubyrace-";
+/// The file in a private directory naming the rubyrace that made it: `PID START_TIME`.
+const OWNER_FILE: &str = "rubyrace.owner";
 
 /// An unprivileged user a service runs as.
 #[derive(Clone, Debug)]
@@ -102,6 +110,10 @@ pub fn private_dir(home: &Path, user: Option<&ServiceUser>, prefix: &str) -> Res
                 .tempdir_in(PRIVATE_ROOT)
                 .with_context(|| format!("cannot create a private directory under {PRIVATE_ROOT}"))?
                 .keep();
+            let me = std::process::id() as i32;
+            let owner = format!("{me} {}\n", sys::process::start_time(me).unwrap_or(0));
+            std::fs::write(private.join(OWNER_FILE), owner)
+                .with_context(|| format!("cannot write {}", private.join(OWNER_FILE).display()))?;
             make_private(&private, user)?;
             std::os::unix::fs::symlink(&private, home.join(OUTSIDE)).with_context(|| {
                 format!("cannot link {} from {}", private.display(), home.display())
@@ -110,6 +122,40 @@ pub fn private_dir(home: &Path, user: Option<&ServiceUser>, prefix: &str) -> Res
         }
         _ => Ok(home.to_path_buf()),
     }
+}
+
+/// Removes the private directories under `/var/tmp` whose rubyrace is gone (its pid is
+/// not running, or runs another program since); their services died with it (the
+/// parent-death signal). A directory without an owner file is left alone; one whose owner
+/// still runs is in use. Returns the directories removed.
+pub fn sweep_abandoned() -> Vec<PathBuf> {
+    sweep_abandoned_in(Path::new(PRIVATE_ROOT))
+}
+
+fn sweep_abandoned_in(root: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(PRIVATE_PREFIX)
+        {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(owner) = std::fs::read_to_string(dir.join(OWNER_FILE)) else {
+            continue;
+        };
+        let mut fields = owner.split_whitespace().map(|f| f.parse::<u64>().ok());
+        let (Some(Some(pid)), Some(Some(started))) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let alive = sys::process::start_time(pid as i32).is_some_and(|t| t == started);
+        if !alive && std::fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
 }
 
 /// Removes the private directory `home/outside` links to (only under `/var/tmp`), and the
@@ -157,6 +203,38 @@ pub fn write_private_file(path: &Path, text: &str, user: Option<&ServiceUser>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_directories_of_a_gone_rubyrace_are_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let me = std::process::id() as i32;
+        let mine = sys::process::start_time(me).unwrap();
+        let make = |name: &str, owner: Option<String>| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("data"), "x").unwrap();
+            if let Some(o) = owner {
+                std::fs::write(dir.join(OWNER_FILE), o).unwrap();
+            }
+            dir
+        };
+        let live = make("rubyrace-postgres-live", Some(format!("{me} {mine}")));
+        // This pid, but another start time: the pid was reused.
+        let reused = make(
+            "rubyrace-postgres-reused",
+            Some(format!("{me} {}", mine + 1)),
+        );
+        let gone = make("rubyrace-redis-gone", Some(format!("{} 1", i32::MAX)));
+        let unknown = make("rubyrace-postgres-old", None);
+        let other = make("someone-else", Some(format!("{} 1", i32::MAX)));
+        let mut removed = sweep_abandoned_in(root.path());
+        removed.sort();
+        let mut expected = vec![gone.clone(), reused.clone()];
+        expected.sort();
+        assert_eq!(removed, expected);
+        assert!(live.exists() && unknown.exists() && other.exists());
+        assert!(!gone.exists() && !reused.exists());
+    }
 
     #[test]
     fn passwords_are_fresh_and_need_no_escaping_in_a_url() {

@@ -517,8 +517,11 @@ pub fn describe(services: &experiment::services::Services) -> Vec<String> {
 }
 
 /// Removes what services of an earlier session left in `results_dir` (rubyrace was killed
-/// before it could stop them; their processes were killed with it, or by the registry).
+/// before it could stop them; their processes were killed with it, or by the registry),
+/// and the private directories any killed rubyrace left under /var/tmp.
 pub fn remove_leftovers(results_dir: &Path) {
+    // Also what a killed rubyrace left under /var/tmp, whatever its results directory.
+    account::sweep_abandoned();
     let home = results_dir.join(SERVICES_DIR);
     let Ok(entries) = std::fs::read_dir(&home) else {
         return;

@@ -170,7 +170,22 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
 impl Postgres {
     /// Creates a cluster under `home` (emptied first) and starts it; returns once a query
     /// is answered. `registry` registers the server's process group, as for app servers.
+    /// A start that fails leaves its logs and nothing else (no `data/`, `socket/` or
+    /// private directory).
     pub fn start(
+        config: &PostgresService,
+        home: &Path,
+        registry: &Path,
+        tag: &str,
+    ) -> Result<Postgres> {
+        let started = Self::start_in(config, home, registry, tag);
+        if started.is_err() {
+            remove_home(home);
+        }
+        started
+    }
+
+    fn start_in(
         config: &PostgresService,
         home: &Path,
         registry: &Path,

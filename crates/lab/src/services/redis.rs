@@ -133,7 +133,17 @@ enum Endpoint {
 impl Redis {
     /// Starts redis-server with its files under `home` (emptied first); returns once it
     /// answers PING.
+    /// A start that fails leaves its log and nothing else (no `data/` or private
+    /// directory).
     pub fn start(config: &RedisService, home: &Path, registry: &Path, tag: &str) -> Result<Redis> {
+        let started = Self::start_in(config, home, registry, tag);
+        if started.is_err() {
+            remove_home(home);
+        }
+        started
+    }
+
+    fn start_in(config: &RedisService, home: &Path, registry: &Path, tag: &str) -> Result<Redis> {
         let executable = executable(config);
         remove_home(home);
         std::fs::create_dir_all(home)
