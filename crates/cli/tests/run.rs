@@ -740,3 +740,27 @@ fn a_failed_boot_shows_the_exception_line_and_the_logs_path() {
     );
     assert!(log.is_file());
 }
+
+/// Issue 27 item 16: a scenario with `method` in an experiment file is refused in the
+/// file's words (it said `--method and --body`, the options of `rubyrace load`).
+#[test]
+fn a_scenario_with_a_method_is_refused_in_the_files_words() {
+    let lab = Lab::new("scenario-method");
+    let scenario = lab.dir.write(
+        "scenario.toml",
+        "[[scenario]]\nname = \"visitor\"\n[[scenario.step]]\nname = \"home\"\npath = \"/\"\n",
+    );
+    lab.experiment(&format!(
+        "batches = 1\n[settings]\napp = \"rack-hello\"\nmethod = \"POST\"\nscenario = \"{}\"\n",
+        scenario.display()
+    ));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(20));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "settings.scenario: scenario: each step has its own method and body: the method and body settings do not apply"
+        ),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("--method"), "{run:?}");
+}

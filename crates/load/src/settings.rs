@@ -243,7 +243,7 @@ impl LoadSettings {
         }
         if self.body.is_some() || self.method != "GET" {
             return refuse(
-                "each step has its own method and body: --method and --body do not apply",
+                "each step has its own method and body: the method and body settings do not apply",
             );
         }
         if self.path.is_some() {

@@ -6,6 +6,15 @@
 //! Report tables that must line up in one fixed unit (MiB columns, CPU ms/s) keep their
 //! own column formats in `report::format`; this crate is for figures read one at a time.
 
+/// "1 block", "4 blocks": a count with its noun, singular for one.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// A span of time as people say it, to the second: `45s`, `3m 05s`, `2h 04m`,
 /// `21d 1h` (humantime wrote `21days 1h 33m 12s`). Hours and days drop the seconds.
 pub fn span(d: std::time::Duration) -> String {

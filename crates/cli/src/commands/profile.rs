@@ -102,8 +102,12 @@ pub fn profile(args: ProfileArgs) -> Result<ExitCode> {
         None => "nothing served recorded".into(),
     };
     let summary = format!(
-        "{} · {} trials · {} samples at {} Hz over {:.1} s · {per_unit}",
-        p.profiler, p.trials, p.samples, p.rate_hz, p.duration_s,
+        "{} · {} · {} samples at {} Hz over {:.1} s · {per_unit}",
+        p.profiler,
+        units::count(p.trials, "trial"),
+        p.samples,
+        p.rate_hz,
+        p.duration_s,
     );
     eprintln!("rubyrace: {} · {summary}", args.cohort);
     let text = match args.format {

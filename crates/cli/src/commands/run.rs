@@ -11,6 +11,7 @@ use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
 use lab::runner::{run_pending, RunEnd};
 use lab::store::Store;
+use units::count;
 
 use crate::invocation::{
     command_line, install_interrupt_with, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED,
@@ -64,15 +65,6 @@ pub struct RunArgs {
     /// of every trial, each runnable with `rubyrace trial --spec`.
     #[arg(long, requires = "dry_run")]
     pub json: bool,
-}
-
-/// "1 configuration", "4 configurations".
-fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
 }
 
 fn default_output(name: &str, smoke: bool) -> PathBuf {

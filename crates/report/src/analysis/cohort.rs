@@ -216,11 +216,11 @@ pub(super) fn block_ratio_outliers(
             kind: "outliers".into(),
             cohort: None,
             message: format!(
-                "{} {main_name} ratio(s) of {} to {} beyond robust fences for {} blocks (typically {typical:.2}×): {}; one of each block's two trials was disturbed, and with two configurations which one cannot be told; flagged, not dropped",
+                "{} {main_name} ratio(s) of {} to {} beyond robust fences for {} (typically {typical:.2}×): {}; one of each block's two trials was disturbed, and with two configurations which one cannot be told; flagged, not dropped",
                 flagged.len(),
                 name_of(y),
                 name_of(x),
-                logs.len(),
+                units::count(logs.len(), "block"),
                 listed.join(", ")
             ),
         });
@@ -344,10 +344,10 @@ pub(super) fn cohort(
             warnings,
             "outliers",
             format!(
-                "{} {main_name} outlier(s){} beyond robust fences for {} trials (trials {}); flagged, not dropped",
+                "{} {main_name} outlier(s){} beyond robust fences for {} (trials {}); flagged, not dropped",
                 outliers.len(),
                 if within_blocks { " against the other configurations of their blocks" } else { "" },
-                spread_values.len(),
+                units::count(spread_values.len(), "trial"),
                 outliers.join(", ")
             ),
         );

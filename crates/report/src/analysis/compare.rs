@@ -376,9 +376,9 @@ pub(super) fn decide(c: &mut Comparison, m: &Metric) {
     };
     c.verdict = if !c.testable {
         let sample = if c.method == "paired" {
-            format!("{} blocks allow", c.n)
+            format!("{} allow", units::count(c.n, "block"))
         } else {
-            format!("{} and {} trials allow", c.n, c.n_baseline)
+            format!("{} and {} allow", c.n, units::count(c.n_baseline, "trial"))
         };
         match c.min_p_value {
             Some(q) if c.family_size > 1 && q <= ALPHA => format!(

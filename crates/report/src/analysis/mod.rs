@@ -334,30 +334,50 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         });
     }
 
-    // What the doctor found wrong with the machine when the run (or a resume) started.
-    let mut seen_findings = BTreeSet::new();
+    // What the doctor found wrong with the machine when the run (or a resume) started: one
+    // warning per finding, whatever the number of runs and sessions that saw it (the load
+    // average differs a little every time), with each value seen.
+    let mut found: Vec<(String, Vec<(String, String)>, String)> = Vec::new();
     for source in sources {
         for report in &source.doctor {
-            for f in &report.findings {
-                let serious = matches!(f.status, doctor::Status::Warn | doctor::Status::Bad);
-                if serious && seen_findings.insert((f.name.clone(), f.value.clone())) {
-                    let advice = if f.advice.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" → {}", f.advice)
-                    };
-                    warnings.push(Warning {
-                        kind: "machine".into(),
-                        cohort: None,
-                        message: format!(
-                            "rubyrace doctor when the run started: {}: {}{advice}",
-                            f.name,
-                            f.value.replace('\n', "; ")
-                        ),
-                    });
+            for f in report
+                .findings
+                .iter()
+                .filter(|f| matches!(f.status, doctor::Status::Warn | doctor::Status::Bad))
+            {
+                let value = f.value.replace('\n', "; ");
+                let dir = source.dir.display().to_string();
+                match found.iter_mut().find(|(name, _, _)| *name == f.name) {
+                    Some((_, values, _)) => {
+                        if !values.iter().any(|(v, _)| *v == value) {
+                            values.push((value, dir));
+                        }
+                    }
+                    None => found.push((f.name.clone(), vec![(value, dir)], f.advice.clone())),
                 }
             }
         }
+    }
+    for (name, values, advice) in found {
+        let advice = if advice.is_empty() {
+            String::new()
+        } else {
+            format!(" → {advice}")
+        };
+        let seen = if values.len() == 1 {
+            values[0].0.clone()
+        } else {
+            values
+                .iter()
+                .map(|(v, dir)| format!("{v} ({dir})"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        warnings.push(Warning {
+            kind: "machine".into(),
+            cohort: None,
+            message: format!("rubyrace doctor when the run started: {name}: {seen}{advice}"),
+        });
     }
 
     // Trial points in the order they ran.

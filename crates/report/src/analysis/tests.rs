@@ -381,13 +381,30 @@ fn the_doctors_warnings_at_run_start_are_report_warnings() {
     };
     let mut src = source(blocked(|_| "m"));
     // A run and its resume found the same thing: said once.
-    src.doctor = vec![doctor.clone(), doctor];
+    src.doctor = vec![doctor.clone(), doctor.clone()];
     let r = analyze(&[src], &Options::default()).unwrap();
     let machine: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "machine").collect();
     assert_eq!(machine.len(), 1, "{:?}", r.warnings);
     assert_eq!(
         machine[0].message,
         "rubyrace doctor when the run started: load: load value → fix load"
+    );
+
+    // Two runs whose load differed: still one warning, with each value and its run (issue
+    // 27 item 16: it came once per run, so once per cohort of `report A B`).
+    let mut other = doctor.clone();
+    other.findings[0].value = "2.02 1.94 2.05".into();
+    let mut a = source(blocked(|_| "m"));
+    a.doctor = vec![doctor.clone()];
+    let mut b = source(blocked(|_| "m"));
+    b.dir = PathBuf::from("/s");
+    b.doctor = vec![other];
+    let r = analyze(&[a, b], &Options::default()).unwrap();
+    let machine: Vec<&Warning> = r.warnings.iter().filter(|w| w.kind == "machine").collect();
+    assert_eq!(machine.len(), 1, "{:?}", r.warnings);
+    assert_eq!(
+        machine[0].message,
+        "rubyrace doctor when the run started: load: load value (/r); 2.02 1.94 2.05 (/s) → fix load"
     );
 }
 

@@ -71,11 +71,11 @@ pub(super) fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Wa
         let alpha = ALPHA / c.family_size.max(1) as f64;
         let (what, need) = if c.method == "paired" {
             let n = stats::advice::min_blocks_for_signed_rank(alpha).unwrap_or(6);
-            (format!("{} blocks", c.n), format!("{n} blocks"))
+            (units::count(c.n, "block"), units::count(n, "block"))
         } else {
             let n = stats::advice::min_trials_for_rank_sum(alpha).unwrap_or(4);
             (
-                format!("{} and {} trials", c.n, c.n_baseline),
+                format!("{} and {}", c.n, units::count(c.n_baseline, "trial")),
                 format!("{n} trials per cohort"),
             )
         };

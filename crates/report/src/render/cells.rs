@@ -459,13 +459,13 @@ pub(crate) fn profile_cost_line(report: &Report) -> Option<String> {
             .map(|q| q.profiler.as_str())
             .collect();
         costs.push(format!(
-            "{} ({}) {:.3} [{:.3}–{:.3}, {} trials]",
+            "{} ({}) {:.3} [{:.3}–{:.3}, {}]",
             p.cohort,
             together.join(" + "),
             s.median(),
             s.min,
             s.max,
-            s.n
+            units::count(s.n, "trial")
         ));
     }
     (!costs.is_empty()).then(|| {

@@ -667,9 +667,14 @@ fn comparisons_table(h: &mut String, report: &Report) {
         h.push_str("<tbody class=\"group\">\n");
         for (i, c) in rows.iter().enumerate() {
             let method = if c.method == "paired" {
-                format!("paired, {} blocks", c.n)
+                format!("paired, {}", units::count(c.n, "block"))
             } else {
-                format!("{}, {} vs {} trials", c.method, c.n, c.n_baseline)
+                format!(
+                    "{}, {} vs {}",
+                    c.method,
+                    c.n,
+                    units::count(c.n_baseline, "trial")
+                )
             };
             let precision = match c.needed_for_1pct {
                 Some(n) if c.half_width_pct > 1.0 => format!(
