@@ -494,10 +494,11 @@ pub struct SparseFrames {
     pub cohort: String,
     pub baseline: String,
     pub profiler: String,
-    /// How many frames lacked samples; the fewest pooled self samples among them; and
-    /// every self sample of both sides pooled.
+    /// How many frames lacked samples; the fewest and the most pooled self samples among
+    /// them; and every self sample of both sides pooled.
     pub frames: usize,
     pub fewest_samples: u64,
+    pub most_samples: u64,
     pub pooled_samples: u64,
     /// `MIN_FRAME_SAMPLES` ÷ the fewest: how many times the samples would test them all.
     pub factor: f64,

@@ -321,6 +321,7 @@ pub(super) fn sparse_frames(
         .filter(|&pooled| has_share(pooled, pooled_samples) && pooled < MIN_SAMPLES)
         .collect();
     let fewest = *lacking.iter().min()?;
+    let most = *lacking.iter().max()?;
     let both: Vec<&TrialProfile> = profiles.iter().chain(base).collect();
     let mean = |values: Vec<f64>| values.iter().sum::<f64>() / values.len().max(1) as f64;
     let profiled_s = mean(both.iter().map(|t| profiled_seconds(t.record)).collect());
@@ -341,6 +342,7 @@ pub(super) fn sparse_frames(
         profiler: profiler.as_str().to_string(),
         frames: lacking.len(),
         fewest_samples: fewest,
+        most_samples: most,
         pooled_samples,
         factor: more.factor,
         profiled_s,
@@ -395,7 +397,7 @@ fn sparse_advice(s: &SparseFrames) -> String {
     let x = format!("{:.1}×", s.factor);
     let longer = match s.needed_profile_runs {
         Some(runs) => format!(
-            "profile_runs = {runs} (now {}), about {:.1} s of profiled runs per trial instead \
+            "profile_runs = {runs}, now {}: about {:.1} s of profiled runs per trial instead \
              of {:.1} s",
             s.profile_runs.unwrap_or(1),
             s.needed_profiled_s,
@@ -408,7 +410,7 @@ fn sparse_advice(s: &SparseFrames) -> String {
         ),
     };
     let faster = if s.needed_rate_hz <= experiment::MAX_PROFILE_RATE_HZ {
-        format!("profile_rate = {} (now {} Hz)", s.needed_rate_hz, s.rate_hz)
+        format!("profile_rate = {}, now {}", s.needed_rate_hz, s.rate_hz)
     } else {
         format!(
             "not by the rate: {} Hz would be above profile_rate's limit of {} Hz",
@@ -416,11 +418,20 @@ fn sparse_advice(s: &SparseFrames) -> String {
             experiment::MAX_PROFILE_RATE_HZ
         )
     };
+    let most = if s.most_samples > s.fewest_samples {
+        format!(
+            "; the most sampled of them, with {}, would need about {:.1}×",
+            s.most_samples,
+            MIN_SAMPLES as f64 / s.most_samples as f64
+        )
+    } else {
+        String::new()
+    };
     format!(
         "{} {} had at least {:.0}% of the self samples but fewer than the {MIN_SAMPLES} \
          pooled samples a test needs (the fewest {} of {} pooled): about {x} the samples \
-         would test them. Profile {x} as long ({longer}), {x} as fast ({faster}), or in {x} \
-         the blocks",
+         would test them all{most}. Profile {x} as long ({longer}), {x} as fast ({faster}), \
+         or in {x} the blocks",
         s.frames,
         if s.frames == 1 { "frame" } else { "frames" },
         MIN_SHARE * 100.0,
