@@ -903,6 +903,7 @@ fn a_failing_profiler_is_told_at_its_first_trial_once() {
             .collect()
     };
     let (rbspy_told, perf_told) = (told("rbspy"), told("perf"));
+    eprintln!("{rbspy_told:?}\n{perf_told:?}");
     assert_eq!(rbspy_told.len(), 1, "{stderr}");
     assert_eq!(perf_told.len(), 1, "{stderr}");
     assert!(rbspy_told[0].contains("ptrace_scope"), "{stderr}");
