@@ -694,3 +694,243 @@ fn a_run_stopped_while_profiling_leaves_no_profiler_behind() {
         lab.assert_no_leftovers(Duration::from_secs(10));
     }
 }
+
+/// A script whose time goes into `hot_script_loop`, `iterations` turns, and, when
+/// `SMALL_SHARE` is set, that share of them again in `small_loop`.
+fn hot_script(lab: &Lab, iterations: u64) -> std::path::PathBuf {
+    let script = lab.dir.path("").join("hot.rb");
+    std::fs::write(
+        &script,
+        format!(
+            "def hot_script_loop(n)\n  x = 0\n  i = 0\n  while i < n\n    x += i\n    i += 1\n  end\n  x\nend\n\
+             def small_loop(n)\n  x = 0\n  i = 0\n  while i < n\n    x += i\n    i += 1\n  end\n  x\nend\n\
+             puts hot_script_loop({iterations})\n\
+             puts small_loop(({iterations} * ENV.fetch(\"SMALL_SHARE\", \"0\").to_f).to_i)\n"
+        ),
+    )
+    .unwrap();
+    script
+}
+
+/// `profile_rate` reaches both profilers and is recorded; `profile_runs` runs the script
+/// that many times with them attached, and the samples add up into one profile per
+/// profiler that counts those runs and their CPU time (issue 27.17).
+#[test]
+fn a_script_is_profiled_over_several_runs_at_the_rate_asked() {
+    let lab = Lab::new("profile-rate-runs");
+    let script = hot_script(&lab, 10_000_000);
+    lab.experiment(&format!(
+        "name = \"script-rate\"\nbatches = 1\norder = \"sequential\"\n[settings]\nworkload = \"script\"\nscript = \"{}\"\nruns = 1\nprofile = [\"rbspy\", \"perf\"]\nprofile_runs = 3\n\
+         [[configs]]\nlabel = \"default-rate\"\n\
+         [[configs]]\nlabel = \"fast\"\nprofile_rate = 499\n",
+        script.display()
+    ));
+    let run = lab.run(&[], Duration::from_secs(180));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let results = lab.results();
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    // Samples per CPU second, by configuration and profiler.
+    let mut per_cpu_s: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for trial in export["trials"].as_array().unwrap() {
+        assert_eq!(trial["status"], "valid", "{trial}");
+        let label = trial["label"].as_str().unwrap().to_string();
+        let measured_cpu = trial["script"]["median_user_s"].as_f64().unwrap()
+            + trial["script"]["median_system_s"].as_f64().unwrap();
+        for record in trial["profiles"].as_array().unwrap() {
+            let name = record["profiler"].as_str().unwrap().to_string();
+            assert_eq!(record["error"], serde_json::Value::Null, "{record}");
+            let rate = if label == "fast" { 499 } else { 99 };
+            assert_eq!(record["rate_hz"], rate, "{record}");
+            assert_eq!(record["script_runs"], 3, "{record}");
+            // Three runs' CPU time, each about the measured run's.
+            let cpu_s = record["cpu_us"].as_f64().unwrap() / 1e6;
+            assert!(
+                cpu_s > 2.0 * measured_cpu && cpu_s < 5.0 * measured_cpu,
+                "{name}: {cpu_s} s of CPU against {measured_cpu} s per measured run: {record}"
+            );
+            let rate = record["samples"].as_f64().unwrap() / cpu_s;
+            eprintln!("{label} {name}: {rate:.0} samples per CPU second");
+            per_cpu_s.insert((label.clone(), name), rate);
+        }
+        let dir = results
+            .join("trials")
+            .join(format!("{:05}", trial["trial_id"].as_u64().unwrap()));
+        for log in ["profiled.stdout", "profiled2.stdout", "profiled3.stdout"] {
+            assert!(dir.join(log).exists(), "{log} in {}", dir.display());
+        }
+    }
+    // 499 Hz samples several times as often as 99 Hz (perf's frequency mode takes a while
+    // to reach its rate, so not the full 5×).
+    for profiler in ["rbspy", "perf"] {
+        let at = |label: &str| per_cpu_s[&(label.to_string(), profiler.to_string())];
+        assert!(
+            at("fast") > 2.5 * at("default-rate"),
+            "{profiler}: {per_cpu_s:?}"
+        );
+    }
+    let folded = rubyrace(&["profile", results.to_str().unwrap(), "--cohort", "fast"]);
+    assert_eq!(folded.code(), Some(0), "{folded:?}");
+    assert!(folded.stderr.contains("3 script runs"), "{folded:?}");
+    assert!(folded.stderr.contains("at 499 Hz"), "{folded:?}");
+    let by_frame = self_samples(&folded.stdout);
+    let (top, _) = by_frame.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert_eq!(top, "hot_script_loop", "{by_frame:?}");
+}
+
+/// A short script's frames lack samples, as the issue's 0.5 s script did: the report says
+/// how many, and how many profiled runs or what rate would give the fewest of them the 20
+/// samples a test needs, from the counts it has (issue 27.17).
+#[test]
+fn frames_without_enough_samples_are_told_how_much_longer_to_profile() {
+    let lab = Lab::new("profile-sparse");
+    // About 0.3 s of Ruby at 99 Hz: 30 samples a run, `small_loop` about 9% of them.
+    let script = hot_script(&lab, 7_500_000);
+    lab.experiment(&format!(
+        "name = \"script-sparse\"\nbatches = 2\n[settings]\nworkload = \"script\"\nscript = \"{}\"\nruns = 1\nprofile = \"rbspy\"\n\
+         [[configs]]\nlabel = \"base\"\nenv = {{ SMALL_SHARE = \"0.09\" }}\n\
+         [[configs]]\nlabel = \"other\"\nenv = {{ SMALL_SHARE = \"0.1\" }}\n",
+        script.display()
+    ));
+    let run = lab.run(&[], Duration::from_secs(180));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let report = lab.report_json();
+    let sparse = report["sparse_frames"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sparse_frames: {}", report["frame_changes"]));
+    assert_eq!(sparse.len(), 1, "{sparse:?}");
+    let s = &sparse[0];
+    assert_eq!(
+        (s["cohort"].as_str(), s["profiler"].as_str()),
+        (Some("other"), Some("rbspy"))
+    );
+    let fewest = s["fewest_samples"].as_u64().unwrap();
+    let pooled = s["pooled_samples"].as_u64().unwrap();
+    assert!(fewest > 0 && fewest < 20 && fewest * 100 >= pooled, "{s}");
+    // The profiles' own samples, pooled: the report counts what was stored.
+    let profiles = report["profiles"].as_array().unwrap();
+    let stored: u64 = profiles
+        .iter()
+        .map(|p| p["samples"].as_u64().unwrap())
+        .sum();
+    assert_eq!(pooled, stored, "{s}");
+    assert_eq!(
+        s["needed_profile_runs"].as_u64().unwrap(),
+        20u64.div_ceil(fewest),
+        "{s}"
+    );
+    assert_eq!(
+        s["needed_rate_hz"].as_u64().unwrap(),
+        (99 * 20u64).div_ceil(fewest),
+        "{s}"
+    );
+
+    let text = rubyrace(&["report", lab.results().to_str().unwrap()]);
+    assert_eq!(text.code(), Some(0), "{text:?}");
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Too few samples, other against base (rbspy): "))
+        .unwrap_or_else(|| panic!("{}", text.stdout));
+    eprintln!("{line}");
+    assert!(
+        line.contains(&format!(
+            "profile_runs = {}, now 1:",
+            20u64.div_ceil(fewest)
+        )),
+        "{line}"
+    );
+    assert!(line.contains("profile_rate = "), "{line}");
+    assert!(
+        text.stdout.contains("lacked samples (below)")
+            || text.stdout.contains("to be tested: profile longer (below)"),
+        "{}",
+        text.stdout
+    );
+}
+
+/// A profiler that cannot read the server is told on `rubyrace run`'s stderr at the first
+/// trial it fails in, with its reason and fix, once per profiler however many trials fail
+/// (issue 27.10).
+#[test]
+fn a_failing_profiler_is_told_at_its_first_trial_once() {
+    let lab = Lab::new("profile-told");
+    let file = hot_experiment(&lab, 2, r#"["rbspy", "perf"]"#, "");
+    let results = lab.results();
+    // An rbspy without ptrace rights and a perf under perf_event_paranoid, as they say it.
+    let bin = lab.dir.path("").join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = |name: &str, text: &str| {
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    };
+    let rbspy = fake(
+        "rbspy",
+        "#!/bin/sh\necho \"Something went wrong while rbspy was sampling the process. Here's what we know:\" >&2\necho \"- Operation not permitted (os error 1)\" >&2\nexit 1\n",
+    );
+    fake(
+        "perf",
+        "#!/bin/sh\necho \"Error:\" >&2\necho \"Access to performance monitoring and observability operations is limited.\" >&2\necho \"Consider adjusting /proc/sys/kernel/perf_event_paranoid setting\" >&2\nexit 255\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+        ])
+        .env("RUBYRACE_RBSPY", &rbspy)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+    let told = |profiler: &str| -> Vec<&str> {
+        stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("rubyrace: {profiler} recorded nothing in trial ")))
+            .collect()
+    };
+    let (rbspy_told, perf_told) = (told("rbspy"), told("perf"));
+    eprintln!("{rbspy_told:?}\n{perf_told:?}");
+    assert_eq!(rbspy_told.len(), 1, "{stderr}");
+    assert_eq!(perf_told.len(), 1, "{stderr}");
+    assert!(rbspy_told[0].contains("ptrace_scope"), "{stderr}");
+    assert!(
+        perf_told[0].contains("sysctl kernel.perf_event_paranoid=1"),
+        "{stderr}"
+    );
+    // At the first trial, before the second starts: the line after the first trial's.
+    let first_done = stderr.lines().position(|l| l.contains("[1/2]")).unwrap();
+    let rbspy_at = stderr.lines().position(|l| l == rbspy_told[0]).unwrap();
+    let second_done = stderr.lines().position(|l| l.contains("[2/2]")).unwrap();
+    assert!(first_done < rbspy_at && rbspy_at < second_done, "{stderr}");
+
+    // Both trials failed to profile, and both keep their measurement.
+    let export = rubyrace(&["export", results.to_str().unwrap(), "--json"]);
+    let export: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
+    let trials = export["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2);
+    for t in trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        assert!(
+            t["profiles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["file"].is_null()),
+            "{t}"
+        );
+    }
+}

@@ -465,7 +465,9 @@ listen = "unix"
     );
     assert!(out.contains("      TLS: the server serves HTTPS"), "{out}");
     assert!(
-        out.contains("      profiled: rbspy in a profiled phase of 10s after the measured one"),
+        out.contains(
+            "      profiled: rbspy at 99 Hz in a profiled phase of 10s after the measured one"
+        ),
         "{out}"
     );
     assert!(

@@ -33,9 +33,9 @@ pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
 pub use schema::{
     estimated_block_time, Config, ConfigSettings, Experiment, Profiler, RubyDef, ScriptSettings,
-    Workload, BUNDLED_APPS, PROFILER_NAMES, YJIT_PERF,
+    Workload, BUNDLED_APPS, DEFAULT_PROFILE_RATE_HZ, PROFILER_NAMES, YJIT_PERF,
 };
-pub use settings::{did_you_mean, RUBY_ALL};
+pub use settings::{did_you_mean, MAX_PROFILE_RATE_HZ, RUBY_ALL};
 
 #[cfg(test)]
 mod tests;

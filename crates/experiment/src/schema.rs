@@ -113,6 +113,17 @@ pub struct ConfigSettings {
     pub profile: Vec<Profiler>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profile_measured: bool,
+    /// `profile_rate`: samples per second of every profiler (perf's `--freq`, rbspy's
+    /// `--rate`).
+    #[serde(
+        default = "default_profile_rate",
+        skip_serializing_if = "is_default_profile_rate"
+    )]
+    pub profile_rate: u32,
+    /// `profile_runs`: a script's profiled runs after its measured ones, their samples
+    /// added up into one profile per profiler.
+    #[serde(default = "one_run", skip_serializing_if = "is_one_run")]
+    pub profile_runs: u32,
     /// `setup`: commands run once before the first trial of each (Ruby, Gemfile, app),
     /// with `{ruby}` and `{app}` expanded already (lab::services).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -121,6 +132,26 @@ pub struct ConfigSettings {
     /// the load speaks TLS to it, trusting only that certificate's authority.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+}
+
+/// Samples per second unless `profile_rate` says otherwise: 99, not 100, so the sampling
+/// does not run in lockstep with timers.
+pub const DEFAULT_PROFILE_RATE_HZ: u32 = 99;
+
+fn default_profile_rate() -> u32 {
+    DEFAULT_PROFILE_RATE_HZ
+}
+
+fn is_default_profile_rate(rate: &u32) -> bool {
+    *rate == DEFAULT_PROFILE_RATE_HZ
+}
+
+fn one_run() -> u32 {
+    1
+}
+
+fn is_one_run(runs: &u32) -> bool {
+    *runs == 1
 }
 
 /// A profiler rubyrace attaches to a trial's processes.
@@ -162,7 +193,7 @@ impl ConfigSettings {
     /// lead-in) when sliced, shared by the `configurations` when co-scheduled) and about
     /// 3 s to start and stop the server; for a script, 2 s per run. With `profile` (not
     /// `profile_measured`), the profiled phase too: the duration again and about 1 s to
-    /// attach the profilers and write their stacks, or one more run of a script.
+    /// attach the profilers and write their stacks, or a script's `profile_runs`.
     pub fn estimated_trial_time(
         &self,
         design: &crate::design::Design,
@@ -182,8 +213,12 @@ impl ConfigSettings {
                 self.load.warmup + measured + Duration::from_secs(3) + profiled
             }
             Workload::Script => {
-                let runs = self.script.as_ref().map_or(1, |x| x.runs) + u32::from(profiled_phase);
-                Duration::from_secs(2) * runs
+                let profiled = if self.profile.is_empty() {
+                    0
+                } else {
+                    self.profile_runs
+                };
+                Duration::from_secs(2) * (self.script.as_ref().map_or(1, |x| x.runs) + profiled)
             }
         }
     }

@@ -161,6 +161,14 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("script", Kind::Str),
     ("profile", Kind::SomeOf(crate::schema::PROFILER_NAMES)),
     ("profile_measured", Kind::Bool),
+    (
+        "profile_rate",
+        Kind::Int {
+            min: 1,
+            max: MAX_PROFILE_RATE_HZ as i64,
+        },
+    ),
+    ("profile_runs", Kind::Int { min: 1, max: 1000 }),
     ("perf_map", Kind::Bool),
     ("script_args", Kind::StrList),
     (
@@ -173,6 +181,24 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("script_timeout", Kind::Duration),
     ("setup", Kind::ArgvList),
 ];
+
+/// The highest `profile_rate`: rbspy pauses the Ruby at every sample (its accurate mode) and
+/// documents no limit, perf refuses a rate above `kernel.perf_event_max_sample_rate`
+/// (100000 by default, lowered by the kernel when sampling takes too long); 10 kHz already
+/// costs a profiled Ruby much of its speed.
+pub const MAX_PROFILE_RATE_HZ: u32 = 10_000;
+
+/// The help of an out-of-range value, for the settings whose range needs a reason.
+pub(crate) fn range_help(setting: &str) -> Option<String> {
+    (setting == "profile_rate").then(|| {
+        format!(
+            "samples per second, 99 by default; at most {MAX_PROFILE_RATE_HZ}: rbspy pauses \
+             the Ruby at every sample, and perf refuses a rate above \
+             kernel.perf_event_max_sample_rate. For more samples, profile longer \
+             (profile_runs for a script, duration for HTTP)"
+        )
+    })
+}
 
 pub(crate) fn setting_kind(key: &str) -> Option<Kind> {
     SETTINGS

@@ -916,6 +916,102 @@ fn profile_takes_one_profiler_or_several_and_its_mistakes_are_named() {
 }
 
 #[test]
+fn profile_rate_and_profile_runs_are_read_checked_and_default_to_99_hz_and_one_run() {
+    let e = parse("[settings]\nprofile = \"rbspy\"\n").unwrap();
+    assert_eq!(e.configs[0].settings.profile_rate, 99);
+    assert_eq!(e.configs[0].settings.profile_runs, 1);
+    // Per configuration, as `profile`.
+    let e = parse(
+        "[settings]\nprofile = \"rbspy\"\nprofile_rate = 499\n[[configs]]\nlabel = \"a\"\n[[configs]]\nlabel = \"b\"\nprofile_rate = 1000\n",
+    )
+    .unwrap();
+    let rates: Vec<u32> = e.configs.iter().map(|c| c.settings.profile_rate).collect();
+    assert_eq!(rates, [499, 1000]);
+    // Left out of the stored settings at their defaults, so older results read the same.
+    let stored = serde_json::to_value(
+        &parse("[settings]\nprofile = \"perf\"\n").unwrap().configs[0].settings,
+    )
+    .unwrap();
+    assert!(stored.get("profile_rate").is_none(), "{stored}");
+    assert!(stored.get("profile_runs").is_none(), "{stored}");
+    let stored = serde_json::to_value(&e.configs[1].settings).unwrap();
+    assert_eq!(stored["profile_rate"], 1000);
+    let back: crate::ConfigSettings = serde_json::from_value(stored).unwrap();
+    assert_eq!(back.profile_rate, 1000);
+    assert_eq!(back.profile_runs, 1);
+
+    let errs = errors("[settings]\nprofile = \"perf\"\nprofile_rate = 20000\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:3:16: settings.profile_rate: expected an integer from 1 to 10000, found 20000"),
+        "{errs:#?}"
+    );
+    assert!(
+        errs[0].contains("kernel.perf_event_max_sample_rate"),
+        "{errs:#?}"
+    );
+    assert!(errs[0].contains("profile longer"), "{errs:#?}");
+    let errs = errors("[settings]\nprofile = \"perf\"\nprofile_rate = 99.5\n");
+    assert!(
+        errs[0].contains(
+            "settings.profile_rate: expected an integer from 1 to 10000, found the number 99.5"
+        ),
+        "{errs:#?}"
+    );
+    let errs = errors("[settings]\nprofile = \"perf\"\nprofile_rate = 0\n");
+    assert!(errs[0].contains("found 0"), "{errs:#?}");
+    let errs = errors("[settings]\nprofile_rate = 199\n");
+    assert!(
+        errs[0].starts_with("/tmp/exp.toml:2:16: settings.profile_rate: profile_rate is set, but no profiler is chosen"),
+        "{errs:#?}"
+    );
+
+    // A script's profiled runs; HTTP has its profiled phase of `duration` instead.
+    std::fs::write("/tmp/rubyrace-exp-test-runs.rb", "").unwrap();
+    let e = parse(
+        "[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-runs.rb\"\nruns = 2\nprofile = \"rbspy\"\nprofile_runs = 5\n",
+    )
+    .unwrap();
+    assert_eq!(e.configs[0].settings.profile_runs, 5);
+    // 2 s per run, the profiled runs too.
+    assert_eq!(
+        e.configs[0].settings.estimated_trial_time(&e.design, 1),
+        std::time::Duration::from_secs(14)
+    );
+    let errs = errors("[settings]\nprofile = \"rbspy\"\nprofile_runs = 3\n");
+    assert!(
+        errs[0].contains(
+            "settings.profile_runs: `profile_runs` does not apply to workload = \"http\""
+        ),
+        "{errs:#?}"
+    );
+    let errs = errors(
+        "[settings]\nworkload = \"script\"\nscript = \"rubyrace-exp-test-runs.rb\"\nprofile = \"rbspy\"\nprofile_runs = 0\n",
+    );
+    assert!(
+        errs[0].contains("settings.profile_runs: expected an integer from 1 to 1000, found 0"),
+        "{errs:#?}"
+    );
+}
+
+#[test]
+fn a_rate_above_the_kernels_limit_is_refused_only_with_perf() {
+    use crate::resolve::perf_refuses;
+    use crate::Profiler::{Perf, Rbspy};
+    let (message, help) = perf_refuses(5000, &[Rbspy, Perf], Some(4000)).unwrap();
+    assert_eq!(
+        message,
+        "profile_rate = 5000, but perf refuses a rate above this machine's kernel.perf_event_max_sample_rate, 4000 now"
+    );
+    assert!(
+        help.contains("sysctl kernel.perf_event_max_sample_rate=5000"),
+        "{help}"
+    );
+    assert_eq!(perf_refuses(4000, &[Perf], Some(4000)), None);
+    assert_eq!(perf_refuses(5000, &[Rbspy], Some(4000)), None);
+    assert_eq!(perf_refuses(5000, &[Perf], None), None);
+}
+
+#[test]
 fn services_and_setup_are_read_with_their_defaults() {
     let e = parse(
         "[settings]\nsetup = [[\"{ruby}\", \"{app}/bin/rails\", \"db:prepare\"], [\"true\"]]\n\

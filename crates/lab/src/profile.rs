@@ -25,9 +25,6 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use sys::process::{Launch, Supervised};
 
-/// Samples per second: 99, not 100, so the sampling does not run in lockstep with timers.
-pub const SAMPLE_RATE_HZ: u32 = 99;
-
 /// How long a profiler takes from its start to its first sample: perf took about 0.3 s on
 /// this 2-CPU VM (a 0.5 s script started with it gave no sample at all; after a 0.3 s
 /// delay, 30); rbspy less.
@@ -133,6 +130,8 @@ pub struct Target {
     /// Where profiler process groups are registered while they live.
     pub registry: PathBuf,
     pub phase: String,
+    /// Samples per second (`profile_rate`): perf's `--freq`, rbspy's `--rate`.
+    pub rate_hz: u32,
 }
 
 impl Session {
@@ -257,17 +256,117 @@ fn first_ruby(root: i32, pids: &[i32]) -> i32 {
 }
 
 /// A record per profiler that could not even be attached, saying why.
-pub fn failed_records(profilers: &[Profiler], why: &str) -> Vec<ProfileRecord> {
+pub fn failed_records(profilers: &[Profiler], rate_hz: u32, why: &str) -> Vec<ProfileRecord> {
     profilers
         .iter()
         .map(|&p| ProfileRecord {
             profiler: Some(p),
-            rate_hz: SAMPLE_RATE_HZ,
+            rate_hz,
             phase: PROFILED_PHASE.into(),
             error: Some(format!("{}: {why}", p.as_str())),
             ..ProfileRecord::default()
         })
         .collect()
+}
+
+/// The profiles of several profiled runs (a script's `profile_runs`) added up into one
+/// record per profiler: stacks, samples, CPU time, script runs and the profilers' time
+/// summed over the runs that each profiler sampled, the wall time a median per run.
+#[derive(Default)]
+pub struct Accumulated {
+    records: Vec<ProfileRecord>,
+    stacks: BTreeMap<Profiler, BTreeMap<String, u64>>,
+    walls: BTreeMap<Profiler, Vec<f64>>,
+    runs: u32,
+}
+
+impl Accumulated {
+    /// Adds the records of one run (its `run`-th, from 1), reading and removing the folded
+    /// stacks each wrote in `dir` before the next run writes its own. A run a profiler did
+    /// not sample (an error, no stacks) adds only its error, the first one kept.
+    pub fn add(&mut self, dir: &Path, run: u32, records: Vec<ProfileRecord>) {
+        self.runs = self.runs.max(run);
+        for r in records {
+            let Some(profiler) = r.profiler else { continue };
+            let stacks = r.file.as_ref().and_then(|f| {
+                let path = dir.join(f);
+                let read = read_folded(&path).ok();
+                let _ = fs::remove_file(path);
+                read
+            });
+            let index = match self.records.iter().position(|x| x.profiler == r.profiler) {
+                Some(i) => i,
+                None => {
+                    self.records.push(ProfileRecord {
+                        file: None,
+                        samples: 0,
+                        stacks: 0,
+                        pids: Vec::new(),
+                        duration_s: 0.0,
+                        script_runs: None,
+                        cpu_us: None,
+                        wall_s: None,
+                        error: None,
+                        ..r.clone()
+                    });
+                    self.records.len() - 1
+                }
+            };
+            let sum = &mut self.records[index];
+            match (stacks, r.error) {
+                (Some(stacks), None) => {
+                    let merged = self.stacks.entry(profiler).or_default();
+                    for (stack, n) in stacks {
+                        *merged.entry(stack).or_insert(0) += n;
+                    }
+                    sum.samples += r.samples;
+                    sum.duration_s += r.duration_s;
+                    sum.script_runs =
+                        Some(sum.script_runs.unwrap_or(0) + r.script_runs.unwrap_or(0));
+                    sum.cpu_us = Some(sum.cpu_us.unwrap_or(0) + r.cpu_us.unwrap_or(0));
+                    self.walls.entry(profiler).or_default().extend(r.wall_s);
+                    for pid in r.pids {
+                        if !sum.pids.contains(&pid) {
+                            sum.pids.push(pid);
+                        }
+                    }
+                }
+                (_, error) => {
+                    let error =
+                        error.unwrap_or_else(|| format!("{}: no samples", profiler.as_str()));
+                    sum.error
+                        .get_or_insert(format!("profiled run {run}: {error}"));
+                }
+            }
+        }
+    }
+
+    /// The summed records, each profiler's stacks written to its file in `dir`. With one
+    /// run, that run's records as they were (its error unprefixed).
+    pub fn finish(mut self, dir: &Path) -> Vec<ProfileRecord> {
+        for r in &mut self.records {
+            let Some(profiler) = r.profiler else { continue };
+            let walls = self.walls.remove(&profiler).unwrap_or_default();
+            r.wall_s = stats::median(&walls);
+            if self.runs == 1 {
+                if let Some(e) = &mut r.error {
+                    *e = e.trim_start_matches("profiled run 1: ").to_string();
+                }
+            }
+            let Some(stacks) = self.stacks.remove(&profiler) else {
+                continue;
+            };
+            r.stacks = stacks.len();
+            let name = folded_file_name(profiler);
+            match write_folded(&dir.join(&name), &stacks) {
+                Ok(()) => r.file = Some(name),
+                Err(e) => {
+                    r.error = Some(format!("the folded stacks could not be written: {e}"));
+                }
+            }
+        }
+        self.records
+    }
 }
 
 /// One profiler process.
@@ -292,7 +391,7 @@ impl Running {
             Profiler::Rbspy => format!("{name}.folded"),
             Profiler::Perf => format!("{name}.data"),
         });
-        let rate = SAMPLE_RATE_HZ.to_string();
+        let rate = target.rate_hz.to_string();
         let argv: Result<Vec<String>, String> = match profiler {
             Profiler::Rbspy => rbspy_executable().map(|rbspy| {
                 vec![
@@ -353,7 +452,7 @@ impl Running {
                 cpus: None,
             };
             Supervised::spawn(&launch, &target.dir, &name, &target.registry)
-                .map_err(|e| format!("{} could not be started: {e}", profiler.as_str()))
+                .map_err(|e| not_started(profiler, &e))
         });
         Running {
             profiler,
@@ -367,7 +466,7 @@ impl Running {
     fn finish(&mut self, target: &Target, duration: Duration) -> ProfileRecord {
         let mut record = ProfileRecord {
             profiler: Some(self.profiler),
-            rate_hz: SAMPLE_RATE_HZ,
+            rate_hz: target.rate_hz,
             duration_s: duration.as_secs_f64(),
             pids: self.pids.clone(),
             phase: target.phase.clone(),
@@ -423,6 +522,24 @@ impl Running {
         }
         record
     }
+}
+
+/// Why a profiler could not be started, and what to do when it is not installed.
+fn not_started(profiler: Profiler, e: &io::Error) -> String {
+    let mut text = format!("{} could not be started: {e}", profiler.as_str());
+    if e.kind() == io::ErrorKind::NotFound {
+        text.push_str(match profiler {
+            Profiler::Perf => {
+                " (perf is not on PATH: install it, e.g. apt-get install linux-perf on \
+                 Debian; the trial's measurement is kept)"
+            }
+            Profiler::Rbspy => {
+                " (scripts/setup installs rbspy: cargo install --locked rbspy; or name it \
+                 in RUBYRACE_RBSPY; the trial's measurement is kept)"
+            }
+        });
+    }
+    text
 }
 
 /// Why a profiler gave nothing, with the part of its stderr that says so.
@@ -489,6 +606,12 @@ fn describe_failure(
                  kept)"
             }
         });
+    } else if profiler == Profiler::Perf && stderr.contains("Maximum frequency rate") {
+        text.push_str(
+            " (profile_rate is above kernel.perf_event_max_sample_rate, which the kernel \
+             lowers when sampling takes too long: lower profile_rate, or raise the limit with \
+             sysctl kernel.perf_event_max_sample_rate=N; the trial's measurement is kept)",
+        );
     } else if profiler == Profiler::Rbspy && stderr.contains("ruby version") {
         text.push_str(
             " (rbspy cannot read this Ruby's VM: it supports CRuby 1.9.1 to 3.4 with \
@@ -643,6 +766,106 @@ mod tests {
         let path = dir.path().join("p.folded.gz");
         write_folded(&path, &stacks).unwrap();
         assert_eq!(read_folded(&path).unwrap(), stacks);
+    }
+
+    /// A run's record as a session leaves it, its stacks written in `dir`.
+    fn run_record(
+        dir: &Path,
+        profiler: Profiler,
+        folded: &str,
+        cpu_us: u64,
+        wall_s: f64,
+    ) -> ProfileRecord {
+        let stacks = fold_lines(folded);
+        let name = folded_file_name(profiler);
+        write_folded(&dir.join(&name), &stacks).unwrap();
+        ProfileRecord {
+            profiler: Some(profiler),
+            file: Some(name),
+            rate_hz: 499,
+            duration_s: 1.5,
+            samples: stacks.values().sum(),
+            stacks: stacks.len(),
+            pids: vec![10],
+            phase: PROFILED_PHASE.into(),
+            script_runs: Some(1),
+            cpu_us: Some(cpu_us),
+            wall_s: Some(wall_s),
+            ..ProfileRecord::default()
+        }
+    }
+
+    #[test]
+    fn the_profiles_of_several_runs_add_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let mut sum = Accumulated::default();
+        sum.add(
+            dir,
+            1,
+            vec![run_record(
+                dir,
+                Profiler::Rbspy,
+                "main;work 30\nmain 2\n",
+                400_000,
+                0.5,
+            )],
+        );
+        sum.add(
+            dir,
+            2,
+            vec![run_record(
+                dir,
+                Profiler::Rbspy,
+                "main;work 20\nmain;gc 5\n",
+                300_000,
+                0.4,
+            )],
+        );
+        let mut failed = run_record(dir, Profiler::Rbspy, "main;work 7\n", 100_000, 0.2);
+        failed.error = Some("the profiled run ended with exit status 1".into());
+        sum.add(dir, 3, vec![failed]);
+        let records = sum.finish(dir);
+        assert_eq!(records.len(), 1);
+        let r = &records[0];
+        assert_eq!(r.rate_hz, 499);
+        // The failed run's samples and time are left out, its error kept.
+        assert_eq!(r.samples, 57);
+        assert_eq!(r.stacks, 3);
+        assert_eq!(r.script_runs, Some(2));
+        assert_eq!(r.cpu_us, Some(700_000));
+        assert_eq!(r.duration_s, 3.0);
+        assert_eq!(r.wall_s, Some(0.45));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("profiled run 3: the profiled run ended with exit status 1")
+        );
+        let merged = read_folded(&dir.join(r.file.as_ref().unwrap())).unwrap();
+        assert_eq!(merged["main;work"], 50);
+        assert_eq!(merged["main;gc"], 5);
+        assert_eq!(merged.values().sum::<u64>(), r.samples);
+    }
+
+    #[test]
+    fn one_run_is_recorded_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let mut sum = Accumulated::default();
+        let one = run_record(dir, Profiler::Perf, "a;b 3\n", 1000, 0.1);
+        let mut nothing = failed_records(&[Profiler::Rbspy], 99, "rbspy was not found").remove(0);
+        nothing.phase = PROFILED_PHASE.into();
+        sum.add(dir, 1, vec![one.clone(), nothing.clone()]);
+        let records = sum.finish(dir);
+        assert_eq!(records, [one, nothing]);
+    }
+
+    #[test]
+    fn a_profiler_that_is_not_installed_is_told_how_to_get_it() {
+        let missing = io::Error::from(io::ErrorKind::NotFound);
+        assert!(not_started(Profiler::Perf, &missing).contains("apt-get install linux-perf"));
+        assert!(not_started(Profiler::Rbspy, &missing).contains("cargo install --locked rbspy"));
+        let other = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert!(!not_started(Profiler::Perf, &other).contains("install"));
     }
 
     #[test]

@@ -286,6 +286,7 @@ pub fn run_pending(
         interrupt,
         progress,
         services,
+        profilers_told: Default::default(),
     };
     let mut end = run.run_schedule(&schedule, &done);
     if let (Ok(RunEnd::Complete), Some(target)) = (&end, run.store.precision_target()?) {
@@ -324,6 +325,35 @@ struct Run<'a> {
     progress: &'a mut dyn Progress,
     /// `[services]` and `setup`, when the experiment has any.
     services: Option<RunServices>,
+    /// The profilers whose failure this session has told already (once each).
+    profilers_told: std::collections::BTreeSet<experiment::Profiler>,
+}
+
+/// A note for each profiler that recorded nothing in `result` and is not in `told` yet
+/// (which it joins): its reason and the fix, at the first trial it happens to rather than
+/// only in the report afterwards.
+fn profiler_failures(
+    result: &TrialResult,
+    told: &mut std::collections::BTreeSet<experiment::Profiler>,
+) -> Vec<String> {
+    result
+        .profiles
+        .iter()
+        .filter(|r| r.file.is_none())
+        .filter_map(|r| {
+            let profiler = r.profiler?;
+            told.insert(profiler).then(|| {
+                format!(
+                    "{} recorded nothing in trial {} ({}): {}. Said once per run: the report \
+                     and `rubyrace profile` name every trial without a profile",
+                    profiler.as_str(),
+                    result.trial_id,
+                    result.label,
+                    r.error.as_deref().unwrap_or("no samples"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// What became of one scheduled trial.
@@ -582,6 +612,9 @@ impl Run<'_> {
                 )
             })?;
             self.progress.trial_finished(&result);
+            for note in profiler_failures(&result, &mut self.profilers_told) {
+                self.progress.note(&note);
+            }
             return Ok(TrialEnd::Stored(result));
         }
     }

@@ -375,6 +375,10 @@ pub struct Report {
     /// total time per request).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frame_changes: Vec<FrameChange>,
+    /// Per cohort and profiler, the frames that had the share to be tested against the
+    /// baseline but not the samples, and how much more profiling would give them enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sparse_frames: Vec<SparseFrames>,
     /// Scenario runs: every step of every cohort (docs/scenarios.md); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<CohortStep>,
@@ -480,6 +484,38 @@ pub struct FrameChange {
     pub family_size: usize,
     pub significant: bool,
     pub verdict: String,
+}
+
+/// A cohort's frames with at least 1% of its and the baseline's self samples pooled, but
+/// fewer than [`MIN_FRAME_SAMPLES`]: untested; and how much longer, or faster, to profile
+/// for the fewest of them to have enough.
+#[derive(Clone, Debug, Serialize, Deserialize, Default, PartialEq)]
+pub struct SparseFrames {
+    pub cohort: String,
+    pub baseline: String,
+    pub profiler: String,
+    /// How many frames lacked samples; the fewest and the most pooled self samples among
+    /// them; and every self sample of both sides pooled.
+    pub frames: usize,
+    pub fewest_samples: u64,
+    pub most_samples: u64,
+    pub pooled_samples: u64,
+    /// `MIN_FRAME_SAMPLES` ÷ the fewest: how many times the samples would test them all.
+    pub factor: f64,
+    /// Seconds profiled per trial (the load's time, or a script's profiled runs' wall
+    /// time; mean over both sides' trials), and that × `factor`.
+    pub profiled_s: f64,
+    pub needed_profiled_s: f64,
+    /// The rate the trials were profiled at (the higher side's), and that × `factor`.
+    pub rate_hz: u32,
+    pub needed_rate_hz: u32,
+    /// Script workloads: profiled runs per trial (`profile_runs`), and that × `factor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_runs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_profile_runs: Option<u32>,
+    /// The above in words.
+    pub advice: String,
 }
 
 /// What the report's trials measured: HTTP servers, scripts, or both.

@@ -471,9 +471,16 @@ fn configuration_extras(s: &experiment::ConfigSettings) -> Vec<String> {
                 "in a profiled phase of {} after the measured one (the same load again; not in the figures)",
                 humantime::format_duration(s.load.duration)
             ),
-            (Workload::Script, false) => "in a profiled run of the script after the measured ones".to_string(),
+            (Workload::Script, false) => format!(
+                "in {} of the script after the measured ones",
+                count(s.profile_runs as usize, "profiled run")
+            ),
         };
-        lines.push(format!("profiled: {} {when}", names.join(", ")));
+        lines.push(format!(
+            "profiled: {} at {} Hz {when}",
+            names.join(", "),
+            s.profile_rate
+        ));
     }
     lines
 }

@@ -215,11 +215,14 @@ impl<'a> Parser<'a> {
         let span = item.span();
         let found = describe(item);
         let wrong = |p: &mut Self, detail: Option<String>| {
-            let message = match detail {
-                Some(d) => format!("expected {}, {d}", kind.expected()),
-                None => format!("expected {}, found {found}", kind.expected()),
+            let (message, help) = match detail {
+                Some(d) => (
+                    format!("expected {}, {d}", kind.expected()),
+                    crate::settings::range_help(crate::settings::setting_of(key)),
+                ),
+                None => (format!("expected {}, found {found}", kind.expected()), None),
             };
-            p.error(&span, key, message, None);
+            p.error(&span, key, message, help);
             None
         };
         if let Kind::StrMap = kind {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::parse::{Layer, Parser, Placed};
-use crate::schema::{ConfigSettings, Profiler, RubyDef, Workload};
+use crate::schema::{ConfigSettings, Profiler, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ};
 use crate::servers::ServerKind;
 use crate::settings::setting_of;
 
@@ -90,9 +90,20 @@ fn refuse_inapplicable(
         (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
         (Workload::Script, k) => matches!(
             k,
-            "script" | "script_args" | "runs" | "script_timeout" | "profile" | "perf_map" | "setup"
+            "script"
+                | "script_args"
+                | "runs"
+                | "script_timeout"
+                | "profile"
+                | "profile_rate"
+                | "profile_runs"
+                | "perf_map"
+                | "setup"
         ),
-        (Workload::Http, k) => !matches!(k, "script" | "script_args" | "runs" | "script_timeout"),
+        (Workload::Http, k) => !matches!(
+            k,
+            "script" | "script_args" | "runs" | "script_timeout" | "profile_runs"
+        ),
     };
     for (key, placed) in layer {
         if workload_known && !applies(key) && key != "script" {
@@ -272,6 +283,13 @@ pub(crate) fn resolve(
             Some("add profile = \"rbspy\" (or \"perf\", or both)".into()),
         );
     }
+    let (profile_rate, profile_runs) = resolve_profile_sampling(
+        p,
+        &l,
+        &profile,
+        rejected.contains("profile"),
+        perf_max_sample_rate(),
+    );
     // `{ruby}` in setup is the Ruby itself, without the configuration's JIT or options.
     let tls = l
         .get("tls")
@@ -316,9 +334,75 @@ pub(crate) fn resolve(
         ruby_engine,
         profile,
         profile_measured,
+        profile_rate,
+        profile_runs,
         setup,
         tls,
     })
+}
+
+/// `profile_rate` and `profile_runs`, each refused without a profiler (it would be silently
+/// unused), and a rate perf would refuse: above `perf_max` (this machine's
+/// `kernel.perf_event_max_sample_rate`, when known) with perf among the profilers.
+fn resolve_profile_sampling(
+    p: &mut Parser,
+    l: &Lookup,
+    profile: &[Profiler],
+    profile_rejected: bool,
+    perf_max: Option<u32>,
+) -> (u32, u32) {
+    let rate = l
+        .int("profile_rate")
+        .map_or(DEFAULT_PROFILE_RATE_HZ, |r| r as u32);
+    let runs = l.int("profile_runs").map_or(1, |r| r as u32);
+    for key in ["profile_rate", "profile_runs"] {
+        if l.get(key).is_some() && profile.is_empty() && !profile_rejected {
+            p.error(
+                &l.span_of(key),
+                &l.key_of(key),
+                format!("{key} is set, but no profiler is chosen"),
+                Some("add profile = \"rbspy\" (or \"perf\", or both), or remove it".into()),
+            );
+        }
+    }
+    if let Some((message, help)) = perf_refuses(rate, profile, perf_max) {
+        p.error(
+            &l.span_of("profile_rate"),
+            &l.key_of("profile_rate"),
+            message,
+            Some(help),
+        );
+    }
+    (rate, runs)
+}
+
+/// Why perf would refuse `rate` (with perf among `profile`, above `perf_max`), and the fix.
+pub(crate) fn perf_refuses(
+    rate: u32,
+    profile: &[Profiler],
+    perf_max: Option<u32>,
+) -> Option<(String, String)> {
+    let max = perf_max.filter(|&max| rate > max && profile.contains(&Profiler::Perf))?;
+    Some((
+        format!(
+            "profile_rate = {rate}, but perf refuses a rate above this machine's \
+             kernel.perf_event_max_sample_rate, {max} now"
+        ),
+        format!(
+            "lower profile_rate to {max} or less, or raise the limit: sysctl \
+             kernel.perf_event_max_sample_rate={rate} (the kernel lowers it again when \
+             sampling takes too long)"
+        ),
+    ))
+}
+
+/// `kernel.perf_event_max_sample_rate`: the highest rate perf records at, here and now.
+fn perf_max_sample_rate() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The placeholders of a `setup` command.

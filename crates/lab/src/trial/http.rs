@@ -53,8 +53,11 @@ fn profiled_phase(
     let load_spec = match settings.build_spec(&url) {
         Ok(l) => l,
         Err(e) => {
-            result.profiles =
-                profile::failed_records(&s.profile, &format!("invalid load settings: {e}"));
+            result.profiles = profile::failed_records(
+                &s.profile,
+                s.profile_rate,
+                &format!("invalid load settings: {e}"),
+            );
             return Ok(());
         }
     };
@@ -99,6 +102,7 @@ fn profile_target(spec: &TrialSpec, pid: i32, phase: &str) -> profile::Target {
         dir: spec.out_dir.clone(),
         registry: spec.registry.clone(),
         phase: phase.into(),
+        rate_hz: spec.settings.profile_rate,
     }
 }
 

@@ -1,6 +1,6 @@
 //! A script workload: the script run several times under the probe, each run's time,
 //! memory and `rubyrace-metric` lines, and their medians; with `profile`, one more run
-//! with the profilers attached.
+//! (`profile_runs` more) with the profilers attached, their samples added up.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -130,20 +130,40 @@ pub(super) fn script_trial(
     let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
     apply_probe(result, summary);
     if !s.profile.is_empty() {
-        result.profiles = profiled_run(spec, &launch, interrupt)?;
+        result.profiles = profiled_runs(spec, &launch, interrupt)?;
     }
     Ok(())
 }
 
-/// `profile`: one more run of the script after the measured ones, with the profilers
-/// attached from its start; its time is not in the measured figures. The records say it
-/// was one script run and how much CPU time it took (the unit and the clock of the
-/// report's frame times).
-fn profiled_run(
+/// `profile`: `profile_runs` more runs of the script after the measured ones (one by
+/// default), each with the profilers attached from its start; their time is not in the
+/// measured figures. Each profiler's samples add up over the runs into one record, which
+/// says how many script runs it sampled and how much CPU time they took (the unit and the
+/// clock of the report's frame times). A run that fails ends the profiled runs.
+fn profiled_runs(
     spec: &TrialSpec,
     launch: &Launch,
     interrupt: &Arc<AtomicBool>,
 ) -> Result<Vec<profile::ProfileRecord>, Stop> {
+    let mut sum = profile::Accumulated::default();
+    for run in 1..=spec.settings.profile_runs.max(1) {
+        let (records, script_ok) = profiled_run(spec, launch, interrupt, run)?;
+        sum.add(&spec.out_dir, run, records);
+        if !script_ok {
+            break;
+        }
+    }
+    Ok(sum.finish(&spec.out_dir))
+}
+
+/// The `run`-th profiled run (from 1): the profilers' records, and whether the script ran
+/// to a successful end.
+fn profiled_run(
+    spec: &TrialSpec,
+    launch: &Launch,
+    interrupt: &Arc<AtomicBool>,
+    run: u32,
+) -> Result<(Vec<profile::ProfileRecord>, bool), Stop> {
     let s = &spec.settings;
     let limit = s
         .script
@@ -156,13 +176,19 @@ fn profiled_run(
         .env
         .push((profile::START_GATE_ENV.into(), gate.display().to_string()));
     let since = Instant::now();
-    let mut child = match Supervised::spawn(&launch, &spec.out_dir, "profiled", &spec.registry) {
+    let log_name = match run {
+        1 => "profiled".to_string(),
+        n => format!("profiled{n}"),
+    };
+    let mut child = match Supervised::spawn(&launch, &spec.out_dir, &log_name, &spec.registry) {
         Ok(c) => c,
         Err(e) => {
-            return Ok(profile::failed_records(
+            let records = profile::failed_records(
                 &s.profile,
+                s.profile_rate,
                 &format!("the profiled run did not start: {e}"),
-            ))
+            );
+            return Ok((records, false));
         }
     };
     let pid = child.pid();
@@ -174,6 +200,7 @@ fn profiled_run(
             dir: spec.out_dir.clone(),
             registry: spec.registry.clone(),
             phase: profile::PROFILED_PHASE.into(),
+            rate_hz: s.profile_rate,
         },
         since,
     );
@@ -204,6 +231,7 @@ fn profiled_run(
         )));
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    let script_ok = matches!(&waited, Some((status, _, _)) if status.success());
     match waited {
         Some((status, usage, wall)) if status.success() => {
             for r in &mut records {
@@ -230,7 +258,7 @@ fn profiled_run(
             }
         }
     }
-    Ok(records)
+    Ok((records, script_ok))
 }
 
 fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {

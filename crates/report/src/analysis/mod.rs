@@ -278,7 +278,8 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             decide(c, m);
         }
     }
-    let (profiles, frame_changes) = profile::profiles(&order, &members, &baseline, confidence);
+    let (profiles, frame_changes, sparse_frames) =
+        profile::profiles(&order, &members, &baseline, confidence);
     let scenario_steps = steps::scenario_steps(&order, &members);
     warnings.extend(profile::warnings(&profiles));
     too_few_warnings(&comparisons, &mut warnings);
@@ -478,6 +479,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         environment,
         profiles,
         frame_changes,
+        sparse_frames,
         steps: scenario_steps,
     })
 }

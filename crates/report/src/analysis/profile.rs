@@ -34,7 +34,7 @@ use super::compare::{holm, pairs};
 use super::{ALPHA, BOOTSTRAP_SEED, RESAMPLES};
 use crate::format::p_text;
 use crate::input::TrialData;
-use crate::model::{CohortProfile, FrameChange, FrameTime, Summary, Warning};
+use crate::model::{CohortProfile, FrameChange, FrameTime, SparseFrames, Summary, Warning};
 
 /// A frame is tested when it has at least this share of both sides' samples pooled...
 pub const MIN_SHARE: f64 = 0.01;
@@ -248,16 +248,18 @@ pub fn frame_counts(stacks: &BTreeMap<String, u64>) -> BTreeMap<String, (u64, u6
     out
 }
 
-/// Each cohort's profile per profiler, and the frames tested against the baseline.
+/// Each cohort's profile per profiler, the frames tested against the baseline, and the
+/// frames that lacked the samples to be tested.
 pub(super) fn profiles(
     order: &[String],
     members: &BTreeMap<String, Vec<&TrialData>>,
     baseline: &str,
     confidence: f64,
-) -> (Vec<CohortProfile>, Vec<FrameChange>) {
+) -> (Vec<CohortProfile>, Vec<FrameChange>, Vec<SparseFrames>) {
     let all: Vec<&TrialData> = members.values().flatten().copied().collect();
     let mut cohorts = Vec::new();
     let mut changes = Vec::new();
+    let mut sparse = Vec::new();
     for profiler in profilers_used(&all) {
         let read: BTreeMap<&str, (Vec<TrialProfile>, Vec<String>)> = order
             .iter()
@@ -277,8 +279,165 @@ pub(super) fn profiles(
         changes.extend(compare_frames(
             order, &profiles, baseline, profiler, confidence,
         ));
+        if let Some(base) = profiles.get(baseline) {
+            for name in order.iter().filter(|n| *n != baseline) {
+                if let Some(cohort) = profiles.get(name.as_str()) {
+                    sparse.extend(sparse_frames(name, cohort, baseline, base, profiler));
+                }
+            }
+        }
     }
-    (cohorts, changes)
+    (cohorts, changes, sparse)
+}
+
+/// Whether a frame with `pooled` of `pooled_samples` self samples (both sides) is tested on
+/// its samples: it has the share, and the samples.
+fn has_share(pooled: u64, pooled_samples: u64) -> bool {
+    pooled as f64 / pooled_samples as f64 >= MIN_SHARE
+}
+
+/// The frames of a cohort that had the share to be tested against the baseline
+/// (`MIN_SHARE` of the self samples, both sides pooled) but fewer than `MIN_SAMPLES`, and
+/// how much more profiling would give the fewest of them enough; none when none lacked.
+pub(super) fn sparse_frames(
+    name: &str,
+    profiles: &[TrialProfile],
+    baseline: &str,
+    base: &[TrialProfile],
+    profiler: Profiler,
+) -> Option<SparseFrames> {
+    let (a, b) = (
+        side(profiles, Measure::SelfTime)?,
+        side(base, Measure::SelfTime)?,
+    );
+    let pooled_samples = a.samples + b.samples;
+    let lacking: Vec<u64> = a
+        .counts
+        .keys()
+        .chain(b.counts.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|f| a.counts.get(f).unwrap_or(&0) + b.counts.get(f).unwrap_or(&0))
+        .filter(|&pooled| has_share(pooled, pooled_samples) && pooled < MIN_SAMPLES)
+        .collect();
+    let fewest = *lacking.iter().min()?;
+    let most = *lacking.iter().max()?;
+    let both: Vec<&TrialProfile> = profiles.iter().chain(base).collect();
+    let mean = |values: Vec<f64>| values.iter().sum::<f64>() / values.len().max(1) as f64;
+    let profiled_s = mean(both.iter().map(|t| profiled_seconds(t.record)).collect());
+    let rate_hz = both.iter().map(|t| t.record.rate_hz).max().unwrap_or(0);
+    let script = both.iter().all(|t| t.record.requests.is_none());
+    let runs = script.then(|| {
+        let runs = mean(
+            both.iter()
+                .map(|t| f64::from(t.record.script_runs.unwrap_or(1)))
+                .collect(),
+        );
+        (runs.round() as u32).max(1)
+    });
+    let more = more_samples(fewest, profiled_s, rate_hz, runs);
+    let mut s = SparseFrames {
+        cohort: name.to_string(),
+        baseline: baseline.to_string(),
+        profiler: profiler.as_str().to_string(),
+        frames: lacking.len(),
+        fewest_samples: fewest,
+        most_samples: most,
+        pooled_samples,
+        factor: more.factor,
+        profiled_s,
+        needed_profiled_s: more.seconds,
+        rate_hz,
+        needed_rate_hz: more.rate_hz,
+        profile_runs: runs,
+        needed_profile_runs: more.runs,
+        advice: String::new(),
+    };
+    s.advice = sparse_advice(&s);
+    Some(s)
+}
+
+/// The seconds a profile covers: the load's time for HTTP (requests ÷ throughput), a
+/// script's profiled runs' wall time (without the wait at the start gate), else how long
+/// the profiler ran.
+fn profiled_seconds(record: &ProfileRecord) -> f64 {
+    match (record.requests, record.requests_per_s, record.wall_s) {
+        (Some(requests), Some(rate), _) if rate > 0.0 => requests as f64 / rate,
+        (None, _, Some(wall)) => wall * f64::from(record.script_runs.unwrap_or(1)),
+        _ => record.duration_s,
+    }
+}
+
+/// How much more profiling would give a frame with `fewest` pooled samples `MIN_SAMPLES`:
+/// the samples grow with the profiled time, the rate, the script's profiled runs (and the
+/// blocks), so each is scaled by `MIN_SAMPLES ÷ fewest`; the rate and the runs rounded up.
+#[derive(Debug, PartialEq)]
+pub struct MoreSamples {
+    pub factor: f64,
+    pub seconds: f64,
+    pub rate_hz: u32,
+    pub runs: Option<u32>,
+}
+
+pub fn more_samples(fewest: u64, profiled_s: f64, rate_hz: u32, runs: Option<u32>) -> MoreSamples {
+    let fewest = fewest.max(1);
+    let factor = MIN_SAMPLES as f64 / fewest as f64;
+    // Integer arithmetic: 99 × 20 ÷ 6 is 330 exactly, not 330.00000000000006 rounded up.
+    let scaled = |x: u32| (u64::from(x) * MIN_SAMPLES).div_ceil(fewest) as u32;
+    MoreSamples {
+        factor,
+        seconds: profiled_s * factor,
+        rate_hz: scaled(rate_hz),
+        runs: runs.map(scaled),
+    }
+}
+
+/// What `SparseFrames` says, in words.
+fn sparse_advice(s: &SparseFrames) -> String {
+    let x = format!("{:.1}×", s.factor);
+    let longer = match s.needed_profile_runs {
+        Some(runs) => format!(
+            "profile_runs = {runs}, now {}: about {:.1} s of profiled runs per trial instead \
+             of {:.1} s",
+            s.profile_runs.unwrap_or(1),
+            s.needed_profiled_s,
+            s.profiled_s
+        ),
+        None => format!(
+            "a profiled phase of about {:.1} s per trial instead of {:.1} s; it lasts as long \
+             as `duration`, the measured phase too",
+            s.needed_profiled_s, s.profiled_s
+        ),
+    };
+    let faster = if s.needed_rate_hz <= experiment::MAX_PROFILE_RATE_HZ {
+        format!("profile_rate = {}, now {}", s.needed_rate_hz, s.rate_hz)
+    } else {
+        format!(
+            "not by the rate: {} Hz would be above profile_rate's limit of {} Hz",
+            s.needed_rate_hz,
+            experiment::MAX_PROFILE_RATE_HZ
+        )
+    };
+    let most = if s.most_samples > s.fewest_samples {
+        format!(
+            "; the most sampled of them, with {}, would need about {:.1}×",
+            s.most_samples,
+            MIN_SAMPLES as f64 / s.most_samples as f64
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} {} had at least {:.0}% of the self samples but fewer than the {MIN_SAMPLES} \
+         pooled samples a test needs (the fewest {} of {} pooled): about {x} the samples \
+         would test them all{most}. Profile {x} as long ({longer}), {x} as fast ({faster}), \
+         or in {x} the blocks",
+        s.frames,
+        if s.frames == 1 { "frame" } else { "frames" },
+        MIN_SHARE * 100.0,
+        s.fewest_samples,
+        s.pooled_samples,
+    )
 }
 
 /// Every cohort's frames against the baseline's, for one profiler: a family per measure
@@ -471,7 +630,8 @@ fn frame_changes(
         .filter_map(|f| {
             let pooled = a.counts.get(f).unwrap_or(&0) + b.counts.get(f).unwrap_or(&0);
             let share = pooled as f64 / pooled_samples;
-            (share >= MIN_SHARE && pooled >= MIN_SAMPLES).then_some((f, share))
+            (has_share(pooled, pooled_samples as u64) && pooled >= MIN_SAMPLES)
+                .then_some((f, share))
         })
         .collect();
     candidates.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(y.0)));

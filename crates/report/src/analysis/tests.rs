@@ -9,6 +9,7 @@ use crate::format::p_text;
 mod block_ratios;
 mod profile_sim;
 mod seeded;
+mod sparse_frames;
 
 /// A valid trial of `label` in `block` with `rps`, on `machine`.
 fn trial(source: usize, id: usize, block: u32, label: &str, rps: f64, machine: &str) -> TrialData {

@@ -132,6 +132,7 @@ pub(crate) fn report() -> Report {
         environment: vec![],
         profiles: vec![],
         frame_changes: vec![],
+        sparse_frames: vec![],
         steps: vec![],
     }
 }

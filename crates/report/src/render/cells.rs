@@ -480,24 +480,31 @@ pub(crate) fn profile_cost_line(report: &Report) -> Option<String> {
 /// The profiled cohorts' significant changes in self time per request against the
 /// baseline, one row per frame (or one row saying none changed), for the text formats.
 pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
-    if report.frame_changes.is_empty() {
+    if report.frame_changes.is_empty() && report.sparse_frames.is_empty() {
         return None;
     }
     let mut rows = Vec::new();
     let mut seen: Vec<(&str, &str)> = Vec::new();
-    for c in &report.frame_changes {
-        if seen.contains(&(c.cohort.as_str(), c.profiler.as_str())) {
+    let cohorts = report
+        .frame_changes
+        .iter()
+        .map(|c| (c.cohort.as_str(), c.profiler.as_str()))
+        .chain(
+            report
+                .sparse_frames
+                .iter()
+                .map(|s| (s.cohort.as_str(), s.profiler.as_str())),
+        );
+    for (cohort, profiler) in cohorts {
+        if seen.contains(&(cohort, profiler)) {
             continue;
         }
-        seen.push((&c.cohort, &c.profiler));
+        seen.push((cohort, profiler));
         let mut changed: Vec<&crate::model::FrameChange> = report
             .frame_changes
             .iter()
             .filter(|x| {
-                x.measure == "self"
-                    && x.cohort == c.cohort
-                    && x.profiler == c.profiler
-                    && x.significant
+                x.measure == "self" && x.cohort == cohort && x.profiler == profiler && x.significant
             })
             .collect();
         changed.sort_by(|a, b| {
@@ -509,21 +516,38 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
         let tested = report
             .frame_changes
             .iter()
-            .filter(|x| x.measure == "self" && x.cohort == c.cohort && x.profiler == c.profiler)
+            .filter(|x| x.measure == "self" && x.cohort == cohort && x.profiler == profiler)
             .count();
+        let sparse = report
+            .sparse_frames
+            .iter()
+            .find(|s| s.cohort == cohort && s.profiler == profiler);
+        let lacking = sparse.map_or_else(String::new, |s| {
+            format!("; {} more lacked samples (below)", s.frames)
+        });
         if changed.is_empty() {
             let none = if tested == 0 {
                 format!(
-                    "~ no frame has the {} pooled self samples to be tested: profile longer",
-                    crate::model::MIN_FRAME_SAMPLES
+                    "~ no frame has the {} pooled self samples to be tested: profile longer{}",
+                    crate::model::MIN_FRAME_SAMPLES,
+                    if sparse.is_some() { " (below)" } else { "" }
                 )
             } else {
-                format!("~ none of {tested} frames changed significantly")
+                format!("~ none of {tested} frames changed significantly{lacking}")
             };
             rows.push(vec![
-                c.cohort.clone(),
-                c.profiler.clone(),
+                cohort.to_string(),
+                profiler.to_string(),
                 none,
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        } else if let Some(s) = sparse {
+            rows.push(vec![
+                cohort.to_string(),
+                profiler.to_string(),
+                format!("~ {} frames lacked samples (below)", s.frames),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -546,6 +570,21 @@ pub fn profile_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<Stri
         ],
         rows,
     ))
+}
+
+/// For the text formats: per cohort and profiler whose frames lacked samples, how much
+/// longer or faster to profile for them to be tested.
+pub(crate) fn sparse_lines(report: &Report) -> Vec<String> {
+    report
+        .sparse_frames
+        .iter()
+        .map(|s| {
+            format!(
+                "Too few samples, {} against {} ({}): {}.",
+                s.cohort, s.baseline, s.profiler, s.advice
+            )
+        })
+        .collect()
 }
 
 /// The title of `steps_table`.

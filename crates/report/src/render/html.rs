@@ -1129,6 +1129,7 @@ mod tests {
             environment: vec![],
             profiles: vec![],
             frame_changes: vec![],
+            sparse_frames: vec![],
             steps: vec![],
         };
         let page = render(&r);

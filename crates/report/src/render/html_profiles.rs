@@ -176,6 +176,18 @@ pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
         }
         // After the differential graph, or alone when inferno could not draw it.
         frame_tables(h, report, &p.cohort, &p.profiler);
+        for s in report
+            .sparse_frames
+            .iter()
+            .filter(|s| s.cohort == p.cohort && s.profiler == p.profiler)
+        {
+            let _ = writeln!(
+                h,
+                "<p><b>Too few samples</b> against {}: {}.</p>",
+                escape(&s.baseline),
+                escape(&s.advice)
+            );
+        }
     }
 }
 

@@ -44,6 +44,9 @@ pub fn markdown(report: &Report) -> String {
             (3..5).contains(&i)
         });
     }
+    for line in sparse_lines(report) {
+        let _ = writeln!(out, "\n{}", md_escape(&line));
+    }
     if let Some(cost) = profile_cost_line(report) {
         let _ = writeln!(out, "\n<sub>{}</sub>", md_escape(&cost));
     }

@@ -98,6 +98,9 @@ pub fn table(report: &Report, color: bool) -> String {
         let t = aligned_table(color, headers, rows, |i| (3..5).contains(&i));
         let _ = writeln!(out, "\n{}\n{t}", profile_title(report));
     }
+    for line in sparse_lines(report) {
+        let _ = writeln!(out, "{line}");
+    }
     if let Some(cost) = profile_cost_line(report) {
         let _ = writeln!(out, "{cost}");
     }
