@@ -412,6 +412,13 @@ pub(super) fn decide(c: &mut Comparison, m: &Metric) {
             p_text(c.p_value.unwrap_or(1.0)),
             format_p(c.p_adjusted.unwrap_or(1.0))
         )
+    } else if !excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA) {
+        // Every block (or nearly) on one side, by amounts too uneven for the interval to
+        // leave 1: the two halves of the rule disagree, and the words say so rather than
+        // print a small p beside "no significant difference".
+        format!(
+            "~ not significant: the interval includes 1 though the rank test gives {p_words} (the blocks agree on the direction, not on the size) ({interval})"
+        )
     } else {
         format!("~ no significant difference ({interval}, {p_words})")
     };

@@ -446,3 +446,28 @@ fn cohort_names_show_control_characters_escaped() {
     let names: Vec<&str> = r.cohorts.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["env.X=a\\nb", "env.X=\\u{1b}[31mred"]);
 }
+
+/// Every one of 6 blocks on the same side, but by sizes too uneven for the t interval to
+/// leave 1: the signed-rank p is 2/64 = 0.031 and the interval includes 1. Not called, and
+/// said so in words, instead of "no significant difference (…, p=0.031)" (issue 28: a
+/// reader took that for a contradiction).
+#[test]
+fn a_rank_test_that_disagrees_with_the_interval_is_said_in_words() {
+    let mut t = Vec::new();
+    for (b, ratio) in [1.001, 1.002, 1.003, 1.004, 1.005, 1.60].into_iter().enumerate() {
+        t.push(trial(0, t.len(), b as u32, "base", 10_000.0, "m"));
+        t.push(trial(0, t.len(), b as u32, "fast", 10_000.0 * ratio, "m"));
+    }
+    let r = analyze(&[source(t)], &Options::default()).unwrap();
+    let c = r.comparisons.iter().find(|c| c.metric == "throughput").unwrap();
+    assert!(c.ci_low < 1.0, "{c:?}");
+    assert!((c.p_value.unwrap() - 0.03125).abs() < 1e-9, "{c:?}");
+    assert!(!c.significant);
+    assert!(
+        c.verdict.starts_with(
+            "~ not significant: the interval includes 1 though the rank test gives p=0.031 (the blocks agree on the direction, not on the size)"
+        ),
+        "{}",
+        c.verdict
+    );
+}
