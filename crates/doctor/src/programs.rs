@@ -53,19 +53,7 @@ pub(crate) fn perf_finding() -> Finding {
     let paranoid: Option<i64> =
         read_trimmed("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
     let perf = on_path("perf");
-    let version = perf.as_ref().map(|p| {
-        match run_program(p, &[OsStr::new("--version")], &[], COMMAND_TIMEOUT) {
-            Ok(ran) if ran.status.is_some_and(|s| s.success()) => {
-                Ok(first_line(&ran.stdout).to_string())
-            }
-            Ok(ran) if ran.timed_out => Err("did not answer --version".to_string()),
-            Ok(ran) => Err(format!(
-                "`perf --version` failed: {}",
-                first_line(&format!("{}\n{}", ran.stderr, ran.stdout))
-            )),
-            Err(e) => Err(format!("cannot run: {e}")),
-        }
-    });
+    let version = perf.as_ref().map(|p| version_of(p, &["--version"]));
     // SAFETY: geteuid has no preconditions.
     let root = nix::unistd::geteuid().is_root();
     let mut value = match paranoid {
@@ -79,7 +67,7 @@ pub(crate) fn perf_finding() -> Finding {
     }
     match (&perf, &version) {
         (Some(p), Some(Ok(v))) => value.push_str(&format!("; {v} ({})", p.display())),
-        (Some(p), Some(Err(e))) => value.push_str(&format!("; {} {e}", p.display())),
+        (Some(_), Some(Err(e))) => value.push_str(&format!("; {e}")),
         _ => value.push_str("; no perf on PATH"),
     }
     let mut advice = Vec::new();
@@ -148,12 +136,16 @@ pub(crate) fn wrk_finding() -> Finding {
 
 /// The version line `program ARGS` prints, or why there is none.
 fn version_of(program: &Path, args: &[&str]) -> Result<String, String> {
-    let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-    match run_program(program, &args, &[], COMMAND_TIMEOUT) {
+    let argv: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    match run_program(program, &argv, &[], COMMAND_TIMEOUT) {
         Ok(ran) if ran.status.is_some_and(|s| s.success()) => {
             Ok(first_line(&ran.stdout).to_string())
         }
-        Ok(ran) if ran.timed_out => Err(format!("{} did not answer", program.display())),
+        Ok(ran) if ran.timed_out => Err(format!(
+            "{} did not answer {}",
+            program.display(),
+            args.join(" ")
+        )),
         Ok(ran) => Err(format!(
             "{} failed: {}",
             program.display(),

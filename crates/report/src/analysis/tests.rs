@@ -454,12 +454,19 @@ fn cohort_names_show_control_characters_escaped() {
 #[test]
 fn a_rank_test_that_disagrees_with_the_interval_is_said_in_words() {
     let mut t = Vec::new();
-    for (b, ratio) in [1.001, 1.002, 1.003, 1.004, 1.005, 1.60].into_iter().enumerate() {
+    for (b, ratio) in [1.001, 1.002, 1.003, 1.004, 1.005, 1.60]
+        .into_iter()
+        .enumerate()
+    {
         t.push(trial(0, t.len(), b as u32, "base", 10_000.0, "m"));
         t.push(trial(0, t.len(), b as u32, "fast", 10_000.0 * ratio, "m"));
     }
     let r = analyze(&[source(t)], &Options::default()).unwrap();
-    let c = r.comparisons.iter().find(|c| c.metric == "throughput").unwrap();
+    let c = r
+        .comparisons
+        .iter()
+        .find(|c| c.metric == "throughput")
+        .unwrap();
     assert!(c.ci_low < 1.0, "{c:?}");
     assert!((c.p_value.unwrap() - 0.03125).abs() < 1e-9, "{c:?}");
     assert!(!c.significant);
