@@ -1,10 +1,15 @@
 # N threads calling File.mtime in a loop: the reduced form of a real regression report
 # ("threads calling File.mtime got much slower on a newer Ruby"). Usage:
 #
-#   ruby mtime.rb THREADS [CALLS]
+#   ruby mtime.rb THREADS [CALLS] [GC]
 #
 #   THREADS  number of threads (1 or more)
 #   CALLS    File.mtime calls in all (default 200000), split evenly over the threads
+#   GC       off (the default) or on: whether the garbage collector may run in the timed
+#            loop. Each call allocates a Time, and the script the report comes from
+#            disabled GC "to make sure it doesn't skew results": off does the same
+#            (GC.disable from the start line to the last thread's end; 200000 Times are
+#            about 8 MB). The second line of the output says how many GCs ran in the loop.
 #
 # Fixed total work: the number of calls is the same at every thread count, so a perfect
 # Ruby would finish in the same time (or faster, where stat(2) overlaps) whatever the
@@ -25,8 +30,9 @@
 
 threads = Integer(ARGV[0] || "1")
 calls = Integer(ARGV[1] || "200000")
-if threads < 1 || calls < threads
-  warn "usage: ruby mtime.rb THREADS [CALLS]  (THREADS >= 1, CALLS >= THREADS)"
+gc = ARGV[2] || "off"
+if threads < 1 || calls < threads || !%w[off on].include?(gc)
+  warn "usage: ruby mtime.rb THREADS [CALLS] [off|on]  (THREADS >= 1, CALLS >= THREADS)"
   exit 2
 end
 Thread.abort_on_exception = true
@@ -53,14 +59,18 @@ workers = shares.each_with_index.map do |n, i|
 end
 Thread.pass until workers.all? { |t| t.status == "sleep" } # all waiting at the gate
 
+gc_before = GC.count
+GC.disable if gc == "off"
 start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 threads.times { gate << true }
 workers.each(&:join)
 elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+GC.enable
+gc_runs = GC.count - gc_before
 
 if done.sum != calls || wrong.sum != 0
   warn "mtime.rb: #{done.sum} of #{calls} calls done, #{wrong.sum} returned another mtime"
   exit 1
 end
 puts "rubyrace-metric calls_per_s=#{(calls / elapsed).round(1)}"
-puts "#{threads} threads, #{calls} File.mtime calls, #{elapsed.round(3)} s (#{RUBY_DESCRIPTION})"
+puts "#{threads} threads, #{calls} File.mtime calls, #{elapsed.round(3)} s, GC #{gc} (#{gc_runs} GC runs in the loop) (#{RUBY_DESCRIPTION})"

@@ -3,7 +3,7 @@
 #
 #   ruby pipes.rb MODEL [--workers N] [--messages M] [--window W]
 #
-#   MODEL       threads | processes | fibers
+#   MODEL       threads | processes | fibers | reactor
 #   --workers   number of workers (default: $PIPES_WORKERS, else 4)
 #   --messages  messages in all, split evenly over the workers (default 100000): fixed total
 #               work, so the times of different worker counts compare directly
@@ -11,9 +11,9 @@
 #
 # Each worker has two pipes: requests (master -> worker) and replies (worker -> master). A
 # message is one unsigned 64-bit integer (8 bytes); the worker answers x with x * 3 + 1.
-# The master runs the same event loop in every model (IO.select over the reply pipes,
-# read_nonblock, then refill that worker's window); only what runs the workers differs, and
-# the worker code is the same method, `work`, in all three:
+# In the first three models the master runs the same event loop (IO.select over the reply
+# pipes, read_nonblock, then refill that worker's window); only what runs the workers
+# differs, and the worker code is the same method, `work`, in all four:
 #
 #   threads    one Thread per worker, blocking reads and writes (a thread waiting on its
 #              pipe has released the GVL);
@@ -23,6 +23,15 @@
 #              scheduler; the `async` gem would be the usual one). A fiber's read that
 #              would block goes to the scheduler's io_wait, and its IO.select loop resumes
 #              the fiber when the pipe is readable, as in any fiber scheduler.
+#   reactor    fibers and a single reactor: the workers' fibers and the master run in the
+#              main thread under one scheduler, with no other thread. The master is one
+#              fiber per worker that reads that worker's replies (a read that would block
+#              goes to the scheduler) and refills its window; the answers are checked and
+#              the windows refilled by the same code as the other models' master (`take`).
+#              Ruby 3.1's scheduler has no hook for IO.select (3.2 added io_select), so the
+#              master's IO.select loop cannot itself be a fiber there. The source of this
+#              study found this layout ("just fibers and a single reactor") doubled the
+#              speed of fibers beside a master in another thread.
 #
 # At most `window` messages (8 bytes each) are in flight per worker, far below a pipe's
 # buffer (64 KiB on Linux), so no write ever blocks and the exchange cannot deadlock.
@@ -37,7 +46,7 @@
 # timed from the moment every worker is running (threads and fibers started, children
 # forked) to the last answer, so Ruby's boot is excluded; rubyrace's wall time includes it.
 
-MODELS = %w[threads processes fibers].freeze
+MODELS = %w[threads processes fibers reactor].freeze
 USAGE = "usage: ruby pipes.rb {#{MODELS.join('|')}} [--workers N] [--messages M] [--window W]".freeze
 model = ARGV.shift
 abort USAGE unless MODELS.include?(model)
@@ -147,6 +156,7 @@ pipes = Array.new(WORKERS) { [IO.pipe, IO.pipe] } # [[req_r, req_w], [rep_r, rep
 
 # Start the workers.
 counts = nil
+fiber_counts = Array.new(WORKERS) # what each worker fiber answered
 case model
 when "threads"
   runners = pipes.map { |(req_r, _), (_, rep_w)| Thread.new { work(req_r, rep_w) } }
@@ -171,8 +181,9 @@ when "processes"
       shares[i]
     end
   end
+when "reactor"
+  counts = -> { fiber_counts } # the fibers start below, with the master's
 when "fibers"
-  fiber_counts = Array.new(WORKERS)
   runner = Thread.new do
     Fiber.set_scheduler(MiniScheduler.new)
     pipes.each_with_index do |((req_r, _), (_, rep_w)), i|
@@ -206,34 +217,54 @@ send = lambda do |i, n|
   pipes[i][0][1].close if next_x[i] == last_x[i] # all sent: the worker will see EOF
 end
 
-WORKERS.times { |i| send.call(i, WINDOW) }
-open = reply_of.keys
-until open.empty?
-  readable, = IO.select(open, nil, nil, STALL)
-  unless readable
-    abort "pipes.rb: #{model}: no answer for #{STALL} s; received #{received.inspect} of #{shares.inspect}"
+# Takes bytes of worker i's replies: checks every whole answer, and sends as many new
+# messages as answers came back. True once the worker has answered its share.
+take = lambda do |i, data|
+  buf = buffers[i] << data
+  whole = buf.bytesize / SIZE
+  buf.slice!(0, whole * SIZE).unpack("#{PACK}*").each do |y|
+    want = answer(expect[i])
+    raise "worker #{i}: answer #{y} for message #{expect[i]}, expected #{want}" if y != want
+    expect[i] += 1
+    sum += y
   end
-  readable.each do |io|
-    i = reply_of[io]
-    data = io.read_nonblock(WINDOW * SIZE, exception: false)
-    if data == :wait_readable
-      next
-    elsif data.nil? # EOF: the worker closed its reply pipe (it ended)
-      open.delete(io)
-      next
+  received[i] += whole
+  send.call(i, whole)
+  received[i] == shares[i]
+end
+
+if model == "reactor"
+  # One scheduler in this thread runs the workers and, for each worker, the master's fiber.
+  scheduler = MiniScheduler.new
+  Fiber.set_scheduler(scheduler)
+  pipes.each_with_index do |((req_r, _), (rep_r, rep_w)), i|
+    Fiber.schedule { fiber_counts[i] = work(req_r, rep_w) }
+    Fiber.schedule do
+      send.call(i, WINDOW)
+      # readpartial waits through the scheduler; EOF before the share is a lost worker.
+      nil until take.call(i, rep_r.readpartial(WINDOW * SIZE))
     end
-    buf = buffers[i] << data
-    whole = buf.bytesize / SIZE
-    buf.slice!(0, whole * SIZE).unpack("#{PACK}*").each do |y|
-      want = answer(expect[i])
-      raise "worker #{i}: answer #{y} for message #{expect[i]}, expected #{want}" if y != want
-      expect[i] += 1
-      sum += y
+  end
+  scheduler.run # until every fiber has ended
+  Fiber.set_scheduler(nil)
+else
+  WORKERS.times { |i| send.call(i, WINDOW) }
+  open = reply_of.keys
+  until open.empty?
+    readable, = IO.select(open, nil, nil, STALL)
+    unless readable
+      abort "pipes.rb: #{model}: no answer for #{STALL} s; received #{received.inspect} of #{shares.inspect}"
     end
-    received[i] += whole
-    send.call(i, whole)
-    if received[i] == shares[i]
-      open.delete(io)
+    readable.each do |io|
+      i = reply_of[io]
+      data = io.read_nonblock(WINDOW * SIZE, exception: false)
+      if data == :wait_readable
+        next
+      elsif data.nil? # EOF: the worker closed its reply pipe (it ended)
+        open.delete(io)
+        next
+      end
+      open.delete(io) if take.call(i, data)
     end
   end
 end
