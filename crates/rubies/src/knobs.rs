@@ -48,7 +48,9 @@ impl Jit {
     }
 
     /// The command-line flag that turns this JIT on in a CRuby of `version`: MJIT was
-    /// `--jit` up to 3.1, `--mjit` in 3.2, and is gone from 3.3 on.
+    /// `--jit` up to 3.0 and `--mjit` in 3.1 and 3.2 (where `--jit` means YJIT when the
+    /// Ruby has it: 3.1.2's `ruby --help` says "--jit  enable JIT for the platform, same as
+    /// --yjit"), and is gone from 3.3 on.
     pub fn flag(self, version: &str) -> Result<Option<&'static str>, String> {
         let (major, minor) = major_minor(version);
         match self {
@@ -58,7 +60,7 @@ impl Jit {
             Jit::Mjit if (major, minor) >= (3, 3) => Err(format!(
                 "Ruby {version} has no MJIT: it was removed in Ruby 3.3"
             )),
-            Jit::Mjit if (major, minor) == (3, 2) => Ok(Some("--mjit")),
+            Jit::Mjit if (major, minor) >= (3, 1) => Ok(Some("--mjit")),
             Jit::Mjit => Ok(Some("--jit")),
         }
     }
@@ -374,6 +376,8 @@ mod tests {
     fn jit_flags_follow_the_ruby_version() {
         assert_eq!(Jit::Yjit.flag("3.1.2"), Ok(Some("--yjit")));
         assert_eq!(Jit::Mjit.flag("2.7.4"), Ok(Some("--jit")));
+        assert_eq!(Jit::Mjit.flag("3.0.6"), Ok(Some("--jit")));
+        assert_eq!(Jit::Mjit.flag("3.1.2"), Ok(Some("--mjit")));
         assert_eq!(Jit::Mjit.flag("3.2.0"), Ok(Some("--mjit")));
         assert!(Jit::Mjit
             .flag("3.3.8")
@@ -408,7 +412,7 @@ mod tests {
         let err = check_jit(Jit::Mjit, &plain, |_| Ok(off)).unwrap_err();
         assert!(
             err.0
-                .contains("started with `--jit` but RubyVM::MJIT.enabled? is false"),
+                .contains("started with `--mjit` but RubyVM::MJIT.enabled? is false"),
             "{}",
             err.0
         );
