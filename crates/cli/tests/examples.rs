@@ -310,7 +310,7 @@ fn ratio_intervals(text: &str) -> Vec<(String, f64, f64, String)> {
             let (Ok(lo), Ok(hi)) = (lo.trim().parse::<f64>(), hi.trim().parse::<f64>()) else {
                 continue;
             };
-            let start = line[..at].rfind('(').map_or(0, |p| p);
+            let start = line[..at].rfind('(').unwrap_or(0);
             found.push((
                 format!("{digits}×{}", &after[..open + close + 1]),
                 lo,
