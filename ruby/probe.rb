@@ -22,7 +22,8 @@
 #
 # RUBYRACE_COMPACT:
 #   after-boot  GC.compact once in each process right after its app is built (the
-#               "compaction initializer"), recorded under "compaction";
+#               "compaction initializer"), recorded under "compaction"; with a
+#               preloading server (Puma --preload) that is the master, before it forks;
 #   auto        GC.auto_compact = true at load.
 #
 # Boot time: seconds from the process's start (from /proc/self/stat; a worker starts at

@@ -337,6 +337,85 @@ compact = ["none", "after-boot", "auto"]
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
+/// Compaction before fork: Puma preloads the app in its master (`--preload`), the master
+/// compacts before forking, and the workers inherit the compacted heap. The report then
+/// compares memory per worker (each forked process's own USS, side by side).
+#[test]
+fn compaction_before_a_preloading_fork_runs_in_the_master_and_memory_is_per_worker() {
+    let lab = Lab::new("compact-fork");
+    lab.experiment(
+        r#"
+batches = 2
+
+[settings]
+app = "rack-hello"
+processes = 2
+preload = true
+warmup = "500ms"
+duration = "1s"
+
+[matrix]
+compact = ["none", "after-boot"]
+"#,
+    );
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let rows = trials(&lab.db());
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        assert_eq!(row.status, "valid", "{}: {:?}", row.label, row.reason);
+        let argv = row.result["server"]["argv"].as_array().unwrap();
+        assert!(argv.iter().any(|a| a == "--preload"), "{argv:?}");
+        let check = &row.result["verification"]["checks"][0];
+        assert_eq!(check["ok"], true, "{check}");
+        let procs = probe_processes(row);
+        let (workers, masters): (Vec<_>, Vec<_>) = procs.iter().partition(|p| p["forked"] == true);
+        assert_eq!((workers.len(), masters.len()), (2, 1), "{procs:?}");
+        // The app is built once, in the master; the workers never build it.
+        assert!(masters[0]["app_loaded_after_s"].is_number(), "{procs:?}");
+        assert!(workers.iter().all(|w| w["app_loaded_after_s"].is_null()));
+        let compacted = row.result["settings"]["compact"] == "after-boot";
+        assert_eq!(masters[0]["compacted_after_boot"], compacted, "{procs:?}");
+        if compacted {
+            assert_eq!(
+                check["observed"],
+                "GC.compact after boot in 1 of the 1 processes that loaded the app"
+            );
+            // Forked after the compaction: each worker's GC counts it.
+            for w in &workers {
+                assert!(w["compact_count"].as_u64().unwrap() >= 1, "{w}");
+            }
+        }
+        // Every process's own memory is in the last sample, the workers' included.
+        let members = row.result["resources"]["end"]["members"]
+            .as_array()
+            .unwrap();
+        for p in &procs {
+            let m = members
+                .iter()
+                .find(|m| m["pid"] == p["pid"])
+                .expect("sampled");
+            assert!(m["uss_bytes"].as_u64().unwrap() > 0, "{m}");
+        }
+    }
+    let results = lab.results();
+    let report = rubyrace(&["report", results.to_str().unwrap()]);
+    assert_eq!(report.code(), Some(0), "{report:?}");
+    // Interleaved (the default design): the servers ran side by side, so memory is
+    // compared by USS, per worker too.
+    assert!(
+        report.stdout.contains("worker_uss_end"),
+        "{}",
+        report.stdout
+    );
+    assert!(
+        !report.stdout.contains("worker_pss_end"),
+        "{}",
+        report.stdout
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
 #[test]
 fn an_app_with_a_gemfile_runs_through_bundle_exec_and_records_its_gems() {
     let lab = Lab::new("gemfile");

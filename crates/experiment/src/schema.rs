@@ -132,6 +132,11 @@ pub struct ConfigSettings {
     /// the load speaks TLS to it, trusting only that certificate's authority.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+    /// `preload = true`: the server's master loads the app before it forks its workers
+    /// (Puma's `--preload`, unicorn's `preload_app true`), so the workers share its pages
+    /// copy-on-write; with `compact = "after-boot"` the master compacts before the fork.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preload: bool,
 }
 
 /// Samples per second unless `profile_rate` says otherwise: 99, not 100, so the sampling

@@ -19,12 +19,13 @@
 //! | webrick | 1         | 1       | `rackup -s webrick -E ENV -o 127.0.0.1 -p P -q app`                    |
 //! | custom  | {processes} | {threads} | the user's argv with placeholders expanded                       |
 //!
-//! * Puma runs in single mode for one process (no `-w`) and in cluster mode (`-w N`) without
-//!   `--preload` otherwise; `-C` with an empty generated config keeps an app's `config/puma.rb`
-//!   from overriding the trial's settings (Puma 4, Debian bullseye's, has no `--no-config`);
-//!   trial's settings; no control app; `-q`: no request log.
+//! * Puma runs in single mode for one process (no `-w`) and in cluster mode (`-w N`)
+//!   otherwise, with `--preload` only for `preload = true` (the master loads the app, then
+//!   forks); `-C` with an empty generated config keeps an app's `config/puma.rb` from
+//!   overriding the trial's settings (Puma 4, Debian bullseye's, has no `--no-config`); no
+//!   control app; `-q`: no request log.
 //! * Unicorn takes its settings from a config file generated in the trial's scratch directory
-//!   (`worker_processes`, `listen`, `timeout`); each worker is single-threaded.
+//!   (`worker_processes`, `listen`, `timeout`, `preload_app`); each worker is single-threaded.
 //! * Thin is one EventMachine process. With `threads` = 1 it calls the app on the reactor
 //!   thread; with more, `--threaded --threadpool-size T` calls it from a pool of T threads
 //!   (marked "experimental" by thin). Its `--servers` cluster mode would listen on one port
@@ -137,6 +138,9 @@ pub struct ServerLaunch<'a> {
     pub bundle_exec: bool,
     /// `tls = true` (Puma only): the certificate and key files of an `ssl://` bind.
     pub tls: Option<(&'a Path, &'a Path)>,
+    /// `preload = true` (Puma and unicorn with workers): the master loads the app before
+    /// forking.
+    pub preload: bool,
 }
 
 /// A server command, ready for `std::process::Command` (no shell involved).
@@ -263,6 +267,9 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             if launch.processes > 1 {
                 argv.push("-w".to_string());
                 argv.push(launch.processes.to_string());
+                if launch.preload {
+                    argv.push("--preload".to_string());
+                }
             }
             argv.push("-q".to_string());
             argv.push(config_ru);
@@ -359,8 +366,8 @@ fn unicorn_config(launch: &ServerLaunch) -> String {
          worker_processes {}\n\
          listen \"127.0.0.1:{}\"\n\
          timeout {}\n\
-         preload_app false\n",
-        launch.processes, launch.port, UNICORN_TIMEOUT_SECS
+         preload_app {}\n",
+        launch.processes, launch.port, UNICORN_TIMEOUT_SECS, launch.preload
     )
 }
 
@@ -510,6 +517,7 @@ mod tests {
             environment: "production",
             bundle_exec: false,
             tls: None,
+            preload: false,
         }
     }
 
@@ -629,6 +637,25 @@ mod tests {
                 "/srv/app/config.ru",
             ])
         );
+    }
+
+    #[test]
+    fn preload_is_puma_s_flag_and_unicorn_s_setting() {
+        let ruby = s(&RUBY);
+        let scratch = tempfile::Builder::new()
+            .prefix("preload")
+            .tempdir()
+            .unwrap();
+        let mut l = launch(ServerKind::Puma, &ruby, scratch.path(), &[], 2, 4);
+        l.preload = true;
+        let argv = server_command(&l).unwrap().argv;
+        let w = argv.iter().position(|a| a == "-w").unwrap();
+        assert_eq!(argv[w..w + 3], s(&["-w", "2", "--preload"]));
+        l.kind = ServerKind::Unicorn;
+        l.threads = 1;
+        server_command(&l).unwrap();
+        let config = std::fs::read_to_string(scratch.path().join(UNICORN_CONFIG)).unwrap();
+        assert!(config.ends_with("preload_app true\n"), "{config}");
     }
 
     #[test]
@@ -1149,6 +1176,7 @@ mod tests {
                 environment: "production",
                 bundle_exec: false,
                 tls: None,
+                preload: false,
             })
             .unwrap();
             let log = scratch.path().join(format!("server-{attempt}.log"));

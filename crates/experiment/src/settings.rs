@@ -102,6 +102,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("server", Kind::OneOf(SERVERS)),
     ("server_argv", Kind::StrList),
     ("processes", Kind::Int { min: 1, max: 256 }),
+    ("preload", Kind::Bool),
     ("threads", Kind::Int { min: 1, max: 1024 }),
     ("port", Kind::Int { min: 0, max: 65535 }),
     ("tls", Kind::Bool),

@@ -235,6 +235,24 @@ fn combinations_a_server_cannot_run_are_rejected() {
 }
 
 #[test]
+fn preload_needs_a_server_that_forks_workers() {
+    let errs = errors("[settings]\npreload = true\n");
+    assert!(
+        errs[0].contains("preload = true needs workers to fork, but processes = 1")
+            && errs[0].contains("exp.toml:2"),
+        "{errs:?}"
+    );
+    let errs = errors("[settings]\nserver = \"thin\"\npreload = true\n");
+    assert!(
+        errs[0].contains("server = \"thin\" does not do"),
+        "{errs:?}"
+    );
+    let e = parse("[settings]\nprocesses = 2\n[matrix]\npreload = [false, true]\n").unwrap();
+    assert_eq!(labels(&e), ["preload=false", "preload=true"]);
+    assert!(!e.configs[0].settings.preload && e.configs[1].settings.preload);
+}
+
+#[test]
 fn exclusions_and_labels_must_make_sense() {
     let errs = errors("[matrix]\nthreads = [1, 2]\n[[exclude]]\nthreads = 3\n");
     assert!(

@@ -35,6 +35,10 @@ pub struct TrialData {
     pub rss_end: Option<f64>,
     pub pss_end: Option<f64>,
     pub uss_end: Option<f64>,
+    /// Memory per worker at the end (the mean over the server's forked Ruby processes of
+    /// each one's own PSS and USS); None without workers.
+    pub worker_pss_end: Option<f64>,
+    pub worker_uss_end: Option<f64>,
     pub rss_peak: Option<f64>,
     pub pss_peak: Option<f64>,
     pub cpu_per_request: Option<f64>,
@@ -357,6 +361,7 @@ fn trial_data(
         })
         .unwrap_or_default();
     let latency = r.load.as_ref().map(|l| &l.latency_us);
+    let (worker_pss_end, worker_uss_end) = worker_memory(&r);
     let resources = r.resources.as_ref();
     let bytes = |v: Option<u64>| v.map(|b| b as f64);
     let script = r.script.as_ref();
@@ -386,6 +391,8 @@ fn trial_data(
         rss_end: bytes(resources.map(|x| x.end.rss_bytes)),
         pss_end: bytes(resources.map(|x| x.end.pss_bytes)),
         uss_end: bytes(resources.map(|x| x.end.uss_bytes)),
+        worker_pss_end,
+        worker_uss_end,
         rss_peak: bytes(resources.map(|x| x.peak_rss_bytes)),
         pss_peak: bytes(resources.map(|x| x.peak_pss_bytes)),
         cpu_per_request: r.derived.cpu_us_per_request,
@@ -453,4 +460,32 @@ pub fn read_histogram(path: &Path) -> Result<Histogram<u64>> {
         }
     }
     merged.with_context(|| format!("{} holds no histogram", path.display()))
+}
+
+/// Memory per worker at the end of a trial: the mean, over the processes the probe saw
+/// forked (Puma's or unicorn's workers), of each one's own PSS and USS from the tree's last
+/// sample. None for a server without workers or a trial without per-process figures.
+fn worker_memory(r: &TrialResult) -> (Option<f64>, Option<f64>) {
+    let (Some(resources), Some(probe)) = (&r.resources, &r.probe) else {
+        return (None, None);
+    };
+    let forked: BTreeSet<i32> = probe
+        .processes
+        .iter()
+        .filter(|p| p.forked)
+        .map(|p| p.pid)
+        .collect();
+    let workers: Vec<&sys::resources::MemberMemory> = resources
+        .end
+        .members
+        .iter()
+        .filter(|m| forked.contains(&m.pid))
+        .collect();
+    if workers.is_empty() {
+        return (None, None);
+    }
+    let mean = |f: fn(&sys::resources::MemberMemory) -> u64| {
+        Some(workers.iter().map(|m| f(m) as f64).sum::<f64>() / workers.len() as f64)
+    };
+    (mean(|m| m.pss_bytes), mean(|m| m.uss_bytes))
 }

@@ -57,6 +57,20 @@ pub struct TreeSample {
     pub ctx_voluntary: u64,
     /// Sum over all live threads of `nonvoluntary_ctxt_switches`.
     pub ctx_involuntary: u64,
+    /// Each live process's own memory, by pid: what a master and each of its workers hold
+    /// (memory per worker, copy-on-write sharing after a preloading fork).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberMemory>,
+}
+
+/// One process's memory within a [`TreeSample`] (the same `smaps_rollup` figures).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct MemberMemory {
+    pub pid: i32,
+    pub rss_bytes: u64,
+    pub pss_bytes: u64,
+    pub uss_bytes: u64,
 }
 
 /// Converts a procfs error to an `io::Error`, keeping "not found" recognisable.
@@ -244,6 +258,12 @@ pub fn sample_tree(root: i32, pgid: i32) -> io::Result<TreeSample> {
         sample.rss_bytes += m.rss;
         sample.pss_bytes += m.pss;
         sample.uss_bytes += m.uss;
+        sample.members.push(MemberMemory {
+            pid: stat.pid,
+            rss_bytes: m.rss,
+            pss_bytes: m.pss,
+            uss_bytes: m.uss,
+        });
         sample.hwm_bytes += m.hwm;
         sample.ctx_voluntary += m.ctx_voluntary;
         sample.ctx_involuntary += m.ctx_involuntary;
@@ -831,6 +851,26 @@ mod tests {
         assert!(s.hwm_bytes + MB >= s.rss_bytes, "{s:?}");
         assert!(s.ctx_voluntary > 0, "{s:?}");
 
+        // Each process's own figures add up to the tree's; each fat worker holds its string.
+        assert_eq!(
+            s.members.iter().map(|m| m.pid).collect::<Vec<_>>(),
+            expected
+        );
+        assert_eq!(
+            s.members.iter().map(|m| m.pss_bytes).sum::<u64>(),
+            s.pss_bytes
+        );
+        assert_eq!(
+            s.members.iter().map(|m| m.uss_bytes).sum::<u64>(),
+            s.uss_bytes
+        );
+        for w in &workers {
+            let m = s.members.iter().find(|m| m.pid == *w).unwrap();
+            assert!(m.uss_bytes >= 50 * MB, "{m:?}");
+        }
+        let master = s.members.iter().find(|m| m.pid == g.pid()).unwrap();
+        assert!(master.uss_bytes < 50 * MB, "{master:?}");
+
         // The tree of a worker alone is that worker (pgid 0: no group lookup).
         let w = sample_tree(workers[0], 0).unwrap();
         assert_eq!(w.processes, 1);
@@ -958,7 +998,9 @@ mod tests {
             $stdout.sync = true
             puts "go"
             sleep 0.3
-            pid = fork { t0 = Time.now; x = 0; x += 1 while Time.now - t0 < 0.6 }
+            cpu = -> { Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) }
+            # Its own CPU clock: 0.6 s of CPU however loaded the machine is.
+            pid = fork { t0 = cpu.call; x = 0; x += 1 while cpu.call - t0 < 0.6 }
             Process.wait(pid)
             puts "ended"
             sleep

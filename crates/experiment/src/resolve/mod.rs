@@ -176,6 +176,7 @@ fn check_custom_argv(
             environment: "production",
             bundle_exec: false,
             tls: None,
+            preload: false,
         };
         if let Err(e) = crate::servers::server_command(&launch) {
             p.error(
@@ -303,6 +304,8 @@ pub(crate) fn resolve(
             Some("use server = \"puma\", or remove tls".into()),
         );
     }
+    let preload =
+        workload == Workload::Http && resolve_preload(p, &l, server, processes, &rejected);
     let setup = resolve_setup(p, &l, &def.argv, &app_dir);
     if p.errors.len() > errors_before || !ruby_known {
         return None;
@@ -338,7 +341,48 @@ pub(crate) fn resolve(
         profile_runs,
         setup,
         tls,
+        preload,
     })
+}
+
+/// `preload = true`: a master that loads the app and forks workers, which only Puma's
+/// cluster mode and unicorn have.
+fn resolve_preload(
+    p: &mut Parser,
+    l: &Lookup,
+    server: ServerKind,
+    processes: u32,
+    rejected: &BTreeSet<String>,
+) -> bool {
+    let preload = l
+        .get("preload")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(false);
+    if !preload || rejected.contains("server") || rejected.contains("processes") {
+        return preload;
+    }
+    let problem = if !matches!(server, ServerKind::Puma | ServerKind::Unicorn) {
+        Some((
+            format!("preload = true loads the app in a master before it forks workers, which server = \"{}\" does not do", server.as_str()),
+            "use server = \"puma\" or \"unicorn\" with processes above 1, or remove preload",
+        ))
+    } else if processes < 2 {
+        Some((
+            format!("preload = true needs workers to fork, but processes = {processes} runs the app in one process"),
+            "set processes = 2 or more, or remove preload",
+        ))
+    } else {
+        None
+    };
+    if let Some((message, help)) = problem {
+        p.error(
+            &l.span_of("preload"),
+            &l.key_of("preload"),
+            message,
+            Some(help.into()),
+        );
+    }
+    preload
 }
 
 /// `profile_rate` and `profile_runs`, each refused without a profiler (it would be silently

@@ -127,6 +127,7 @@ pub(crate) fn start_server(
         tls: certificate
             .as_ref()
             .map(|c| (c.cert.as_path(), c.key.as_path())),
+        preload: s.preload,
     }) {
         Ok(c) => c,
         Err(e) => {

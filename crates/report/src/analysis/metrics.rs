@@ -118,6 +118,24 @@ pub(super) fn http_metrics(shared_machine: bool, with_idle: bool) -> Vec<Metric>
             "less CPU per request",
         ),
     ];
+    // Memory per worker (servers with forked workers only; see `worker_memory` of the
+    // input): by USS everywhere, and by PSS where the servers did not run side by side.
+    if !shared_machine {
+        metrics.push(Metric::measured(
+            "worker_pss_end",
+            false,
+            |t| t.worker_pss_end,
+            "more memory per worker (PSS)",
+            "less memory per worker (PSS)",
+        ));
+    }
+    metrics.push(Metric::measured(
+        "worker_uss_end",
+        false,
+        |t| t.worker_uss_end,
+        "more memory per worker (USS)",
+        "less memory per worker (USS)",
+    ));
     if with_idle {
         metrics.push(Metric::measured(
             "cpu_per_request_with_idle",

@@ -233,6 +233,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             interleaved && all.iter().any(|t| t.cpu_per_request_with_idle.is_some()),
         )
     };
+    // Only figures some trial has (memory per worker needs workers): the others would
+    // count in the metrics' shape level without being compared.
+    let metrics: Vec<Metric> = metrics
+        .into_iter()
+        .filter(|m| all.iter().any(|t| m.of(t).is_some()))
+        .collect();
     // An adaptive run (it stopped when precise enough) is reported at the confidence its
     // stopping rule used, which keeps the coverage at least 95% (experiment::precision).
     let confidence = if sources.iter().any(|s| s.adaptive) {

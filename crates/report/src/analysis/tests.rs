@@ -90,6 +90,49 @@ fn blocked_data_are_compared_by_block() {
     assert_eq!(c.p_value, Some(2.0 / 256.0));
 }
 
+/// Memory per worker is compared only where the servers had workers: a run of single
+/// processes has no such line, a cluster run has both (PSS and USS) in the blocked
+/// design and USS alone side by side, where a process's PSS depends on its neighbours.
+#[test]
+fn memory_per_worker_is_compared_only_for_servers_with_workers() {
+    let metrics = |r: &Report| -> Vec<String> {
+        let mut m: Vec<String> = r.comparisons.iter().map(|c| c.metric.clone()).collect();
+        m.dedup();
+        m
+    };
+    let single = analyze(&[source(blocked(|_| "m1"))], &Options::default()).unwrap();
+    assert_eq!(metrics(&single), ["throughput"]);
+    let mut trials = blocked(|_| "m1");
+    for t in &mut trials {
+        let saving = if t.label == "base" { 1.0 } else { 0.9 };
+        t.worker_pss_end = Some(80e6 * saving * (1.0 + 0.001 * t.trial_id as f64));
+        t.worker_uss_end = Some(40e6 * saving * (1.0 + 0.001 * t.trial_id as f64));
+    }
+    let blocks = analyze(&[source(trials.clone())], &Options::default()).unwrap();
+    assert_eq!(
+        metrics(&blocks),
+        ["throughput", "worker_pss_end", "worker_uss_end"]
+    );
+    let uss = blocks
+        .comparisons
+        .iter()
+        .find(|c| c.metric == "worker_uss_end")
+        .unwrap();
+    assert!((uss.ratio - 0.9).abs() < 0.002, "{uss:?}");
+    assert!(
+        uss.verdict.contains("less memory per worker (USS)"),
+        "{}",
+        uss.verdict
+    );
+    let mut side_by_side = source(trials);
+    side_by_side.design = experiment::design::Design::Interleaved {
+        slice: std::time::Duration::from_secs(1),
+        rounds: 10,
+    };
+    let r = analyze(&[side_by_side], &Options::default()).unwrap();
+    assert_eq!(metrics(&r), ["throughput", "worker_uss_end"]);
+}
+
 /// Interleaved trials: the design is named, each cohort's CPU outside its recorded slices
 /// is shown, and a warning comes when it is more than 1% of the charged CPU apart between
 /// cohorts, however small in CPU per second (issue 26 item 4: 1.9–3.4% against 0–1.5%

@@ -329,8 +329,12 @@ pub(super) fn shape_warnings(
         }
         // Memory is not disturbed in stalls: its per-block ratios move by a few pages, and
         // their skew (the demo's USS: +2.3 on ratios within ±0.2%) says nothing of coverage.
-        let memory =
-            |c: &Comparison| matches!(c.metric.as_str(), "pss_end" | "uss_end" | "max_rss");
+        let memory = |c: &Comparison| {
+            matches!(
+                c.metric.as_str(),
+                "pss_end" | "uss_end" | "worker_pss_end" | "worker_uss_end" | "max_rss"
+            )
+        };
         let skewed: Vec<&&Comparison> = ordered
             .iter()
             .filter(|c| c.skew_marked && !memory(c))

@@ -628,6 +628,8 @@ fn metric_name(metric: &str) -> String {
         "pss_end" => "PSS at end".to_string(),
         "rss_end" => "RSS at end".to_string(),
         "uss_end" => "USS at end".to_string(),
+        "worker_pss_end" => "PSS per worker at end".to_string(),
+        "worker_uss_end" => "USS per worker at end".to_string(),
         "cpu_per_request" => "CPU per request".to_string(),
         "cpu_per_request_with_idle" => "CPU per request, idle included".to_string(),
         "wall" => "wall time".to_string(),
