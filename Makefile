@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 RUBYRACE := target/release/rubyrace
 
-.PHONY: setup build demo test bench check-rubies check-builds clean
+.PHONY: setup build demo lint test bench check-rubies check-builds clean
 
 setup:
 	@scripts/setup
@@ -15,7 +15,10 @@ build: setup
 demo: build
 	scripts/demo
 
-test: setup
+lint: setup
+	CARGO=$(CARGO) scripts/lint
+
+test: setup lint
 	$(CARGO) build --release --locked
 	$(CARGO) test --workspace --locked
 

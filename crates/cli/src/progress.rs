@@ -283,7 +283,7 @@ impl Progress for ConsoleProgress {
                 let n = needed.min(budget);
                 let capped = if needed > budget {
                     format!(
-                        ": the budget (max_batches = {}) ends the run before the target, which needs about {needed} more",
+                        ": the budget (max_blocks = {}) ends the run before the target, which needs about {needed} more",
                         target.max_batches
                     )
                 } else {
@@ -303,7 +303,7 @@ impl Progress for ConsoleProgress {
                     .is_some_and(|w| w.half_width.is_some()) =>
             {
                 format!(
-                    "adding a block: the budget (max_batches = {}) ends the run before the target, which is out of reach at this spread",
+                    "adding a block: the budget (max_blocks = {}) ends the run before the target, which is out of reach at this spread",
                     target.max_batches
                 )
             }

@@ -1,6 +1,6 @@
 //! The layout's rule, checked: within every crate of the workspace, and within every folder
 //! module of a crate (`render/`, `charts/`, ...), sibling modules depend on each other one
-//! way, with no import circle (issue 16). A module's dependencies are the `crate::`,
+//! way, with no import circle. A module's dependencies are the `crate::`,
 //! `super::` and `self::` paths in its code above its tests (`#[cfg(test)]`), comments
 //! aside; a circle is a strongly connected component of more than one module, found by
 //! Tarjan's algorithm.

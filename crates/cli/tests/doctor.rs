@@ -327,7 +327,7 @@ fn values_agree_with_proc_and_this_process() {
     );
 
     // rbspy and the services, against the programs themselves (scripts/setup installs all
-    // three; issue 27 item 10: the doctor checked none of them).
+    // three; the doctor once checked none of them).
     let rbspy = value_of(report, "rbspy");
     match on_path("rbspy") {
         Some(path) => {

@@ -189,7 +189,7 @@ fn every_example_file_is_accepted() {
 // with `, adaptive` after the blocks for a run that stopped by its precision rule, and
 // `, K cohorts` when the report grouped the configurations (`--by`) into K cohorts
 // against the baseline. The check below holds each README to what the tool could have
-// printed for those blocks and cohorts (issue 28): the blocks are the file's, or the pasted
+// printed for those blocks and cohorts: the blocks are the file's, or the pasted
 // report gives the reason the run stopped there; no p-value is below the smallest the
 // signed-rank test allows (2/2ⁿ for n blocks) times Holm's factor for the cohorts; a
 // verdict called without "~" has an interval that excludes 1; and every p-value or
@@ -450,7 +450,8 @@ fn readme_problems(
     problems
 }
 
-/// The rules above catch what issue 28 found in the READMEs of the time.
+/// The rules above catch the slips once found in the READMEs: figures the tool could not
+/// have printed for the blocks and cohorts stated.
 #[test]
 fn readme_rules_catch_forbidden_figures() {
     let mut plan = |file: &str| -> Result<Plan, String> {

@@ -1,4 +1,4 @@
-//! The fault-injection suite (issue 6): the real `rubyrace run` against servers that crash,
+//! The fault-injection suite: the real `rubyrace run` against servers that crash,
 //! hang, answer errors or garbage, ignore `Connection: close`, are too slow, hold their port
 //! after exiting or daemonize; against a disk that fills up while results are written; and
 //! against signals (SIGINT, SIGTERM, SIGKILL) at random moments, each followed by `--resume`.
@@ -281,7 +281,7 @@ fn interrupt_and_resume(name: &str, signal: i32) {
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
-/// Issue 27 item 15: a second Ctrl-C quits at once, and still says how to resume (it
+/// A second Ctrl-C quits at once, and still says how to resume (it
 /// exited without a word); the servers die with rubyrace, and the resume completes the run.
 #[test]
 fn a_double_ctrl_c_quits_at_once_with_the_resume_command() {

@@ -3,7 +3,7 @@
 //! directories written by this release (tests/fixtures/results/: a blocks run of two Puma
 //! configurations and a script, and an interleaved run), compared byte for byte with the
 //! files under tests/golden/. They pin what rubyrace printed before its data path was typed
-//! and its crates reshaped (issue 16): a change that moves one byte of any output, or a
+//! and its crates reshaped: a change that moves one byte of any output, or a
 //! release that can no longer read these directories, fails here with the first line that
 //! differs.
 //!

@@ -1,4 +1,4 @@
-//! The interleaved design (issue 15) with the real binary, real Puma servers and the bundled
+//! The interleaved design with the real binary, real Puma servers and the bundled
 //! Rack app: every configuration of a block is measured in the same seconds, each trial's
 //! figures add up its own slices, a block is stored whole or not at all, and a killed run
 //! is resumed by running the interrupted block again.
@@ -248,7 +248,7 @@ fn a_block_interrupted_by_a_kill_is_run_again_whole() {
     lab.assert_no_leftovers(Duration::from_secs(5));
 }
 
-/// An adaptive run (issue 14) on CPU per request, interleaved, with a target it cannot
+/// An adaptive run on CPU per request, interleaved, with a target it cannot
 /// reach: the rule looks at the metric it was given after every block from the first stop
 /// (the plan holds those 6 blocks whatever `batches` says), the time budget ends the run,
 /// every stored block is whole, and how it ended is said and stored.
@@ -395,7 +395,7 @@ env = [
         .iter()
         .any(|w| w["kind"] == "co-scheduled");
     assert!(warned, "{}", v["warnings"]);
-    // Issue 27 item 12: the slices' edges are no one's idle work in this design.
+    // The slices' edges are no one's idle work in this design.
     assert!(
         !v["warnings"]
             .as_array()
@@ -488,7 +488,7 @@ threads = [1, 2]
     blocks.assert_no_leftovers(Duration::from_secs(2));
 }
 
-/// Issue 27 item 14: on a terminal, the progress of an interleaved block counts its slices
+/// On a terminal, the progress of an interleaved block counts its slices
 /// and names the configuration loaded now and the slice just ended (it stayed at `0/4
 /// trials` for a whole block, named the last server started, and showed the block before).
 /// rubyrace's stderr is a real pseudo-terminal here, as in a user's shell.

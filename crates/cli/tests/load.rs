@@ -1319,7 +1319,7 @@ fn ctrl_c_prints_what_ran_and_exits_130() {
 }
 
 // -----------------------------------------------------------------------------------------
-// 12. Bad input and rough edges (issue 13)
+// 12. Bad input and rough edges
 // -----------------------------------------------------------------------------------------
 
 /// A minimal keepalive HTTP/1.1 responder (`HELLO` to every bodyless request) for what
@@ -1852,7 +1852,7 @@ fn regression_connect_that_never_completes_is_counted_with_a_duration() {
         r.err("connect") > 0,
         "nobody could connect, yet no error is reported:\n{r}"
     );
-    // Why no connection was ever open: every connect timed out (issue 13, item 11).
+    // Why no connection was ever open: every connect timed out.
     assert_eq!(r.u("/actual/peak_open"), 0, "{r}");
     assert!(r.u("/actual/connect_failures/timed_out") > 0, "{r}");
     assert!(

@@ -1,4 +1,4 @@
-//! A results directory has one writer (issue 27 item 1): a `--resume` or a second `run -o`
+//! A results directory has one writer: a `--resume` or a second `run -o`
 //! on a live run is refused with the live run's pid, touching nothing (it used to kill the
 //! live run's servers as leftovers and measure the same blocks into the same store), and
 //! `rubyrace report` on a run in progress says a run is writing it instead of suggesting a

@@ -1,4 +1,4 @@
-//! Profiles (issue 17): real rbspy and perf attached to a real Puma in cluster mode, in the
+//! Profiles: real rbspy and perf attached to a real Puma in cluster mode, in the
 //! profiled phase after the measured one; `rubyrace profile` takes them out; nothing is left
 //! running; a profiler that fails leaves its reason and the trial's measurement.
 
@@ -714,7 +714,7 @@ fn hot_script(lab: &Lab, iterations: u64) -> std::path::PathBuf {
 
 /// `profile_rate` reaches both profilers and is recorded; `profile_runs` runs the script
 /// that many times with them attached, and the samples add up into one profile per
-/// profiler that counts those runs and their CPU time (issue 27.17).
+/// profiler that counts those runs and their CPU time.
 #[test]
 fn a_script_is_profiled_over_several_runs_at_the_rate_asked() {
     let lab = Lab::new("profile-rate-runs");
@@ -781,7 +781,7 @@ fn a_script_is_profiled_over_several_runs_at_the_rate_asked() {
 
 /// A short script's frames lack samples, as the issue's 0.5 s script did: the report says
 /// how many, and how many profiled runs or what rate would give the fewest of them the 20
-/// samples a test needs, from the counts it has (issue 27.17).
+/// samples a test needs, from the counts it has.
 #[test]
 fn frames_without_enough_samples_are_told_how_much_longer_to_profile() {
     let lab = Lab::new("profile-sparse");
@@ -852,7 +852,7 @@ fn frames_without_enough_samples_are_told_how_much_longer_to_profile() {
 
 /// A profiler that cannot read the server is told on `rubyrace run`'s stderr at the first
 /// trial it fails in, with its reason and fix, once per profiler however many trials fail
-/// (issue 27.10).
+/// (it used to fail once per trial, silently).
 #[test]
 fn a_failing_profiler_is_told_at_its_first_trial_once() {
     let lab = Lab::new("profile-told");

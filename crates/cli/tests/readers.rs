@@ -1,5 +1,5 @@
 //! The readers of a results directory (`report`, `export`, `compare`) against the mistakes
-//! and accidents of real use (issue 13): an output path that names the results database or
+//! and accidents of real use: an output path that names the results database or
 //! another file of a results directory, read-only media, a closed stdout or stderr, trial
 //! files that are missing or damaged, an interrupted run, the same directory given twice,
 //! and two runs that differ in more than one setting. A small real experiment (Puma, the
@@ -626,7 +626,7 @@ duration = "700ms"
         table.stdout.contains("the compared runs differ in"),
         "{table:?}"
     );
-    // Issue 27 item 3: each side of that comparison pools its run's two configurations
+    // Each side of that comparison pools its run's two configurations
     // (connections 1 and 2): said, with what differs.
     let pooled = warnings_of(&run, "configurations-differ");
     assert!(

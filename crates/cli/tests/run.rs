@@ -250,7 +250,7 @@ script_args = [["1000"], ["300000"]]
     );
 }
 
-/// Issue 27 item 14: the defaults note names the file's defaults (20 rounds), and `--smoke`
+/// The defaults note names the file's defaults (20 rounds), and `--smoke`
 /// says what it runs instead (2 rounds), so the two do not contradict each other unsaid.
 #[test]
 fn smoke_mode_says_what_it_runs_after_the_defaults() {
@@ -442,7 +442,7 @@ threads = [1, 2]
     assert_eq!(run.stderr, expected);
 }
 
-/// An adaptive run (issue 14): `precision` adds blocks until every comparison is within
+/// An adaptive run: `precision` adds blocks until every comparison is within
 /// the target (never before 6 blocks for one comparison, the fewest the rank test can
 /// use), or the budget
 /// ends; how it ended is stored, printed, and reported with 97.5% intervals.
@@ -508,7 +508,7 @@ fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {
             .contains("the run stopped at its block budget (max_batches = 7)"),
         "{run:?}"
     );
-    // The estimate says the budget caps it (issue 27 item 8).
+    // The estimate says the budget caps it.
     assert!(
         run.stderr
             .contains(": the budget (max_batches = 7) ends the run before the target"),
@@ -654,7 +654,7 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
         run.stderr.contains("max_batches = 3 is below batches = 5"),
         "{run:?}"
     );
-    // Issue 27 item 8: one configuration has nothing to compare; a zero time budget stops
+    // One configuration has nothing to compare; a zero time budget stops
     // the run before it starts; "0%" is refused in words that are true.
     lab.experiment("precision = \"0%\"\nmax_duration = \"0s\"\n[settings]\napp = \"rack-hello\"\n");
     let run = lab.run(&["--dry-run"], Duration::from_secs(20));
@@ -682,7 +682,7 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
     assert_eq!(plan["trials"].as_array().map(Vec::len), Some(12), "{plan}");
 }
 
-/// Issue 27 item 13: a Unicode name keeps its letters in the default results directory,
+/// A Unicode name keeps its letters in the default results directory,
 /// and no name makes a directory that starts with `-` (which the CLI reads as a flag).
 #[test]
 fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() {
@@ -703,7 +703,7 @@ fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() 
     }
 }
 
-/// Issue 27 item 7: an app that raises at boot. Ruby prints the message first and the
+/// An app that raises at boot. Ruby prints the message first and the
 /// backtrace after it, so the end of the log showed only backtrace lines; now the trial's
 /// reason carries the exception line, and the progress names the log's path.
 #[test]
@@ -741,7 +741,7 @@ fn a_failed_boot_shows_the_exception_line_and_the_logs_path() {
     assert!(log.is_file());
 }
 
-/// Issue 27 item 16: a scenario with `method` in an experiment file is refused in the
+/// A scenario with `method` in an experiment file is refused in the
 /// file's words (it said `--method and --body`, the options of `rubyrace load`).
 #[test]
 fn a_scenario_with_a_method_is_refused_in_the_files_words() {

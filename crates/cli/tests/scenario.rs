@@ -1,4 +1,4 @@
-//! User sessions (issue 18): the real `rubyrace load --scenario` and `rubyrace run` with a
+//! User sessions: the real `rubyrace load --scenario` and `rubyrace run` with a
 //! `scenario` against a real Puma serving `fixtures/session_app`, whose login checks a CSRF
 //! token from a meta tag and a session cookie, redirects with an absolute Location, and
 //! whose API hands out ids a later step must use (a wrong id is a 404). Checked: every step
@@ -161,7 +161,7 @@ scenario = "member.toml"
     lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
-/// Issue 27 item 6: a scenario whose extraction fails (the `broken` scenario looks for a
+/// A scenario whose extraction fails (the `broken` scenario looks for a
 /// meta name the page does not have) makes the trial invalid; the reason says which step
 /// failed and how (it said `exceeds max_error_rate 0% ()`), in the progress line and in the
 /// report.

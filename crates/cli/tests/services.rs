@@ -1,4 +1,4 @@
-//! `[services]` (issue 18): real PostgreSQL and real Redis (Debian's, installed by
+//! `[services]`: real PostgreSQL and real Redis (Debian's, installed by
 //! scripts/setup) started by the real `rubyrace run` for a real Puma serving
 //! `fixtures/services_app`, which writes a row and a Redis key per POST. Checked: the
 //! setup runs once and its output is kept; every trial starts from the same rows
@@ -241,7 +241,7 @@ fn services_on_unix_sockets_serve_the_app() {
     }
 }
 
-/// Issue 27 item 2: rails-forum (ActiveRecord 6.1 on Debian's Ruby) on PostgreSQL over a
+/// Rails-forum (ActiveRecord 6.1 on Debian's Ruby) on PostgreSQL over a
 /// Unix socket: its setup migrates and seeds through DATABASE_URL, and the members' posts
 /// are rows. ActiveRecord could not parse the URL rubyrace gave before.
 #[test]
@@ -287,7 +287,7 @@ listen = "unix"
     assert_no_service_data(&lab.results());
 }
 
-/// Issue 27 item 18: PostgreSQL and Redis let in only a client with the password made for
+/// PostgreSQL and Redis let in only a client with the password made for
 /// the run. A setup command with the URLs rubyrace gives, their passwords taken out, is
 /// refused by both; with them, it gets in. The passwords appear nowhere rubyrace wrote:
 /// not in its output, the store, the logs or any file of the results directory.
@@ -356,7 +356,7 @@ setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "
     assert_no_service_data(&lab.results());
 }
 
-/// Issue 27 item 11: a spec from `run --dry-run --json` of a services experiment runs on
+/// A spec from `run --dry-run --json` of a services experiment runs on
 /// its own with `rubyrace trial --spec`: PostgreSQL and Redis are started for it, the setup
 /// seeds the database, the app writes rows and keys, and everything is stopped and removed.
 /// The spec used to drop the services, and the app could not start without DATABASE_URL.
@@ -409,7 +409,7 @@ fn a_spec_of_a_services_experiment_runs_alone() {
     lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
-/// Issue 27 item 10: the dry run shows what else each configuration runs with (setup,
+/// The dry run shows what else each configuration runs with (setup,
 /// scenario, TLS, profilers) and the services with the programs this machine would run,
 /// and its estimate counts the profiled phase (the duration again and about 1 s).
 #[test]
@@ -511,7 +511,7 @@ fn private_dirs_of(pid: u32) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Issue 27 item 15: a rubyrace killed with SIGKILL leaves PostgreSQL's and Redis's private
+/// A rubyrace killed with SIGKILL leaves PostgreSQL's and Redis's private
 /// directories under /var/tmp (as root, when their users cannot reach the results
 /// directory); the next rubyrace run removes them, even after the killed run's results
 /// directory was deleted (they used to stay until a resume of that directory: forever, once
@@ -558,7 +558,7 @@ fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
 
-/// Issue 27 item 15: a PostgreSQL that fails to start (here its initdb fails) leaves its
+/// A PostgreSQL that fails to start (here its initdb fails) leaves its
 /// log and nothing else: no `data/`, `socket/` or private directory under /var/tmp.
 #[test]
 fn a_postgres_whose_initdb_fails_leaves_only_its_log() {
@@ -713,7 +713,7 @@ fn interrupt_and_resume(name: &str, signal: i32) {
         let stopped = &sessions[0]["services"]["stopped"]["postgres"];
         assert_eq!(stopped, "exit status 0 (term)", "{sessions:?}");
     }
-    // Issue 27 item 5: each session's service logs are its own (the resume used to rewrite
+    // Each session's service logs are its own (the resume used to rewrite
     // the first one's), and a resume of the complete run starts nothing and keeps them.
     let postgres = lab.results().join("services/postgres");
     let logs = |dir: &Path| -> Vec<String> {
@@ -778,7 +778,7 @@ fn a_failing_setup_stops_the_run_with_its_output() {
     assert_no_service_data(&lab.results());
 }
 
-/// Issue 27 item 9: where a service listens and keeps its data is rubyrace's to choose (it
+/// Where a service listens and keeps its data is rubyrace's to choose (it
 /// hands the app the URL); `port` made PostgreSQL listen elsewhere and the run wait 60 s.
 /// Refused when the file is checked, each at its place.
 #[test]
@@ -808,7 +808,7 @@ fn settings_rubyrace_controls_are_refused_when_the_file_is_checked() {
     assert_eq!(lab.stored_trials(), 0);
 }
 
-/// Issue 27 item 4: a service this machine cannot start, or a PostgreSQL setting it does not
+/// A service this machine cannot start, or a PostgreSQL setting it does not
 /// have, is found by the dry run (it passed, the run failed, and every resume failed the same
 /// way); a run that stopped before its first trial says so instead of only suggesting a
 /// resume, and its empty directory takes the fixed file.

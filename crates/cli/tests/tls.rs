@@ -1,4 +1,4 @@
-//! HTTPS (issue 18): the real `rubyrace load` over rustls against a real Puma serving
+//! HTTPS: the real `rubyrace load` over rustls against a real Puma serving
 //! `ssl://` with a certificate signed by an authority made by `lab::certificate` (as
 //! `tls = true` makes one per run), and `rubyrace run` with `tls = true`. Checked: requests
 //! succeed with keepalive; `--client-close` makes a full handshake per request (a

@@ -11,7 +11,7 @@
 //!
 //! Modules, in the order a file goes through them: `settings` (the keys), `parse` (the
 //! TOML walk), `matrix` (configurations and labels), `resolve` (each configuration's
-//! settings), `read` (the whole, from file to `Experiment`), with `schema` (the result) and
+//! settings), `read` (the pipeline, from file to `Experiment`), with `model` (the result) and
 //! `error`; and what the run needs besides: `schedule`, `design`, `conditions`,
 //! `precision`, `servers`.
 
@@ -21,17 +21,17 @@ mod error;
 mod matrix;
 mod parse;
 pub mod precision;
+mod model;
 mod read;
 mod resolve;
 pub mod schedule;
-mod schema;
 pub mod servers;
 pub mod services;
 mod settings;
 
 pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
-pub use schema::{
+pub use model::{
     estimated_block_time, Config, ConfigSettings, Experiment, Profiler, RubyDef, ScriptSettings,
     Workload, BUNDLED_APPS, DEFAULT_PROFILE_RATE_HZ, PROFILER_NAMES, YJIT_PERF,
 };

@@ -174,7 +174,7 @@ pub struct PrecisionEnd {
 
 impl PrecisionEnd {
     /// "the target ±1% on throughput was reached after 14 blocks" or "the budget
-    /// (max_batches = 40) was spent at ±1.8% on throughput".
+    /// (max_blocks = 40) was spent at ±1.8% on throughput".
     pub fn describe(&self) -> String {
         let widest = self
             .widest_half_width
@@ -193,7 +193,7 @@ impl PrecisionEnd {
                 self.metric.name()
             ),
             _ => format!(
-                "the run stopped at its block budget (max_batches = {}) at {widest} on {}, short of {target}",
+                "the run stopped at its block budget (max_blocks = {}) at {widest} on {}, short of {target}",
                 self.blocks,
                 self.metric.name()
             ),
@@ -792,8 +792,8 @@ mod tests {
     /// only 82.8%, 71.3%, 74.8%, 82.1%, 84.3%. The misses are runs that stopped before the
     /// slowdowns showed, whose log ratios look like normal noise.
     ///
-    /// Which is why the rule does not raise its minimum on a marked skew (the audit's
-    /// proposal, issue 26 item 3): it would hold back only runs that already cover. Measured
+    /// Which is why the rule does not raise its minimum on a marked skew (the statistics
+    /// audit's proposal): it would hold back only runs that already cover. Measured
     /// (same runs), no stop before 12, 20, 30 or 60 blocks while a skew is marked: 91.3%,
     /// 91.0%, 91.5%, 90.5% at SD 1% (bias −26.6% to −24.7%, 30.3 to 39.0 blocks); 89.5% to
     /// 90.2% at SD 1.4%; 89.8% to 90.2% for the rare large slowdowns; 93.5% to 93.7% with two

@@ -1,5 +1,7 @@
-//! Reading an experiment: the file (UTF-8, with a position for the first bad byte), the
-//! whole parse from document to `Experiment`, the defaults it relies on, and `--smoke`.
+//! The pipeline from an experiment file to its `Experiment` (the resolved model in
+//! `model.rs`): the file read as UTF-8 (with a position for the first bad byte), the root
+//! keys, `[rubies]`, `[settings]`, `[matrix]`, `[[configs]]` and `[[exclude]]` parsed,
+//! expanded and resolved, the defaults the file relies on noted, and `--smoke` applied.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use crate::parse::{
 };
 use crate::resolve::resolve;
 use crate::schedule::Order;
-use crate::schema::{Config, Experiment, RubyDef, Workload};
+use crate::model::{Config, Experiment, RubyDef, Workload};
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, ROOT_KEYS};
 use rubies::discovery::DiscoveredRuby;
 
@@ -132,8 +134,11 @@ impl Experiment {
         let mut description = None;
         let mut seed = 1u64;
         let mut batches = 5u32;
-        let mut batches_written = false;
-        // precision, metric, max_batches, max_duration: value and where it was written.
+        // The name the number of blocks was written under: `blocks`, or `batches`, its
+        // older synonym (and `max_blocks` or `max_batches` likewise), to answer in its words.
+        let mut batches_key: Option<&'static str> = None;
+        let mut max_batches_key: Option<&'static str> = None;
+        // precision, metric, max_blocks, max_duration: value and where it was written.
         let mut precision: Option<(f64, Span)> = None;
         let mut precision_metric: Option<(crate::precision::PrecisionMetric, Span)> = None;
         let mut max_batches: Option<(u32, Span)> = None;
@@ -174,10 +179,15 @@ impl Experiment {
                         seed = n as u64;
                     }
                 }
-                "batches" => {
-                    batches_written = true;
-                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                        batches = n as u64 as u32;
+                "blocks" | "batches" => {
+                    let key = if key == "blocks" { "blocks" } else { "batches" };
+                    if let Some(first) = batches_key {
+                        p.error(&span, key, same_setting(key, first), None);
+                    } else {
+                        batches_key = Some(key);
+                        if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                            batches = n as u64 as u32;
+                        }
                     }
                 }
                 "precision" => match item.as_str().map(parse_percent) {
@@ -194,9 +204,15 @@ impl Experiment {
                         precision_metric = crate::precision::PrecisionMetric::parse(&name).map(|m| (m, span.clone()));
                     }
                 }
-                "max_batches" => {
-                    if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                        max_batches = Some((n as u64 as u32, span.clone()));
+                "max_blocks" | "max_batches" => {
+                    let key = if key == "max_blocks" { "max_blocks" } else { "max_batches" };
+                    if let Some(first) = max_batches_key {
+                        p.error(&span, key, same_setting(key, first), None);
+                    } else {
+                        max_batches_key = Some(key);
+                        if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
+                            max_batches = Some((n as u64 as u32, span.clone()));
+                        }
                     }
                 }
                 "max_duration" => {
@@ -564,8 +580,8 @@ impl Experiment {
             .chain(axes.iter().map(|axis| axis.name.as_str()))
             .collect();
         let mut defaults = Vec::new();
-        if !batches_written {
-            defaults.push(format!("batches = {batches}"));
+        if batches_key.is_none() {
+            defaults.push(format!("blocks = {batches}"));
         }
         for key in NOTED_SETTINGS {
             if written.contains(key) || (key == "duration" && written.contains("requests")) {
@@ -606,7 +622,8 @@ impl Experiment {
                     .map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
                 if let Some((m, span)) = &max_batches {
                     if *m < batches {
-                        p.error(span, "max_batches", format!("max_batches = {m} is below batches = {batches}, the minimum of an adaptive run"), None);
+                        let (max_key, min_key) = (max_batches_key.unwrap_or("max_blocks"), batches_key.unwrap_or("blocks"));
+                        p.error(span, max_key, format!("{max_key} = {m} is below {min_key} = {batches}, the minimum of an adaptive run"), None);
                     }
                 }
                 Some(crate::precision::PrecisionTarget {
@@ -770,4 +787,9 @@ impl Experiment {
             parts.join(", ")
         )
     }
+}
+
+/// The error for a root key written under both of its names (`blocks` and `batches`).
+fn same_setting(key: &str, first: &str) -> String {
+    format!("`{key}` and `{first}` name the same setting (`batches` and `max_batches` are the older names of `blocks` and `max_blocks`): keep one")
 }

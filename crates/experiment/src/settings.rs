@@ -11,13 +11,15 @@ use rubies::knobs::{COMPACTS, JITS};
 /// The `[matrix]` value of `ruby` that means every Ruby.
 pub const RUBY_ALL: &str = "all";
 
-pub(crate) const ROOT_KEYS: [&str; 22] = [
+pub(crate) const ROOT_KEYS: [&str; 24] = [
     "name",
     "description",
     "seed",
+    "blocks",
     "batches",
     "precision",
     "metric",
+    "max_blocks",
     "max_batches",
     "max_duration",
     "quiet",
@@ -160,7 +162,7 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("timeout", Kind::Duration),
     ("connect_stagger", Kind::Duration),
     ("script", Kind::Str),
-    ("profile", Kind::SomeOf(crate::schema::PROFILER_NAMES)),
+    ("profile", Kind::SomeOf(crate::model::PROFILER_NAMES)),
     ("profile_measured", Kind::Bool),
     (
         "profile_rate",

@@ -844,7 +844,7 @@ fn hdr_log_error(
 mod tests {
     use super::*;
 
-    /// Issue 27 item 16: a step no session reached has no latency, shown as "-", not "0 µs".
+    /// A step no session reached has no latency, shown as "-", not "0 µs".
     #[test]
     fn a_step_without_responses_shows_no_latency() {
         let step = |name: &str, count: u64| StepReport {

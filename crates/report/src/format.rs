@@ -119,7 +119,7 @@ pub(crate) fn md_escape(s: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 13 item 18: `&` was left as is (GitHub then reads `&lt;` in a label as `<`).
+    /// `&` was left as is (GitHub then reads `&lt;` in a label as `<`).
     #[test]
     fn markdown_cells_escape_ampersands_pipes_and_markup() {
         assert_eq!(md_escape("a & b"), "a &amp; b");

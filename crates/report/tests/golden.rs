@@ -3,7 +3,7 @@
 //! that needs no trial files (table, with and without colour, Markdown, CSV, JSON, HTML)
 //! and every chart as SVG, compared byte for byte with the files under
 //! tests/golden/report-http/. They hold what these renderers printed before the code was
-//! reshaped (issue 16), so a refactor that changes one byte of any output fails here, with
+//! reshaped, so a refactor that changes one byte of any output fails here, with
 //! the first line that differs.
 //!
 //! After a change that is meant to change an output, `UPDATE_GOLDEN=1 cargo test -p

@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn signed_rank_ties_use_the_exact_distribution_of_mid_ranks() {
-        // Issue 14: 8 equal differences, 7 positive. Every rank is 4.5, so V counts the
+        // 8 equal differences, 7 positive. Every rank is 4.5, so V counts the
         // positives: P(7 or 8 positive) = 9/256, two-sided 18/256 = 0.0703125. The normal
         // approximation said 0.041.
         let d = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0];

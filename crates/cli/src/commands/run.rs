@@ -82,7 +82,7 @@ fn default_output(name: &str, smoke: bool) -> PathBuf {
 /// An experiment's name as a directory name: letters and digits of any script kept
 /// (`ünïcode-тест` stays as it is), every other character a `-`, runs of them one, and
 /// never a leading `-` or `.`, which the shell or the CLI would read as a flag or a hidden
-/// file (issue 27: `ünïcode-тест` became `-n-code------`).
+/// file (`ünïcode-тест` once became `-n-code------`).
 fn directory_name(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {

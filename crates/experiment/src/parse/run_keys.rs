@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml_edit::Item;
 
 use super::{describe, Parser, Span};
-use crate::schema::{Config, Workload};
+use crate::model::{Config, Workload};
 use crate::settings::{Kind, SettingValue};
 
 impl<'a> Parser<'a> {

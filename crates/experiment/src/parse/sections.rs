@@ -8,7 +8,7 @@ use std::ops::Range;
 use toml_edit::{Item, TableLike};
 
 use super::{describe, element_spans, labelled, Axis, AxisValue, Parser, Placed};
-use crate::schema::RubyDef;
+use crate::model::RubyDef;
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, RUBY_ALL};
 use rubies::discovery::RubyCapabilities;
 

@@ -212,7 +212,7 @@ impl Parser<'_> {
     /// (numbers and booleans are accepted and written as TOML writes them). The `reserved`
     /// ones are rubyrace's: where the server listens and keeps its data, which rubyrace
     /// chooses and hands to the app (`settings = { port = 54329 }` made PostgreSQL listen
-    /// elsewhere and the run wait 60 s for it, issue 27).
+    /// elsewhere and the run wait 60 s for it).
     fn service_settings(
         &mut self,
         key: &str,

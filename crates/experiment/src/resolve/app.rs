@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Lookup;
 use crate::parse::Parser;
-use crate::schema::{default_script_timeout, RubyDef, ScriptSettings, Workload, BUNDLED_APPS};
+use crate::model::{default_script_timeout, RubyDef, ScriptSettings, Workload, BUNDLED_APPS};
 use crate::servers::ServerKind;
 use crate::settings::did_you_mean;
 

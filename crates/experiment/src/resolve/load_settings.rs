@@ -7,7 +7,7 @@ use load::{ConnectionMode, LoadSettings};
 
 use super::Lookup;
 use crate::parse::Parser;
-use crate::schema::Workload;
+use crate::model::Workload;
 
 /// The load settings: the URL mix, the engine's settings with the experiment file's
 /// defaults, each checked as `rubyrace load` checks it (for an HTTP workload).

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::parse::{Layer, Parser, Placed};
-use crate::schema::{ConfigSettings, Profiler, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ};
+use crate::model::{ConfigSettings, Profiler, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ};
 use crate::servers::ServerKind;
 use crate::settings::setting_of;
 

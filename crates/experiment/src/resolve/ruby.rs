@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::Lookup;
 use crate::parse::Parser;
-use crate::schema::{Profiler, RubyDef, YJIT_PERF};
+use crate::model::{Profiler, RubyDef, YJIT_PERF};
 use crate::settings::did_you_mean;
 use crate::settings::RUBY_ALL;
 use rubies::discovery::RubyCapabilities;

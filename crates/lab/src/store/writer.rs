@@ -5,7 +5,7 @@
 //! them, and a reader (`rubyrace report` on a run in progress) can say who is writing
 //! instead of suggesting a resume. Without it, a `--resume` two seconds after a start took
 //! the live run's servers for leftovers, killed them, and both processes measured the same
-//! blocks at once into the same store (issue 27).
+//! blocks at once into the same store.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};

@@ -372,7 +372,7 @@ fn error_breakdown(report: &load::LoadReport) -> String {
     }
     // Scenario steps that failed, with the first failure of each in words: an extraction
     // that found nothing is no error of the connection nor a status, and the parentheses
-    // were empty (issue 27).
+    // were empty.
     let failed_steps: Vec<String> = report
         .scenario
         .iter()

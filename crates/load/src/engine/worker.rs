@@ -1,9 +1,14 @@
 //! One load thread: its `mio` event loop, its share of the connections, and each
 //! connection's state machine (connect, write, read, drain, closed) with its timers.
 //!
-//! Over 800 lines on purpose: this is the hot path, and every transition of a connection
-//! is in one `impl Worker`, where the reader can check the per-request rules (no
-//! allocation, no lock, no atomic) in one place.
+//! Over 800 lines on purpose: this is the hot path, and every transition of a plain HTTP
+//! connection is in this one file, where the reader can check the per-request rules (no
+//! allocation, no lock, no atomic) in one place. Two parts that only some runs take are
+//! `impl Worker` blocks of their own: `scenario.rs` (virtual users' steps) and `tls.rs`
+//! (the TLS read path).
+
+mod scenario;
+mod tls;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -19,7 +24,7 @@ use super::{WorkerEnd, FOREVER, LATE_SEND, MAX_TICK, READ_BUFFER, TIMER_TOKEN};
 use crate::plan::UrlPicker;
 use crate::raw::{RawRecord, RawWriter};
 use crate::response::{Capture, Completed, ParseError, ResponseParser};
-use crate::scenario::{StepOutcome, VirtualUser, MAX_CAPTURED_BODY};
+use crate::scenario::VirtualUser;
 use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
 use crate::stats::{ConnectFailure, ErrorKind, StepStats, ThreadStats, STATUS_SLOTS};
 use crate::timer::PreciseTimer;
@@ -584,48 +589,8 @@ impl Worker {
             // replaces the connection first.
             return Fate::Keep;
         }
-        if let (Some(run), Some(user)) = (&self.spec.scenario, conn.user.as_mut()) {
-            // A user sends its next step once the previous one is answered and its think
-            // time is over; latency runs from that moment (the step's intended time).
-            if !conn.in_flight.is_empty() {
-                return Fate::Keep;
-            }
-            if conn.next_send > now {
-                let at = conn.next_send;
-                self.wake_at(at);
-                return Fate::Keep;
-            }
-            let intended = conn.next_send;
-            let recorded = intended >= record_start && recording_now;
-            if recorded {
-                match &mut conn.quota_left {
-                    Some(0) => return Fate::Keep,
-                    Some(left) => *left -= 1,
-                    None => {}
-                }
-                if user.at_first_step() {
-                    self.stats.sessions_started += 1;
-                }
-                if interval.is_some() && now.duration_since(intended) > LATE_SEND {
-                    self.stats.late_sends += 1;
-                }
-            }
-            let close = self.spec.mode == ConnectionMode::CloseHeader;
-            let step = user.global_step(&run.set);
-            let keeps_body = user.step(&run.set).reads_body();
-            let has_body =
-                user.write_request(&run.set, &run.host, &run.headers, close, &mut conn.out);
-            conn.parser.expect(!has_body);
-            if let Some(c) = &mut conn.capture {
-                c.reset(keeps_body, MAX_CAPTURED_BODY);
-            }
-            conn.in_flight.push_back(InFlight {
-                intended,
-                sent: now,
-                url: step as u32,
-                recorded,
-            });
-            return self.flush_writes(index);
+        if self.spec.scenario.is_some() && conn.user.is_some() {
+            return self.send_step(index, now);
         }
         let mut queued = false;
         while conn.in_flight.len() < pipeline {
@@ -773,89 +738,6 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Fate::Keep,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Fate::Reset(Some(ErrorKind::Read)),
-            }
-        }
-    }
-
-    /// `on_readable` for a TLS socket: records in, the session processes them (and may
-    /// answer, during the handshake), plaintext out into the input buffer.
-    fn on_readable_tls(&mut self, index: usize, peer_closed: bool) -> Fate {
-        let mut eof = false;
-        loop {
-            let conn = &mut self.conns[index];
-            let (Some(socket), Some(tls)) = (conn.socket.as_mut(), conn.tls.as_mut()) else {
-                return Fate::Keep;
-            };
-            let mut drained = false;
-            match tls.read_tls(socket) {
-                Ok(0) => eof = true,
-                Ok(n) => {
-                    if self.recording {
-                        self.stats.bytes_read += n as u64;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return Fate::Reset(Some(ErrorKind::Read)),
-            }
-            if let Err(e) = tls.process_new_packets() {
-                // A certificate not trusted, an alert, a bad record: rustls has queued
-                // an alert for the server; the connection is over either way.
-                let _ = tls.write_tls(socket);
-                if self.stats.first_tls_error.is_none() {
-                    self.stats.first_tls_error = Some(e.to_string());
-                }
-                return Fate::Reset(Some(ErrorKind::Tls));
-            }
-            // Plaintext, as much as there is.
-            let mut clean_close = false;
-            loop {
-                if let Some(fate) = self.make_room(index) {
-                    return fate;
-                }
-                let conn = &mut self.conns[index];
-                let tls = conn.tls.as_mut().expect("a TLS connection");
-                match tls.reader().read(&mut conn.input[conn.in_end..]) {
-                    Ok(0) => {
-                        clean_close = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        conn.in_end += n;
-                        let fate = self.process_input(index);
-                        if !matches!(fate, Fate::Keep) {
-                            return fate;
-                        }
-                        if self.conns[index].tls.is_none() {
-                            return Fate::Keep;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // The peer closed the TCP connection without close_notify.
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                        clean_close = true;
-                        break;
-                    }
-                    Err(_) => return Fate::Reset(Some(ErrorKind::Tls)),
-                }
-            }
-            // The handshake (or a key update) may have something to send.
-            if self.conns[index]
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.wants_write())
-            {
-                let fate = self.flush_writes(index);
-                if !matches!(fate, Fate::Keep) {
-                    return fate;
-                }
-            }
-            if clean_close || eof {
-                return self.on_eof(index);
-            }
-            let draining = matches!(self.conns[index].state, ConnState::Draining { .. });
-            if drained && !peer_closed && !draining {
-                return Fate::Keep;
             }
         }
     }
@@ -1094,84 +976,6 @@ impl Worker {
         self.connect(index, now);
     }
 
-    /// A scenario step's response is in: the user checks it and moves on. Returns the
-    /// connection's fate when the session ended (a new user gets a new connection), or
-    /// `None` to go on as the connection mode says.
-    fn step_answered(
-        &mut self,
-        index: usize,
-        request: &InFlight,
-        status: u16,
-        now: Instant,
-    ) -> Option<Fate> {
-        let run = self
-            .spec
-            .scenario
-            .as_deref()
-            .expect("a user walks a scenario");
-        let conn = &mut self.conns[index];
-        let user = conn.user.as_mut().expect("checked by the caller");
-        let capture = conn.capture.as_ref().expect("users capture");
-        let outcome = user.on_response(&run.set, status, &capture.headers, capture.whole_body());
-        let step = &mut self.stats.steps[request.url as usize];
-        if request.recorded {
-            step.responses += 1;
-            let latency = now.duration_since(request.intended).as_nanos() as u64;
-            step.latency.saturating_record(latency.max(1));
-        }
-        match outcome {
-            StepOutcome::Next { think } => {
-                conn.next_send = now + think;
-                None
-            }
-            StepOutcome::SessionDone { think } => {
-                if request.recorded {
-                    self.stats.sessions_completed += 1;
-                }
-                user.start_session(&run.set);
-                conn.next_send = next_session(conn, self.send_interval, now + think);
-                Some(Fate::Reset(None))
-            }
-            StepOutcome::Failed(failure) => {
-                if request.recorded {
-                    match failure {
-                        crate::scenario::StepFailure::Status(_) => step.unexpected_status += 1,
-                        crate::scenario::StepFailure::Extract { .. } => step.extract_failures += 1,
-                    }
-                    step.note_failure(failure.describe());
-                    self.stats.sessions_failed += 1;
-                }
-                user.start_session(&run.set);
-                conn.next_send = next_session(conn, self.send_interval, now);
-                Some(Fate::Reset(None))
-            }
-        }
-    }
-
-    /// Scenario runs: steps lost with their connection (`kind`) count against their step,
-    /// and end the user's session.
-    fn step_lost(&mut self, index: usize, lost: &[InFlight], kind: ErrorKind, now: Instant) {
-        let Some(run) = self.spec.scenario.as_deref() else {
-            return;
-        };
-        if lost.is_empty() {
-            return;
-        }
-        for f in lost.iter().filter(|f| f.recorded) {
-            let step = &mut self.stats.steps[f.url as usize];
-            step.errors[kind as usize] += 1;
-            step.note_failure(kind.as_str().to_string());
-        }
-        if lost.iter().any(|f| f.recorded) {
-            self.stats.sessions_failed += 1;
-        }
-        let conn = &mut self.conns[index];
-        if let Some(user) = conn.user.as_mut() {
-            user.start_session(&run.set);
-            conn.next_send = next_session(conn, self.send_interval, now);
-        }
-    }
-
     /// Ends the run: counts what is still in flight or still due, and stops recording.
     fn finish(&mut self, now: Instant) {
         let end = self.time.end.map_or(now, |end| end.min(now));
@@ -1198,20 +1002,6 @@ impl Worker {
         if let Some(raw) = &mut self.raw {
             raw.flush();
         }
-    }
-}
-
-/// When a user's next session starts: in closed loop at `closed` (after the last think
-/// time, or at once after a failure); in open loop at the slot's next arrival on its
-/// schedule, which moves on by one interval.
-fn next_session(conn: &mut Conn, interval: Option<Duration>, closed: Instant) -> Instant {
-    match interval {
-        Some(iv) => {
-            let due = conn.session_due;
-            conn.session_due += iv;
-            due
-        }
-        None => closed,
     }
 }
 

@@ -105,7 +105,7 @@ fn configs_of(trials: &[(&TrialData, f64)]) -> usize {
 /// The outlier residual: one disturbed trial must not make its block's other trials look
 /// disturbed too. Against the block's mean (or, with two configurations, against each
 /// other) it does: one trial 40% slow in 10 blocks flagged its block's baseline trial too in
-/// 100% of runs with 2 configurations, 93% with 3 and 55% with 4 (the audit of issue 26).
+/// 100% of runs with 2 configurations, 93% with 3 and 55% with 4 (the statistics audit).
 /// The median of the others cannot be moved by one trial once there are three others;
 /// with two others their median is their mean, which the slow one drags (an innocent trial
 /// then sits half the slowdown away), so in blocks of three configurations a trial is judged

@@ -20,9 +20,9 @@ use crate::model::Comparison;
 /// when every group has a value from each of its configurations on both sides. A group on
 /// one side only (jit=none, excluded from allocator=jemalloc or without a valid trial) has
 /// no partner: it is left out and named. Pooling each side's configurations whole instead
-/// compared unequal mixes (the audit of issue 26: a false "1.21×, p=0.002" in every run of
+/// compared unequal mixes (the statistics audit: a false "1.21×, p=0.002" in every run of
 /// a YJIT × allocator matrix with one cell excluded), and pairing every trial with one
-/// baseline trial counted blocks twice (issue 14: 71–100% false verdicts).
+/// baseline trial counted blocks twice (71–100% false verdicts).
 pub(super) struct BlockPairs {
     /// Per paired block, in time order (run, then block): each side's value; ln a − ln b is
     /// the block's log ratio.

@@ -72,7 +72,7 @@ pub fn script_metric_higher_is_better(name: &str) -> bool {
 /// The figures compared in HTTP runs. `shared_machine`: interleaved and co-scheduled runs,
 /// whose servers run side by side: their memory is compared by USS, as a process's PSS
 /// counts a share of the library pages it shares with its neighbours (a Ruby process's PSS
-/// fell 2.9% next to a 4-process Ruby neighbour, the audit of issue 26), which biases
+/// fell 2.9% next to a 4-process Ruby neighbour, the statistics audit), which biases
 /// configurations of different process counts or Ruby builds; and `with_idle`: their CPU
 /// per request charged with the CPU outside the recorded windows, when it was recorded.
 pub(super) fn http_metrics(shared_machine: bool, with_idle: bool) -> Vec<Metric> {

@@ -135,7 +135,7 @@ fn memory_per_worker_is_compared_only_for_servers_with_workers() {
 
 /// Interleaved trials: the design is named, each cohort's CPU outside its recorded slices
 /// is shown, and a warning comes when it is more than 1% of the charged CPU apart between
-/// cohorts, however small in CPU per second (issue 26 item 4: 1.9–3.4% against 0–1.5%
+/// cohorts, however small in CPU per second (the statistics audit: 1.9–3.4% against 0–1.5%
 /// stayed under the 10 ms/s threshold this replaced); CPU per request is also compared
 /// with that CPU charged.
 #[test]
@@ -197,7 +197,7 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
     );
     // Servers side by side compare their memory by USS, not PSS.
     assert!(apart.comparisons.iter().all(|c| c.metric != "pss_end"));
-    // Issue 27 item 16: the blocks of an interleaved run share their noise record, so the
+    // The blocks of an interleaved run share their noise record, so the
     // noisy blocks are named once, not once per configuration.
     let mut trials = blocked(|_| "m1");
     for t in trials.iter_mut().filter(|t| t.block < 2) {
@@ -224,7 +224,7 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
         "{said:?}"
     );
     // Co-scheduled servers are loaded at once: what is outside their windows is the slices'
-    // edges, no one's idle work (issue 27 item 12): no warning, no CPU with idle.
+    // edges, no one's idle work: no warning, no CPU with idle.
     let together = run_as(
         0.025,
         experiment::design::Design::CoScheduled { slice, rounds: 10 },
@@ -468,7 +468,7 @@ fn invalid_trials_are_counted_and_excluded() {
         .any(|w| w.kind == "invalid-trials" && w.message.contains("error rate 3%")));
 }
 
-/// Issue 13 item 18: a value with a newline or a terminal escape (grouped by an
+/// A value with a newline or a terminal escape (grouped by an
 /// environment variable) made a cohort name that broke every table row.
 #[test]
 fn cohort_names_show_control_characters_escaped() {
@@ -492,8 +492,8 @@ fn cohort_names_show_control_characters_escaped() {
 
 /// Every one of 6 blocks on the same side, but by sizes too uneven for the t interval to
 /// leave 1: the signed-rank p is 2/64 = 0.031 and the interval includes 1. Not called, and
-/// said so in words, instead of "no significant difference (…, p=0.031)" (issue 28: a
-/// reader took that for a contradiction).
+/// said so in words, instead of "no significant difference (…, p=0.031)" (a reader
+/// took that for a contradiction).
 #[test]
 fn a_rank_test_that_disagrees_with_the_interval_is_said_in_words() {
     let mut t = Vec::new();

@@ -12,7 +12,7 @@ use crate::model::{Cohort, Comparison, Warning};
 
 /// Cohorts of interleaved trials whose servers' CPU outside their recorded windows, as a
 /// share of the CPU inside them, is more than this apart: the CPU-per-request ratio leaves
-/// out about that much more work of one than of the other. The audit of issue 26 found a
+/// out about that much more work of one than of the other. The statistics audit found a
 /// 2-thread server at 1.9–3.4% and a 1-thread one at 0–1.5%, under the absolute threshold
 /// this replaced (10 ms of CPU per second), moving the ratio from 0.810 to 0.826.
 const IDLE_SHARE_APART: f64 = 0.01;
@@ -350,7 +350,7 @@ pub(super) fn shape_warnings(
             warnings.push(Warning {
                 kind: "skewed-ratios".into(),
                 cohort: Some(cohort.to_string()),
-                message: format!("the per-block ratios of {cohort} to {} are skewed (skewness {}): one side was disturbed in some blocks only (stalls, pauses); intervals from ratios this skewed covered about {} of the truth in simulations, not 95%, and a short run misjudges the size of the effect: run more blocks, or find the stalls (an adaptive run of this experiment should set batches = 40 or more: it can stop before any stall shows, and such runs covered only 71–84%)", worst.baseline, listed.join(", "), coverage_for_skew(worst.skewness.unwrap_or(0.0))),
+                message: format!("the per-block ratios of {cohort} to {} are skewed (skewness {}): one side was disturbed in some blocks only (stalls, pauses); intervals from ratios this skewed covered about {} of the truth in simulations, not 95%, and a short run misjudges the size of the effect: run more blocks, or find the stalls (an adaptive run of this experiment should set blocks = 40 or more: it can stop before any stall shows, and such runs covered only 71–84%)", worst.baseline, listed.join(", "), coverage_for_skew(worst.skewness.unwrap_or(0.0))),
             });
         }
     }

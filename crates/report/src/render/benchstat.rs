@@ -79,7 +79,7 @@ pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String 
 mod tests {
     use super::*;
 
-    /// Issue 13 item 18: `/` split a cohort into sub-benchmarks, and a trailing `-4` was read
+    /// `/` split a cohort into sub-benchmarks, and a trailing `-4` was read
     /// as GOMAXPROCS by Go's benchstat.
     #[test]
     fn benchstat_names_keep_one_part_and_no_gomaxprocs_suffix() {

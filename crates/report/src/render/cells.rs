@@ -379,8 +379,8 @@ pub(crate) fn p99_words(report: &Report) -> Option<&'static str> {
 
 /// What Holm's adjustment covers, and what it leaves to the reader: it is over the cohorts
 /// within each metric, so the main metric's verdicts are held to 5% together, while a clean
-/// A/A report shows *some* significant metric among the five in 10–17% of runs (the audit of
-/// issue 26). Adjusting over metrics × cohorts was rejected: the metrics are strongly
+/// A/A report shows *some* significant metric among the five in 10–17% of runs (the statistics
+/// audit, docs/methodology.md). Adjusting over metrics × cohorts was rejected: the metrics are strongly
 /// correlated (throughput, CPU per request and p50 move together), so Holm over them all
 /// would cost the main verdict its power for a family that is not five independent
 /// questions (docs/methodology.md).

@@ -1,4 +1,4 @@
-//! Seeded simulations of what the audit of issue 26 found wrong with the per-block ratios:
+//! Seeded simulations of what the statistics audit found wrong with the per-block ratios:
 //! pooled cohorts of unequal mixes, ratios that drift or wander between blocks, ratios
 //! skewed by one side's stalls, and outliers blamed on the innocent partner. Each test failed
 //! before its fix; the figures measured before and after are in docs/methodology.md.

@@ -56,7 +56,7 @@ pub(super) fn throughput(r: &Report) -> &Comparison {
         .expect("a throughput comparison")
 }
 
-/// Issue 13 item 4 / issue 14 item 1: `--by allocator` on a jit × allocator run used to
+/// `--by allocator` on a jit × allocator run used to
 /// pair every jemalloc trial with the last glibc trial of its block (n doubled, YJIT
 /// trials against interpreter trials).
 #[test]
@@ -156,7 +156,7 @@ pub(super) fn blocks_of(
     t
 }
 
-/// Issue 14 item 3: with 5 blocks a plain 1.5× effect read "~ no significant
+/// With 5 blocks a plain 1.5× effect read "~ no significant
 /// difference", and "too-few-trials" could sit next to a significant verdict. Both now
 /// come from the smallest p-value the data allow.
 #[test]
@@ -234,7 +234,7 @@ fn holm_adjusts_like_r() {
 /// Seeded simulations through `analyze()` of A/A experiments (no effect anywhere):
 /// one cohort against the baseline over 10 blocks, false "significant" ≤ 5% and 95%
 /// coverage ± 1.5; eight cohorts against the baseline, the chance of any false
-/// "significant" ≤ 5% with Holm (17–23% without, found by the audit of issue 14).
+/// "significant" ≤ 5% with Holm (17–23% without, found when Holm's adjustment was added).
 #[test]
 fn a_over_a_false_positives_and_coverage_with_and_without_many_cohorts() {
     let mut rng = stats::SeededRng::new(20261123);
@@ -286,7 +286,7 @@ fn a_over_a_false_positives_and_coverage_with_and_without_many_cohorts() {
     );
 }
 
-/// Issue 14 item 6, seeded simulation on clean data: 2 configurations × 6 blocks (the
+/// Seeded simulation on clean data: 2 configurations × 6 blocks (the
 /// demo's size), 4 × 10 and 8 × 10, the blocks differing by 20% (which pairing cancels)
 /// and trials by 2% within a block. Each warning fires in at most 10% of reports, the
 /// issue's goal, whatever the number of cohorts (raw Tukey fences fired in 45–59% of
