@@ -23,11 +23,16 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The names of the directories of `examples/` that hold an `experiment.toml`, sorted.
 fn examples() -> Vec<String> {
+    example_dirs_with("experiment.toml")
+}
+
+/// The directories under examples/ that hold `file`, sorted.
+fn example_dirs_with(file: &str) -> Vec<String> {
     let dir = workspace_root().join("examples");
     let mut found: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
-        .filter(|e| e.path().join("experiment.toml").is_file())
+        .filter(|e| e.path().join(file).is_file())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     found.sort();
@@ -166,8 +171,7 @@ fn every_example_file_is_accepted() {
     {
         for file in std::fs::read_dir(dir.path()).unwrap().flatten() {
             let path = file.path();
-            if path.extension().is_some_and(|e| e == "toml") && !needs_a_missing_ruby(&path)
-            {
+            if path.extension().is_some_and(|e| e == "toml") && !needs_a_missing_ruby(&path) {
                 let plan = rubyrace(&["run", path.to_str().unwrap(), "--dry-run"]);
                 assert_eq!(plan.code(), Some(0), "{}: {plan:?}", path.display());
                 checked += 1;
@@ -273,7 +277,15 @@ fn p_values(text: &str) -> Vec<String> {
         let len = tail
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(tail.len());
-        let number = tail[..len].trim_end_matches('.');
+        let mut number = tail[..len].trim_end_matches('.');
+        // "p=0.010, adjusted 0.078": the report gives a comparison Holm's adjustment did not
+        // call with its own p and the adjusted one; the adjusted p is the one bounded below.
+        if let Some(adjusted) = tail[len..].strip_prefix(", adjusted ") {
+            let end = adjusted
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(adjusted.len());
+            number = adjusted[..end].trim_end_matches('.');
+        }
         // The report prints "p<0.001" and nothing else with "<"; "p < 0.05" is the level.
         if number.parse::<f64>().is_ok() && (sign == '=' || number == "0.001") {
             found.push(format!("p{sign}{number}"));
@@ -478,6 +490,11 @@ fn readme_rules_catch_forbidden_figures() {
     // The same figures from the full file are possible.
     let full = "<!-- report: three.toml, 10 blocks -->\n| yjit | 1.43×, 42.7% faster [1.25–1.62], p=0.006 |\n<!-- /report -->\n";
     assert_eq!(readme_problems(full, "", &mut plan), Vec::<String>::new());
+    // A comparison Holm did not call: its own p, then the adjusted one, which is checked.
+    let not_called = "<!-- report: three.toml, 10 blocks, 8 cohorts -->\n ~ not significant after Holm over 8 cohorts (0.87× [0.80–0.95], p=0.010, adjusted 0.078)\n<!-- /report -->\n";
+    assert!(readme_problems(not_called, "", &mut plan).is_empty());
+    let too_small = not_called.replace("adjusted 0.078", "adjusted 0.010");
+    assert!(readme_problems(&too_small, "", &mut plan)[0].contains("p=0.010 is below 0.0156"));
     // An unadjusted p for two cohorts of a 10-block file (0.004 is the smallest).
     let unadjusted = "<!-- report: three.toml, 10 blocks, 2 cohorts -->\n 0.53×, 47.4% slower [0.49–0.57], p=0.002\n<!-- /report -->\n";
     assert!(readme_problems(unadjusted, "", &mut plan)[0].contains("p=0.002 is below 0.0039"));
@@ -553,14 +570,18 @@ fn readme_verdicts_are_ones_the_tool_could_print() {
     };
     let mut problems = Vec::new();
     let mut studies = String::new();
-    for name in examples() {
+    // Every study's README, with or without an experiment.toml (ruby-versions has two
+    // files of other names).
+    let readmes = example_dirs_with("README.md");
+    assert!(readmes.iter().any(|n| n == "ruby-versions"), "{readmes:?}");
+    for name in readmes {
         let readme = root.join("examples").join(&name).join("README.md");
         let text = std::fs::read_to_string(&readme).unwrap();
         for p in readme_problems(&text, "", &mut plan_of) {
             problems.push(format!("examples/{name}/README.md: {p}"));
         }
         if let Ok((pasted, _)) = pasted_reports(&text) {
-            studies.extend(pasted.into_iter().map(|p| p.text));
+            studies.extend(pasted.into_iter().map(|p| p.text + "\n"));
         }
     }
     // docs/seeds.md quotes the studies' figures side by side with the sources'.

@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use toml_edit::TableLike;
 
-use crate::parse::{AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span};
 use crate::model::RubyDef;
+use crate::parse::{AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span};
 use crate::settings::SettingValue;
 
 /// Merges layers: later layers replace a key, except `env`, whose variables are merged.

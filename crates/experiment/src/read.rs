@@ -11,13 +11,13 @@ use toml_edit::ImDocument;
 
 use crate::error::{line_column, os_message, ExperimentError, ExperimentErrors};
 use crate::matrix::{duplicate_label, excluded_by, expand_ruby_all, labels_for_configs, merge};
+use crate::model::{Config, Experiment, RubyDef, Workload};
 use crate::parse::{
     describe, parse_percent, table_list, Axis, ConfigEntry, DesignName, LabelPart, Layer, Parser,
     Point, Span,
 };
 use crate::resolve::resolve;
 use crate::schedule::Order;
-use crate::model::{Config, Experiment, RubyDef, Workload};
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, ROOT_KEYS};
 use rubies::discovery::DiscoveredRuby;
 
@@ -622,7 +622,10 @@ impl Experiment {
                     .map_or(crate::precision::DEFAULT_MAX_BATCHES.max(batches), |m| m.0);
                 if let Some((m, span)) = &max_batches {
                     if *m < batches {
-                        let (max_key, min_key) = (max_batches_key.unwrap_or("max_blocks"), batches_key.unwrap_or("blocks"));
+                        let (max_key, min_key) = (
+                            max_batches_key.unwrap_or("max_blocks"),
+                            batches_key.unwrap_or("blocks"),
+                        );
                         p.error(span, max_key, format!("{max_key} = {m} is below {min_key} = {batches}, the minimum of an adaptive run"), None);
                     }
                 }

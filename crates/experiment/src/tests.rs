@@ -5,10 +5,10 @@
 use super::*;
 use crate::error::*;
 use crate::matrix::*;
+use crate::model::*;
 use crate::parse::*;
 use crate::read::*;
 use crate::resolve::*;
-use crate::model::*;
 use crate::settings::*;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -1115,27 +1115,50 @@ fn services_mistakes_are_reported_where_they_are() {
 fn blocks_is_the_key_and_batches_its_older_name() {
     assert_eq!(parse("blocks = 7\n").unwrap().batches, 7);
     assert_eq!(parse("batches = 8\n").unwrap().batches, 8);
-    assert!(parse("").unwrap().defaults.contains(&"blocks = 5".to_string()));
-    assert!(!parse("batches = 5\n").unwrap().defaults.iter().any(|d| d.starts_with("blocks")));
+    assert!(parse("")
+        .unwrap()
+        .defaults
+        .contains(&"blocks = 5".to_string()));
+    assert!(!parse("batches = 5\n")
+        .unwrap()
+        .defaults
+        .iter()
+        .any(|d| d.starts_with("blocks")));
 
     let both = errors("blocks = 7\nbatches = 8\n");
     assert_eq!(both.len(), 1, "{both:?}");
     assert!(
-        both[0].starts_with("/tmp/exp.toml:2:11: batches: `batches` and `blocks` name the same setting"),
+        both[0].starts_with(
+            "/tmp/exp.toml:2:11: batches: `batches` and `blocks` name the same setting"
+        ),
         "{both:?}"
     );
 
     let adaptive = "precision = \"1%\"\n";
     let two = "[matrix]\nthreads = [1, 2]\n";
     let e = parse(&format!("blocks = 6\n{adaptive}max_blocks = 9\n{two}")).unwrap();
-    assert_eq!(e.precision.map(|p| (p.min_batches, p.max_batches)), Some((6, 9)));
+    assert_eq!(
+        e.precision.map(|p| (p.min_batches, p.max_batches)),
+        Some((6, 9))
+    );
     let e = parse(&format!("batches = 6\n{adaptive}max_batches = 9\n{two}")).unwrap();
-    assert_eq!(e.precision.map(|p| (p.min_batches, p.max_batches)), Some((6, 9)));
+    assert_eq!(
+        e.precision.map(|p| (p.min_batches, p.max_batches)),
+        Some((6, 9))
+    );
     // The error answers in the names the file used.
     let low = errors(&format!("blocks = 9\n{adaptive}max_blocks = 7\n{two}"));
-    assert!(low.iter().any(|m| m.contains("max_blocks = 7 is below blocks = 9")), "{low:?}");
+    assert!(
+        low.iter()
+            .any(|m| m.contains("max_blocks = 7 is below blocks = 9")),
+        "{low:?}"
+    );
     let low = errors(&format!("batches = 9\n{adaptive}max_batches = 7\n{two}"));
-    assert!(low.iter().any(|m| m.contains("max_batches = 7 is below batches = 9")), "{low:?}");
+    assert!(
+        low.iter()
+            .any(|m| m.contains("max_batches = 7 is below batches = 9")),
+        "{low:?}"
+    );
     let both = errors(&format!("{adaptive}max_batches = 9\nmax_blocks = 9\n{two}"));
     assert!(both.iter().any(|m| m.contains("max_blocks: `max_blocks` and `max_batches` name the same setting")), "{both:?}");
 }

@@ -969,7 +969,7 @@ mod tests {
             let w = now.since(&earlier);
             assert!(w.fine);
             assert_eq!(now.ticks.since(&earlier.ticks).total_us() % 10_000, 0);
-            if w.times.total_us() % 10_000 != 0 {
+            if !w.times.total_us().is_multiple_of(10_000) {
                 off_the_tick += 1;
             }
             earlier = now;

@@ -100,22 +100,6 @@ fn directory_name(name: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::directory_name;
-
-    #[test]
-    fn names_keep_their_letters_and_never_start_with_a_dash() {
-        assert_eq!(directory_name("ünïcode-тест"), "ünïcode-тест");
-        assert_eq!(directory_name("yjit vs. interp"), "yjit-vs-interp");
-        assert_eq!(directory_name("--help"), "help");
-        assert_eq!(directory_name("../etc"), "etc");
-        assert_eq!(directory_name("日本語 テスト"), "日本語-テスト");
-        assert_eq!(directory_name("***"), "experiment");
-        assert_eq!(directory_name("a_b-c"), "a_b-c");
-    }
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut store, kind) = if let Some(dir) = &args.resume {
         let store = Store::open(dir)?;
@@ -526,4 +510,20 @@ fn print_plan_json(
 fn print_summary(store: &Store) -> Result<()> {
     print!("\n{}", lab::store::summary_table(&store.summary_rows()?));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::directory_name;
+
+    #[test]
+    fn names_keep_their_letters_and_never_start_with_a_dash() {
+        assert_eq!(directory_name("ünïcode-тест"), "ünïcode-тест");
+        assert_eq!(directory_name("yjit vs. interp"), "yjit-vs-interp");
+        assert_eq!(directory_name("--help"), "help");
+        assert_eq!(directory_name("../etc"), "etc");
+        assert_eq!(directory_name("日本語 テスト"), "日本語-テスト");
+        assert_eq!(directory_name("***"), "experiment");
+        assert_eq!(directory_name("a_b-c"), "a_b-c");
+    }
 }

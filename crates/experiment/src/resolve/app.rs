@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::Lookup;
-use crate::parse::Parser;
 use crate::model::{default_script_timeout, RubyDef, ScriptSettings, Workload, BUNDLED_APPS};
+use crate::parse::Parser;
 use crate::servers::ServerKind;
 use crate::settings::did_you_mean;
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use load::{ConnectionMode, LoadSettings};
 
 use super::Lookup;
-use crate::parse::Parser;
 use crate::model::Workload;
+use crate::parse::Parser;
 
 /// The load settings: the URL mix, the engine's settings with the experiment file's
 /// defaults, each checked as `rubyrace load` checks it (for an HTTP workload).

@@ -10,8 +10,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::parse::{Layer, Parser, Placed};
 use crate::model::{ConfigSettings, Profiler, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ};
+use crate::parse::{Layer, Parser, Placed};
 use crate::servers::ServerKind;
 use crate::settings::setting_of;
 

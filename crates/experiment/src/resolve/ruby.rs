@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::Lookup;
-use crate::parse::Parser;
 use crate::model::{Profiler, RubyDef, YJIT_PERF};
+use crate::parse::Parser;
 use crate::settings::did_you_mean;
 use crate::settings::RUBY_ALL;
 use rubies::discovery::RubyCapabilities;

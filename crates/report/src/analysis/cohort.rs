@@ -99,6 +99,9 @@ fn configs_of(trials: &[(&TrialData, f64)]) -> usize {
         .len()
 }
 
+/// A value per trial, keyed by (block, configuration).
+pub(super) type ByTrial<T> = BTreeMap<(usize, usize), T>;
+
 /// `RunContext`'s three maps: the residuals against the block's mean (noise), against the
 /// median of the block's others (outliers), and the trials of two-configuration blocks.
 ///
@@ -115,11 +118,7 @@ fn configs_of(trials: &[(&TrialData, f64)]) -> usize {
 pub(super) fn block_residuals(
     valid: &[&TrialData],
     main: fn(&TrialData) -> Option<f64>,
-) -> (
-    BTreeMap<(usize, usize), f64>,
-    BTreeMap<(usize, usize), f64>,
-    BTreeSet<(usize, usize)>,
-) {
+) -> (ByTrial<f64>, ByTrial<f64>, BTreeSet<(usize, usize)>) {
     let mut centred = BTreeMap::new();
     let mut against_others = BTreeMap::new();
     let mut in_pairs = BTreeSet::new();

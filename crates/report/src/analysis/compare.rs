@@ -99,8 +99,8 @@ pub(super) fn pairs(
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let keys_a: BTreeSet<String> = ca.values().map(|x| key(x)).collect();
-        let keys_b: BTreeSet<String> = cb.values().map(|x| key(x)).collect();
+        let keys_a: BTreeSet<String> = ca.values().map(&key).collect();
+        let keys_b: BTreeSet<String> = cb.values().map(&key).collect();
         for (side, configs) in [(true, ca), (false, cb)] {
             for (id, axes) in configs {
                 group_of.insert((*source, side, *id), key(axes));

@@ -344,7 +344,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     // What the doctor found wrong with the machine when the run (or a resume) started: one
     // warning per finding, whatever the number of runs and sessions that saw it (the load
     // average differs a little every time), with each value seen.
-    let mut found: Vec<(String, Vec<(String, String)>, String)> = Vec::new();
+    // (finding, [(value, results directory)], advice)
+    type Seen = (String, Vec<(String, String)>, String);
+    let mut found: Vec<Seen> = Vec::new();
     for source in sources {
         for report in &source.doctor {
             for f in report

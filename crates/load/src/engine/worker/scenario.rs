@@ -50,8 +50,7 @@ impl Worker {
         let close = self.spec.mode == ConnectionMode::CloseHeader;
         let step = user.global_step(&run.set);
         let keeps_body = user.step(&run.set).reads_body();
-        let has_body =
-            user.write_request(&run.set, &run.host, &run.headers, close, &mut conn.out);
+        let has_body = user.write_request(&run.set, &run.host, &run.headers, close, &mut conn.out);
         conn.parser.expect(!has_body);
         if let Some(c) = &mut conn.capture {
             c.reset(keeps_body, MAX_CAPTURED_BODY);
@@ -121,7 +120,13 @@ impl Worker {
 
     /// Scenario runs: steps lost with their connection (`kind`) count against their step,
     /// and end the user's session.
-    pub(super) fn step_lost(&mut self, index: usize, lost: &[InFlight], kind: ErrorKind, now: Instant) {
+    pub(super) fn step_lost(
+        &mut self,
+        index: usize,
+        lost: &[InFlight],
+        kind: ErrorKind,
+        now: Instant,
+    ) {
         let Some(run) = self.spec.scenario.as_deref() else {
             return;
         };
@@ -157,4 +162,3 @@ fn next_session(conn: &mut Conn, interval: Option<Duration>, closed: Instant) ->
         None => closed,
     }
 }
-
