@@ -368,7 +368,7 @@ fn an_experiment_that_relies_on_defaults_says_which_before_the_plan() {
     let lab = Lab::new("defaults");
     let file = lab.experiment("");
     let note = format!(
-        "rubyrace: {} does not set these, so their defaults apply: batches = 5, app = \"rack-hello\", server = \"puma\", processes = 1, threads = 1, warmup = \"5s\", duration = \"10s\"\n",
+        "rubyrace: {} does not set these, so their defaults apply: blocks = 5, app = \"rack-hello\", server = \"puma\", processes = 1, threads = 1, warmup = \"5s\", duration = \"10s\"\n",
         file.display()
     );
     let dry = lab.run(&["--dry-run"], Duration::from_secs(20));
@@ -505,13 +505,13 @@ fn an_adaptive_run_adds_blocks_until_precise_enough_or_out_of_budget() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(
         run.stdout
-            .contains("the run stopped at its block budget (max_batches = 7)"),
+            .contains("the run stopped at its block budget (max_blocks = 7)"),
         "{run:?}"
     );
     // The estimate says the budget caps it.
     assert!(
         run.stderr
-            .contains(": the budget (max_batches = 7) ends the run before the target"),
+            .contains(": the budget (max_blocks = 7) ends the run before the target"),
         "{run:?}"
     );
     assert_eq!(schedule(&lab.db()).len(), 14);

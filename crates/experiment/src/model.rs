@@ -257,7 +257,7 @@ pub struct Experiment {
     pub rubies: BTreeMap<String, RubyDef>,
     pub configs: Vec<Config>,
     /// What the file leaves to defaults that decide what runs and for how long, as
-    /// `key = value` (`batches = 5`, `warmup = "5s"`); see [`Experiment::defaults_note`].
+    /// `key = value` (`blocks = 5`, `warmup = "5s"`); see [`Experiment::defaults_note`].
     pub defaults: Vec<String>,
     /// `precision = "1%"`: blocks are added after `batches` until every comparison is that
     /// precise, or the budget is spent (crate::precision).
