@@ -181,13 +181,8 @@ impl Experiment {
                 }
                 "blocks" | "batches" => {
                     let key = if key == "blocks" { "blocks" } else { "batches" };
-                    if let Some(first) = batches_key {
-                        p.error(&span, key, same_setting(key, first), None);
-                    } else {
-                        batches_key = Some(key);
-                        if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                            batches = n as u64 as u32;
-                        }
+                    if let Some(n) = block_count(&mut p, &mut batches_key, key, &span, item) {
+                        batches = n;
                     }
                 }
                 "precision" => match item.as_str().map(parse_percent) {
@@ -206,13 +201,8 @@ impl Experiment {
                 }
                 "max_blocks" | "max_batches" => {
                     let key = if key == "max_blocks" { "max_blocks" } else { "max_batches" };
-                    if let Some(first) = max_batches_key {
-                        p.error(&span, key, same_setting(key, first), None);
-                    } else {
-                        max_batches_key = Some(key);
-                        if let Some(SettingValue::Int(n)) = p.check_value(key, Kind::Int { min: 1, max: 100_000 }, item) {
-                            max_batches = Some((n as u64 as u32, span.clone()));
-                        }
+                    if let Some(n) = block_count(&mut p, &mut max_batches_key, key, &span, item) {
+                        max_batches = Some((n, span.clone()));
                     }
                 }
                 "max_duration" => {
@@ -792,7 +782,30 @@ impl Experiment {
     }
 }
 
-/// The error for a root key written under both of its names (`blocks` and `batches`).
-fn same_setting(key: &str, first: &str) -> String {
-    format!("`{key}` and `{first}` name the same setting (`batches` and `max_batches` are the older names of `blocks` and `max_blocks`): keep one")
+/// A count of blocks written under one of its two names (`blocks` or its older `batches`;
+/// `max_blocks` or `max_batches`): notes the name in `seen` and returns the count. The
+/// second name written is an error at its place, and its value is not read.
+fn block_count(
+    p: &mut Parser,
+    seen: &mut Option<&'static str>,
+    key: &'static str,
+    span: &Span,
+    item: &toml_edit::Item,
+) -> Option<u32> {
+    if let Some(first) = *seen {
+        p.error(span, key, format!("`{key}` and `{first}` name the same setting (`batches` and `max_batches` are the older names of `blocks` and `max_blocks`): keep one"), None);
+        return None;
+    }
+    *seen = Some(key);
+    match p.check_value(
+        key,
+        Kind::Int {
+            min: 1,
+            max: 100_000,
+        },
+        item,
+    ) {
+        Some(SettingValue::Int(n)) => Some(n as u64 as u32),
+        _ => None,
+    }
 }
