@@ -178,7 +178,7 @@ pub fn prepare_charts_dir(dir: &Path) -> Result<()> {
 /// The results directory (a directory holding `results.db`) that `path` is or lies in.
 fn results_dir_holding(path: &Path) -> Option<PathBuf> {
     path.ancestors()
-        .find(|a| a.join(lab::store::DB_FILE).is_file())
+        .find(|a| a.join(results::store::DB_FILE).is_file())
         .map(Path::to_path_buf)
 }
 

@@ -9,8 +9,8 @@ use experiment::schedule::ScheduledTrial;
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::interleave::BlockEvent;
 use lab::runner::Progress;
-use lab::store::Store;
-use lab::trial::{TrialResult, TrialStatus};
+use results::store::Store;
+use results::{TrialResult, TrialStatus};
 use units::{bytes, micros};
 
 /// Progress on the terminal: a bar with the block, trial count, ETA, current label and
@@ -194,7 +194,7 @@ impl Progress for ConsoleProgress {
                 for l in tail.into_iter().rev() {
                     self.line(format!("      | {l}"));
                 }
-                let log = lab::store::trial_dir(&self.dir, r.trial_id).join("server.stderr");
+                let log = results::store::trial_dir(&self.dir, r.trial_id).join("server.stderr");
                 self.line(format!("      the whole log: {}", log.display()));
             }
         }

@@ -342,3 +342,109 @@ fn no_crate_has_an_import_circle_between_its_modules() {
     );
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
+
+/// The workspace crates a crate's `[dependencies]` name (`path = "../X"`), dev-dependencies
+/// aside.
+fn workspace_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut in_dependencies = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies {
+            continue;
+        }
+        if let Some((_, rest)) = line.split_once("path = \"../") {
+            if let Some((name, _)) = rest.split_once('"') {
+                found.insert(name.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Each row of docs/architecture.md's table of the crates: the crate and the crates it may
+/// use ("all", "all of the above", "–" or a list).
+fn allowed_dependencies(doc: &str) -> Vec<(String, Option<BTreeSet<String>>)> {
+    let table = doc
+        .split("## The crates")
+        .nth(1)
+        .expect("docs/architecture.md has a section \"The crates\"");
+    let mut rows: Vec<(String, Option<BTreeSet<String>>)> = Vec::new();
+    for line in table.lines().skip_while(|l| !l.starts_with("| `")) {
+        if !line.starts_with("| `") {
+            break;
+        }
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let name = cells[0]
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .to_string();
+        let may_use = cells[2].trim();
+        let allowed = match may_use {
+            "all" => None,
+            "all of the above" => Some(rows.iter().map(|(n, _)| n.clone()).collect()),
+            "–" => Some(BTreeSet::new()),
+            list => Some(
+                list.split(", ")
+                    .map(|s| s.trim_matches('`').to_string())
+                    .collect(),
+            ),
+        };
+        rows.push((name, allowed));
+    }
+    rows
+}
+
+#[test]
+fn every_crate_uses_only_the_crates_the_architecture_allows() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let rows = allowed_dependencies(&doc);
+    let on_disk: BTreeSet<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let in_table: BTreeSet<String> = rows.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        in_table, on_disk,
+        "the table of the crates lists every crate"
+    );
+    let mut broken = Vec::new();
+    for (name, allowed) in &rows {
+        let manifest = std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml"));
+        let used = workspace_dependencies(&manifest.unwrap());
+        if let Some(allowed) = allowed {
+            for dep in used.difference(allowed) {
+                broken.push(format!("{name} uses {dep}"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "not allowed by docs/architecture.md: {broken:?}"
+    );
+}
+
+#[test]
+fn the_dependency_readers_read_what_they_should() {
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\nlab = { package = \"rubyrace-lab\", path = \"../lab\" }\nserde = \"1\"\n[dev-dependencies]\ntestkit = { path = \"../testkit\" }\n";
+    assert_eq!(
+        workspace_dependencies(manifest),
+        BTreeSet::from(["lab".to_string()])
+    );
+    let doc = "## The crates\n\n| crate | owns | may use | must not |\n|---|---|---|---|\n| `units` | u | – | x |\n| `stats` | s | units | x |\n| `lab` | l | all of the above | x |\n| `cli` | c | all | x |\n\nTwo tests";
+    let rows = allowed_dependencies(doc);
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[1].1, Some(BTreeSet::from(["units".to_string()])));
+    assert_eq!(
+        rows[2].1,
+        Some(BTreeSet::from(["units".to_string(), "stats".to_string()]))
+    );
+    assert_eq!(rows[3].1, None);
+}

@@ -5,26 +5,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use experiment::conditions::QuietRule;
+use results::conditions::{PinningRecord, QuietWait};
 use sys::cpus::{cpus_allowed, CpuSplit};
 use sys::noise::MachineCounters;
-
-/// What the wait before a trial found.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct QuietWait {
-    /// Seconds from the start of the wait to the start of the trial.
-    pub waited_s: f64,
-    /// Whether the machine was quiet when the trial started (false: `max_wait` ran out).
-    pub quiet: bool,
-    /// Sampling windows looked at.
-    pub windows: u32,
-    /// The last window's other processes' CPU and steal (% of one CPU).
-    pub other_percent: f64,
-    pub steal_percent: f64,
-}
 
 /// What the machine did over one window, with rubyrace's own CPU taken out (no server
 /// runs between trials).
@@ -74,71 +58,40 @@ pub fn wait_for_quiet(
     }
 }
 
-/// What was checked of the pinning in one trial, at the start of its measured phase.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct PinningRecord {
-    pub server_cpus: String,
-    pub load_cpus: String,
-    /// Processes of the server's tree whose `Cpus_allowed_list` was read.
-    pub server_processes: usize,
-    /// Threads of rubyrace whose `Cpus_allowed_list` was read.
-    pub rubyrace_threads: usize,
-    /// Every process or thread whose CPUs were not the ones set: "pid 123: 0-1".
-    pub mismatches: Vec<String>,
-}
-
-impl PinningRecord {
-    /// Reads `Cpus_allowed_list` of every process in `server_pids` and every thread of
-    /// rubyrace, against `split`.
-    pub fn check(split: &CpuSplit, server_pids: &[i32]) -> PinningRecord {
-        let mut record = PinningRecord {
-            server_cpus: split.server.to_string(),
-            load_cpus: split.load.to_string(),
-            ..PinningRecord::default()
-        };
-        for pid in server_pids {
-            if let Some(found) = cpus_allowed(&format!("/proc/{pid}/status")) {
-                record.server_processes += 1;
-                if found != split.server {
-                    record.mismatches.push(format!("server pid {pid}: {found}"));
-                }
+/// Reads `Cpus_allowed_list` of every process in `server_pids` and every thread of
+/// rubyrace, against `split`.
+pub fn check_pinning(split: &CpuSplit, server_pids: &[i32]) -> PinningRecord {
+    let mut record = PinningRecord {
+        server_cpus: split.server.to_string(),
+        load_cpus: split.load.to_string(),
+        ..PinningRecord::default()
+    };
+    for pid in server_pids {
+        if let Some(found) = cpus_allowed(&format!("/proc/{pid}/status")) {
+            record.server_processes += 1;
+            if found != split.server {
+                record.mismatches.push(format!("server pid {pid}: {found}"));
             }
         }
-        let tids: Vec<String> = std::fs::read_dir("/proc/self/task")
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for tid in tids {
-            if let Some(found) = cpus_allowed(&format!("/proc/self/task/{tid}/status")) {
-                record.rubyrace_threads += 1;
-                if found != split.load {
-                    record
-                        .mismatches
-                        .push(format!("rubyrace thread {tid}: {found}"));
-                }
-            }
-        }
-        record
     }
-
-    /// Why the trial is not measured as pinned, if it is not.
-    pub fn failure(&self) -> Option<String> {
-        if self.server_processes == 0 {
-            return Some("cpus: no server process could be checked for its CPUs".into());
-        }
-        (!self.mismatches.is_empty()).then(|| {
-            format!(
-                "cpus: not in force (server on {}, load on {} expected): {}",
-                self.server_cpus,
-                self.load_cpus,
-                self.mismatches.join("; ")
-            )
+    let tids: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
         })
+        .unwrap_or_default();
+    for tid in tids {
+        if let Some(found) = cpus_allowed(&format!("/proc/self/task/{tid}/status")) {
+            record.rubyrace_threads += 1;
+            if found != split.load {
+                record
+                    .mismatches
+                    .push(format!("rubyrace thread {tid}: {found}"));
+            }
+        }
     }
+    record
 }
 
 #[cfg(test)]

@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use crate::probe;
 use crate::trial::{
-    begin_trial, derive, finish, invalidate, mark_measured_start, record_stopped, start_server,
-    stop_process, verdict, write_latency_log, InterleavedRecord, Orphans, ServerUnderTest,
-    SliceRecord, Stop, StoppedServer, TrialOutcome, TrialResult, TrialSpec, TrialStatus,
+    begin_trial, derive, finish, mark_measured_start, record_stopped, start_server, stop_process,
+    verdict, write_latency_log, Orphans, ServerUnderTest, Stop, StoppedServer, TrialOutcome,
+    TrialSpec,
 };
 use experiment::design::{lead_in, round_order, slice_seed, Design};
+use results::{InterleavedRecord, SliceRecord, TrialResult, TrialStatus};
 use sys::noise::{MachineCounters, NoiseRecord};
 use sys::process::{describe_status, kill_orphans, DeathWatch};
 use sys::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
@@ -186,7 +187,7 @@ pub fn run_interleaved_block(
             record.block_trials = block_trials.clone();
         }
         if let Some(failure) = m.result.pinning.as_ref().and_then(|p| p.failure()) {
-            invalidate(&mut m.result, failure);
+            m.result.invalidate(failure);
         }
         match finish(m.result, m.started, &m.spec.out_dir) {
             TrialOutcome::Done(r) => results.push(*r),
@@ -474,7 +475,7 @@ fn measure_block(
         m.result.status = status;
         m.result.load = Some(report);
         if let Err(why) = &m.slice_cpu {
-            invalidate(&mut m.result, why.clone());
+            m.result.invalidate(why.clone());
         }
         if m.result.status == TrialStatus::Valid && m.result.reason.is_some() {
             m.result.status = TrialStatus::Invalid;

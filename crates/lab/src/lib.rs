@@ -19,5 +19,4 @@ pub mod profile;
 pub mod readiness;
 pub mod runner;
 pub mod services;
-pub mod store;
 pub mod trial;

@@ -8,18 +8,18 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::conditions::{wait_for_quiet, QuietWait};
+use crate::conditions::wait_for_quiet;
 use crate::interleave::{run_interleaved_block, BlockEvent, BlockOutcome};
 use crate::services::RunServices;
-use crate::store::Store;
-use crate::trial::{
-    run_trial, TrialOutcome, TrialResult, TrialSpec, TrialStatus, TRIAL_SPEC_SCHEMA,
-};
+use crate::trial::{run_trial, TrialOutcome, TrialSpec, TRIAL_SPEC_SCHEMA};
 use experiment::conditions::{QuietRule, TrialConditions};
 use experiment::design::Design;
 use experiment::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
 use experiment::schedule::{one_block, ScheduledTrial};
 use experiment::Config;
+use results::conditions::QuietWait;
+use results::store::Store;
+use results::{TrialResult, TrialStatus};
 use sys::cpus::pin_this_process;
 use sys::process::{become_subreaper, kill_registered_leftovers};
 
@@ -134,8 +134,8 @@ pub fn trial_spec(
         label: config.label.clone(),
         settings: config.settings.clone(),
         record_env: record_env.to_vec(),
-        out_dir: crate::store::trial_dir(results_dir, trial.trial_id),
-        registry: crate::store::registry(results_dir),
+        out_dir: results::store::trial_dir(results_dir, trial.trial_id),
+        registry: results::store::registry(results_dir),
         cpus: conditions.cpus.clone(),
         service_env: Default::default(),
         services: Default::default(),

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
-use lab::trial::{TrialResult, TrialStatus};
+use results::{TrialResult, TrialStatus};
 use serde_json::Value;
 
 /// One stored trial, flattened.
@@ -61,9 +61,9 @@ pub struct TrialData {
     /// The machine's noise over the measured phase; None for script trials and old rows.
     pub noise: Option<sys::noise::NoiseRecord>,
     /// `quiet`: the wait for a quiet machine before the trial.
-    pub quiet: Option<lab::conditions::QuietWait>,
+    pub quiet: Option<results::conditions::QuietWait>,
     /// `cpus`: the CPUs checked in the server's processes and rubyrace's threads.
-    pub pinning: Option<lab::conditions::PinningRecord>,
+    pub pinning: Option<results::conditions::PinningRecord>,
     /// `repeat_noisy`: attempts of this trial measured in noise and set aside.
     pub noisy_attempts: u32,
     /// An interleaved trial's server CPU outside its recorded windows, µs per second.
@@ -74,7 +74,7 @@ pub struct TrialData {
     /// CPU per request charged with that CPU too, µs: (window CPU + idle CPU) / requests.
     pub cpu_per_request_with_idle: Option<f64>,
     /// The trial's profiles (`profile = ...`), their files relative to `dir`.
-    pub profiles: Vec<lab::profile::ProfileRecord>,
+    pub profiles: Vec<results::profile::ProfileRecord>,
     /// The trial's own directory (`trials/NNNNN`).
     pub dir: PathBuf,
     /// Scenario runs: each step's figures in this trial.
@@ -113,8 +113,8 @@ pub struct SourceData {
     pub unfinished: Vec<(String, usize, usize)>,
     /// How its blocks were measured (experiment::design::Design).
     pub design: experiment::design::Design,
-    /// The run writing it now, if one is (lab::store::writer).
-    pub writer: Option<lab::store::writer::Writer>,
+    /// The run writing it now, if one is (results::store::writer).
+    pub writer: Option<results::store::writer::Writer>,
 }
 
 /// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.
@@ -143,11 +143,11 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
 
 /// Reads one results directory, changing nothing in it. Every error names the database.
 pub fn read_source(dir: &Path, index: usize) -> Result<SourceData> {
-    let store = lab::store::Store::open_read_only(dir)?;
+    let store = results::store::Store::open_read_only(dir)?;
     read_store(&store, index).with_context(|| format!("cannot read {}", store.db_path().display()))
 }
 
-fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
+fn read_store(store: &results::store::Store, index: usize) -> Result<SourceData> {
     let configs = store.configs()?;
     let schedule = store.schedule()?;
     let axes_of: BTreeMap<usize, BTreeMap<String, String>> =
@@ -155,7 +155,7 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
     let run_services = run_service_keys(&store.session_services()?);
     let mut trials = Vec::new();
     for r in store.trial_results()? {
-        let trials_dir = lab::store::trial_dir(store.dir(), r.trial_id);
+        let trials_dir = results::store::trial_dir(store.dir(), r.trial_id);
         let mut t = trial_data(r, index, store.dir(), &trials_dir, &axes_of);
         for (k, v) in &run_services {
             t.keys.entry(k.clone()).or_insert_with(|| v.clone());
@@ -171,7 +171,7 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
         }
     }
     Ok(SourceData {
-        writer: lab::store::writer::current_writer(store.dir()),
+        writer: results::store::writer::current_writer(store.dir()),
         design: store.design()?,
         adaptive: store.precision_target()?.is_some(),
         precision_end: store.precision_end()?,
@@ -191,7 +191,7 @@ fn read_store(store: &lab::store::Store, index: usize) -> Result<SourceData> {
 /// `services.redis`): the version and the recorded settings. A service the sessions
 /// describe differently (a resume on another PostgreSQL) says so rather than pick one.
 fn run_service_keys(
-    sessions: &[(i64, lab::services::InstancesRecord)],
+    sessions: &[(i64, results::services::InstancesRecord)],
 ) -> BTreeMap<String, String> {
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (_, record) in sessions {
@@ -216,7 +216,7 @@ fn run_service_keys(
 
 /// One services record's keys: `services.postgres` = `15.18 (Debian …) · fsync=off …`,
 /// `services.redis` = `7.0.15 · maxmemory=0 …`.
-fn service_keys(record: &lab::services::InstancesRecord) -> Vec<(String, String)> {
+fn service_keys(record: &results::services::InstancesRecord) -> Vec<(String, String)> {
     let settings = |m: &BTreeMap<String, String>, skip: &str| {
         m.iter()
             .filter(|(k, _)| k.as_str() != skip)

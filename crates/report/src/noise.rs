@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use stats::median;
 use sys::noise::{NOISY_OTHER_PERCENT, NOISY_STEAL_PERCENT};
 
-use lab::trial::TrialStatus;
+use results::TrialStatus;
 
 use crate::input::TrialData;
 use crate::model::{CohortNoise, Report, Warning};

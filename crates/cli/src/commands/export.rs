@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use lab::store::Store;
+use results::store::Store;
 
 use crate::output::{self};
 

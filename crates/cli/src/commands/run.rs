@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
 use lab::runner::{run_pending, RunEnd};
-use lab::store::Store;
+use results::store::Store;
 use units::count;
 
 use crate::invocation::{
@@ -508,7 +508,10 @@ fn print_plan_json(
 }
 
 fn print_summary(store: &Store) -> Result<()> {
-    print!("\n{}", lab::store::summary_table(&store.summary_rows()?));
+    print!(
+        "\n{}",
+        results::store::summary_table(&store.summary_rows()?)
+    );
     Ok(())
 }
 

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lab::trial::{TrialOutcome, TrialSpec, TrialStatus};
+use lab::trial::{TrialOutcome, TrialSpec};
+use results::TrialStatus;
 
 use crate::invocation::{install_interrupt, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING};
 

@@ -27,124 +27,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
 use experiment::services::{Lifetime, Reset, Services};
 use experiment::{Config, ConfigSettings};
 use sys::process::{describe_status, tail_file, Launch, Supervised};
 
-use postgres::{Postgres, PostgresRecord};
-use redis::{Redis, RedisRecord};
+use postgres::Postgres;
+use redis::Redis;
+use results::services::{InstancesRecord, SetupRecord, TrialServicesRecord};
 
 /// How long one setup command may run.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
 /// The directory of the services in a results directory.
 pub const SERVICES_DIR: &str = "services";
-
-/// The services started for a session or a trial, as recorded.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct InstancesRecord {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub postgres: Option<PostgresRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redis: Option<RedisRecord>,
-    /// The setup commands these services saw run.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub setup: Vec<SetupRecord>,
-    /// How each service ended (`exit status 0 (term)`), once stopped.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub stopped: BTreeMap<String, String>,
-}
-
-impl InstancesRecord {
-    /// One line for the progress: what runs where.
-    pub fn summary(&self) -> Option<String> {
-        let mut parts = Vec::new();
-        if let Some(p) = &self.postgres {
-            parts.push(format!(
-                "PostgreSQL {} on {} as {} (ready in {:.1} s)",
-                p.server_version(),
-                p.address,
-                p.user,
-                p.ready_after_s
-            ));
-        }
-        if let Some(r) = &self.redis {
-            parts.push(format!(
-                "Redis {} on {} (ready in {:.1} s)",
-                r.version, r.address, r.ready_after_s
-            ));
-        }
-        (!parts.is_empty()).then(|| parts.join("; "))
-    }
-}
-
-impl SetupRecord {
-    /// One line for the progress.
-    pub fn summary(&self) -> String {
-        let argv: Vec<std::ffi::OsString> = self.argv.iter().map(Into::into).collect();
-        format!(
-            "setup {} ({}): {} in {:.1} s{}",
-            self.key,
-            self.ruby,
-            sys::process::display_argv(&argv),
-            self.wall_s,
-            self.database
-                .as_ref()
-                .map(|d| format!(", database {d}"))
-                .unwrap_or_default()
-        )
-    }
-}
-
-/// One setup command that ran.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct SetupRecord {
-    /// The (Ruby, Gemfile, app) it ran for: 1, 2, ... in the order of the configurations.
-    pub key: usize,
-    pub ruby: String,
-    pub app_dir: PathBuf,
-    pub argv: Vec<String>,
-    /// The database it set up, if PostgreSQL is a service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<String>,
-    pub status: String,
-    pub wall_s: f64,
-    /// Its output, relative to the results directory.
-    pub stdout: PathBuf,
-    pub stderr: PathBuf,
-}
-
-/// What the services were for one trial, in its result.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct TrialServicesRecord {
-    /// The database the app was given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<String>,
-    /// The database it was copied from (`reset = "template"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    /// Exact row counts of the database's tables when the trial started, and when its
-    /// server had stopped.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rows_at_start: BTreeMap<String, i64>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rows_at_end: BTreeMap<String, i64>,
-    /// Redis: flushed before the trial (`reset = "flush"`), and its key counts.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub redis_flushed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redis_keys_at_start: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redis_keys_at_end: Option<i64>,
-    /// Services that lived for this trial only (`lifetime = "trial"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instances: Option<InstancesRecord>,
-    /// What went wrong after the trial (a count or a drop that failed); the trial's
-    /// measurement is kept.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
 
 /// One (Ruby, Gemfile, app): what `setup` runs for, and what has a database of its own.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::Signal;
-use serde::{Deserialize, Serialize};
 
 use experiment::services::{Listen, PostgresService};
+use results::services::PostgresRecord;
 use sys::process::{tail_file, Launch, Supervised};
 
 use super::account;
@@ -40,41 +40,6 @@ const RECORDED: [&str; 8] = [
 const AUTHENTICATION_ARG: &str = "--auth=scram-sha-256";
 /// The longest path of a Unix socket (`sun_path`, with its NUL).
 const SUN_PATH_MAX: usize = 107;
-
-/// What a started PostgreSQL was, as recorded with the run (or the trial).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct PostgresRecord {
-    /// `SELECT version()`.
-    pub version: String,
-    pub argv: Vec<String>,
-    /// The user it runs as.
-    pub user: String,
-    pub data_dir: PathBuf,
-    /// `127.0.0.1:PORT` or the socket directory.
-    pub address: String,
-    /// `DATABASE_URL` without a database and without its password:
-    /// `postgres://rubyrace@127.0.0.1:PORT`.
-    pub url_base: String,
-    /// How a client proves itself: `scram-sha-256` with a password made for the run, given
-    /// to the app in `DATABASE_URL` and never recorded.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub authentication: String,
-    /// Effective values of the settings the experiment set and of `RECORDED`, with units
-    /// (`128MB`).
-    pub settings: BTreeMap<String, String>,
-    pub ready_after_s: f64,
-    pub log: PathBuf,
-}
-
-impl PostgresRecord {
-    /// `SHOW server_version` as recorded (`15.18 (Debian 15.18-0+deb12u1)`), else the
-    /// whole `SELECT version()`.
-    pub fn server_version(&self) -> &str {
-        self.settings
-            .get("server_version")
-            .map_or(self.version.as_str(), String::as_str)
-    }
-}
 
 /// A running PostgreSQL.
 pub struct Postgres {

@@ -8,7 +8,6 @@
 //! speaks to it with a few lines of RESP (`Resp`), to check it, record its version and
 //! settings, flush it and count its keys.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -16,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
 use experiment::services::{Listen, RedisService};
+use results::services::RedisRecord;
 use sys::process::{tail_file, Launch, Supervised};
 
 use super::account;
@@ -86,32 +85,6 @@ fn version_has_title_option(text: &str) -> bool {
     let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (6, 2)
-}
-
-/// What a started Redis was, as recorded.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct RedisRecord {
-    /// `redis_version` of `INFO server`.
-    pub version: String,
-    pub argv: Vec<String>,
-    /// The user it runs as (as root: `redis`, else `nobody`).
-    #[serde(default)]
-    pub user: String,
-    /// Its working directory (`--dir`), private to that user.
-    #[serde(default)]
-    pub data_dir: PathBuf,
-    /// `127.0.0.1:PORT` or the socket's path.
-    pub address: String,
-    /// `REDIS_URL` without its password.
-    pub url: String,
-    /// How a client proves itself: `requirepass` (a password made for the run, given to
-    /// the app in `REDIS_URL` and never recorded), or `unix socket, mode 700`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub authentication: String,
-    /// `CONFIG GET` of the settings the experiment set and of `RECORDED`.
-    pub settings: BTreeMap<String, String>,
-    pub ready_after_s: f64,
-    pub log: PathBuf,
 }
 
 /// A running Redis.

@@ -8,11 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::directory::write_failed;
 use super::server::{start_server, stop_server, ServerUnderTest};
-use super::{write_failed, Derived, ServerRecord, Stop, TrialResult, TrialSpec, TrialStatus};
-use crate::conditions::PinningRecord;
+use super::{Stop, TrialSpec};
+use crate::conditions::check_pinning;
 use crate::probe;
 use crate::profile;
+use results::conditions::PinningRecord;
+use results::{Derived, ServerRecord, TrialResult, TrialStatus};
 use sys::process::{describe_status, Death, DeathWatch};
 use sys::resources::{ResourceSummary, Sampler};
 
@@ -64,7 +67,7 @@ fn profiled_phase(
     let pid = sut.server.pid();
     let session = profile::Session::start(
         &s.profile,
-        profile_target(spec, pid, profile::PROFILED_PHASE),
+        profile_target(spec, pid, results::profile::PROFILED_PHASE),
         Instant::now(),
     );
     // The load starts once the profilers are attached: the whole phase is sampled, and
@@ -81,7 +84,7 @@ fn profiled_phase(
     }
     if let Ok(outcome) = outcome {
         let report = load::LoadReport::new(&load_spec, &url, &outcome);
-        profile::ProfileRecord::note_served(&mut records, &report, cpu_us);
+        results::profile::ProfileRecord::note_served(&mut records, &report, cpu_us);
     }
     if sut.server.exited().is_some() {
         for r in &mut records {
@@ -159,7 +162,7 @@ fn measure(
     let session = (s.profile_measured && !s.profile.is_empty()).then(|| {
         profile::Session::start(
             &s.profile,
-            profile_target(spec, pid, profile::MEASURED_PHASE),
+            profile_target(spec, pid, results::profile::MEASURED_PHASE),
             start_at,
         )
     });
@@ -189,7 +192,7 @@ fn measure(
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
     let cpu_us = resources.as_ref().ok().map(ResourceSummary::cpu_total_us);
-    profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us);
+    results::profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us);
     result.profiles = profiles;
     write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
     let derived = derive(&report, resources.as_ref().ok());
@@ -316,7 +319,7 @@ pub(crate) fn mark_measured_start(
             maps.insert(p, found);
         }
     }
-    let pinning = cpus.map(|split| PinningRecord::check(split, &pids));
+    let pinning = cpus.map(|split| check_pinning(split, &pids));
     (maps, pinning)
 }
 

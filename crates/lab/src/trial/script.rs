@@ -11,12 +11,11 @@ use std::time::{Duration, Instant};
 
 use stats::median;
 
-use super::{
-    apply_probe, is_storage_error, with_probe, ScriptOutcome, ScriptRun, Stop, TrialResult,
-    TrialSpec, TrialStatus, STDERR_TAIL,
-};
-use crate::conditions::PinningRecord;
+use super::directory::{is_storage_error, STDERR_TAIL};
+use super::{Stop, TrialSpec};
+use crate::conditions::check_pinning;
 use crate::{probe, profile};
+use results::{ScriptOutcome, ScriptRun, TrialResult, TrialStatus};
 use sys::process::{describe_orphans, describe_status, kill_orphans, Launch, Supervised};
 
 pub(super) fn script_trial(
@@ -39,7 +38,7 @@ pub(super) fn script_trial(
     let mut env = spec.service_env.clone();
     env.extend(s.env.clone());
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
-    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+    if let Err(e) = probe::add_to_env(&mut env, &probe_dir, s.compact) {
         result.reason = Some(e);
         return Ok(());
     }
@@ -76,7 +75,7 @@ pub(super) fn script_trial(
             }
         };
         if let (0, Some(split)) = (run, &spec.cpus) {
-            result.pinning = Some(PinningRecord::check(split, &[child.pid()]));
+            result.pinning = Some(check_pinning(split, &[child.pid()]));
         }
         let waited = child.wait_with_usage(since, limit, interrupt);
         let Some((status, usage, wall)) = waited else {
@@ -128,7 +127,7 @@ pub(super) fn script_trial(
     result.script = Some(summarize_script(outcome));
     result.status = TrialStatus::Valid;
     let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
-    apply_probe(result, summary);
+    probe::apply(result, summary);
     if !s.profile.is_empty() {
         result.profiles = profiled_runs(spec, &launch, interrupt)?;
     }
@@ -144,7 +143,7 @@ fn profiled_runs(
     spec: &TrialSpec,
     launch: &Launch,
     interrupt: &Arc<AtomicBool>,
-) -> Result<Vec<profile::ProfileRecord>, Stop> {
+) -> Result<Vec<results::profile::ProfileRecord>, Stop> {
     let mut sum = profile::Accumulated::default();
     for run in 1..=spec.settings.profile_runs.max(1) {
         let (records, script_ok) = profiled_run(spec, launch, interrupt, run)?;
@@ -163,7 +162,7 @@ fn profiled_run(
     launch: &Launch,
     interrupt: &Arc<AtomicBool>,
     run: u32,
-) -> Result<(Vec<profile::ProfileRecord>, bool), Stop> {
+) -> Result<(Vec<results::profile::ProfileRecord>, bool), Stop> {
     let s = &spec.settings;
     let limit = s
         .script
@@ -199,7 +198,7 @@ fn profiled_run(
             pgid: pid,
             dir: spec.out_dir.clone(),
             registry: spec.registry.clone(),
-            phase: profile::PROFILED_PHASE.into(),
+            phase: results::profile::PROFILED_PHASE.into(),
             rate_hz: s.profile_rate,
         },
         since,
@@ -284,7 +283,7 @@ fn summarize_script(mut o: ScriptOutcome) -> ScriptOutcome {
 }
 
 /// Reads `rubyrace-metric name=value [name=value ...]` lines.
-pub fn parse_metrics(stdout: &str) -> BTreeMap<String, f64> {
+pub(super) fn parse_metrics(stdout: &str) -> BTreeMap<String, f64> {
     let mut metrics = BTreeMap::new();
     for line in stdout.lines() {
         let Some(rest) = line.trim().strip_prefix("rubyrace-metric ") else {

@@ -8,13 +8,12 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::{
-    apply_probe, free_port, is_storage_error, with_probe, ServerRecord, Stop, TrialResult,
-    TrialSpec, TrialStatus, STDERR_TAIL,
-};
+use super::directory::{is_storage_error, STDERR_TAIL};
+use super::{Stop, TrialSpec};
 use crate::probe;
-use crate::readiness::{wait_ready, Readiness};
+use crate::readiness::{free_port, wait_ready, Readiness};
 use experiment::servers::{server_command, ServerLaunch};
+use results::{ServerRecord, TrialResult, TrialStatus};
 use sys::environment;
 use sys::process::{describe_orphans, kill_orphans, Launch, Orphan, Supervised};
 
@@ -139,7 +138,7 @@ pub(crate) fn start_server(
     env.extend(spec.service_env.clone());
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
-    if let Err(e) = with_probe(&mut env, &probe_dir, s) {
+    if let Err(e) = probe::add_to_env(&mut env, &probe_dir, s.compact) {
         result.reason = Some(e);
         return Ok(None);
     }
@@ -287,7 +286,7 @@ pub(crate) fn record_stopped(
     if result.load.is_some() {
         let requests = result.load.as_ref().map(|l| l.requests);
         let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
-        apply_probe(result, summary);
+        probe::apply(result, summary);
     }
     if !orphans.is_empty() {
         note_orphans(result, &orphans, whose);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hdrhistogram::Histogram;
 
-use lab::trial::TrialStatus;
+use results::TrialStatus;
 
 use super::metrics::summary;
 use super::{ALPHA, CURVE, HIGH_CV};

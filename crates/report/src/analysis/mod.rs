@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Result};
 
-use lab::trial::TrialStatus;
+use results::TrialStatus;
 
 use crate::input::{SourceData, TrialData};
 use crate::model::{

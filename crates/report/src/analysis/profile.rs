@@ -27,8 +27,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use experiment::Profiler;
-use lab::profile::ProfileRecord;
-use lab::trial::TrialStatus;
+use results::profile::ProfileRecord;
+use results::TrialStatus;
 
 use super::compare::{holm, pairs};
 use super::{ALPHA, BOOTSTRAP_SEED, RESAMPLES};
@@ -117,7 +117,7 @@ fn read_profiles<'a>(
             missing.push(format!("{id}: {why}"));
             continue;
         };
-        match lab::profile::read_folded(&t.dir.join(file)) {
+        match results::profile::read_folded(&t.dir.join(file)) {
             Ok(stacks) => {
                 let frames = frame_counts(&stacks);
                 read.push(TrialProfile {
@@ -517,7 +517,7 @@ fn cohort_profile(
             .is_some_and(|argv| argv.split(' ').any(|a| a == experiment::YJIT_PERF));
         script |= t.record.requests.is_none() && t.record.script_runs.is_some();
         p.duration_s += t.record.duration_s;
-        if t.record.phase == lab::profile::PROFILED_PHASE {
+        if t.record.phase == results::profile::PROFILED_PHASE {
             // Profiled ÷ measured throughput: requests per second, or for a script its
             // measured runs' median wall time ÷ the profiled run's.
             let ratio = match (t.record.requests_per_s, t.trial.requests_per_s) {
@@ -766,7 +766,7 @@ pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
                 ),
             });
         }
-        if p.phase == lab::profile::MEASURED_PHASE {
+        if p.phase == results::profile::MEASURED_PHASE {
             out.push(Warning {
                 kind: "profiled-measurement".into(),
                 cohort: Some(p.cohort.clone()),

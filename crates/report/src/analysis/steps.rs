@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use lab::trial::TrialStatus;
+use results::TrialStatus;
 
 use crate::input::TrialData;
 use crate::model::CohortStep;

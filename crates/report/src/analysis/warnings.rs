@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lab::trial::TrialStatus;
+use results::TrialStatus;
 
 use super::compare::format_min_p;
 use super::ALPHA;

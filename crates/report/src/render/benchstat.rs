@@ -40,7 +40,7 @@ pub fn benchstat(report: &Report, trials: &[crate::input::TrialData]) -> String 
     }
     for cohort in &report.cohorts {
         for t in trials.iter().filter(|t| {
-            t.status == lab::trial::TrialStatus::Valid
+            t.status == results::TrialStatus::Valid
                 && report.trials.iter().any(|p| {
                     p.cohort == cohort.name && p.trial_id == t.trial_id && p.source == t.source
                 })

@@ -8,7 +8,7 @@ use super::*;
 use crate::analysis::profile::{compare_frames, frame_counts, TrialProfile};
 use crate::model::FrameChange;
 use experiment::Profiler;
-use lab::profile::ProfileRecord;
+use results::profile::ProfileRecord;
 
 const FRAMES: usize = 20;
 

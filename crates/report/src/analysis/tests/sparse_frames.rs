@@ -7,7 +7,7 @@ use crate::analysis::profile::{
     compare_frames, frame_counts, more_samples, sparse_frames, MoreSamples, TrialProfile,
 };
 use experiment::Profiler;
-use lab::profile::ProfileRecord;
+use results::profile::ProfileRecord;
 
 #[test]
 fn the_samples_needed_scale_the_time_the_rate_and_the_runs() {

@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use super::schema::NOISY_ATTEMPTS;
 use super::{insert_schedule, now, Store, DOCTOR_PREFIX, SERVICES_PREFIX};
-use crate::trial::TrialResult;
+use crate::record::TrialResult;
 
 impl Store {
     /// Stores an attempt of a trial that was measured in noise and will be run again.

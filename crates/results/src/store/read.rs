@@ -11,7 +11,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::summary::SummaryRow;
 use super::{Store, DOCTOR_PREFIX, SERVICES_PREFIX};
-use crate::trial::TrialResult;
+use crate::record::TrialResult;
 
 impl Store {
     /// A meta value (`experiment_name`, `created_at`, `doctor.session.N`...).

@@ -7,13 +7,40 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::TrialStatus;
+use crate::conditions::{PinningRecord, QuietWait};
 use crate::probe::{ProbeSummary, Verification};
+use crate::profile::ProfileRecord;
+use crate::services::TrialServicesRecord;
 use experiment::ConfigSettings;
 use sys::environment::{GitState, Machine};
 use sys::noise::NoiseRecord;
 use sys::process::{Death, Ended, Orphan};
 use sys::resources::ResourceSummary;
+
+pub const TRIAL_RESULT_SCHEMA: &str = "rubyrace.trial/1";
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialStatus {
+    /// Measured, and within the error policy: used by the statistics. (The default only
+    /// for records built field by field, as in tests.)
+    #[default]
+    Valid,
+    /// Measured, but breaking the error policy: stored, excluded from statistics, counted.
+    Invalid,
+    /// No usable measurement: the server did not start, was not ready, or died.
+    Failed,
+}
+
+impl TrialStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Valid => "valid",
+            TrialStatus::Invalid => "invalid",
+            TrialStatus::Failed => "failed",
+        }
+    }
+}
 
 /// The server as it ran.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
@@ -125,11 +152,11 @@ pub struct TrialResult {
     pub noise: Option<NoiseRecord>,
     /// `quiet`: how long the trial waited for a quiet machine, and whether it got one.
     #[serde(default)]
-    pub quiet: Option<crate::conditions::QuietWait>,
+    pub quiet: Option<QuietWait>,
     /// `cpus`: the CPUs of every server process and rubyrace thread, checked at the start of
     /// the measured phase. A process on other CPUs makes the trial invalid.
     #[serde(default)]
-    pub pinning: Option<crate::conditions::PinningRecord>,
+    pub pinning: Option<PinningRecord>,
     /// `repeat_noisy`: the attempts before this one that were measured in noise (stored
     /// apart, out of the statistics).
     #[serde(default)]
@@ -142,16 +169,35 @@ pub struct TrialResult {
     /// `profile`: what each profiler recorded, with the requests (or script runs) of the
     /// phase it profiled. Absent when no profiler was asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub profiles: Vec<crate::profile::ProfileRecord>,
+    pub profiles: Vec<ProfileRecord>,
     /// `[services]`: the database the trial used, its row counts at the start and the end,
     /// Redis's keys, and the services that lived for this trial only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub services: Option<crate::services::TrialServicesRecord>,
+    pub services: Option<TrialServicesRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }
 
-/// What an interleaved trial was made of (crate::interleave).
+impl TrialResult {
+    /// A measured trial whose figures cannot be trusted for `why`: a valid trial becomes
+    /// invalid with that reason, an invalid one adds it to its reason; a failed one keeps
+    /// its own.
+    pub fn invalidate(&mut self, why: String) {
+        match self.status {
+            TrialStatus::Valid => {
+                self.status = TrialStatus::Invalid;
+                self.reason = Some(why);
+            }
+            TrialStatus::Invalid => {
+                let reason = self.reason.take().unwrap_or_default();
+                self.reason = Some(format!("{reason}; {why}"));
+            }
+            TrialStatus::Failed => {}
+        }
+    }
+}
+
+/// What an interleaved trial was made of (`lab::interleave` runs it).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterleavedRecord {
     pub slice_s: f64,

@@ -1,0 +1,28 @@
+//! rubyrace's stored record: what a trial records, and the store that holds it.
+//!
+//! ```text
+//! lab (runs trials) ──► TrialResult ──► store::Store (results.db + trials/NNNNN/) ──► report, export, resume
+//! ```
+//!
+//! - `record`: `TrialResult` (schema `rubyrace.trial/1`) and its parts: the server as it
+//!   ran, the derived figures, a script's runs, the environment, an interleaved trial's
+//!   slices;
+//! - `probe`, `conditions`, `profile`, `services`: the parts recorded by the lab's probe,
+//!   its trial conditions, its profilers and its services;
+//! - `store`: the SQLite database and the trials' directories, written by a run and read
+//!   by the report, `export` and `--resume`.
+//!
+//! Data only, one to one with docs/results.md: nothing here starts a process or measures
+//! anything; `lab` does, and writes through this crate; `report` reads through it.
+
+pub mod conditions;
+pub mod probe;
+pub mod profile;
+pub mod record;
+pub mod services;
+pub mod store;
+
+pub use record::{
+    Derived, EnvironmentRecord, InterleavedRecord, ScriptOutcome, ScriptRun, ServerRecord,
+    SliceRecord, TrialResult, TrialStatus, TRIAL_RESULT_SCHEMA,
+};
