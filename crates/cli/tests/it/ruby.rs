@@ -3,13 +3,11 @@
 //! in-process probe (`ruby/probe.rb`) in a forked Puma, Gemfiles, and the bundled apps under
 //! load. The real binary runs real experiments on the system Ruby with real Puma servers.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::lab::{trials, Lab, TrialRow};
+use crate::support::{rubyrace, workspace_root};
 use serde_json::Value;
-use support::lab::{trials, Lab, TrialRow};
-use support::{rubyrace, workspace_root};
 
 fn probe_processes(row: &TrialRow) -> Vec<Value> {
     row.result["probe"]["processes"]
@@ -256,7 +254,7 @@ fn a_setting_that_is_not_in_force_in_the_server_makes_the_trial_invalid() {
     // The custom command starts Puma with a Ruby of its own, without the `--yjit` rubyrace
     // puts in {ruby}: the check before the run passes (the Ruby has YJIT), the server runs
     // without it, and only the probe can tell.
-    let ruby = support::which("ruby").expect("ruby is installed");
+    let ruby = crate::support::which("ruby").expect("ruby is installed");
     let lab = Lab::new("not-in-force");
     lab.experiment(&format!(
         r#"

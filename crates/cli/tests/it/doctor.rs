@@ -5,13 +5,13 @@
 //! particular values. A CPU-burning child (`yes`) must show up among the busy processes.
 //!
 //! Every run of the binary has a deadline and is killed (by its pid: it is our child) past
-//! it. The doctor runs are serialized so that one run's Ruby queries do not skew another's
-//! CPU sampling.
+//! it. Each doctor run holds the machine alone (`support::machine`), so that no
+//! other test's load (or another doctor run's Ruby queries) skews its CPU sampling.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -43,9 +43,6 @@ const CHECKS: &[&str] = &[
 ];
 
 const STATUSES: &[&str] = &["ok", "info", "warn", "bad"];
-
-/// One doctor run at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 struct Run {
     status: ExitStatus,
@@ -79,7 +76,7 @@ impl Drop for Reaped {
 
 /// Runs `rubyrace ARGS...` to completion under [`DEADLINE`].
 fn rubyrace(args: &[&str]) -> Run {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::support::machine::alone();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args(args)

@@ -12,14 +12,12 @@
 //! over its environment). The tests that kill a run first check that the scan sees all
 //! three servers.
 
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::lab::Lab;
+use crate::support::path_str;
 use serde_json::Value;
-use support::lab::Lab;
-use support::path_str;
 
 const APP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/services_app");
 
@@ -54,7 +52,7 @@ lifetime = "trial"
 "#;
 
 fn export(lab: &Lab) -> Value {
-    let run = support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
+    let run = crate::support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     serde_json::from_str(&run.stdout).unwrap()
 }
@@ -247,7 +245,7 @@ fn services_on_unix_sockets_serve_the_app() {
 #[test]
 fn the_forum_runs_on_postgres_over_a_unix_socket() {
     let lab = Lab::new_short("forum-unix");
-    let root = support::workspace_root();
+    let root = crate::support::workspace_root();
     lab.experiment(&format!(
         r#"
 batches = 1
@@ -343,7 +341,7 @@ setup = [["{{ruby}}", "{{app}}/setup.rb"], ["{{ruby}}", "{{app}}/intruder.rb", "
         assert_eq!(secret.len(), 32, "{secrets:?}");
         assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret));
         assert!(!export.to_string().contains(secret));
-        for file in support::files_under(&lab.results()) {
+        for file in crate::support::files_under(&lab.results()) {
             let bytes = std::fs::read(&file).unwrap_or_default();
             assert!(
                 !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
@@ -415,7 +413,7 @@ fn a_spec_of_a_services_experiment_runs_alone() {
 #[test]
 fn the_dry_run_shows_services_setup_scenario_tls_and_profilers() {
     let lab = Lab::new("services-dry-run");
-    let scenario = support::workspace_root().join("ruby/apps/rails-forum/scenarios.toml");
+    let scenario = crate::support::workspace_root().join("ruby/apps/rails-forum/scenarios.toml");
     let file = |profile: &str| {
         format!(
             r#"
@@ -567,7 +565,7 @@ fn a_postgres_whose_initdb_fails_leaves_only_its_log() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(lab.dir.path(""), std::fs::Permissions::from_mode(0o700)).unwrap();
     // Where PostgreSQL's user can reach it (the lab's directory is private).
-    let fake = support::TempDir::new("fake-postgres-bin");
+    let fake = crate::support::TempDir::new("fake-postgres-bin");
     let bin = fake.path("");
     for (name, body) in [
         ("postgres", "#!/bin/sh\nexit 0\n"),
@@ -627,7 +625,7 @@ fn program_names(pids: &[i32]) -> Vec<String> {
 
 /// Waits until PostgreSQL, Redis and Puma are all up and the scan for leftovers sees each
 /// of them, so that it seeing none after a kill means something.
-fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut support::Running) {
+fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut crate::support::Running) {
     let seen = Instant::now();
     loop {
         let names = program_names(&lab.leftovers());
@@ -645,7 +643,7 @@ fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut support::Runni
 
 /// Starts the lab's run, waits (at most `within`) until a trial is stored and the scan sees
 /// PostgreSQL, Redis and Puma, then sends rubyrace `signal`; how it ended.
-fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> support::Run {
+fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> crate::support::Run {
     let mut running = lab.spawn_marked_run(&[]);
     let started = Instant::now();
     while lab.stored_trials() < 1 {
@@ -663,8 +661,8 @@ fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> support::Run {
 }
 
 /// `rubyrace run --resume` of the lab's results, marked as the lab's.
-fn resume(lab: &Lab, within: Duration) -> support::Run {
-    support::spawn_with_env(
+fn resume(lab: &Lab, within: Duration) -> crate::support::Run {
+    crate::support::spawn_with_env(
         &["run", "--resume", &path_str(&lab.results())],
         &[("RUBYRACE_TEST_MARKER", &lab.marker)],
     )
@@ -926,7 +924,7 @@ fn a_redis_that_does_not_start_stops_the_run_with_its_log() {
 #[test]
 fn the_forum_serves_visitors_and_members_on_postgres_from_the_same_start() {
     let lab = Lab::new("services-forum");
-    let root = support::workspace_root();
+    let root = crate::support::workspace_root();
     lab.experiment(&format!(
         r#"
 batches = 2
@@ -1010,7 +1008,7 @@ reset = "flush"
     assert_eq!(reply["trials"], 2, "{reply}");
     assert_eq!(reply["failures"], 0, "{reply}");
     assert!(reply["p50_us"].as_f64().unwrap() > 0.0, "{reply}");
-    let text = support::rubyrace(&["report", &path_str(&lab.results())]);
+    let text = crate::support::rubyrace(&["report", &path_str(&lab.results())]);
     assert_eq!(text.code(), Some(0), "{text:?}");
     assert!(text.stdout.contains("Scenario steps"), "{}", text.stdout);
     let row = text

@@ -2,24 +2,18 @@
 //! Ruby in smoke mode (two short blocks), with the real binary and real servers, and its
 //! report has one cohort per configuration of its plan, every trial valid.
 //!
-//! Each known example is a test of its own (`cargo test --test examples app_servers` runs
-//! one); a new example directory is picked up without editing this file, by
-//! `examples_without_a_test_of_their_own`, until it is added to the list. The examples run
-//! one at a time whatever the test harness's thread count: two servers on one machine
+//! Each known example is a test of its own (`cargo test -p rubyrace-cli --test it
+//! examples::app_servers` runs one); a new example directory is picked up without editing this file, by
+//! `examples_without_a_test_of_their_own`, until it is added to the list. Each example holds
+//! the machine alone (`support::machine`) whatever the test harness's thread count: two servers on one machine
 //! would measure each other, and a busy machine can make a slow Rails boot miss its
 //! readiness timeout.
 
-mod support;
-
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::support::{rubyrace, spawn, workspace_root, TempDir};
 use serde_json::Value;
-use support::{rubyrace, spawn, workspace_root, TempDir};
-
-/// Held while an example runs.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The names of the directories of `examples/` that hold an `experiment.toml`, sorted.
 fn examples() -> Vec<String> {
@@ -41,7 +35,7 @@ fn example_dirs_with(file: &str) -> Vec<String> {
 
 /// Runs `examples/<name>/experiment.toml` in smoke mode and checks its report.
 fn smoke_test(name: &str) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::support::machine::alone();
     let file: PathBuf = workspace_root()
         .join("examples")
         .join(name)
@@ -133,7 +127,7 @@ fn examples_without_a_test_of_their_own() {
     for name in LISTED {
         assert!(
             all.iter().any(|a| a == name),
-            "examples/{name}/experiment.toml is listed in tests/examples.rs but missing"
+            "examples/{name}/experiment.toml is listed in tests/it/examples.rs but missing"
         );
     }
     for name in all.iter().filter(|n| !LISTED.contains(&n.as_str())) {

@@ -2,14 +2,12 @@
 //! profiled phase after the measured one; `rubyrace profile` takes them out; nothing is left
 //! running; a profiler that fails leaves its reason and the trial's measurement.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::lab::Lab;
-use support::rubyrace;
+use crate::support::lab::Lab;
+use crate::support::rubyrace;
 
 /// A Rack app whose time goes into `hot_loop`, a plain `while` loop (no block, no C
 /// method), so rbspy's self time lands on the method itself; with `EXTRA=1` it also calls
@@ -250,6 +248,7 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
     )
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let _machine = crate::support::machine::shared();
     let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",
@@ -881,6 +880,7 @@ fn a_failing_profiler_is_told_at_its_first_trial_once() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    let _machine = crate::support::machine::shared();
     let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",

@@ -6,14 +6,14 @@
 //!   `rubyrace load`'s JSON with accessors that fail loudly;
 //! - `puma`: [`Puma`], a real Puma in its own process group, killed by its pgid when dropped;
 //! - `files`: [`TempDir`], a scratch directory removed when dropped;
-//! - `lab`: a results directory and the `rubyrace run` that fills it.
-
-#![allow(dead_code, unused_imports)]
+//! - `lab`: a results directory and the `rubyrace run` that fills it;
+//! - `machine`: the machine shared between tests, or held by one alone.
 
 pub mod binary;
 pub mod files;
 pub mod http_server;
 pub mod lab;
+pub mod machine;
 pub mod puma;
 
 pub use binary::*;

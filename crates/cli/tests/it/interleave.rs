@@ -3,14 +3,12 @@
 //! figures add up its own slices, a block is stored whole or not at all, and a killed run
 //! is resumed by running the interrupted block again.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use support::lab::{trials, Lab, TrialRow};
-use support::rubyrace;
+use crate::support::lab::{trials, Lab, TrialRow};
+use crate::support::rubyrace;
 
 /// Two configurations (Puma with 1 and 2 threads), interleaved in 4 rounds of 300 ms.
 fn interleaved(batches: u32) -> String {
@@ -568,6 +566,7 @@ fn run_on_a_terminal(lab: &Lab) -> String {
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     let file = lab.dir.path("").join("experiment.toml");
     let results = lab.results();
+    let _machine = crate::support::machine::shared();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",

@@ -3,14 +3,12 @@
 //! randomized blocks) is run once by the real binary, then every format is produced from
 //! it and checked.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::{spawn, Run, TempDir};
 use serde_json::Value;
-use support::{spawn, Run, TempDir};
 
 /// The results directory of one real experiment, shared by the tests of this file.
 fn results() -> &'static PathBuf {
@@ -246,7 +244,7 @@ fn overhead_and_compare_answer_the_quick_questions() {
     assert_eq!(v["baseline"], "four");
     assert_eq!(v["comparisons"][0]["cohort"], "one <b>connection</b>");
 
-    // Two directories (one cohort each, unpaired) are compared in tests/readers.rs.
+    // Two directories (one cohort each, unpaired) are compared in tests/it/readers.rs.
 
     let bad = spawn(&["report", dir, "--baseline", "nope"]).wait(Duration::from_secs(60));
     assert_eq!(bad.code(), Some(1));

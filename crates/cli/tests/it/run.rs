@@ -1,21 +1,19 @@
 //! End-to-end tests of `rubyrace run`: the real binary runs real experiments against real
 //! servers (Puma with the bundled Rack app), and the tests read the real SQLite store it
-//! writes. The faults (misbehaving servers, signals, a full disk) are in tests/faults.rs.
+//! writes. The faults (misbehaving servers, signals, a full disk) are in tests/it/faults.rs.
 //!
 //! Every server an experiment starts carries a unique `RUBYRACE_TEST_MARKER` in its
 //! environment, so a test can find any process left behind by scanning /proc, and kill
 //! it by pid (never by name) before failing.
-
-mod support;
 
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::lab::{schedule, trials, Lab, INTERRUPTIBLE};
+use crate::support::rubyrace;
 use serde_json::Value;
-use support::lab::{schedule, trials, Lab, INTERRUPTIBLE};
-use support::rubyrace;
 
 #[test]
 fn a_real_experiment_stores_every_trial_in_schedule_order() {
@@ -288,11 +286,10 @@ urls = "mix.txt"
         "mix.txt",
         "# a URL mix next to the experiment file\n3 /\n1 GET /other?x=1\n",
     );
-    let started = Instant::now();
     let run = lab.run(&["--smoke"], Duration::from_secs(60));
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        run.elapsed < Duration::from_secs(30),
         "smoke mode did not shorten the trials"
     );
     let db = lab.db();
@@ -686,7 +683,7 @@ fn adaptive_keys_without_precision_or_below_the_minimum_are_errors() {
 /// and no name makes a directory that starts with `-` (which the CLI reads as a flag).
 #[test]
 fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() {
-    let dir = support::TempDir::new("unicode-name");
+    let dir = crate::support::TempDir::new("unicode-name");
     for (name, expected) in [
         ("ünïcode-тест", "results/ünïcode-тест-"),
         ("--help me", "results/help-me-"),
@@ -708,7 +705,7 @@ fn default_results_directories_keep_unicode_names_and_never_start_with_a_dash() 
 /// reason carries the exception line, and the progress names the log's path.
 #[test]
 fn a_failed_boot_shows_the_exception_line_and_the_logs_path() {
-    let dir = support::TempDir::new("boot-raises");
+    let dir = crate::support::TempDir::new("boot-raises");
     let app = dir.path("app");
     std::fs::create_dir_all(&app).unwrap();
     // A deep stack, so that the backtrace is longer than any tail shown.

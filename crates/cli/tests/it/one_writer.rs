@@ -4,12 +4,10 @@
 //! `rubyrace report` on a run in progress says a run is writing it instead of suggesting a
 //! resume. Real binary, real Puma, the bundled Rack app.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{spawn, TempDir};
 use serde_json::Value;
-use support::{spawn, TempDir};
 
 #[test]
 fn a_live_run_refuses_a_second_writer_and_readers_say_it_is_running() {

@@ -5,12 +5,10 @@
 //! aside; a circle is a strongly connected component of more than one module, found by
 //! Tarjan's algorithm.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use support::workspace_root;
+use crate::support::workspace_root;
 
 /// A source file of a crate: its module path under the crate root (`lib.rs` is `[]`,
 /// `render/mod.rs` is `[render]`, `render/html.rs` is `[render, html]`) and its code above

@@ -5,8 +5,6 @@
 //! and two runs that differ in more than one setting. A small real experiment (Puma, the
 //! bundled Rack app) is run once by the real binary and copied where a test damages it.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::unix::process::ExitStatusExt;
@@ -15,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::{spawn, Run, TempDir};
 use serde_json::Value;
-use support::{spawn, Run, TempDir};
 
 const LEAVE_WAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/leave_wal.rb");
 const READ_ONLY_MOUNT: &str = concat!(
@@ -426,7 +424,7 @@ fn a_closed_stdout_and_stderr_end_the_output_without_a_panic() {
         "experiment.toml",
         "name = \"closed\"\n[settings]\napp = \"rack-hello\"\n",
     );
-    let server = support::Server::hello();
+    let server = crate::support::Server::hello();
     let url = server.url("/");
     let cases: Vec<(Vec<&str>, i32)> = vec![
         (vec!["load", &url, "-d", "200ms", "--json", "-"], 0),

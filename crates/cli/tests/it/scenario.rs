@@ -6,13 +6,11 @@
 //! all carried; a step whose extraction fails is counted against that step, named, and
 //! ends the session; a malformed scenario file is refused with its line and column.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::lab::Lab;
+use crate::support::{load_run, path_str, Puma, TempDir};
 use serde_json::Value;
-use support::lab::Lab;
-use support::{load_run, path_str, Puma, TempDir};
 
 const APP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/session_app");
 
@@ -140,7 +138,7 @@ scenario = "member.toml"
     ));
     let run = lab.run(&[], Duration::from_secs(120));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    let export = support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
+    let export = crate::support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
     let export: Value = serde_json::from_str(&export.stdout).unwrap();
     let trial = &export["trials"][0];
     assert_eq!(trial["status"], "valid", "{trial}");
@@ -190,7 +188,8 @@ scenario = "{APP}/scenario.toml"
         "{run:?}"
     );
     assert!(!run.stderr.contains("0% ()"), "{run:?}");
-    let report = support::rubyrace(&["report", &path_str(&lab.results()), "--format", "json"]);
+    let report =
+        crate::support::rubyrace(&["report", &path_str(&lab.results()), "--format", "json"]);
     let v: Value = serde_json::from_str(&report.stdout).unwrap();
     let invalid: Vec<&str> = v["warnings"]
         .as_array()
@@ -259,7 +258,8 @@ fn users_arrive_at_a_fixed_rate_in_open_loop() {
 /// binomial draw: within five of its standard deviations).
 #[test]
 fn users_draw_their_scenario_by_weight() {
-    let puma = Puma::start(&support::workspace_root().join("ruby/apps/rack-hello/config.ru"));
+    let puma =
+        Puma::start(&crate::support::workspace_root().join("ruby/apps/rack-hello/config.ru"));
     let url = format!("http://127.0.0.1:{}/", puma.port);
     let dir = TempDir::new("scenario-weights");
     let file = dir.write(

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::machine::{shared, Shared};
 use super::HARD_DEADLINE;
 
 /// A finished run of the binary.
@@ -66,6 +67,7 @@ pub struct Running {
     args: Vec<String>,
     out: Option<JoinHandle<String>>,
     err: Option<JoinHandle<String>>,
+    _machine: Shared,
 }
 
 fn read_all(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
@@ -134,6 +136,7 @@ pub fn spawn<S: AsRef<str>>(args: &[S]) -> Running {
 /// Starts `rubyrace ARGS...` with `env` added to its environment.
 pub fn spawn_with_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Running {
     let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
+    let machine = shared();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args(&args)
         .envs(env.iter().copied())
@@ -150,6 +153,7 @@ pub fn spawn_with_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Runnin
         args,
         out: Some(out),
         err: Some(err),
+        _machine: machine,
     }
 }
 

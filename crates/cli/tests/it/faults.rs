@@ -11,9 +11,7 @@
 //! by pid, never by name.
 //!
 //! The suite prints its figures (lines starting with `faults:`); see them with
-//! `cargo test --release -p rubyrace-cli --test faults -- --nocapture`.
-
-mod support;
+//! `cargo test --release -p rubyrace-cli --test it faults:: -- --nocapture`.
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -22,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::lab::{schedule, trials, Lab, TrialRow, INTERRUPTIBLE};
+use crate::support::{spawn, Run};
 use rusqlite::Connection;
-use support::lab::{schedule, trials, Lab, TrialRow, INTERRUPTIBLE};
-use support::{spawn, Run};
 
 const FAULT_SERVER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -138,10 +136,9 @@ fn a_server_that_answers_garbage_fails_its_trial() {
 
 #[test]
 fn a_server_that_crashes_on_boot_fails_fast_with_its_stderr() {
-    let started = Instant::now();
     let (_lab, run, row) = one_fault_trial("crash-on-boot", "", "failed");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        run.elapsed < Duration::from_secs(5),
         "waited for the readiness timeout: {run:?}"
     );
     assert_eq!(
@@ -373,9 +370,8 @@ fn run_fault_configs(
 ) -> (Lab, Run, Vec<TrialRow>, Duration) {
     let lab = Lab::new(name);
     lab.experiment(&fault_configs(name, configs, extra_settings));
-    let started = Instant::now();
     let run = lab.run(&[], Duration::from_secs(60));
-    let took = started.elapsed();
+    let took = run.elapsed;
     assert_eq!(run.code(), Some(3), "{run:?}");
     let rows = trials(&lab.db());
     assert_eq!(rows.len(), configs.len(), "{run:?}");
@@ -750,6 +746,7 @@ connections = 2
 /// Runs `rubyrace ARGS` with RLIMIT_FSIZE at `limit` bytes and SIGXFSZ ignored, so a write
 /// past the limit fails with EFBIG as a write to a full disk fails with ENOSPC; unprivileged.
 fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Run {
+    let _machine = crate::support::machine::shared();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubyrace"));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -774,6 +771,7 @@ fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Ru
 
 /// Runs a prepared command, killing it (by its pid) past `deadline`.
 fn wait_command(mut cmd: Command, args: &[&str], deadline: Duration) -> Run {
+    let _machine = crate::support::machine::shared();
     let started = Instant::now();
     let child = cmd.spawn().expect("start rubyrace");
     let pid = child.id() as i32;

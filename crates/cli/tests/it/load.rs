@@ -2,12 +2,10 @@
 //! (see `support`), asserting on the counts of its JSON report (schema rubyrace.load/1),
 //! on what the servers saw, and on the raw and HDR outputs.
 //!
-//! Every binary run has a hard deadline (support::HARD_DEADLINE); every server and
+//! Every binary run has a hard deadline (crate::support::HARD_DEADLINE); every server and
 //! child process is cleaned up by a Drop guard, also when a test fails.
 //!
 //! The `regression_*` tests at the end are named after engine bugs they caught.
-
-mod support;
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -17,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 /// Exit status of a run in which no response came back (docs/load.md, "Exit status").
 const EXIT_NO_RESPONSE: i32 = 4;
@@ -1323,7 +1321,7 @@ fn ctrl_c_prints_what_ran_and_exits_130() {
 // -----------------------------------------------------------------------------------------
 
 /// A minimal keepalive HTTP/1.1 responder (`HELLO` to every bodyless request) for what
-/// `support::Server` cannot do: listen on an IPv6 address, and stop accepting after a
+/// `crate::support::Server` cannot do: listen on an IPv6 address, and stop accepting after a
 /// number of connections while the accepted ones go on being served. Stopped and joined
 /// on drop.
 struct TinyServer {
@@ -1731,7 +1729,7 @@ fn url_without_http_scheme_suggests_it() {
         let want = format!("http:// is missing: did you mean http://{given}?");
         assert!(run.stderr.contains(&want), "expected {want:?} in\n{run:?}");
     }
-    // https:// needs to know whom to trust (tests/tls.rs runs it); other schemes are refused.
+    // https:// needs to know whom to trust (tests/it/tls.rs runs it); other schemes are refused.
     let run = rubyrace(&["load", "https://127.0.0.1:9/", "-n", "1"]);
     assert_eq!(run.code(), Some(EXIT_USAGE), "{run:?}");
     assert!(run.stderr.contains("needs --cacert FILE"), "{run:?}");

@@ -6,13 +6,11 @@
 //! TLS error with rustls's reason; https:// without a trust setting is refused before any
 //! connection.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::lab::Lab;
+use crate::support::{load_run, path_str, workspace_root, Puma, TempDir};
 use serde_json::Value;
-use support::lab::Lab;
-use support::{load_run, path_str, workspace_root, Puma, TempDir};
 
 fn https_puma(dir: &TempDir) -> (Puma, lab::certificate::ServerCertificate) {
     let certs = lab::certificate::server_certificate(&dir.path("pki")).unwrap();
@@ -20,7 +18,7 @@ fn https_puma(dir: &TempDir) -> (Puma, lab::certificate::ServerCertificate) {
     (Puma::start_ssl(&app, &certs.cert, &certs.key), certs)
 }
 
-fn report(run: &support::Run) -> Value {
+fn report(run: &crate::support::Run) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
 }
 
@@ -136,7 +134,7 @@ mode = ["keepalive", "client-close"]
     for name in ["ca.pem", "server.pem", "server.key"] {
         assert!(lab.results().join("tls").join(name).is_file(), "{name}");
     }
-    let export = support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
+    let export = crate::support::rubyrace(&["export", &path_str(&lab.results()), "--json"]);
     let export: Value = serde_json::from_str(&export.stdout).unwrap();
     for t in export["trials"].as_array().unwrap() {
         assert_eq!(t["status"], "valid", "{t}");

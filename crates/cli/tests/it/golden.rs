@@ -11,14 +11,12 @@
 //! opens) in a scratch directory named for the test, not the process, so the paths are the
 //! same in every run once the scratch root is written as `SCRATCH`; the binary's path is
 //! written as `rubyrace` and the crate's version as `VERSION`. After a change meant to change an output,
-//! `UPDATE_GOLDEN=1 cargo test -p rubyrace-cli --test golden` rewrites the files, and the
+//! `UPDATE_GOLDEN=1 cargo test -p rubyrace-cli --test it golden::` rewrites the files, and the
 //! diff shows what changed.
-
-mod support;
 
 use std::path::{Path, PathBuf};
 
-use support::{rubyrace, workspace_root};
+use crate::support::{rubyrace, workspace_root};
 
 fn fixture(name: &str) -> PathBuf {
     workspace_root()
@@ -169,7 +167,7 @@ fn report_compare_and_export_of_stored_results_print_what_they_printed_before() 
     testkit::assert_golden(
         &golden_dir(),
         &outputs,
-        "cargo test -p rubyrace-cli --test golden",
+        "cargo test -p rubyrace-cli --test it golden::",
         false,
     );
 }

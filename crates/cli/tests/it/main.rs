@@ -1,0 +1,48 @@
+//! The integration tests of the `rubyrace` binary: one test binary (as ripgrep's
+//! `tests/integration`), a module per topic, sharing `support`. Run one topic with
+//! `cargo test -p rubyrace-cli --test it faults::`, one test with its full name.
+//!
+//! The harness runs tests of every topic at once on its threads. A test whose figures
+//! another test's load would change (the noise record, the doctor's CPU sampling, the
+//! examples' boot deadlines) holds the machine alone (`support::machine`) while every
+//! binary, server and load of the others waits.
+//!
+//! - `architecture`: the crates' layout rule (no import circle, dependencies as documented);
+//! - `build`: `rubyrace ruby build` and `ruby list`;
+//! - `doctor`: `rubyrace doctor`, cross-checked against /proc and getrlimit;
+//! - `examples`: every ready-made experiment in smoke mode, and every study's README;
+//! - `faults`: servers that crash, hang or answer garbage; signals; a full disk;
+//! - `golden`: every output format on stored results, byte for byte;
+//! - `interleave`: the interleaved and co-scheduled designs;
+//! - `load`: `rubyrace load` against loopback servers;
+//! - `noise`: the noise record, the quiet wait and the known-effect app;
+//! - `one_writer`: one writer per results directory;
+//! - `profile`: rbspy and perf on real servers and scripts;
+//! - `readers`: `report`, `export` and `compare` against what users get wrong;
+//! - `report`: `report` and `compare` on a real results directory;
+//! - `ruby`: `jit`, `allocator` and `compact` checked in the running processes;
+//! - `run`: `rubyrace run` end to end;
+//! - `scenario`: user sessions;
+//! - `services`: real PostgreSQL and Redis;
+//! - `tls`: HTTPS against a real Puma.
+
+mod support;
+
+mod architecture;
+mod build;
+mod doctor;
+mod examples;
+mod faults;
+mod golden;
+mod interleave;
+mod load;
+mod noise;
+mod one_writer;
+mod profile;
+mod readers;
+mod report;
+mod ruby;
+mod run;
+mod scenario;
+mod services;
+mod tls;
