@@ -6,9 +6,10 @@
 //! The page is built with maud's `html!` templates, one function per part of the page, each
 //! returning [`Markup`]. Every string spliced into a template (cohort names, keys, labels,
 //! paths, environment values, commands, warnings, frame names) is escaped by maud, in text
-//! and attribute values alike, unless it is wrapped in `PreEscaped`; that happens only in
-//! [`trusted`], for the style sheet (`report.css`), the SVG charts (which escape their own
-//! labels, `charts/svg.rs`) and inferno's flame graphs. A Content-Security-Policy that allows
+//! and attribute values alike, unless it is wrapped as markup already (maud's pre-escaped
+//! type); that happens only in [`trusted`], for the style sheet (`report.css`), the SVG
+//! charts (which escape their own labels, `charts/svg.rs`) and inferno's flame graphs
+//! (a unit test holds the other files to it). A Content-Security-Policy that allows
 //! no script of its own (only the flame graphs' scripts, by hash, inside sandboxed frames) is
 //! a second line of defence.
 //!
@@ -397,6 +398,26 @@ mod tests {
         assert!(page.contains("results/&lt;dir&gt;"), "path");
         assert!(page.contains("third &amp; last"));
         assert!(!page.contains("third & last"));
+    }
+
+    /// Markup that maud did not build enters the page only in `trusted`: no other file of
+    /// the page names maud's escape hatch, so a user's string cannot be let through by
+    /// wrapping it in one.
+    #[test]
+    fn only_trusted_markup_is_pre_escaped() {
+        let hatch = concat!("Pre", "Escaped");
+        for (file, text) in [
+            ("html.rs", include_str!("html.rs")),
+            ("html/tables.rs", include_str!("html/tables.rs")),
+            ("html/sources.rs", include_str!("html/sources.rs")),
+            ("html_profiles.rs", include_str!("html_profiles.rs")),
+        ] {
+            assert!(
+                !text.contains(hatch),
+                "{file} uses {hatch}: move it to trusted.rs"
+            );
+        }
+        assert!(include_str!("html/trusted.rs").contains(hatch));
     }
 
     /// The start tags of a page (what is between `<` and `>` outside comments), lower-cased.
