@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 
 use super::svg::{
-    c, caption, document, legend, linear, source_line, subtitle, x_axis, y_axis, zero_based_ticks,
-    Extent, Scale, Swatch,
+    c, caption, document, legend, linear, open_series, source_line, subtitle, x_axis, y_axis,
+    zero_based_ticks, Extent, Scale, Swatch,
 };
 use super::{cohort_colour, dash, WIDTH};
-use crate::format::{escape, fmt_num, micros};
+use crate::format::{fmt_num, micros};
 use crate::model::Report;
 
 // ---------------------------------------------------------------------------------------
@@ -171,11 +171,10 @@ pub fn latency(report: &Report) -> Option<String> {
         );
         let _ = write!(desc, " {}.", tooltip);
         let d = dash(line.index);
+        open_series(&mut b, line.name, &tooltip);
         let _ = write!(
             b,
-            "<g data-series=\"{}\"><title>{}</title><polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2.2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"{}/>",
-            escape(line.name),
-            escape(&tooltip),
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2.2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"{}/>",
             pts.join(" "),
             if d.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{d}\"") },
         );

@@ -3,9 +3,11 @@
 
 use std::fmt::Write as _;
 
-use super::svg::{c, caption, clip, document, source_line, subtitle, text_width};
-use super::{GRID, INK, MUTED, WIDTH};
-use crate::format::{escape, fmt_sig};
+use super::svg::{
+    c, caption, clip, document, label, open_series, source_line, subtitle, text_width,
+};
+use super::{GRID, INK, WIDTH};
+use crate::format::fmt_sig;
 use crate::model::Report;
 
 // ---------------------------------------------------------------------------------------
@@ -86,27 +88,23 @@ pub fn matrix(report: &Report) -> Option<String> {
     let col_key_y = 72.0;
     let head_y = 92.0;
     let grid_top = 102.0;
-    let _ = write!(
-        b,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"600\">{} →</text>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12\" font-weight=\"600\">{} ↓</text>",
-        c(left + cell_w * cols / 2.0),
-        c(col_key_y),
-        escape(&m.col_key),
-        c(left - 12.0),
-        c(head_y),
-        escape(&clip(&m.row_key, 36)),
-    );
+    label(left + cell_w * cols / 2.0, col_key_y)
+        .middle()
+        .size(12.0)
+        .bold(true)
+        .draw(&mut b, &format!("{} →", m.col_key));
+    label(left - 12.0, head_y)
+        .end()
+        .size(12.0)
+        .bold(true)
+        .draw(&mut b, &format!("{} ↓", clip(&m.row_key, 36)));
     let col_chars = ((cell_w - 8.0) / (12.0 * 0.58)) as usize;
     for (j, col) in m.cols.iter().enumerate() {
-        let _ = write!(
-            b,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\"><title>{}</title>{}</text>",
-            c(left + cell_w * (j as f64 + 0.5)),
-            c(head_y),
-            escape(col),
-            escape(&clip(col, col_chars.max(4)))
-        );
+        label(left + cell_w * (j as f64 + 0.5), head_y)
+            .middle()
+            .size(12.0)
+            .tooltip(col)
+            .draw(&mut b, &clip(col, col_chars.max(4)));
     }
     let mut desc = format!(
         "Median {} per cell of {} (rows) by {} (columns); dot area is proportional to the value.",
@@ -117,15 +115,15 @@ pub fn matrix(report: &Report) -> Option<String> {
         let cy = grid_top + cell_h * i as f64 + 10.0 + r_max;
         let _ = write!(
             b,
-            "<line x1=\"16\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{GRID}\"/>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12.5\"><title>{}</title>{}</text>",
+            "<line x1=\"16\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{GRID}\"/>",
             c(grid_right),
-            c(left - 12.0),
-            c(cy + 4.0),
-            escape(row),
-            escape(&clip(row, 36)),
             y = c(grid_top + cell_h * i as f64),
         );
+        label(left - 12.0, cy + 4.0)
+            .end()
+            .size(12.5)
+            .tooltip(row)
+            .draw(&mut b, &clip(row, 36));
         for j in 0..m.cols.len() {
             let cx = left + cell_w * (j as f64 + 0.5);
             let cell = m
@@ -170,43 +168,33 @@ pub fn matrix(report: &Report) -> Option<String> {
                             format!("{ratio:.2}× baseline")
                         }
                     });
+                    open_series(&mut b, cohort, &format!("{cohort}: {text} {}", m.unit));
                     let _ = write!(
                         b,
-                        "<g data-series=\"{}\"><title>{}: {} {}</title>\
-                         <circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"1\"/>\
-                         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"600\" \
-                         fill=\"{INK}\" stroke=\"#ffffff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\">{}</text></g>",
-                        escape(cohort),
-                        escape(cohort),
-                        escape(&text),
-                        escape(&m.unit),
+                        "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"1\"/>",
                         c(cx),
                         c(cy),
                         c(r.max(1.5)),
                         viridis(t),
-                        c(cx),
-                        c(cy + 4.0),
-                        escape(&text),
                     );
+                    label(cx, cy + 4.0)
+                        .middle()
+                        .size(12.0)
+                        .bold(true)
+                        .fill(INK)
+                        .halo()
+                        .draw(&mut b, &text);
                     if let Some(ratio) = ratio {
-                        // Inside the group, before its end: strip the closing tag, add, close.
-                        b.truncate(b.len() - "</g>".len());
-                        let _ = write!(
-                            b,
-                            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{MUTED}\">{}</text></g>",
-                            c(cx),
-                            c(cy + r_max + 16.0),
-                            escape(&ratio)
-                        );
+                        label(cx, cy + r_max + 16.0)
+                            .middle()
+                            .size(11.0)
+                            .muted()
+                            .draw(&mut b, &ratio);
                     }
+                    b.push_str("</g>");
                 }
                 _ => {
-                    let _ = write!(
-                        b,
-                        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{MUTED}\">no data</text>",
-                        c(cx),
-                        c(cy + 4.0)
-                    );
+                    label(cx, cy + 4.0).middle().muted().draw(&mut b, "no data");
                 }
             }
         }
@@ -228,9 +216,7 @@ pub fn matrix(report: &Report) -> Option<String> {
          <stop offset=\"0\" stop-color=\"{}\"/><stop offset=\"0.25\" stop-color=\"{}\"/>\
          <stop offset=\"0.5\" stop-color=\"{}\"/><stop offset=\"0.75\" stop-color=\"{}\"/>\
          <stop offset=\"1\" stop-color=\"{}\"/></linearGradient></defs>\
-         <rect x=\"{}\" y=\"{}\" width=\"{key_w}\" height=\"10\" fill=\"url(#rr-matrix-scale)\"/>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"11\" fill=\"{MUTED}\">{}</text>\
-         <text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{MUTED}\">{} {}</text>",
+         <rect x=\"{}\" y=\"{}\" width=\"{key_w}\" height=\"10\" fill=\"url(#rr-matrix-scale)\"/>",
         viridis(0.0),
         viridis(0.25),
         viridis(0.5),
@@ -238,22 +224,21 @@ pub fn matrix(report: &Report) -> Option<String> {
         viridis(1.0),
         c(key_x),
         c(key_y),
-        c(key_x - 6.0),
-        c(key_y + 9.0),
-        escape(&if values.is_empty() {
-            "–".to_string()
-        } else {
-            fmt_sig(vmin)
-        }),
-        c(key_x + key_w + 6.0),
-        c(key_y + 9.0),
-        escape(&if values.is_empty() {
-            "–".to_string()
-        } else {
-            fmt_sig(vmax)
-        }),
-        escape(&m.unit),
     );
+    let (lo, hi) = if values.is_empty() {
+        ("–".to_string(), "–".to_string())
+    } else {
+        (fmt_sig(vmin), fmt_sig(vmax))
+    };
+    label(key_x - 6.0, key_y + 9.0)
+        .end()
+        .size(11.0)
+        .muted()
+        .draw(&mut b, &lo);
+    label(key_x + key_w + 6.0, key_y + 9.0)
+        .size(11.0)
+        .muted()
+        .draw(&mut b, &format!("{hi} {}", m.unit));
     let text =
         format!(
         "Median {} of each combination of {} and {}. A dot's area is proportional to its value \

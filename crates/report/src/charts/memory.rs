@@ -3,11 +3,11 @@
 use std::fmt::Write as _;
 
 use super::svg::{
-    c, caption, clip, document, label_chars, label_column, legend, linear, source_line, subtitle,
-    x_axis, zero_based_ticks, Scale, Swatch,
+    c, caption, document, label_chars, label_column, legend, linear, open_series, row_labels,
+    source_line, subtitle, x_axis, zero_based_ticks, Scale, Swatch,
 };
-use super::{cohort_colour, INK, MUTED, WIDTH};
-use crate::format::{escape, fmt_sig};
+use super::{cohort_colour, INK, WIDTH};
+use crate::format::fmt_sig;
 use crate::model::{Report, Summary};
 
 // ---------------------------------------------------------------------------------------
@@ -103,22 +103,8 @@ pub fn memory(report: &Report) -> Option<String> {
                 c(row_h)
             );
         }
-        let _ = write!(
-            b,
-            "<g data-series=\"{}\"><title>{}: {}</title>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12.5\"{}>{}</text>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"11\" fill=\"{MUTED}\">{}</text>",
-            escape(row.name),
-            escape(row.name),
-            escape(&numbers),
-            c(left - 12.0),
-            c(cy - 2.0),
-            if baseline { " font-weight=\"600\"" } else { "" },
-            escape(&clip(row.name, chars)),
-            c(left - 12.0),
-            c(cy + 12.0),
-            escape(&numbers),
-        );
+        open_series(&mut b, row.name, &format!("{}: {numbers}", row.name));
+        row_labels(&mut b, left - 12.0, cy, row.name, chars, baseline, &numbers);
         if let Some(r) = &row.rss {
             let _ = write!(
                 b,

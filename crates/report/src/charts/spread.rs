@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 
 use super::svg::{
-    c, caption, clip, document, is_valid, jitter, label_chars, label_column, legend, linear,
-    source_line, subtitle, x_axis, zero_based_ticks, Scale, Swatch,
+    c, caption, document, is_valid, jitter, label_chars, label_column, legend, linear, open_series,
+    row_labels, source_line, subtitle, x_axis, zero_based_ticks, Scale, Swatch,
 };
-use super::{cohort_colour, INK, INVALID, MUTED, WIDTH};
-use crate::format::{escape, fmt_num};
+use super::{cohort_colour, INK, INVALID, WIDTH};
+use crate::format::fmt_num;
 use crate::model::{Report, Summary, TrialPoint};
 
 // ---------------------------------------------------------------------------------------
@@ -198,21 +198,8 @@ pub(crate) fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
                 c(row_h)
             );
         }
-        let _ = write!(
-            b,
-            "<g data-series=\"{}\"><title>{}</title>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12.5\"{}>{}</text>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"11\" fill=\"{MUTED}\">{}</text>",
-            escape(row.name),
-            escape(&tooltip),
-            c(left - 12.0),
-            c(cy - 2.0),
-            if baseline { " font-weight=\"600\"" } else { "" },
-            escape(&clip(row.name, chars)),
-            c(left - 12.0),
-            c(cy + 12.0),
-            escape(&second),
-        );
+        open_series(&mut b, row.name, &tooltip);
+        row_labels(&mut b, left - 12.0, cy, row.name, chars, baseline, &second);
         if let Some(s) = &row.summary {
             let _ = write!(
                 b,

@@ -1,5 +1,6 @@
 //! What every chart draws with: nice ticks and number formats, text measures, the SVG
-//! document, axes, scales, captions and legends.
+//! document, labels (every `<text>` of every chart, escaped in one place: [`Label`]), axes,
+//! scales, captions and legends.
 
 use std::fmt::Write as _;
 
@@ -124,6 +125,170 @@ pub fn jitter(source: usize, trial_id: usize) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------
+// Labels: every `<text>` of every chart, escaped here.
+
+/// How a label sits on its point (`text-anchor`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Anchor {
+    Start,
+    Middle,
+    End,
+}
+
+/// A `<text>` element of a chart: where it is, how it is anchored and drawn, and an optional
+/// tooltip. [`Label::draw`] escapes its text and tooltip, so no chart writes a `<text>` (or
+/// a user's string into one) itself. Attributes are written in one order: position,
+/// `text-anchor`, `font-size`, `font-weight`, `fill`, then the halo's.
+#[derive(Clone, Copy)]
+pub(crate) struct Label<'a> {
+    x: f64,
+    y: f64,
+    /// Turned a quarter counter-clockwise about (x, y): a vertical axis's label.
+    rotated: bool,
+    anchor: Anchor,
+    size: Option<f64>,
+    bold: bool,
+    fill: Option<&'static str>,
+    /// A white outline under the glyphs, for text drawn over marks.
+    halo: bool,
+    /// The `<title>` inside the text: what a pointer over it shows (a clipped label's full
+    /// text).
+    tooltip: Option<&'a str>,
+}
+
+/// A label at (x, y), anchored at its start, in the chart's font size and ink.
+pub(crate) fn label(x: f64, y: f64) -> Label<'static> {
+    Label {
+        x,
+        y,
+        rotated: false,
+        anchor: Anchor::Start,
+        size: None,
+        bold: false,
+        fill: None,
+        halo: false,
+        tooltip: None,
+    }
+}
+
+impl<'a> Label<'a> {
+    pub(crate) fn anchor(self, anchor: Anchor) -> Self {
+        Label { anchor, ..self }
+    }
+    pub(crate) fn middle(self) -> Self {
+        self.anchor(Anchor::Middle)
+    }
+    pub(crate) fn end(self) -> Self {
+        self.anchor(Anchor::End)
+    }
+    /// Font size, px.
+    pub(crate) fn size(self, px: f64) -> Self {
+        Label {
+            size: Some(px),
+            ..self
+        }
+    }
+    pub(crate) fn bold(self, bold: bool) -> Self {
+        Label { bold, ..self }
+    }
+    /// A colour of the chart's palette (a constant, never the user's).
+    pub(crate) fn fill(self, colour: &'static str) -> Self {
+        Label {
+            fill: Some(colour),
+            ..self
+        }
+    }
+    pub(crate) fn muted(self) -> Self {
+        self.fill(MUTED)
+    }
+    pub(crate) fn rotated(self) -> Self {
+        Label {
+            rotated: true,
+            ..self
+        }
+    }
+    pub(crate) fn halo(self) -> Self {
+        Label { halo: true, ..self }
+    }
+    pub(crate) fn tooltip<'b>(self, text: &'b str) -> Label<'b> {
+        Label {
+            tooltip: Some(text),
+            ..self
+        }
+    }
+
+    /// Writes the `<text>` element with `text`, escaped.
+    pub(crate) fn draw(&self, b: &mut String, text: &str) {
+        if self.rotated {
+            let _ = write!(
+                b,
+                "<text transform=\"translate({} {}) rotate(-90)\"",
+                c(self.x),
+                c(self.y)
+            );
+        } else {
+            let _ = write!(b, "<text x=\"{}\" y=\"{}\"", c(self.x), c(self.y));
+        }
+        match self.anchor {
+            Anchor::Start => {}
+            Anchor::Middle => b.push_str(" text-anchor=\"middle\""),
+            Anchor::End => b.push_str(" text-anchor=\"end\""),
+        }
+        if let Some(size) = self.size {
+            let _ = write!(b, " font-size=\"{}\"", c(size));
+        }
+        if self.bold {
+            b.push_str(" font-weight=\"600\"");
+        }
+        if let Some(fill) = self.fill {
+            let _ = write!(b, " fill=\"{fill}\"");
+        }
+        if self.halo {
+            b.push_str(
+                " stroke=\"#ffffff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"",
+            );
+        }
+        b.push('>');
+        if let Some(tooltip) = self.tooltip {
+            let _ = write!(b, "<title>{}</title>", escape(tooltip));
+        }
+        b.push_str(&escape(text));
+        b.push_str("</text>");
+    }
+}
+
+/// Opens the group of one series (a cohort's marks, or a matrix cell's), marked
+/// `data-series="NAME"` for tests and scripts, with `tooltip` as its `<title>`; the caller
+/// closes it with `</g>`.
+pub(crate) fn open_series(b: &mut String, name: &str, tooltip: &str) {
+    let _ = write!(
+        b,
+        "<g data-series=\"{}\"><title>{}</title>",
+        escape(name),
+        escape(tooltip)
+    );
+}
+
+/// The two lines left of a cohort's row: its name (clipped to `chars`, bold for the
+/// baseline) and a muted line of figures under it, both right-aligned at `x`.
+pub(crate) fn row_labels(
+    b: &mut String,
+    x: f64,
+    cy: f64,
+    name: &str,
+    chars: usize,
+    baseline: bool,
+    second: &str,
+) {
+    label(x, cy - 2.0)
+        .end()
+        .size(12.5)
+        .bold(baseline)
+        .draw(b, &clip(name, chars));
+    label(x, cy + 12.0).end().size(11.0).muted().draw(b, second);
+}
+
+// ---------------------------------------------------------------------------------------
 // Drawing helpers.
 
 /// A linear map from the domain `d0..d1` to the range `r0..r1`.
@@ -164,20 +329,16 @@ pub(crate) fn document(
          aria-labelledby=\"rr-{name}-title rr-{name}-desc\" font-family=\"{FONT_FAMILY}\" \
          font-size=\"12\" fill=\"{INK}\">\
          <title id=\"rr-{name}-title\">{title}</title><desc id=\"rr-{name}-desc\">{desc}</desc>\
-         <rect width=\"{w}\" height=\"{h}\" fill=\"#ffffff\"/>\
-         <text x=\"16\" y=\"27\" font-size=\"16\" font-weight=\"600\">{title}</text>",
+         <rect width=\"{w}\" height=\"{h}\" fill=\"#ffffff\"/>",
         name = escape(name),
         w = c(width),
         h = c(height),
         title = escape(title),
         desc = escape(desc),
     );
+    label(16.0, 27.0).size(16.0).bold(true).draw(&mut s, title);
     if !subtitle.is_empty() {
-        let _ = write!(
-            s,
-            "<text x=\"16\" y=\"45\" font-size=\"12\" fill=\"{MUTED}\">{}</text>",
-            escape(subtitle)
-        );
+        label(16.0, 45.0).size(12.0).muted().draw(&mut s, subtitle);
     }
     s.push_str(body);
     s.push_str("</svg>");
@@ -190,21 +351,14 @@ pub(crate) fn caption(b: &mut String, text: &str, source: &str, y: f64, width: f
     let max_chars = ((width - 32.0) / (11.5 * 0.55)) as usize;
     let mut y = y;
     for line in wrap(text, max_chars) {
-        let _ = write!(
-            b,
-            "<text x=\"16\" y=\"{}\" font-size=\"11.5\" fill=\"{MUTED}\">{}</text>",
-            c(y),
-            escape(&line)
-        );
+        label(16.0, y).size(11.5).muted().draw(b, &line);
         y += 15.0;
     }
     if !source.is_empty() {
-        let _ = write!(
-            b,
-            "<text x=\"16\" y=\"{}\" font-size=\"10.5\" fill=\"#8c959f\">{}</text>",
-            c(y + 2.0),
-            escape(&clip(source, max_chars + 8))
-        );
+        label(16.0, y + 2.0)
+            .size(10.5)
+            .fill(AXIS)
+            .draw(b, &clip(source, max_chars + 8));
         y += 17.0;
     }
     y
@@ -266,7 +420,7 @@ pub(crate) fn x_axis(
     ticks: &[(f64, String)],
     y_top: f64,
     y_bottom: f64,
-    label: &str,
+    title: &str,
     extent: Extent,
 ) {
     let _ = write!(
@@ -279,27 +433,33 @@ pub(crate) fn x_axis(
         let _ = write!(
             b,
             "<line x1=\"{x}\" y1=\"{t}\" x2=\"{x}\" y2=\"{bt}\" stroke=\"{GRID}\"/>\
-             <line x1=\"{x}\" y1=\"{bt}\" x2=\"{x}\" y2=\"{bt5}\" stroke=\"{AXIS}\"/>\
-             <text x=\"{x}\" y=\"{ty}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{MUTED}\">{text}</text>",
+             <line x1=\"{x}\" y1=\"{bt}\" x2=\"{x}\" y2=\"{bt5}\" stroke=\"{AXIS}\"/>",
             x = c(x),
             t = c(y_top),
             bt = c(y_bottom),
             bt5 = c(y_bottom + 4.0),
-            ty = c(y_bottom + 17.0),
-            text = escape(text),
         );
+        tick_label(x, y_bottom + 17.0).middle().draw(b, text);
     }
     let _ = write!(
         b,
-        "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{AXIS}\"/>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" fill=\"{INK}\">{}</text></g>",
+        "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{AXIS}\"/>",
         c(scale.r0),
         c(scale.r1),
-        c((scale.r0 + scale.r1) / 2.0),
-        c(y_bottom + 36.0),
-        escape(label),
         y = c(y_bottom),
     );
+    axis_label((scale.r0 + scale.r1) / 2.0, y_bottom + 36.0).draw(b, title);
+    b.push_str("</g>");
+}
+
+/// A tick's number on an axis.
+fn tick_label(x: f64, y: f64) -> Label<'static> {
+    label(x, y).size(11.0).muted()
+}
+
+/// What an axis measures, centred on it.
+fn axis_label(x: f64, y: f64) -> Label<'static> {
+    label(x, y).middle().size(12.0).fill(INK)
 }
 
 /// Horizontal grid lines and labels of a vertical value axis along `x_left`, with the
@@ -311,7 +471,7 @@ pub(crate) fn y_axis(
     ticks: &[(f64, String)],
     x_left: f64,
     x_right: f64,
-    label: &str,
+    title: &str,
     extent: Extent,
 ) {
     let _ = write!(
@@ -323,27 +483,24 @@ pub(crate) fn y_axis(
         let y = scale.at(*v);
         let _ = write!(
             b,
-            "<line x1=\"{l}\" y1=\"{y}\" x2=\"{r}\" y2=\"{y}\" stroke=\"{GRID}\"/>\
-             <text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\" font-size=\"11\" fill=\"{MUTED}\">{text}</text>",
+            "<line x1=\"{l}\" y1=\"{y}\" x2=\"{r}\" y2=\"{y}\" stroke=\"{GRID}\"/>",
             l = c(x_left),
             r = c(x_right),
             y = c(y),
-            tx = c(x_left - 6.0),
-            ty = c(y + 4.0),
-            text = escape(text),
         );
+        tick_label(x_left - 6.0, y + 4.0).end().draw(b, text);
     }
-    let mid = (scale.r0 + scale.r1) / 2.0;
     let _ = write!(
         b,
-        "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"{AXIS}\"/>\
-         <text transform=\"translate(18 {}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\" fill=\"{INK}\">{}</text></g>",
+        "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"{AXIS}\"/>",
         c(scale.r0),
         c(scale.r1),
-        c(mid),
-        escape(label),
         x = c(x_left),
     );
+    axis_label(18.0, (scale.r0 + scale.r1) / 2.0)
+        .rotated()
+        .draw(b, title);
+    b.push_str("</g>");
 }
 
 /// Value ticks from zero to at least `max`, labelled; returns (ticks, axis maximum).
@@ -428,13 +585,7 @@ pub(crate) fn legend(
                 );
             }
         }
-        let _ = write!(
-            b,
-            "<text x=\"{}\" y=\"{}\">{}</text>",
-            c(x + 22.0),
-            c(y),
-            escape(&label)
-        );
+        self::label(x + 22.0, y).draw(b, &label);
         x += w;
     }
     b.push_str("</g>");

@@ -389,3 +389,37 @@ fn empty_report_draws_nothing() {
     r.matrix = None;
     assert!(all(&r).is_empty());
 }
+
+#[test]
+fn labels_escape_their_text_and_tooltip_and_keep_one_attribute_order() {
+    let mut b = String::new();
+    label(10.0, 20.5)
+        .end()
+        .size(12.5)
+        .bold(true)
+        .muted()
+        .tooltip(HOSTILE)
+        .draw(&mut b, "a < b & 'c'");
+    assert_eq!(
+        b,
+        format!(
+            "<text x=\"10\" y=\"20.5\" text-anchor=\"end\" font-size=\"12.5\" font-weight=\"600\" \
+             fill=\"{MUTED}\"><title>{}</title>a &lt; b &amp; &#39;c&#39;</text>",
+            escape(HOSTILE)
+        )
+    );
+    let mut b = String::new();
+    label(18.0, 100.0)
+        .rotated()
+        .middle()
+        .draw(&mut b, "</text><script>");
+    assert_eq!(
+        b,
+        "<text transform=\"translate(18 100) rotate(-90)\" text-anchor=\"middle\">\
+         &lt;/text&gt;&lt;script&gt;</text>"
+    );
+    let mut b = String::new();
+    open_series(&mut b, HOSTILE, "t\"ip");
+    assert!(b.starts_with("<g data-series=\"&lt;script&gt;"), "{b}");
+    assert!(b.ends_with("<title>t&quot;ip</title>"), "{b}");
+}

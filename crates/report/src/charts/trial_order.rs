@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::svg::{
-    c, caption, document, is_valid, legend, linear, nice_ticks, source_line, subtitle, x_axis,
-    y_axis, zero_based_ticks, Scale, Swatch,
+    c, caption, document, is_valid, legend, linear, nice_ticks, open_series, source_line, subtitle,
+    x_axis, y_axis, zero_based_ticks, Scale, Swatch,
 };
 use super::{colour_of, INVALID, WIDTH};
-use crate::format::{escape, fmt_num};
+use crate::format::fmt_num;
 use crate::model::{Report, TrialPoint};
 
 // ---------------------------------------------------------------------------------------
@@ -120,12 +120,7 @@ pub fn trial_order(report: &Report) -> Option<String> {
             mine.len(),
             if mine.len() == 1 { "" } else { "s" }
         );
-        let _ = write!(
-            b,
-            "<g data-series=\"{}\"><title>{}</title>",
-            escape(name),
-            escape(name)
-        );
+        open_series(&mut b, name, name);
         let valid: Vec<String> = mine
             .iter()
             .filter(|(t, _)| is_valid(t))

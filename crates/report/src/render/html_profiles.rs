@@ -7,11 +7,12 @@
 //! the page. The page's Content-Security-Policy allows exactly their scripts by hash
 //! ([`csp_script_sources`]); the page itself has none.
 
-use std::fmt::Write as _;
+use maud::{html, Markup, DOCTYPE};
 
 use crate::charts::flamegraph::{self, Flame};
-use crate::format::{escape, fmt_num, micros};
-use crate::model::{FrameChange, Report};
+use crate::format::{fmt_num, micros};
+use crate::model::{CohortProfile, FrameChange, Report};
+use crate::render::html::trusted;
 
 /// Rows of each frame table.
 const FRAME_ROWS: usize = 12;
@@ -49,219 +50,232 @@ fn frame_parts(frame: &str) -> (&str, String) {
     (name, short)
 }
 
-fn frame_cell(frame: &str) -> String {
+fn frame_cell(frame: &str) -> Markup {
     let (name, short) = frame_parts(frame);
-    format!(
-        "<td class=\"name\" title=\"{}\"><code>{}</code><span class=\"sub\">{}</span></td>",
-        escape(frame),
-        escape(name),
-        escape(&short)
-    )
+    html! {
+        td.name title=(frame) { code { (name) } span.sub { (short) } }
+    }
 }
 
-fn iframe(flame: &Flame) -> String {
+/// A flame graph in its sandboxed frame. Its document (inferno's SVG, with its script) is
+/// the `srcdoc` attribute's value, which maud escapes like any other: the frame gets it back
+/// as written, and the page sees only text.
+fn iframe(flame: &Flame) -> Markup {
     // Taller graphs are icicles (root at the top) and scroll inside their frame.
     let height = flamegraph::height(&flame.svg)
         .unwrap_or(400)
         .min(flamegraph::MAX_FLAME_HEIGHT)
         + 4;
-    let doc = format!(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0}}\
-         svg{{display:block;width:100%}}</style></head><body>{}</body></html>",
-        &flame.svg[flame.svg.find("<svg").unwrap_or(0)..]
-    );
-    format!(
-        // Not lazy: a frame loaded before it is laid out has no width when inferno's script
-        // sizes the graph, and stays blank (seen in headless Chromium).
-        "<figure class=\"flame\" id=\"{}\"><iframe title=\"{}\" sandbox=\"allow-scripts\" \
-         style=\"height:{height}px\" srcdoc=\"{}\"></iframe></figure>",
-        escape(&flame.name),
-        escape(&flame.title),
-        escape(&doc)
-    )
+    let doc = html! {
+        (DOCTYPE)
+        html {
+            head { meta charset="utf-8"; style { (trusted::flame_css()) } }
+            body { (trusted::flame_svg(flame)) }
+        }
+    };
+    // Not lazy: a frame loaded before it is laid out has no width when inferno's script
+    // sizes the graph, and stays blank (seen in headless Chromium).
+    html! {
+        figure.flame #(flame.name) {
+            iframe title=(flame.title) sandbox="allow-scripts" style={ "height:" (height) "px" }
+                srcdoc=(doc.into_string()) {}
+        }
+    }
 }
 
 /// The section, when the report has profiles.
-pub fn section(h: &mut String, report: &Report, flames: &[Flame]) {
+pub fn section(report: &Report, flames: &[Flame]) -> Markup {
     if report.profiles.is_empty() {
-        return;
+        return html! {};
     }
-    h.push_str("<h2 id=\"profiles\">Profiles: where the time goes</h2>\n");
     let measured = report.profiles.iter().any(|p| p.phase == "measured");
     let scripts = report.profiles.iter().all(|p| p.unit != "request");
-    let how = if measured {
-        "The profilers sampled the measured phase itself (<code>profile_measured</code>): \
-         the figures above include their cost."
-    } else if scripts {
-        "The profilers ran in one more run of the script after its measured runs, attached \
-         before its first line; the figures above are not disturbed, and the “profiled ÷ \
-         measured” column is what they cost (the measured runs’ median wall time ÷ the \
-         profiled run’s)."
-    } else {
-        "The profilers ran in a phase of their own after each measured phase, on the same \
-         warm server under the same load, so the figures above are not disturbed; the \
-         “profiled ÷ measured” column is what they cost."
-    };
-    let _ = writeln!(
-        h,
-        "<p>{how} Times are per {}: the profiled processes’ CPU time while profiled, split \
-         among the frames by their shares of the samples. Click a frame to zoom, Ctrl-F or \
-         “Search” to find one.</p>",
-        report
-            .profiles
-            .first()
-            .map_or("request", |p| p.unit.as_str())
-    );
-    h.push_str(
-        "<div class=\"table-wrap\"><table>\n<thead><tr><th>Cohort</th><th>Profiler</th>\
-         <th class=\"num\">Trials</th><th class=\"num\">Samples</th>\
-         <th class=\"num\">CPU</th><th class=\"num\">Profiled ÷ measured throughput</th>\
-         <th>Top self frames</th></tr></thead>\n<tbody>\n",
-    );
-    for p in &report.profiles {
-        let overhead = p.overhead.as_ref().map_or("—".to_string(), |s| {
-            format!(
-                "{:.3}<span class=\"sub\">{:.3}–{:.3} over {}</span>",
-                s.median(),
-                s.min,
-                s.max,
-                s.n
-            )
-        });
-        let top: Vec<String> = p
-            .top_self
-            .iter()
-            .take(3)
-            .map(|f| {
-                format!(
-                    "<code title=\"{}\">{}</code> {:.0}%",
-                    escape(&f.frame),
-                    escape(frame_parts(&f.frame).0),
-                    100.0 * f.self_share
-                )
-            })
-            .collect();
-        let missing = if p.missing.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "<span class=\"sub bad\" title=\"{}\">{} without a profile</span>",
-                escape(&p.missing.join("\n")),
-                p.missing.len()
-            )
-        };
-        let _ = writeln!(
-            h,
-            "<tr><th class=\"name\">{}</th><td>{}</td><td class=\"num\">{}{missing}</td>\
-             <td class=\"num\">{}<span class=\"sub\">at {} Hz</span></td><td class=\"num\">{}\
-             <span class=\"sub\">per {}</span></td><td class=\"num\">{overhead}</td><td>{}</td></tr>",
-            escape(&p.cohort),
-            escape(&p.profiler),
-            p.trials,
-            fmt_num(p.samples as f64, 0),
-            if p.trials == 0 { "—".to_string() } else { p.rate_hz.to_string() },
-            p.sampled_us_per_unit.map_or("—".into(), micros),
-            if p.trials == 0 { "—" } else { p.unit.as_str() },
-            top.join("<br>")
-        );
-    }
-    h.push_str("</tbody></table></div>\n");
-    for p in &report.profiles {
-        for flame in flames
-            .iter()
-            .filter(|f| f.cohort == p.cohort && f.profiler == p.profiler)
-        {
-            let _ = writeln!(h, "<h3>{}</h3>", escape(&flame.title));
-            h.push_str(&iframe(flame));
+    let unit = report
+        .profiles
+        .first()
+        .map_or("request", |p| p.unit.as_str());
+    html! {
+        h2 #profiles { "Profiles: where the time goes" } "\n"
+        p {
+            @if measured {
+                "The profilers sampled the measured phase itself (" code { "profile_measured" }
+                "): the figures above include their cost."
+            } @else if scripts {
+                "The profilers ran in one more run of the script after its measured runs, \
+                 attached before its first line; the figures above are not disturbed, and the \
+                 “profiled ÷ measured” column is what they cost (the measured runs’ median wall \
+                 time ÷ the profiled run’s)."
+            } @else {
+                "The profilers ran in a phase of their own after each measured phase, on the \
+                 same warm server under the same load, so the figures above are not disturbed; \
+                 the “profiled ÷ measured” column is what they cost."
+            }
+            " Times are per " (unit) ": the profiled processes’ CPU time while profiled, split \
+             among the frames by their shares of the samples. Click a frame to zoom, Ctrl-F or \
+             “Search” to find one."
         }
-        // After the differential graph, or alone when inferno could not draw it.
-        frame_tables(h, report, &p.cohort, &p.profiler);
-        for s in report
-            .sparse_frames
-            .iter()
-            .filter(|s| s.cohort == p.cohort && s.profiler == p.profiler)
-        {
-            let _ = writeln!(
-                h,
-                "<p><b>Too few samples</b> against {}: {}.</p>",
-                escape(&s.baseline),
-                escape(&s.advice)
-            );
+        "\n"
+        div.table-wrap {
+            table {
+                "\n"
+                thead {
+                    tr {
+                        th { "Cohort" } th { "Profiler" } th.num { "Trials" } th.num { "Samples" }
+                        th.num { "CPU" } th.num { "Profiled ÷ measured throughput" }
+                        th { "Top self frames" }
+                    }
+                }
+                "\n"
+                tbody {
+                    "\n"
+                    @for p in &report.profiles {
+                        (profile_row(p)) "\n"
+                    }
+                }
+            }
+        }
+        "\n"
+        @for p in &report.profiles {
+            @for flame in flames.iter().filter(|f| f.cohort == p.cohort && f.profiler == p.profiler) {
+                h3 { (flame.title) } "\n"
+                (iframe(flame))
+            }
+            // After the differential graph, or alone when inferno could not draw it.
+            (frame_tables(report, &p.cohort, &p.profiler))
+            @for s in report.sparse_frames.iter().filter(|s| s.cohort == p.cohort && s.profiler == p.profiler) {
+                p { b { "Too few samples" } " against " (s.baseline) ": " (s.advice) "." } "\n"
+            }
+        }
+    }
+}
+
+/// One cohort and profiler: what was sampled, what it cost, the top self frames.
+fn profile_row(p: &CohortProfile) -> Markup {
+    html! {
+        tr {
+            th.name { (p.cohort) }
+            td { (p.profiler) }
+            td.num {
+                (p.trials)
+                @if !p.missing.is_empty() {
+                    span.sub.bad title=(p.missing.join("\n")) { (p.missing.len()) " without a profile" }
+                }
+            }
+            td.num {
+                (fmt_num(p.samples as f64, 0))
+                span.sub { "at " @if p.trials == 0 { "—" } @else { (p.rate_hz) } " Hz" }
+            }
+            td.num {
+                (p.sampled_us_per_unit.map_or("—".into(), micros))
+                span.sub { "per " @if p.trials == 0 { "—" } @else { (p.unit) } }
+            }
+            td.num {
+                @match &p.overhead {
+                    None => "—",
+                    Some(s) => {
+                        (format!("{:.3}", s.median()))
+                        span.sub { (format!("{:.3}–{:.3}", s.min, s.max)) " over " (s.n) }
+                    },
+                }
+            }
+            td {
+                @for (i, f) in p.top_self.iter().take(3).enumerate() {
+                    @if i > 0 { br; }
+                    code title=(f.frame) { (frame_parts(&f.frame).0) }
+                    " " (format!("{:.0}%", 100.0 * f.self_share))
+                }
+            }
         }
     }
 }
 
 /// The self-time and total-time tables of one cohort and profiler against the baseline.
-fn frame_tables(h: &mut String, report: &Report, cohort: &str, profiler: &str) {
-    for (measure, what) in [
+fn frame_tables(report: &Report, cohort: &str, profiler: &str) -> Markup {
+    let tables = [
         ("self", "Self time: the frame itself on top of the stack"),
         (
             "total",
             "Total time: the frame anywhere on the stack, callees included",
         ),
-    ] {
-        let mut rows: Vec<&FrameChange> = report
-            .frame_changes
-            .iter()
-            .filter(|c| c.cohort == cohort && c.profiler == profiler && c.measure == measure)
-            .collect();
-        if rows.is_empty() {
-            continue;
+    ];
+    html! {
+        @for (measure, what) in tables {
+            @let rows = frame_rows(report, cohort, profiler, measure);
+            @if let Some(first) = rows.first() {
+                @let significant = rows.iter().filter(|c| c.significant).count();
+                p {
+                    b { (what) "." } " " (rows.len()) " frames tested (" (first.method) ", "
+                    @if first.test == "t-test" { "t-test on the per-block log ratios" } @else { "Mann–Whitney U" }
+                    "), " (significant) " significant after Holm over " (first.family_size)
+                    " frames; the " (rows.len().min(FRAME_ROWS)) " with the largest change per request:"
+                }
+                "\n"
+                div.table-wrap {
+                    table.frames {
+                        "\n"
+                        thead {
+                            tr {
+                                th { "Frame" } th.num { (first.baseline) } th.num { (cohort) }
+                                th.num { "Change" }
+                                th { "Ratio [" (report.confidence_label()) " CI], p (Holm)" }
+                            }
+                        }
+                        "\n"
+                        tbody {
+                            "\n"
+                            @for c in rows.iter().take(FRAME_ROWS) {
+                                (frame_row(c)) "\n"
+                            }
+                        }
+                    }
+                }
+                "\n"
+            }
         }
-        // The largest changes in time per request first: what matters to the total.
-        rows.sort_by(|a, b| {
-            let d = |c: &FrameChange| (c.cohort_us_per_unit - c.baseline_us_per_unit).abs();
-            b.significant
-                .cmp(&a.significant)
-                .then(d(b).total_cmp(&d(a)))
-        });
-        let significant = rows.iter().filter(|c| c.significant).count();
-        let first = rows[0];
-        let _ = writeln!(
-            h,
-            "<p><b>{what}.</b> {} frames tested ({}, {}), {significant} significant after Holm over {} frames; \
-             the {} with the largest change per request:</p>",
-            rows.len(),
-            escape(&first.method),
-            if first.test == "t-test" { "t-test on the per-block log ratios" } else { "Mann–Whitney U" },
-            first.family_size,
-            rows.len().min(FRAME_ROWS)
-        );
-        let _ = writeln!(
-            h,
-            "<div class=\"table-wrap\"><table class=\"frames\">\n<thead><tr><th>Frame</th>\
-             <th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">Change</th>\
-             <th>Ratio [{} CI], p (Holm)</th></tr></thead>\n<tbody>",
-            escape(&first.baseline),
-            escape(cohort),
-            report.confidence_label()
-        );
-        for c in rows.iter().take(FRAME_ROWS) {
-            let class = if !c.significant {
-                "same"
-            } else if c.ratio > 1.0 {
-                "worse"
-            } else {
-                "better"
-            };
-            let delta = c.cohort_us_per_unit - c.baseline_us_per_unit;
-            let _ = writeln!(
-                h,
-                "<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td>\
-                 <td class=\"verdict {class}\">{}</td></tr>",
-                frame_cell(&c.frame),
-                if c.baseline_us_per_unit > 0.0 {
-                    micros(c.baseline_us_per_unit)
-                } else {
-                    "absent".into()
-                },
-                micros(c.cohort_us_per_unit),
-                if delta >= 0.0 { "+" } else { "−" },
-                micros(delta.abs()),
-                escape(&c.verdict)
-            );
+    }
+}
+
+/// The changes of one measure, the largest changes in time per request first (what matters
+/// to the total), significant ones before the rest.
+fn frame_rows<'a>(
+    report: &'a Report,
+    cohort: &str,
+    profiler: &str,
+    measure: &str,
+) -> Vec<&'a FrameChange> {
+    let mut rows: Vec<&FrameChange> = report
+        .frame_changes
+        .iter()
+        .filter(|c| c.cohort == cohort && c.profiler == profiler && c.measure == measure)
+        .collect();
+    rows.sort_by(|a, b| {
+        let d = |c: &FrameChange| (c.cohort_us_per_unit - c.baseline_us_per_unit).abs();
+        b.significant
+            .cmp(&a.significant)
+            .then(d(b).total_cmp(&d(a)))
+    });
+    rows
+}
+
+fn frame_row(c: &FrameChange) -> Markup {
+    let class = if !c.significant {
+        "same"
+    } else if c.ratio > 1.0 {
+        "worse"
+    } else {
+        "better"
+    };
+    let delta = c.cohort_us_per_unit - c.baseline_us_per_unit;
+    html! {
+        tr {
+            (frame_cell(&c.frame))
+            td.num {
+                @if c.baseline_us_per_unit > 0.0 { (micros(c.baseline_us_per_unit)) } @else { "absent" }
+            }
+            td.num { (micros(c.cohort_us_per_unit)) }
+            td.num { @if delta >= 0.0 { "+" } @else { "−" } (micros(delta.abs())) }
+            td.verdict.(class) { (c.verdict) }
         }
-        h.push_str("</tbody></table></div>\n");
     }
 }
 

@@ -1,6 +1,7 @@
 //! Every output format of a report, one module each (as hyperfine's exporters): the
-//! terminal table, Markdown, CSV, JSON, benchstat's format and the HTML page (its profiles
-//! section in `html_profiles`); `png` writes the charts as files. `cells` holds what the text formats share.
+//! terminal table, Markdown, CSV, JSON, benchstat's format and the HTML page (maud
+//! templates, its parts in `html/` and its profiles section in `html_profiles`); `png`
+//! writes the charts as files. `cells` holds what the text formats share.
 
 pub mod benchstat;
 pub mod cells;
