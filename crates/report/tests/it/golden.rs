@@ -1,5 +1,5 @@
 //! Golden outputs of the report's renderers: a realistic stored report
-//! (tests/fixtures/report-http.json, the fixture of tests/html.rs) rendered in every format
+//! (tests/fixtures/report-http.json, the fixture of tests/it/html.rs) rendered in every format
 //! that needs no trial files (table, with and without colour, Markdown, CSV, JSON, HTML)
 //! and every chart as SVG, compared byte for byte with the files under
 //! tests/golden/report-http/. They hold what these renderers printed before the code was
@@ -7,7 +7,7 @@
 //! the first line that differs.
 //!
 //! After a change that is meant to change an output, `UPDATE_GOLDEN=1 cargo test -p
-//! rubyrace-report --test golden` rewrites the files; the diff then shows what changed.
+//! rubyrace-report --test it golden::` rewrites the files; the diff then shows what changed.
 //! The crate's version in the Markdown footer is written as `VERSION`, so a release does
 //! not count as a change.
 
@@ -78,7 +78,7 @@ fn every_renderer_prints_what_it_printed_before() {
     testkit::assert_golden(
         &dir,
         &outputs,
-        "cargo test -p rubyrace-report --test golden",
+        "cargo test -p rubyrace-report --test it golden::",
         true,
     );
 }

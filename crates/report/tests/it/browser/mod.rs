@@ -1,8 +1,6 @@
 //! What the browser tests share: the fixture reports, a headless Chromium run in a
 //! process group of its own (`run_chromium`), and one with the DevTools protocol on a pipe
-//! (`Devtools`). Each test binary uses a part of it.
-
-#![allow(dead_code)]
+//! (`Devtools`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -8,12 +8,10 @@
 //! Content-Security-Policy taken out, so that what is checked is the escaping itself and not
 //! the policy behind it (with the policy, an injected script would be refused, not run).
 
-mod browser;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use browser::*;
+use crate::browser::*;
 use report::model::{
     CohortNoise, CohortStep, FrameChange, FrameTime, Report, SparseFrames, VerifiedSetting, Warning,
 };

@@ -10,13 +10,11 @@
 //! another binary; a run that takes longer than 90 s (`RUBYRACE_CHROMIUM_TIMEOUT`) is
 //! killed, with its whole process group, and fails the test. The page and the screenshot are
 //! kept under Cargo's target tmp directory (printed), and copied to `$RUBYRACE_SCREENSHOT`
-//! when that is set. The harness is in `browser/`, shared with `html_escaping.rs`.
-
-mod browser;
+//! when that is set. The harness is in `browser/`, shared with `html_escaping`.
 
 use std::time::Duration;
 
-use browser::*;
+use crate::browser::*;
 
 const HOSTILE: &str = "<script>alert(\"x\")</script>";
 
