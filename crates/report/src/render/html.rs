@@ -1,7 +1,7 @@
 //! The offline HTML report: one self-contained HTML5 page (inline CSS, inline SVG charts,
 //! no JavaScript of its own, no external resource of any kind) rendered from a [`Report`].
 //! With profiles, inferno's flame graphs bring their own scripts, each in a sandboxed frame
-//! (`html_profiles`).
+//! (`html/profiles.rs`).
 //!
 //! The page is built with maud's `html!` templates, one function per part of the page, each
 //! returning [`Markup`]. Every string spliced into a template (cohort names, keys, labels,
@@ -15,8 +15,9 @@
 //!
 //! The parts: the header, how to read the page, warnings and charts here; the tables in
 //! `tables`, the overhead, environment and sources in `sources`, the profiles in
-//! `html_profiles`. Literal `"\n"`s between elements keep the page's source readable.
+//! `html/profiles.rs`. Literal `"\n"`s between elements keep the page's source readable.
 
+mod profiles;
 mod sources;
 mod tables;
 pub(crate) mod trusted;
@@ -27,7 +28,6 @@ use maud::{html, Markup, DOCTYPE};
 
 use crate::charts;
 use crate::model::{Report, Workloads};
-use crate::render::html_profiles;
 
 /// The report as one offline HTML5 page.
 pub fn render(report: &Report) -> String {
@@ -42,7 +42,7 @@ pub fn render(report: &Report) -> String {
     // frames, allowed by hash.
     let csp = format!(
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:{}",
-        html_profiles::csp_script_sources(&flames)
+        profiles::csp_script_sources(&flames)
             .map(|sources| format!("; script-src {sources}"))
             .unwrap_or_default()
     );
@@ -78,7 +78,7 @@ pub fn render(report: &Report) -> String {
                     (tables::noise(report))
                     (charts_section(report))
                     (tables::comparisons(report))
-                    (html_profiles::section(report, &flames))
+                    (profiles::section(report, &flames))
                     (sources::overhead(report))
                     (sources::environment(report))
                     (sources::sources(report))
@@ -410,7 +410,7 @@ mod tests {
             ("html.rs", include_str!("html.rs")),
             ("html/tables.rs", include_str!("html/tables.rs")),
             ("html/sources.rs", include_str!("html/sources.rs")),
-            ("html_profiles.rs", include_str!("html_profiles.rs")),
+            ("html/profiles.rs", include_str!("html/profiles.rs")),
         ] {
             assert!(
                 !text.contains(hatch),

@@ -1,13 +1,12 @@
 //! Every output format of a report, one module each (as hyperfine's exporters): the
 //! terminal table, Markdown, CSV, JSON, benchstat's format and the HTML page (maud
-//! templates, its parts in `html/` and its profiles section in `html_profiles`); `png`
-//! writes the charts as files. `cells` holds what the text formats share.
+//! templates: `html.rs`, its sections in `html/`, the profiles among them); `png` writes
+//! the charts as files. `cells` holds what the text formats share.
 
 pub mod benchstat;
 pub mod cells;
 pub mod csv;
 pub mod html;
-pub mod html_profiles;
 pub mod markdown;
 pub mod png;
 pub mod table;

@@ -9,10 +9,10 @@
 
 use maud::{html, Markup, DOCTYPE};
 
+use super::trusted;
 use crate::charts::flamegraph::{self, Flame};
 use crate::format::{fmt_num, micros};
 use crate::model::{CohortProfile, FrameChange, Report};
-use crate::render::html::trusted;
 
 /// Rows of each frame table.
 const FRAME_ROWS: usize = 12;
