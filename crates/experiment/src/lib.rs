@@ -15,9 +15,11 @@
 //! `error`; and what the run needs besides: `schedule`, `design`, `conditions`,
 //! `precision`, `servers`.
 
+pub mod bisect;
 pub mod conditions;
 pub mod design;
 mod error;
+pub mod gate;
 mod matrix;
 mod model;
 mod parse;

@@ -1,0 +1,316 @@
+//! The decision of a gate on a change (`rubyrace check`): is the head slower than the base
+//! by more than the allowed slowdown, with confidence? Base and head run in the same
+//! blocks; each block gives one paired figure, how much worse the head did on the log scale
+//! (`ln(head cost / base cost)`, or `ln(base throughput / head throughput)`: positive is
+//! worse). The rule looks at those after a few planned block counts and says:
+//!
+//! - **pass**: the whole interval of the slowdown is within the allowed one (its slow end
+//!   is at most `max_slowdown`);
+//! - **fail**: the whole interval is beyond it (slower than allowed, with confidence);
+//! - **inconclusive**: the budget (`max_blocks`) is spent and the interval still straddles
+//!   the threshold;
+//! - else another block.
+//!
+//! Unlike the width-based stop of `precision`, this rule stops *because of* where the
+//! interval lies, which is optional stopping: a 95% interval looked at after every block
+//! would cross a boundary by chance far more often than 5% of the time. So the rule looks
+//! only at a few block counts (`looks`: `min_blocks`, then about ×1.5 each time, and
+//! `max_blocks`), and each look's interval is a t interval at confidence
+//! 1 − α / (number of looks): by Bonferroni's inequality, whatever the noise does between
+//! looks, the chance that *any* look's interval lies wholly on the wrong side of the truth
+//! is at most α / 2 on each side. Hence, with α = 5%, a head no slower than allowed fails
+//! at most 2.5% of the time (a false alarm), and a head slower than allowed passes at most
+//! 2.5% of the time, if each block's figure is near normal. Seeded simulations in the tests
+//! measure both rates under normal and heavy-tailed (t₃) noise, and how many blocks a
+//! decision takes; docs/methodology.md gives the figures.
+
+use serde::{Deserialize, Serialize};
+
+/// The chance, over the whole run, of an interval wholly on the wrong side of the truth
+/// (split between the two sides).
+pub const GATE_ALPHA: f64 = 0.05;
+
+/// How a gate decides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateRule {
+    /// The slowdown allowed, as a fraction: 0.03 for "at most 3% slower" (a cost 1.03× the
+    /// base's, or a throughput 1/1.03 of it).
+    pub max_slowdown: f64,
+    /// Blocks before the first look (at least 3: an interval needs a spread).
+    pub min_blocks: u32,
+    /// The budget: at this many blocks the rule decides, inconclusive if it must.
+    pub max_blocks: u32,
+}
+
+/// What the gate says after a look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    /// No slowdown beyond the allowed one.
+    Pass,
+    /// Slower than allowed, with confidence.
+    Fail,
+    /// The budget is spent and the interval still straddles the threshold.
+    Inconclusive,
+    /// Not decided yet: run another block.
+    Continue,
+}
+
+/// The verdict with the figures it rests on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateDecision {
+    pub verdict: GateVerdict,
+    /// Blocks looked at.
+    pub blocks: u32,
+    /// The head's slowdown factor (1.05: 5% slower; 0.98: 2% faster), the geometric mean
+    /// over the blocks, and its interval at `confidence`; absent below two blocks.
+    pub factor: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub confidence: f64,
+}
+
+impl GateRule {
+    /// The block counts at which the rule looks ([`planned_looks`]).
+    pub fn looks(&self) -> Vec<u32> {
+        planned_looks(self.min_blocks, self.max_blocks)
+    }
+
+    /// The confidence of each look's interval: 1 − α / (number of looks).
+    pub fn confidence(&self) -> f64 {
+        1.0 - GATE_ALPHA / self.looks().len() as f64
+    }
+
+    /// The verdict after `worse.len()` blocks; `worse` holds each block's
+    /// `ln(head cost / base cost)` (positive: the head did worse). Between planned looks it
+    /// is `Continue`, whatever the figures.
+    pub fn decide(&self, worse: &[f64]) -> GateDecision {
+        let n = worse.len() as u32;
+        let confidence = self.confidence();
+        let interval = log_interval(worse, confidence);
+        let mut decision = GateDecision {
+            verdict: GateVerdict::Continue,
+            blocks: n,
+            factor: interval.map(|(m, _)| m.exp()),
+            low: interval.map(|(m, h)| (m - h).exp()),
+            high: interval.map(|(m, h)| (m + h).exp()),
+            confidence,
+        };
+        let last = *self.looks().last().unwrap();
+        if !self.looks().contains(&n) && n < last {
+            return decision;
+        }
+        let threshold = (1.0 + self.max_slowdown).ln();
+        decision.verdict = match interval {
+            Some((m, h)) if m - h > threshold => GateVerdict::Fail,
+            Some((m, h)) if m + h <= threshold => GateVerdict::Pass,
+            _ if n >= last => GateVerdict::Inconclusive,
+            _ => GateVerdict::Continue,
+        };
+        decision
+    }
+
+    /// The whole gate on a sequence of blocks: looks after each one and stops at the first
+    /// decision. `next_block` gives the next block's figure.
+    pub fn run(&self, mut next_block: impl FnMut() -> f64) -> GateDecision {
+        let mut worse = Vec::new();
+        loop {
+            worse.push(next_block());
+            let d = self.decide(&worse);
+            if d.verdict != GateVerdict::Continue {
+                return d;
+            }
+        }
+    }
+}
+
+/// The block counts at which a rule that stops on where an interval lies looks: `min`
+/// (at least 3), then each about 1.5× the one before, and `max` last. Few looks keep the
+/// Bonferroni correction across them small (7 looks from 6 to 60 blocks).
+pub fn planned_looks(min: u32, max: u32) -> Vec<u32> {
+    let first = min.max(3);
+    let last = max.max(first);
+    let mut looks = vec![first];
+    let mut next = first;
+    loop {
+        next = ((next as f64 * 1.5).ceil() as u32).max(next + 1);
+        if next >= last {
+            break;
+        }
+        looks.push(next);
+    }
+    if *looks.last().unwrap() != last {
+        looks.push(last);
+    }
+    looks
+}
+
+/// The mean of `logs` and the half-width of its t interval at `confidence`.
+pub(crate) fn log_interval(logs: &[f64], confidence: f64) -> Option<(f64, f64)> {
+    let n = logs.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let q = 1.0 - (1.0 - confidence) / 2.0;
+    Some((
+        mean,
+        stats::dist::t_quantile(q, n - 1) * var.sqrt() / (n as f64).sqrt(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stats::rng::SeededRng;
+
+    fn rule(max_slowdown: f64, min: u32, max: u32) -> GateRule {
+        GateRule {
+            max_slowdown,
+            min_blocks: min,
+            max_blocks: max,
+        }
+    }
+
+    #[test]
+    fn looks_grow_by_half_and_end_at_the_budget() {
+        assert_eq!(rule(0.03, 6, 60).looks(), vec![6, 9, 14, 21, 32, 48, 60]);
+        assert_eq!(rule(0.03, 6, 6).looks(), vec![6]);
+        assert_eq!(rule(0.03, 1, 4).looks(), vec![3, 4]);
+        // 7 looks: each interval at 1 − 0.05/7.
+        assert!((rule(0.03, 6, 60).confidence() - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_verdicts_follow_the_interval() {
+        let r = rule(0.03, 3, 3);
+        // Every block 10% worse, with a little spread: fail.
+        let slow = [
+            0.10_f64.ln_1p() + 0.001,
+            0.10_f64.ln_1p(),
+            0.10_f64.ln_1p() - 0.001,
+        ];
+        let d = r.decide(&slow);
+        assert_eq!(d.verdict, GateVerdict::Fail, "{d:?}");
+        assert!((d.factor.unwrap() - 1.10).abs() < 1e-3);
+        assert!(d.low.unwrap() > 1.03);
+        // Unchanged: pass.
+        let same = [0.001, 0.0, -0.001];
+        assert_eq!(r.decide(&same).verdict, GateVerdict::Pass);
+        // At the threshold with spread, on the last look: inconclusive.
+        let edge = [
+            0.03_f64.ln_1p() + 0.02,
+            0.03_f64.ln_1p() - 0.02,
+            0.03_f64.ln_1p(),
+        ];
+        assert_eq!(r.decide(&edge).verdict, GateVerdict::Inconclusive);
+        // Between looks: continue, however clear the figures.
+        let r = rule(0.03, 6, 60);
+        assert_eq!(r.decide(&[0.5; 7]).verdict, GateVerdict::Continue);
+        assert_eq!(r.decide(&[0.5; 6]).verdict, GateVerdict::Fail);
+    }
+
+    /// One block's figure: the true log slowdown plus noise of standard deviation `sd`,
+    /// normal or t with 3 degrees of freedom scaled to the same sd.
+    fn noise(rng: &mut SeededRng, sd: f64, heavy: bool) -> f64 {
+        let z = rng.standard_normal();
+        if !heavy {
+            return sd * z;
+        }
+        let chi2: f64 = (0..3).map(|_| rng.standard_normal().powi(2)).sum();
+        // t₃ has variance 3: scaled to unit variance.
+        sd * z / (chi2 / 3.0).sqrt() / 3f64.sqrt()
+    }
+
+    struct Rates {
+        pass: f64,
+        fail: f64,
+        inconclusive: f64,
+        median_blocks: f64,
+    }
+
+    fn simulate(r: &GateRule, slowdown: f64, sd: f64, heavy: bool, runs: u32, seed: u64) -> Rates {
+        let mut rng = SeededRng::new(seed);
+        let (mut pass, mut fail, mut inconclusive) = (0, 0, 0);
+        let mut blocks = Vec::new();
+        let truth = slowdown.ln_1p();
+        for _ in 0..runs {
+            let d = r.run(|| truth + noise(&mut rng, sd, heavy));
+            match d.verdict {
+                GateVerdict::Pass => pass += 1,
+                GateVerdict::Fail => fail += 1,
+                GateVerdict::Inconclusive => inconclusive += 1,
+                GateVerdict::Continue => unreachable!(),
+            }
+            blocks.push(d.blocks as f64);
+        }
+        let n = runs as f64;
+        Rates {
+            pass: pass as f64 / n,
+            fail: fail as f64 / n,
+            inconclusive: inconclusive as f64 / n,
+            median_blocks: stats::summary::quantile(&blocks, 0.5),
+        }
+    }
+
+    /// False alarms: a head exactly at the threshold (the hardest case: any more and
+    /// failing is right) or unchanged must fail at most α/2 = 2.5% of the time, here with
+    /// a margin for 4000 simulated gates (3 standard errors of 2.5%: 0.7 points). Under
+    /// the noise of docs/PRECISION.md (sd of a block's log ratio 0.01 to 0.05).
+    #[test]
+    fn false_alarms_stay_below_alpha_half_with_normal_and_heavy_tailed_noise() {
+        let r = rule(0.03, 6, 60);
+        for (k, &(sd, heavy)) in [(0.01, false), (0.03, false), (0.05, false), (0.03, true)]
+            .iter()
+            .enumerate()
+        {
+            let at_threshold = simulate(&r, 0.03, sd, heavy, 4000, 11 + k as u64);
+            assert!(
+                at_threshold.fail <= 0.032,
+                "sd {sd} heavy {heavy}: {:.4} false alarms at the threshold",
+                at_threshold.fail
+            );
+            let unchanged = simulate(&r, 0.0, sd, heavy, 4000, 101 + k as u64);
+            assert!(unchanged.fail <= 0.005, "sd {sd}: {:.4}", unchanged.fail);
+            eprintln!(
+                "sd {sd} heavy {heavy}: false alarms at the threshold {:.4}, unchanged {:.4}",
+                at_threshold.fail, unchanged.fail
+            );
+        }
+    }
+
+    /// Missed regressions: a head slower than allowed (4%, 1 point past a 3% threshold)
+    /// must pass at most 2.5% of the time, with the same margin.
+    #[test]
+    fn a_head_slower_than_allowed_passes_at_most_alpha_half() {
+        let r = rule(0.03, 6, 60);
+        for (k, sd) in [0.01, 0.03, 0.05].into_iter().enumerate() {
+            let slower = simulate(&r, 0.04, sd, false, 4000, 211 + k as u64);
+            assert!(slower.pass <= 0.032, "sd {sd}: {:.4} passed", slower.pass);
+            eprintln!(
+                "sd {sd}: 4% slower passed {:.4}, failed {:.4} (median {} blocks)",
+                slower.pass, slower.fail, slower.median_blocks
+            );
+        }
+    }
+
+    /// Power and cost: with the noise of an interleaved run on this 2-CPU VM (sd 0.03), an
+    /// unchanged head passes a 3% gate and a 10% slower head fails it, nearly always and
+    /// within the budget; the figures of docs/methodology.md.
+    #[test]
+    fn clear_answers_come_within_the_budget() {
+        let r = rule(0.03, 6, 60);
+        let unchanged = simulate(&r, 0.0, 0.03, false, 2000, 307);
+        assert!(unchanged.pass >= 0.95, "passed {:.3}", unchanged.pass);
+        let slow = simulate(&r, 0.10, 0.03, false, 2000, 311);
+        assert!(slow.fail >= 0.99, "failed {:.3}", slow.fail);
+        assert!(slow.median_blocks <= 9.0, "{}", slow.median_blocks);
+        let edge = simulate(&r, 0.03, 0.03, false, 2000, 313);
+        assert!(edge.inconclusive >= 0.9, "{:.3}", edge.inconclusive);
+        eprintln!(
+            "unchanged: pass {:.3} after a median {} blocks; 10% slower: fail {:.3} after {}; at the threshold: inconclusive {:.3}",
+            unchanged.pass, unchanged.median_blocks, slow.fail, slow.median_blocks, edge.inconclusive
+        );
+    }
+}
