@@ -137,6 +137,22 @@ pub struct ConfigSettings {
     /// copy-on-write; with `compact = "after-boot"` the master compacts before the fork.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preload: bool,
+    /// `ref` with `app_repo`: the app runs from a checkout of this commit, never from the
+    /// working tree (`lab::checkouts`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_commit: Option<AppCommit>,
+}
+
+/// A commit of the app's repository that a configuration runs (`ref` with `app_repo`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppCommit {
+    /// The top directory of the repository's working tree (the user's; never touched).
+    pub repo: PathBuf,
+    /// The revision as written (`v1.4.0`, `HEAD~3`, a branch).
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// The commit it named when the experiment was read: what every trial runs.
+    pub commit: String,
 }
 
 /// Samples per second unless `profile_rate` says otherwise: 99, not 100, so the sampling
@@ -193,6 +209,48 @@ impl Profiler {
 }
 
 impl ConfigSettings {
+    /// These settings with every path inside the app's repository (the app's directory,
+    /// the Gemfile, a script, `BUNDLE_GEMFILE` and other environment values, setup
+    /// commands) moved to the same place in `checkout`, a checkout of `app_commit`. Paths
+    /// already in the checkout are kept, so moving twice changes nothing.
+    pub fn in_checkout(&self, checkout: &std::path::Path) -> ConfigSettings {
+        let Some(commit) = &self.app_commit else {
+            return self.clone();
+        };
+        let moved_path = |p: &std::path::Path| -> PathBuf {
+            if p.starts_with(checkout) {
+                return p.to_path_buf();
+            }
+            match p.strip_prefix(&commit.repo) {
+                Ok(rest) => checkout.join(rest),
+                Err(_) => p.to_path_buf(),
+            }
+        };
+        let moved = |s: &str| -> String {
+            let p = std::path::Path::new(s);
+            if p.is_absolute() && p.starts_with(&commit.repo) && !p.starts_with(checkout) {
+                moved_path(p).to_string_lossy().into_owned()
+            } else {
+                s.to_string()
+            }
+        };
+        let mut s = self.clone();
+        s.app_dir = moved_path(&s.app_dir);
+        s.gemfile = s.gemfile.as_deref().map(moved_path);
+        if let Some(script) = &mut s.script {
+            script.path = moved_path(&script.path);
+        }
+        for value in s.env.values_mut() {
+            *value = moved(value);
+        }
+        for argv in &mut s.setup {
+            for arg in argv.iter_mut() {
+                *arg = moved(arg);
+            }
+        }
+        s
+    }
+
     /// A rough wall time of one trial of this configuration, for estimates before anything
     /// ran: for HTTP, the warmup, the measured time (the duration, or rounds × (slice +
     /// lead-in) when sliced, shared by the `configurations` when co-scheduled) and about

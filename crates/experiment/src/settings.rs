@@ -101,6 +101,8 @@ pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("gemfile", Kind::Str),
     ("workload", Kind::OneOf(WORKLOADS)),
     ("app", Kind::Str),
+    ("app_repo", Kind::Str),
+    ("ref", Kind::Str),
     ("server", Kind::OneOf(SERVERS)),
     ("server_argv", Kind::StrList),
     ("processes", Kind::Int { min: 1, max: 256 }),

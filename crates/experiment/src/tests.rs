@@ -1162,3 +1162,50 @@ fn blocks_is_the_key_and_batches_its_older_name() {
     let both = errors(&format!("{adaptive}max_batches = 9\nmax_blocks = 9\n{two}"));
     assert!(both.iter().any(|m| m.contains("max_blocks: `max_blocks` and `max_batches` name the same setting")), "{both:?}");
 }
+
+/// `in_checkout` moves every path inside the repository (the app's directory, the Gemfile,
+/// `BUNDLE_GEMFILE`, setup commands) to the same place in the checkout, leaves the others,
+/// and changes nothing the second time, even when the checkout is inside the repository
+/// (results under the repository's own `results/`).
+#[test]
+fn settings_move_into_the_checkout_and_only_once() {
+    let e = parse("").unwrap();
+    let mut s = e.configs[0].settings.clone();
+    assert_eq!(
+        s.in_checkout(Path::new("/elsewhere")),
+        s,
+        "no app_commit: unchanged"
+    );
+    s.app_commit = Some(AppCommit {
+        repo: PathBuf::from("/work/app"),
+        git_ref: "v1".into(),
+        commit: "abc".into(),
+    });
+    s.app_dir = PathBuf::from("/work/app/web");
+    s.gemfile = Some(PathBuf::from("/work/app/web/Gemfile"));
+    s.env
+        .insert("BUNDLE_GEMFILE".into(), "/work/app/web/Gemfile".into());
+    s.env.insert("OTHER".into(), "/work/application".into());
+    s.setup = vec![vec![
+        "/usr/bin/ruby".into(),
+        "/work/app/web/bin/setup".into(),
+    ]];
+    let checkout = Path::new("/work/app/results/r1/checkouts/abc");
+    let moved = s.in_checkout(checkout);
+    assert_eq!(moved.app_dir, checkout.join("web"));
+    assert_eq!(moved.gemfile, Some(checkout.join("web/Gemfile")));
+    assert_eq!(
+        moved.env["BUNDLE_GEMFILE"],
+        checkout.join("web/Gemfile").to_string_lossy()
+    );
+    assert_eq!(
+        moved.env["OTHER"], "/work/application",
+        "not inside the repository"
+    );
+    assert_eq!(moved.setup[0][0], "/usr/bin/ruby");
+    assert_eq!(
+        moved.setup[0][1],
+        checkout.join("web/bin/setup").to_string_lossy()
+    );
+    assert_eq!(moved.in_checkout(checkout), moved);
+}

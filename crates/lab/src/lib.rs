@@ -12,6 +12,7 @@
 //! stores what came out.
 
 pub mod certificate;
+pub mod checkouts;
 pub mod conditions;
 pub mod interleave;
 pub mod probe;

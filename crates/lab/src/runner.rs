@@ -132,7 +132,7 @@ pub fn trial_spec(
         position: trial.position,
         config_id: config.id,
         label: config.label.clone(),
-        settings: config.settings.clone(),
+        settings: crate::checkouts::settings_in_checkout(results_dir, &config.settings),
         record_env: record_env.to_vec(),
         out_dir: results::store::trial_dir(results_dir, trial.trial_id),
         registry: results::store::registry(results_dir),
@@ -147,15 +147,24 @@ pub fn trial_spec(
 /// trial; stopped and removed after it. The services' record goes into the result's
 /// `services.instances`.
 pub fn run_alone(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> Result<TrialOutcome> {
-    if spec.services.is_empty() && spec.settings.setup.is_empty() {
-        return Ok(run_trial(spec, interrupt));
-    }
     let config = Config {
         id: spec.config_id,
         label: spec.label.clone(),
         axes: Default::default(),
         settings: spec.settings.clone(),
     };
+    // `ref`: the spec's paths are in its commit's checkout in the results directory its
+    // trial directory is in (`DIR/trials/NNNNN`), made for this trial and removed after it.
+    let results_dir = spec
+        .out_dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(&spec.out_dir);
+    let _checkouts =
+        crate::checkouts::Checkouts::prepare(results_dir, std::slice::from_ref(&config))?;
+    if spec.services.is_empty() && spec.settings.setup.is_empty() {
+        return Ok(run_trial(spec, interrupt));
+    }
     crate::services::remove_leftovers(&spec.out_dir);
     let mut services =
         RunServices::start(&spec.services, &[config], &spec.out_dir, &spec.registry, 1)?;
@@ -206,7 +215,7 @@ pub fn run_pending(
             "killed {killed}, a server left running by an earlier rubyrace that did not exit cleanly"
         ));
     }
-    let configs = store.configs()?;
+    let stored_configs = store.configs()?;
     let schedule = store.schedule()?;
     let record_env: Vec<String> = store
         .meta("record_env")?
@@ -216,6 +225,32 @@ pub fn run_pending(
         .unwrap_or_default();
     let blocks = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
     let done = store.completed()?;
+    // `ref`: each commit checked out in the results directory for this session, and every
+    // configuration's paths moved there (the services' `setup` runs there too).
+    // A complete run (every planned trial stored, and an adaptive one ended) has nothing to
+    // run: its resume checks nothing out, starts no service and keeps every log as it was.
+    let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
+        && (store.precision_target()?.is_none() || store.precision_end()?.is_some());
+    let checkouts = if complete {
+        crate::checkouts::Checkouts::default()
+    } else {
+        crate::checkouts::Checkouts::prepare(store.dir(), &stored_configs)?
+    };
+    for (c, path) in checkouts.made() {
+        progress.note(&format!(
+            "checked out {} ({}) at {}",
+            c.git_ref,
+            &c.commit[..12.min(c.commit.len())],
+            path.display()
+        ));
+    }
+    let configs: Vec<Config> = stored_configs
+        .into_iter()
+        .map(|c| Config {
+            settings: crate::checkouts::settings_in_checkout(store.dir(), &c.settings),
+            ..c
+        })
+        .collect();
     let conditions = store.conditions()?;
     progress.begin(schedule.len(), done.len(), blocks);
     let session = store.begin_session(kind, command)?;
@@ -240,10 +275,6 @@ pub fn run_pending(
     // [services] and setup: started now, before the first trial; a service that does not
     // start ends the session here, with its log's tail.
     crate::services::remove_leftovers(store.dir());
-    // A complete run (every planned trial stored, and an adaptive one ended) has nothing to
-    // serve: its resume starts no service and keeps every log as it was.
-    let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
-        && (store.precision_target()?.is_none() || store.precision_end()?.is_some());
     let services = if complete
         || (store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()))
     {
@@ -308,6 +339,7 @@ pub fn run_pending(
     }
     // Best effort: with a full disk even this may fail, and the error above matters more.
     let _ = run.store.end_session(session, &outcome);
+    drop(checkouts);
     end
 }
 

@@ -5,6 +5,7 @@
 
 pub mod cpus;
 pub mod environment;
+pub mod git;
 pub mod noise;
 pub mod process;
 pub mod registry;

@@ -419,6 +419,17 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
 /// commands, scenario, TLS and profilers.
 fn configuration_extras(s: &experiment::ConfigSettings) -> Vec<String> {
     let mut lines = Vec::new();
+    if let Some(c) = &s.app_commit {
+        let subject = sys::git::describe_commit(&c.repo, &c.commit)
+            .map(|(subject, _)| format!(": {subject}"))
+            .unwrap_or_default();
+        lines.push(format!(
+            "commit: {} = {}{subject} (of {}, checked out in the results directory)",
+            c.git_ref,
+            &c.commit[..12.min(c.commit.len())],
+            c.repo.display()
+        ));
+    }
     for argv in &s.setup {
         let argv: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
         lines.push(format!("setup: {}", sys::process::display_argv(&argv)));

@@ -9,6 +9,7 @@
 //!
 //! - `architecture`: the crates' layout rule (no import circle, dependencies as documented);
 //! - `build`: `rubyrace ruby build` and `ruby list`;
+//! - `commits`: commits as configurations (`ref` with `app_repo`);
 //! - `doctor`: `rubyrace doctor`, cross-checked against /proc and getrlimit;
 //! - `examples`: every ready-made experiment in smoke mode, and every study's README;
 //! - `faults`: servers that crash, hang or answer garbage; signals; a full disk;
@@ -30,6 +31,7 @@ mod support;
 
 mod architecture;
 mod build;
+mod commits;
 mod doctor;
 mod examples;
 mod faults;

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::Lookup;
-use crate::model::{default_script_timeout, RubyDef, ScriptSettings, Workload, BUNDLED_APPS};
+use crate::model::{
+    default_script_timeout, AppCommit, RubyDef, ScriptSettings, Workload, BUNDLED_APPS,
+};
 use crate::parse::Parser;
 use crate::servers::ServerKind;
 use crate::settings::did_you_mean;
@@ -223,4 +225,110 @@ pub(super) fn resolve_script(
         (Workload::Http, None) => None,
     };
     script
+}
+
+/// `ref` with `app_repo`: the commit the configuration runs, resolved now (so every trial
+/// runs the same commit whatever the branch does meanwhile), and the app's directory as
+/// the canonical path inside the repository that a checkout maps (`in_checkout`). An HTTP
+/// app must have its `config.ru` at that commit. None without `ref`.
+pub(super) fn resolve_app_commit(
+    p: &mut Parser,
+    l: &Lookup,
+    workload: Workload,
+    app_dir: PathBuf,
+) -> (PathBuf, Option<AppCommit>) {
+    let git_ref = l
+        .get("ref")
+        .and_then(|v| v.value.as_str())
+        .map(str::to_string);
+    let repo = l
+        .get("app_repo")
+        .and_then(|v| v.value.as_str())
+        .map(str::to_string);
+    let (git_ref, repo) = match (git_ref, repo) {
+        (None, None) => return (app_dir, None),
+        (Some(_), None) => {
+            p.error(
+                &l.span_of("ref"),
+                &l.key_of("ref"),
+                "`ref` needs `app_repo`, the git repository the app is in",
+                Some("add app_repo = \".\" (or the repository's path) beside it".into()),
+            );
+            return (app_dir, None);
+        }
+        (None, Some(_)) => {
+            p.error(
+                &l.span_of("app_repo"),
+                &l.key_of("app_repo"),
+                "`app_repo` needs `ref`, the commit to run (a branch, a tag, a hash)",
+                None,
+            );
+            return (app_dir, None);
+        }
+        (Some(r), Some(repo)) => (r, repo),
+    };
+    let top = match sys::git::toplevel(&p.resolve_path(&repo)) {
+        Ok(top) => top,
+        Err(e) => {
+            p.error(&l.span_of("app_repo"), &l.key_of("app_repo"), e, None);
+            return (app_dir, None);
+        }
+    };
+    let commit = match sys::git::commit_of(&top, &git_ref) {
+        Ok(c) => c,
+        Err(e) => {
+            p.error(
+                &l.span_of("ref"),
+                &l.key_of("ref"),
+                e,
+                Some(format!(
+                    "its commits: git -C {} log --oneline",
+                    top.display()
+                )),
+            );
+            return (app_dir, None);
+        }
+    };
+    let inside = app_dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.strip_prefix(&top).ok().map(Path::to_path_buf));
+    let Some(subdir) = inside else {
+        p.error(
+            &l.span_of("app"),
+            &l.key_of("app"),
+            format!(
+                "the app {} is not inside app_repo ({})",
+                app_dir.display(),
+                top.display()
+            ),
+            Some("with `ref`, `app` is the app's directory in that repository".into()),
+        );
+        return (app_dir, None);
+    };
+    if workload == Workload::Http && !sys::git::has_file(&top, &commit, &subdir.join("config.ru")) {
+        p.error(
+            &l.span_of("ref"),
+            &l.key_of("ref"),
+            format!(
+                "{} has no config.ru at {git_ref} ({})",
+                if subdir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    &subdir
+                }
+                .display(),
+                &commit[..12.min(commit.len())]
+            ),
+            None,
+        );
+    }
+    (
+        top.join(&subdir),
+        Some(AppCommit {
+            repo: top,
+            git_ref,
+            commit,
+        }),
+    )
 }

@@ -19,7 +19,7 @@ mod app;
 mod load_settings;
 mod ruby;
 
-use app::{resolve_app, resolve_gemfile, resolve_script};
+use app::{resolve_app, resolve_app_commit, resolve_gemfile, resolve_script};
 use load_settings::resolve_load;
 use ruby::{choose_ruby, resolve_knobs, Knobs};
 
@@ -236,6 +236,7 @@ pub(crate) fn resolve(
     let threads = l.int("threads").unwrap_or(1) as u32;
 
     let (app, app_dir) = resolve_app(p, &l, workload, server, processes, threads, &rejected);
+    let (app_dir, app_commit) = resolve_app_commit(p, &l, workload, app_dir);
 
     let gemfile = resolve_gemfile(
         p,
@@ -318,6 +319,7 @@ pub(crate) fn resolve(
         workload,
         app,
         app_dir,
+        app_commit,
         server,
         server_argv: l.list("server_argv"),
         processes,

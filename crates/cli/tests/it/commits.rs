@@ -1,0 +1,144 @@
+//! Commits as configurations (`ref` with `app_repo`): the real binary runs a Rack app from
+//! two commits of a git repository made by the test, each checked out as a worktree in the
+//! results directory and removed at the end, with the user's working tree (an uncommitted
+//! change, an untracked file), its branch and its list of worktrees untouched; every trial
+//! records the commit it ran. A ref that names no commit, and `ref` without `app_repo`, are
+//! errors of the file at their line.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::lab::{trials, Lab};
+
+/// `git -C dir ARGS` with a fixed identity; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "rubyrace test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "rubyrace test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn rack_app(body: &str) -> String {
+    format!("run ->(env) {{ [200, {{ \"content-type\" => \"text/plain\" }}, [{body:?}]] }}\n")
+}
+
+/// A repository `repo/` in the lab with `app/config.ru` at two commits, then an
+/// uncommitted change and an untracked file; the two commits' hashes.
+fn repository(lab: &Lab) -> (std::path::PathBuf, String, String) {
+    let repo = lab.dir.path("repo");
+    std::fs::create_dir_all(repo.join("app")).unwrap();
+    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(repo.join("app/config.ru"), rack_app("first")).unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "--quiet", "-m", "first version"]);
+    let first = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(repo.join("app/config.ru"), rack_app("second, longer")).unwrap();
+    git(&repo, &["commit", "--quiet", "-am", "second version"]);
+    let second = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(repo.join("app/config.ru"), rack_app("uncommitted")).unwrap();
+    std::fs::write(repo.join("app/notes.txt"), "untracked").unwrap();
+    (repo, first, second)
+}
+
+const EXPERIMENT: &str = r#"
+name = "commits"
+blocks = 2
+
+[settings]
+app = "repo/app"
+app_repo = "repo"
+warmup = "300ms"
+duration = "1s"
+
+[matrix]
+ref = ["HEAD~1", "main"]
+"#;
+
+#[test]
+fn each_commit_runs_from_its_own_checkout_and_the_working_tree_is_untouched() {
+    let lab = Lab::new("commits");
+    let (repo, first, second) = repository(&lab);
+    let status_before = git(&repo, &["status", "--porcelain"]);
+    lab.experiment(EXPERIMENT);
+
+    let dry = lab.run(&["--dry-run"], Duration::from_secs(30));
+    assert_eq!(dry.code(), Some(0), "{dry:?}");
+    assert!(
+        dry.stdout
+            .contains(&format!("commit: HEAD~1 = {}: first version", &first[..12])),
+        "{dry:?}"
+    );
+
+    let run = lab.run(&[], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("checked out HEAD~1"), "{run:?}");
+    let rows = trials(&lab.db());
+    assert_eq!(rows.len(), 4, "{run:?}");
+    let checkouts = lab.results().join("checkouts");
+    for row in &rows {
+        assert_eq!(row.status, "valid", "{:?}", row.reason);
+        let settings = &row.result["settings"];
+        let written = settings["app_commit"]["ref"].as_str().unwrap();
+        let expected = if written == "HEAD~1" { &first } else { &second };
+        assert_eq!(settings["app_commit"]["commit"], expected.as_str());
+        // The server ran in the checkout of that commit, and its git state says so.
+        let app_dir = settings["app_dir"].as_str().unwrap();
+        assert!(
+            Path::new(app_dir).starts_with(checkouts.join(&expected[..12])),
+            "{app_dir}"
+        );
+        assert_eq!(
+            row.result["environment"]["app_git"]["sha"],
+            expected.as_str()
+        );
+        assert_eq!(row.result["environment"]["app_git"]["dirty"], false);
+    }
+    // The checkouts are gone, from the results directory and from git's list; the working
+    // tree, its uncommitted change and its untracked file are as they were.
+    assert!(!checkouts.exists(), "{:?}", std::fs::read_dir(&checkouts));
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("app/config.ru")).unwrap(),
+        rack_app("uncommitted")
+    );
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), second);
+    assert_eq!(git(&repo, &["branch", "--list"]), "* main");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
+fn a_ref_that_names_no_commit_is_an_error_of_the_file() {
+    let lab = Lab::new("commits-bad-ref");
+    repository(&lab);
+    let file = lab.experiment(&EXPERIMENT.replace("\"main\"", "\"no-such-branch\""));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(30));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!("{}:", file.display()))
+            && run.stderr.contains("no commit \"no-such-branch\""),
+        "{run:?}"
+    );
+
+    let lab = Lab::new("commits-no-repo");
+    repository(&lab);
+    lab.experiment(&EXPERIMENT.replace("app_repo = \"repo\"\n", ""));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(30));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(run.stderr.contains("`ref` needs `app_repo`"), "{run:?}");
+}
