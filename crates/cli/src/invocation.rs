@@ -13,6 +13,10 @@ pub const EXIT_BAD_EXPERIMENT: u8 = 2;
 /// --fail-fast).
 pub const EXIT_TRIALS_FAILED: u8 = 3;
 
+/// Exit status of `rubyrace check` when its gate is inconclusive at the budget (unless
+/// `--inconclusive pass|fail` says otherwise); 1 is a slowdown beyond the threshold.
+pub const EXIT_INCONCLUSIVE: u8 = 4;
+
 /// Exit status after Ctrl-C.
 pub const EXIT_INTERRUPTED: u8 = 130;
 

@@ -56,6 +56,9 @@ enum Command {
     Load(commands::load::LoadArgs),
     /// Run an experiment: every configuration in randomized blocks, into a results directory.
     Run(commands::run::RunArgs),
+    /// Gate a change in CI: run two commits of the app in the same blocks until the head's
+    /// slowdown is decided against a threshold; exit 0 (pass), 1 (slower) or 4 (cannot tell).
+    Check(commands::check::CheckArgs),
     /// Run one trial from a JSON spec and print its result as JSON.
     Trial(commands::trial::TrialArgs),
     /// Analyse results: cohorts, comparisons with confidence intervals, warnings; as a
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Load(args) => commands::load::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Check(args) => commands::check::check(args),
         Command::Trial(args) => commands::trial::trial(args),
         Command::Report(args) => commands::report::report(args),
         Command::Compare(args) => commands::report::compare(args),

@@ -26,6 +26,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::precision::{Observation, PrecisionMetric};
+
 /// The chance, over the whole run, of an interval wholly on the wrong side of the truth
 /// (split between the two sides).
 pub const GATE_ALPHA: f64 = 0.05;
@@ -121,6 +123,81 @@ impl GateRule {
                 return d;
             }
         }
+    }
+}
+
+/// A gate as a run stores it (`rubyrace check`): the rule, the metric it decides on, and
+/// the two configurations, base (configuration 0) and head (configuration 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateTarget {
+    pub rule: GateRule,
+    pub metric: PrecisionMetric,
+}
+
+impl GateTarget {
+    /// Each block's `ln(head cost / base cost)` over the blocks where both have a valid
+    /// value, in block order: for throughput, `ln(base / head)`, so positive is worse for
+    /// every metric.
+    pub fn worse_by_block(&self, observations: &[Observation]) -> Vec<f64> {
+        let mut base = std::collections::BTreeMap::new();
+        let mut head = std::collections::BTreeMap::new();
+        for o in observations
+            .iter()
+            .filter(|o| o.value > 0.0 && o.value.is_finite())
+        {
+            match o.config_id {
+                0 => base.insert(o.block, o.value),
+                1 => head.insert(o.block, o.value),
+                _ => None,
+            };
+        }
+        base.iter()
+            .filter_map(|(block, b)| head.get(block).map(|h| (h / b).ln()))
+            .map(|log| {
+                if self.metric == PrecisionMetric::Throughput {
+                    -log
+                } else {
+                    log
+                }
+            })
+            .collect()
+    }
+}
+
+/// How a gate ended, as stored (`gate_end` in the results' meta).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateEnd {
+    pub decision: GateDecision,
+    pub max_slowdown: f64,
+    pub metric: PrecisionMetric,
+}
+
+impl GateEnd {
+    /// One line: the verdict and its figures.
+    pub fn describe(&self) -> String {
+        let d = &self.decision;
+        let figures = match (d.factor, d.low, d.high) {
+            (Some(f), Some(lo), Some(hi)) => format!(
+                "head/base slowdown on {} {:.4}× [{:.4}–{:.4}] ({:.2}% interval), {} blocks",
+                self.metric.name(),
+                f,
+                lo,
+                hi,
+                100.0 * d.confidence,
+                d.blocks
+            ),
+            _ => format!("{} blocks, too few paired values for an interval", d.blocks),
+        };
+        let allowed = format!("{:.4}×", 1.0 + self.max_slowdown);
+        let verdict = match d.verdict {
+            GateVerdict::Pass => format!("pass: no slowdown beyond {allowed}"),
+            GateVerdict::Fail => format!("fail: slower than {allowed} with confidence"),
+            GateVerdict::Inconclusive => {
+                format!("inconclusive: the interval still holds {allowed} at the budget")
+            }
+            GateVerdict::Continue => "not decided".to_string(),
+        };
+        format!("{verdict}; {figures}")
     }
 }
 

@@ -155,6 +155,81 @@ pub struct AppCommit {
     pub commit: String,
 }
 
+/// Why a commit cannot be run: the key at fault (`app_repo`, `ref` or `app`), what is
+/// wrong, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppCommitError {
+    pub key: &'static str,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl AppCommit {
+    /// `git_ref` of the repository holding `repo`, resolved to its commit, for the app in
+    /// `app_dir` (which must be inside the repository); an HTTP app (`http`) must have its
+    /// `config.ru` at that commit. Also the app's directory as the canonical path inside
+    /// the repository, which a checkout maps (`ConfigSettings::in_checkout`).
+    pub fn resolve(
+        repo: &std::path::Path,
+        git_ref: &str,
+        app_dir: &std::path::Path,
+        http: bool,
+    ) -> Result<(PathBuf, AppCommit), AppCommitError> {
+        let err =
+            |key, message: String, help: Option<String>| AppCommitError { key, message, help };
+        let top = sys::git::toplevel(repo).map_err(|e| err("app_repo", e, None))?;
+        let commit = sys::git::commit_of(&top, git_ref).map_err(|e| {
+            err(
+                "ref",
+                e,
+                Some(format!(
+                    "its commits: git -C {} log --oneline",
+                    top.display()
+                )),
+            )
+        })?;
+        let subdir = app_dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.strip_prefix(&top).ok().map(std::path::Path::to_path_buf))
+            .ok_or_else(|| {
+                err(
+                    "app",
+                    format!(
+                        "the app {} is not inside app_repo ({})",
+                        app_dir.display(),
+                        top.display()
+                    ),
+                    Some("with `ref`, `app` is the app's directory in that repository".into()),
+                )
+            })?;
+        if http && !sys::git::has_file(&top, &commit, &subdir.join("config.ru")) {
+            let shown = if subdir.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                &subdir
+            };
+            return Err(err(
+                "ref",
+                format!(
+                    "{} has no config.ru at {git_ref} ({})",
+                    shown.display(),
+                    &commit[..12.min(commit.len())]
+                ),
+                None,
+            ));
+        }
+        Ok((
+            top.join(&subdir),
+            AppCommit {
+                repo: top,
+                git_ref: git_ref.to_string(),
+                commit,
+            },
+        ))
+    }
+}
+
 /// Samples per second unless `profile_rate` says otherwise: 99, not 100, so the sampling
 /// does not run in lockstep with timers.
 pub const DEFAULT_PROFILE_RATE_HZ: u32 = 99;
@@ -320,10 +395,14 @@ pub struct Experiment {
     /// `precision = "1%"`: blocks are added after `batches` until every comparison is that
     /// precise, or the budget is spent (crate::precision).
     pub precision: Option<crate::precision::PrecisionTarget>,
+    /// `rubyrace check`: the gate that decides when the run stops (not a key of the file).
+    pub gate: Option<crate::gate::GateTarget>,
     /// `quiet`, `cpus`, `repeat_noisy`: how trials are kept out of the machine's noise.
     pub conditions: crate::conditions::TrialConditions,
     /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).
     pub design: crate::design::Design,
+    /// Whether the file wrote `design` (else it is the default for its configurations).
+    pub design_written: bool,
     /// `[services]`: PostgreSQL and Redis servers the app needs (crate::services).
     pub services: crate::services::Services,
 }

@@ -33,6 +33,31 @@ pub(crate) const NOTED_SETTINGS: [&str; 7] = [
 ];
 
 impl Experiment {
+    /// The design `run` chooses for `configs` when the file does not write one: interleaved
+    /// for two to eight HTTP configurations that can share a block, else blocks (`rubyrace
+    /// check` asks it for the two commits of a file's one configuration).
+    pub fn default_design(&self, configs: &[Config]) -> crate::design::Design {
+        let mut written = std::collections::BTreeSet::new();
+        if configs.iter().any(|c| c.settings.load.requests.is_some()) {
+            written.insert("requests");
+        }
+        match crate::parse::why_blocks_by_default(
+            configs,
+            &written,
+            self.conditions.repeat_noisy,
+            !self.services.is_empty(),
+        ) {
+            Some(_) => crate::design::Design::Blocks,
+            None => {
+                let (slice, rounds) =
+                    crate::design::slicing_for(configs[0].settings.load.duration, None, None);
+                crate::design::Design::Interleaved { slice, rounds }
+            }
+        }
+    }
+}
+
+impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
         let whole_file = |position, message: String, help: Option<&str>| {
@@ -687,6 +712,7 @@ impl Experiment {
             t
         });
         let rounds_written = rounds.is_some();
+        let design_written = written_design.is_some();
         let (design, design_note) = p.design(
             written_design,
             slice,
@@ -718,7 +744,9 @@ impl Experiment {
 
         Ok(Experiment {
             design,
+            design_written,
             precision,
+            gate: None,
             conditions,
             file: file.to_path_buf(),
             text: text.to_string(),

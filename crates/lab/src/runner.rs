@@ -14,6 +14,7 @@ use crate::services::RunServices;
 use crate::trial::{run_trial, TrialOutcome, TrialSpec, TRIAL_SPEC_SCHEMA};
 use experiment::conditions::{QuietRule, TrialConditions};
 use experiment::design::Design;
+use experiment::gate::{GateEnd, GateTarget, GateVerdict};
 use experiment::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
 use experiment::schedule::{one_block, ScheduledTrial};
 use experiment::Config;
@@ -230,7 +231,8 @@ pub fn run_pending(
     // A complete run (every planned trial stored, and an adaptive one ended) has nothing to
     // run: its resume checks nothing out, starts no service and keeps every log as it was.
     let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
-        && (store.precision_target()?.is_none() || store.precision_end()?.is_some());
+        && (store.precision_target()?.is_none() || store.precision_end()?.is_some())
+        && (store.gate()?.is_none() || store.gate_end()?.is_some());
     let checkouts = if complete {
         crate::checkouts::Checkouts::default()
     } else {
@@ -325,6 +327,11 @@ pub fn run_pending(
             end = run.run_until_precise(&target);
         }
     }
+    if let (Ok(RunEnd::Complete), Some(gate)) = (&end, run.store.gate()?) {
+        if run.store.gate_end()?.is_none() {
+            end = run.run_until_decided(&gate);
+        }
+    }
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
@@ -395,6 +402,54 @@ enum TrialEnd {
 }
 
 impl Run<'_> {
+    /// A gate (`rubyrace check`): after every complete block, the gate's rule looks (at its
+    /// planned block counts); another block until it decides, then how it ended is stored.
+    fn run_until_decided(&mut self, gate: &GateTarget) -> Result<RunEnd> {
+        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
+            Some("sequential") => experiment::Order::Sequential,
+            _ => experiment::Order::Random,
+        };
+        let configs = self.configs.len();
+        loop {
+            let schedule = self.store.schedule()?;
+            let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+            let worse = gate.worse_by_block(&self.store.observations(gate.metric)?);
+            let mut decision = gate.rule.decide(&worse);
+            if decision.verdict == GateVerdict::Continue && blocks_done >= gate.rule.max_blocks {
+                // Invalid trials left fewer pairs than blocks: the budget is blocks run.
+                decision.verdict = GateVerdict::Inconclusive;
+            }
+            if decision.verdict != GateVerdict::Continue {
+                let end = GateEnd {
+                    decision,
+                    max_slowdown: gate.rule.max_slowdown,
+                    metric: gate.metric,
+                };
+                self.progress.note(&format!("gate: {}", end.describe()));
+                self.store.record_gate_end(&end)?;
+                return Ok(RunEnd::Complete);
+            }
+            if gate.rule.looks().contains(&(worse.len() as u32)) {
+                self.progress.note(&format!(
+                    "gate: not decided after {} blocks ({}); another block",
+                    worse.len(),
+                    decision
+                        .factor
+                        .zip(decision.low.zip(decision.high))
+                        .map(|(f, (lo, hi))| format!("{f:.4}× [{lo:.4}–{hi:.4}]"))
+                        .unwrap_or_else(|| "no interval yet".into())
+                ));
+            }
+            let next = one_block(configs, blocks_done, order, self.seed, schedule.len());
+            self.store.append_block(&next)?;
+            let done = self.store.completed()?;
+            match self.run_schedule(&next, &done)? {
+                RunEnd::Complete => continue,
+                other => return Ok(other),
+            }
+        }
+    }
+
     /// An adaptive run: after every complete block, evaluate the precision rule; add and
     /// run one more block until it is reached or the budget is spent, then record how it
     /// ended.

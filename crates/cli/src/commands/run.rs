@@ -67,7 +67,7 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-fn default_output(name: &str, smoke: bool) -> PathBuf {
+pub(crate) fn default_output(name: &str, smoke: bool) -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     // 2026-11-22T01:02:03Z -> 20261122-010203
     let compact: String = stamp
@@ -222,6 +222,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     print_summary(&store)?;
     if let Some(end) = store.precision_end()? {
         println!("\n{}.", end.describe());
+    }
+    if let Some(end) = store.gate_end()? {
+        println!("\ngate (rubyrace check): {}.", end.describe());
     }
     let completed = store.completed()?.len();
     let total = store.schedule()?.len();

@@ -142,3 +142,118 @@ fn a_ref_that_names_no_commit_is_an_error_of_the_file() {
     assert_eq!(run.code(), Some(2), "{run:?}");
     assert!(run.stderr.contains("`ref` needs `app_repo`"), "{run:?}");
 }
+
+/// The experiment `rubyrace check` runs at two commits: one configuration, short trials.
+const GATE: &str = r#"
+name = "gate"
+
+[settings]
+app = "repo/app"
+warmup = "300ms"
+duration = "1s"
+"#;
+
+/// `rubyrace check` on the repository of [`repository`] plus a third commit that makes
+/// every request allocate 20,000 objects (tens of times slower): a slower head fails
+/// (exit 1) at the first look, the same code passes (exit 0), and a threshold no interval
+/// can decide within a 3-block budget is inconclusive (exit 4, or 0 with `--inconclusive
+/// pass`). The summary file gets the verdict appended; the working tree and the list of
+/// worktrees are untouched.
+#[test]
+fn check_gates_a_change_by_its_slowdown() {
+    let lab = Lab::new("check");
+    let (repo, _, _) = repository(&lab);
+    git(&repo, &["checkout", "--quiet", "--", "app/config.ru"]);
+    std::fs::write(
+        repo.join("app/config.ru"),
+        "run ->(env) { 20_000.times { Object.new }; [200, {}, [\"slow\"]] }\n",
+    )
+    .unwrap();
+    git(
+        &repo,
+        &["commit", "--quiet", "-am", "allocate on every request"],
+    );
+    let status_before = git(&repo, &["status", "--porcelain"]);
+    let file = lab.experiment(GATE);
+    let summary = lab.dir.path("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let check = |name: &str, args: &[&str]| {
+        let out = lab.dir.path(name);
+        let mut all = vec![
+            "check".to_string(),
+            file.to_string_lossy().into_owned(),
+            "--app-repo".into(),
+            repo.to_string_lossy().into_owned(),
+            "-o".into(),
+            out.to_string_lossy().into_owned(),
+            "--summary".into(),
+            summary.to_string_lossy().into_owned(),
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        crate::support::spawn(&all).wait(Duration::from_secs(240))
+    };
+
+    let slower = check("slower", &["--base", "HEAD~1", "--head", "HEAD"]);
+    assert_eq!(slower.code(), Some(1), "{slower:?}");
+    assert!(
+        slower.stdout.contains("## rubyrace check: ❌ fail"),
+        "{slower:?}"
+    );
+    assert!(slower.stdout.contains("| head | `HEAD` |"), "{slower:?}");
+    assert!(!slower.stdout.contains("RUN IN PROGRESS"), "{slower:?}");
+
+    let same = check(
+        "same",
+        &[
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD~1",
+            "--max-slowdown",
+            "20%",
+        ],
+    );
+    assert_eq!(same.code(), Some(0), "{same:?}");
+    assert!(
+        same.stdout.contains("## rubyrace check: ✅ pass"),
+        "{same:?}"
+    );
+
+    let budget = [
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD~1",
+        "--max-slowdown",
+        "0.01%",
+    ];
+    let tight: Vec<&str> = budget
+        .iter()
+        .copied()
+        .chain(["--min-blocks", "3", "--max-blocks", "3"])
+        .collect();
+    let unsure = check("unsure", &tight);
+    assert_eq!(unsure.code(), Some(4), "{unsure:?}");
+    assert!(unsure.stdout.contains("inconclusive"), "{unsure:?}");
+    let passing: Vec<&str> = tight
+        .iter()
+        .copied()
+        .chain(["--inconclusive", "pass"])
+        .collect();
+    assert_eq!(check("unsure-pass", &passing).code(), Some(0));
+
+    let written = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        written.starts_with("earlier step\n"),
+        "appended, not replaced"
+    );
+    assert_eq!(
+        written.matches("## rubyrace check:").count(),
+        4,
+        "{written}"
+    );
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

@@ -23,7 +23,7 @@ mod run_keys;
 mod sections;
 mod services;
 
-pub(crate) use run_keys::{parse_percent, DesignName};
+pub(crate) use run_keys::{parse_percent, why_blocks_by_default, DesignName};
 
 /// A checked setting value and where it was written.
 #[derive(Clone, Debug)]

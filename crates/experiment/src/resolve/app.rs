@@ -267,68 +267,16 @@ pub(super) fn resolve_app_commit(
         }
         (Some(r), Some(repo)) => (r, repo),
     };
-    let top = match sys::git::toplevel(&p.resolve_path(&repo)) {
-        Ok(top) => top,
+    match AppCommit::resolve(
+        &p.resolve_path(&repo),
+        &git_ref,
+        &app_dir,
+        workload == Workload::Http,
+    ) {
+        Ok((in_repo, commit)) => (in_repo, Some(commit)),
         Err(e) => {
-            p.error(&l.span_of("app_repo"), &l.key_of("app_repo"), e, None);
-            return (app_dir, None);
+            p.error(&l.span_of(e.key), &l.key_of(e.key), e.message, e.help);
+            (app_dir, None)
         }
-    };
-    let commit = match sys::git::commit_of(&top, &git_ref) {
-        Ok(c) => c,
-        Err(e) => {
-            p.error(
-                &l.span_of("ref"),
-                &l.key_of("ref"),
-                e,
-                Some(format!(
-                    "its commits: git -C {} log --oneline",
-                    top.display()
-                )),
-            );
-            return (app_dir, None);
-        }
-    };
-    let inside = app_dir
-        .canonicalize()
-        .ok()
-        .and_then(|d| d.strip_prefix(&top).ok().map(Path::to_path_buf));
-    let Some(subdir) = inside else {
-        p.error(
-            &l.span_of("app"),
-            &l.key_of("app"),
-            format!(
-                "the app {} is not inside app_repo ({})",
-                app_dir.display(),
-                top.display()
-            ),
-            Some("with `ref`, `app` is the app's directory in that repository".into()),
-        );
-        return (app_dir, None);
-    };
-    if workload == Workload::Http && !sys::git::has_file(&top, &commit, &subdir.join("config.ru")) {
-        p.error(
-            &l.span_of("ref"),
-            &l.key_of("ref"),
-            format!(
-                "{} has no config.ru at {git_ref} ({})",
-                if subdir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    &subdir
-                }
-                .display(),
-                &commit[..12.min(commit.len())]
-            ),
-            None,
-        );
     }
-    (
-        top.join(&subdir),
-        Some(AppCommit {
-            repo: top,
-            git_ref,
-            commit,
-        }),
-    )
 }

@@ -292,6 +292,13 @@ impl Store {
                 params![k, v],
             )?;
         }
+        // `rubyrace check`'s gate, only in the runs it makes.
+        if let Some(gate) = &experiment.gate {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('gate', ?1)",
+                params![serde_json::to_string(gate)?],
+            )?;
+        }
         for c in &experiment.configs {
             tx.execute(
                 "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",

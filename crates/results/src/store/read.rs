@@ -155,6 +155,20 @@ impl Store {
         }
     }
 
+    /// The gate of a run `rubyrace check` made; none for other runs.
+    pub fn gate(&self) -> Result<Option<experiment::gate::GateTarget>> {
+        self.meta("gate")?
+            .map(|text| serde_json::from_str(&text).context("the stored gate"))
+            .transpose()
+    }
+
+    /// How the gate ended, once it has.
+    pub fn gate_end(&self) -> Result<Option<experiment::gate::GateEnd>> {
+        self.meta("gate_end")?
+            .map(|text| serde_json::from_str(&text).context("the stored gate_end"))
+            .transpose()
+    }
+
     /// The valid trials' values of `metric`, for the precision rule.
     pub fn observations(
         &self,

@@ -36,6 +36,14 @@ impl Store {
         Ok(())
     }
 
+    pub fn record_gate_end(&self, end: &experiment::gate::GateEnd) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('gate_end', ?1)",
+            params![serde_json::to_string(end)?],
+        )?;
+        Ok(())
+    }
+
     /// Adds one block to the schedule (an adaptive run that is not precise enough yet), in
     /// one transaction; the trials are those `schedule::schedule` gives for that block.
     pub fn append_block(&mut self, trials: &[ScheduledTrial]) -> Result<()> {
