@@ -224,17 +224,7 @@ pub fn planned_looks(min: u32, max: u32) -> Vec<u32> {
 
 /// The mean of `logs` and the half-width of its t interval at `confidence`.
 pub(crate) fn log_interval(logs: &[f64], confidence: f64) -> Option<(f64, f64)> {
-    let n = logs.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let q = 1.0 - (1.0 - confidence) / 2.0;
-    Some((
-        mean,
-        stats::dist::t_quantile(q, n - 1) * var.sqrt() / (n as f64).sqrt(),
-    ))
+    stats::ci::t_interval(logs, confidence).map(|(mean, _, high)| (mean, high - mean))
 }
 
 #[cfg(test)]

@@ -299,14 +299,7 @@ fn evaluate_at(
 
 /// Half-width of the t interval at `confidence` of the mean of `logs`.
 fn log_half_width(logs: &[f64], confidence: f64) -> Option<f64> {
-    let n = logs.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let q = 1.0 - (1.0 - confidence) / 2.0;
-    Some(stats::dist::t_quantile(q, n - 1) * var.sqrt() / (n as f64).sqrt())
+    stats::ci::t_interval(logs, confidence).map(|(mean, _, high)| high - mean)
 }
 
 #[cfg(test)]

@@ -173,7 +173,9 @@ pub(crate) fn mean_var(xs: &[f64]) -> (f64, f64) {
 }
 
 /// Mean of `xs` with its Student's t interval: `(mean, low, high)`; `None` for n < 2.
-fn t_interval(xs: &[f64], confidence: f64) -> Option<(f64, f64, f64)> {
+/// The per-block log ratios of the paired comparisons, and the sequential rules of
+/// `experiment` (`precision`, `gate`, `bisect`), all go through this one.
+pub fn t_interval(xs: &[f64], confidence: f64) -> Option<(f64, f64, f64)> {
     let n = xs.len();
     if n < 2 || !valid_confidence(confidence) {
         return None;
