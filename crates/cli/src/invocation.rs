@@ -58,3 +58,27 @@ pub fn install_interrupt_with(
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
+
+/// A percentage flag (`3%`) as a fraction.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let number = s
+        .trim()
+        .strip_suffix('%')
+        .ok_or("expected a percentage, e.g. 3%")?;
+    match number.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(p / 100.0),
+        _ => Err(format!(
+            "expected a percentage above 0% and below 100%, not {s}"
+        )),
+    }
+}
+
+/// A metric flag (`--metric`), as the precision rule names them.
+pub fn parse_metric(s: &str) -> Result<experiment::precision::PrecisionMetric, String> {
+    experiment::precision::PrecisionMetric::parse(s).ok_or_else(|| {
+        format!(
+            "expected one of {}",
+            experiment::precision::PrecisionMetric::NAMES.join(", ")
+        )
+    })
+}

@@ -59,6 +59,9 @@ enum Command {
     /// Gate a change in CI: run two commits of the app in the same blocks until the head's
     /// slowdown is decided against a threshold; exit 0 (pass), 1 (slower) or 4 (cannot tell).
     Check(commands::check::CheckArgs),
+    /// Find the commit that made the app slower: a binary search over its history, each
+    /// step measured against both ends until decided, commits that do not boot skipped.
+    Bisect(commands::bisect::BisectArgs),
     /// Run one trial from a JSON spec and print its result as JSON.
     Trial(commands::trial::TrialArgs),
     /// Analyse results: cohorts, comparisons with confidence intervals, warnings; as a
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Command::Load(args) => commands::load::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Check(args) => commands::check::check(args),
+        Command::Bisect(args) => commands::bisect::bisect(args),
         Command::Trial(args) => commands::trial::trial(args),
         Command::Report(args) => commands::report::report(args),
         Command::Compare(args) => commands::report::compare(args),

@@ -77,7 +77,8 @@ impl ConsoleProgress {
         } else {
             self.estimate_per_trial
         };
-        let left = (self.total - self.done) as f64 - self.block_fraction * self.block_trials as f64;
+        let left = self.total.saturating_sub(self.done) as f64
+            - self.block_fraction * self.block_trials as f64;
         per.mul_f64(left.max(0.0))
     }
 
@@ -317,10 +318,17 @@ impl Progress for ConsoleProgress {
             100.0 * target.target,
             widths.join(", ")
         ));
-        self.total = total;
         self.blocks = (status.blocks_done + u32::from(added)).max(self.blocks);
+        self.planned(total);
+    }
+
+    fn planned(&mut self, total: usize) {
+        self.total = total.max(self.total);
+        self.blocks = self
+            .blocks
+            .max(total.div_ceil(self.block_trials.max(1)) as u32);
         if let Some(bar) = &self.bar {
-            bar.set_length(total as u64);
+            bar.set_length(self.total as u64);
         }
     }
 }

@@ -40,6 +40,11 @@ pub struct BisectRule {
     pub max_blocks: u32,
     /// Decisions the search's α is split over: the ends and the steps of a binary search.
     pub decisions: u32,
+    /// `--precision`, as in adaptive runs: a decision whose interval is this narrow (its
+    /// half-width, as a ratio) and still holds its threshold stops there rather than
+    /// spending the budget ("no regression this large", "cannot tell").
+    #[serde(default)]
+    pub precision: Option<f64>,
 }
 
 /// What the ends say.
@@ -66,6 +71,18 @@ pub enum StepVerdict {
     Continue,
 }
 
+/// The ends' verdict with its figures: bad against good, as a cost ratio (above 1: bad is
+/// slower) with its interval at the rule's confidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndsDecision {
+    pub verdict: EndsVerdict,
+    pub blocks: u32,
+    pub ratio: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub confidence: f64,
+}
+
 /// A step's verdict with its figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepDecision {
@@ -78,8 +95,11 @@ pub struct StepDecision {
     pub theta_high: Option<f64>,
     /// θ's interval excludes both 0 and 1: the candidate has part of the regression only.
     pub partial: bool,
-    /// The candidate against good: geometric mean of its cost ratio.
+    /// The candidate against good: geometric mean of its cost ratio, and its interval at
+    /// the rule's confidence.
     pub ratio_to_good: Option<f64>,
+    pub ratio_low: Option<f64>,
+    pub ratio_high: Option<f64>,
 }
 
 impl BisectRule {
@@ -90,6 +110,7 @@ impl BisectRule {
             min_blocks,
             max_blocks,
             decisions: 1 + steps.max(1),
+            precision: None,
         }
     }
 
@@ -107,17 +128,31 @@ impl BisectRule {
         (looks.contains(&n) || n >= last, n >= last)
     }
 
+    /// Whether an interval of half-width `h` (in logs) is as narrow as `--precision` asks.
+    fn precise(&self, h: f64) -> bool {
+        self.precision.is_some_and(|p| h <= (1.0 + p).ln())
+    }
+
     /// The ends after `y.len()` blocks (`y`: each block's `ln(bad / good)`, costs).
-    pub fn decide_ends(&self, y: &[f64]) -> EndsVerdict {
+    pub fn decide_ends(&self, y: &[f64]) -> EndsDecision {
+        let confidence = self.confidence();
+        let interval = log_interval(y, confidence);
         let (look, last) = self.look(y.len() as u32);
-        if !look {
-            return EndsVerdict::Continue;
-        }
-        match log_interval(y, self.confidence()) {
+        let verdict = match interval {
+            _ if !look => EndsVerdict::Continue,
             Some((m, h)) if m - h > 0.0 => EndsVerdict::Regression,
             Some((m, h)) if m + h < 0.0 => EndsVerdict::NoRegression,
+            Some((_, h)) if self.precise(h) => EndsVerdict::NoRegression,
             _ if last => EndsVerdict::NoRegression,
             _ => EndsVerdict::Continue,
+        };
+        EndsDecision {
+            verdict,
+            blocks: y.len() as u32,
+            ratio: interval.map(|(m, _)| m.exp()),
+            low: interval.map(|(m, h)| (m - h).exp()),
+            high: interval.map(|(m, h)| (m + h).exp()),
+            confidence,
         }
     }
 
@@ -128,6 +163,7 @@ impl BisectRule {
         let confidence = self.confidence();
         let theta = fieller(blocks, confidence);
         let x: Vec<f64> = blocks.iter().map(|b| b.0).collect();
+        let ratio = log_interval(&x, confidence);
         let mut decision = StepDecision {
             verdict: StepVerdict::Continue,
             blocks: n,
@@ -136,6 +172,8 @@ impl BisectRule {
             theta_high: theta.and_then(|t| t.2),
             partial: matches!(theta, Some((_, Some(lo), Some(hi))) if lo > 0.0 && hi < 1.0),
             ratio_to_good: (!x.is_empty()).then(|| (x.iter().sum::<f64>() / x.len() as f64).exp()),
+            ratio_low: ratio.map(|(m, h)| (m - h).exp()),
+            ratio_high: ratio.map(|(m, h)| (m + h).exp()),
         };
         let (look, last) = self.look(n);
         if !look {
@@ -145,6 +183,7 @@ impl BisectRule {
         decision.verdict = match log_interval(&d, confidence) {
             Some((m, h)) if m - h > 0.0 => StepVerdict::Bad,
             Some((m, h)) if m + h < 0.0 => StepVerdict::Good,
+            Some((_, h)) if self.precise(h) => StepVerdict::CannotTell,
             _ if last => StepVerdict::CannotTell,
             _ => StepVerdict::Continue,
         };
@@ -247,6 +286,130 @@ impl Bisection {
             BisectAnswer::Commit(self.bad)
         } else {
             BisectAnswer::Range(self.good + 1, self.bad)
+        }
+    }
+}
+
+/// Which decision a run of a bisection makes: the ends (configurations good and bad) or a
+/// step (good, bad and the candidate). Stored as the run's meta `bisect`, so that a
+/// resumed step goes on deciding by the same rule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BisectTarget {
+    pub rule: BisectRule,
+    pub metric: crate::precision::PrecisionMetric,
+    pub stage: BisectStage,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BisectStage {
+    Ends,
+    Step,
+}
+
+/// The configurations of a bisection's run, in this order.
+pub const GOOD: usize = 0;
+pub const BAD: usize = 1;
+pub const CANDIDATE: usize = 2;
+
+/// How a run of a bisection ended, as stored (meta `bisect_end`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BisectEnd {
+    Ends(EndsDecision),
+    Step(StepDecision),
+    /// The candidate could not be measured (it does not build or boot): skipped, with why.
+    Unmeasurable {
+        reason: String,
+    },
+}
+
+impl BisectTarget {
+    /// What the rule says after the blocks of `observations`; None until it decides.
+    pub fn decide(&self, observations: &[crate::precision::Observation]) -> BisectEnd {
+        let y = crate::gate::cost_logs(self.metric, observations, BAD, GOOD);
+        match self.stage {
+            BisectStage::Ends => {
+                BisectEnd::Ends(self.rule.decide_ends(&y.into_values().collect::<Vec<_>>()))
+            }
+            BisectStage::Step => {
+                let x = crate::gate::cost_logs(self.metric, observations, CANDIDATE, GOOD);
+                let pairs: Vec<(f64, f64)> = x
+                    .iter()
+                    .filter_map(|(block, x)| y.get(block).map(|y| (*x, *y)))
+                    .collect();
+                BisectEnd::Step(self.rule.decide_step(&pairs))
+            }
+        }
+    }
+}
+
+impl BisectEnd {
+    /// Whether the rule has decided (or the candidate was skipped).
+    pub fn decided(&self) -> bool {
+        match self {
+            BisectEnd::Ends(d) => d.verdict != EndsVerdict::Continue,
+            BisectEnd::Step(d) => d.verdict != StepVerdict::Continue,
+            BisectEnd::Unmeasurable { .. } => true,
+        }
+    }
+
+    /// Blocks with a value of every configuration.
+    pub fn blocks(&self) -> u32 {
+        match self {
+            BisectEnd::Ends(d) => d.blocks,
+            BisectEnd::Step(d) => d.blocks,
+            BisectEnd::Unmeasurable { .. } => 0,
+        }
+    }
+
+    /// One line: the verdict and its figures.
+    pub fn describe(&self) -> String {
+        let interval = |r: Option<f64>, lo: Option<f64>, hi: Option<f64>| match (r, lo, hi) {
+            (Some(r), Some(lo), Some(hi)) => format!("{r:.4}× [{lo:.4}–{hi:.4}]"),
+            (Some(r), ..) => format!("{r:.4}×"),
+            _ => "no figure yet".to_string(),
+        };
+        match self {
+            BisectEnd::Ends(d) => {
+                let verdict = match d.verdict {
+                    EndsVerdict::Regression => "bad is slower than good",
+                    EndsVerdict::NoRegression => {
+                        "no regression to find between these commits at this precision"
+                    }
+                    EndsVerdict::Continue => "not decided",
+                };
+                format!(
+                    "{verdict}: bad/good cost {} ({:.2}% interval), {} blocks",
+                    interval(d.ratio, d.low, d.high),
+                    100.0 * d.confidence,
+                    d.blocks
+                )
+            }
+            BisectEnd::Step(d) => {
+                let verdict = match d.verdict {
+                    StepVerdict::Bad => "bad",
+                    StepVerdict::Good => "good",
+                    StepVerdict::CannotTell => "cannot tell at this precision",
+                    StepVerdict::Continue => "not decided",
+                };
+                let theta = match (d.theta, d.theta_low, d.theta_high) {
+                    (Some(t), Some(lo), Some(hi)) => format!("θ {t:.2} [{lo:.2}–{hi:.2}]"),
+                    (Some(t), ..) => format!("θ {t:.2} [unbounded]"),
+                    _ => "θ not yet".to_string(),
+                };
+                let partial = if d.partial {
+                    "; only part of the regression: more than one change in the range"
+                } else {
+                    ""
+                };
+                format!(
+                    "{verdict}: {theta}, against good {}, {} blocks{partial}",
+                    interval(d.ratio_to_good, d.ratio_low, d.ratio_high),
+                    d.blocks
+                )
+            }
+            BisectEnd::Unmeasurable { reason } => format!("skipped: {reason}"),
         }
     }
 }
@@ -355,7 +518,7 @@ mod tests {
         let mut total = 0;
         let ends = loop {
             y.push(block(rng, good, good, bad, sd).1);
-            let v = rule.decide_ends(&y);
+            let v = rule.decide_ends(&y).verdict;
             if v != EndsVerdict::Continue {
                 break v;
             }

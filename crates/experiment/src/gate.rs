@@ -139,29 +139,40 @@ impl GateTarget {
     /// value, in block order: for throughput, `ln(base / head)`, so positive is worse for
     /// every metric.
     pub fn worse_by_block(&self, observations: &[Observation]) -> Vec<f64> {
-        let mut base = std::collections::BTreeMap::new();
-        let mut head = std::collections::BTreeMap::new();
-        for o in observations
-            .iter()
-            .filter(|o| o.value > 0.0 && o.value.is_finite())
-        {
-            match o.config_id {
-                0 => base.insert(o.block, o.value),
-                1 => head.insert(o.block, o.value),
-                _ => None,
-            };
-        }
-        base.iter()
-            .filter_map(|(block, b)| head.get(block).map(|h| (h / b).ln()))
-            .map(|log| {
-                if self.metric == PrecisionMetric::Throughput {
-                    -log
-                } else {
-                    log
-                }
-            })
+        cost_logs(self.metric, observations, 1, 0)
+            .into_values()
             .collect()
     }
+}
+
+/// Each block's `ln(cost of configuration `of` / cost of `against`)`, over the blocks where
+/// both have a valid value: for throughput, the inverse ratio, so positive is slower for
+/// every metric.
+pub fn cost_logs(
+    metric: PrecisionMetric,
+    observations: &[Observation],
+    of: usize,
+    against: usize,
+) -> std::collections::BTreeMap<u32, f64> {
+    let value = |config: usize| -> std::collections::BTreeMap<u32, f64> {
+        observations
+            .iter()
+            .filter(|o| o.config_id == config && o.value > 0.0 && o.value.is_finite())
+            .map(|o| (o.block, o.value))
+            .collect()
+    };
+    let (of, against) = (value(of), value(against));
+    of.iter()
+        .filter_map(|(block, v)| against.get(block).map(|a| (*block, (v / a).ln())))
+        .map(|(block, log)| {
+            let cost = if metric == PrecisionMetric::Throughput {
+                -log
+            } else {
+                log
+            };
+            (block, cost)
+        })
+        .collect()
 }
 
 /// How a gate ended, as stored (`gate_end` in the results' meta).

@@ -747,6 +747,7 @@ impl Experiment {
             design_written,
             precision,
             gate: None,
+            bisect: None,
             conditions,
             file: file.to_path_buf(),
             text: text.to_string(),

@@ -12,6 +12,7 @@ use crate::conditions::wait_for_quiet;
 use crate::interleave::{run_interleaved_block, BlockEvent, BlockOutcome};
 use crate::services::RunServices;
 use crate::trial::{run_trial, TrialOutcome, TrialSpec, TRIAL_SPEC_SCHEMA};
+use experiment::bisect::{BisectEnd, BisectTarget};
 use experiment::conditions::{QuietRule, TrialConditions};
 use experiment::design::Design;
 use experiment::gate::{GateEnd, GateTarget, GateVerdict};
@@ -36,6 +37,8 @@ pub trait Progress {
     fn block_event(&mut self, _block: u32, _event: &BlockEvent) {}
     /// An adaptive run looked at its precision after a block (`added` is true when it adds
     /// another block, whose trials make the schedule `total` long).
+    /// A run that decides when to stop added a block: the schedule is `total` trials long.
+    fn planned(&mut self, _total: usize) {}
     fn precision(
         &mut self,
         _status: &PrecisionStatus,
@@ -232,7 +235,8 @@ pub fn run_pending(
     // run: its resume checks nothing out, starts no service and keeps every log as it was.
     let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
         && (store.precision_target()?.is_none() || store.precision_end()?.is_some())
-        && (store.gate()?.is_none() || store.gate_end()?.is_some());
+        && (store.gate()?.is_none() || store.gate_end()?.is_some())
+        && (store.bisect()?.is_none() || store.bisect_end()?.is_some());
     let checkouts = if complete {
         crate::checkouts::Checkouts::default()
     } else {
@@ -332,6 +336,11 @@ pub fn run_pending(
             end = run.run_until_decided(&gate);
         }
     }
+    if let (Ok(RunEnd::Complete), Some(target)) = (&end, run.store.bisect()?) {
+        if run.store.bisect_end()?.is_none() {
+            end = run.run_until_bisected(&target);
+        }
+    }
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
@@ -395,6 +404,27 @@ fn profiler_failures(
         .collect()
 }
 
+/// The first configuration with a failed trial and no valid one (it does not build or
+/// boot), with the failure's reason.
+fn never_ran(trials: &[TrialResult]) -> Option<(usize, String)> {
+    let failed = trials.iter().filter(|t| t.status == TrialStatus::Failed);
+    failed
+        .filter(|f| {
+            !trials
+                .iter()
+                .any(|t| t.config_id == f.config_id && t.status == TrialStatus::Valid)
+        })
+        .min_by_key(|f| f.config_id)
+        .map(|f| {
+            (
+                f.config_id,
+                f.reason
+                    .clone()
+                    .unwrap_or_else(|| "its trial failed".into()),
+            )
+        })
+}
+
 /// What became of one scheduled trial.
 enum TrialEnd {
     Stored(Box<TrialResult>),
@@ -405,15 +435,8 @@ impl Run<'_> {
     /// A gate (`rubyrace check`): after every complete block, the gate's rule looks (at its
     /// planned block counts); another block until it decides, then how it ended is stored.
     fn run_until_decided(&mut self, gate: &GateTarget) -> Result<RunEnd> {
-        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
-            Some("sequential") => experiment::Order::Sequential,
-            _ => experiment::Order::Random,
-        };
-        let configs = self.configs.len();
-        loop {
-            let schedule = self.store.schedule()?;
-            let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
-            let worse = gate.worse_by_block(&self.store.observations(gate.metric)?);
+        self.run_blocks_until(|run, blocks_done, _| {
+            let worse = gate.worse_by_block(&run.store.observations(gate.metric)?);
             let mut decision = gate.rule.decide(&worse);
             if decision.verdict == GateVerdict::Continue && blocks_done >= gate.rule.max_blocks {
                 // Invalid trials left fewer pairs than blocks: the budget is blocks run.
@@ -425,12 +448,12 @@ impl Run<'_> {
                     max_slowdown: gate.rule.max_slowdown,
                     metric: gate.metric,
                 };
-                self.progress.note(&format!("gate: {}", end.describe()));
-                self.store.record_gate_end(&end)?;
-                return Ok(RunEnd::Complete);
+                run.progress.note(&format!("gate: {}", end.describe()));
+                run.store.record_gate_end(&end)?;
+                return Ok(true);
             }
             if gate.rule.looks().contains(&(worse.len() as u32)) {
-                self.progress.note(&format!(
+                run.progress.note(&format!(
                     "gate: not decided after {} blocks ({}); another block",
                     worse.len(),
                     decision
@@ -440,41 +463,71 @@ impl Run<'_> {
                         .unwrap_or_else(|| "no interval yet".into())
                 ));
             }
-            let next = one_block(configs, blocks_done, order, self.seed, schedule.len());
-            self.store.append_block(&next)?;
-            let done = self.store.completed()?;
-            match self.run_schedule(&next, &done)? {
-                RunEnd::Complete => continue,
-                other => return Ok(other),
+            Ok(false)
+        })
+    }
+
+    /// One decision of a bisection (`rubyrace bisect`): the ends, or a step with its
+    /// candidate. After every complete block the rule looks; a candidate that has failed
+    /// and never run (it does not build or boot) ends the step as unmeasurable, with the
+    /// failure's reason, rather than spending the budget on it.
+    fn run_until_bisected(&mut self, target: &BisectTarget) -> Result<RunEnd> {
+        self.run_blocks_until(|run, blocks_done, _| {
+            let mut end = target.decide(&run.store.observations(target.metric)?);
+            if let Some((config, reason)) = never_ran(&run.store.trial_results()?) {
+                if config != experiment::bisect::CANDIDATE {
+                    anyhow::bail!(
+                        "the {} end cannot be measured, so there is nothing to bisect: {reason}",
+                        if config == experiment::bisect::GOOD {
+                            "good"
+                        } else {
+                            "bad"
+                        }
+                    );
+                }
+                end = BisectEnd::Unmeasurable { reason };
             }
-        }
+            if !end.decided() && blocks_done >= target.rule.max_blocks {
+                // Invalid trials left fewer values than blocks: the budget is blocks run.
+                end = match end {
+                    BisectEnd::Ends(mut d) => {
+                        d.verdict = experiment::bisect::EndsVerdict::NoRegression;
+                        BisectEnd::Ends(d)
+                    }
+                    BisectEnd::Step(mut d) => {
+                        d.verdict = experiment::bisect::StepVerdict::CannotTell;
+                        BisectEnd::Step(d)
+                    }
+                    other => other,
+                };
+            }
+            if end.decided() {
+                run.progress.note(&format!("bisect: {}", end.describe()));
+                run.store.record_bisect_end(&end)?;
+                return Ok(true);
+            }
+            Ok(false)
+        })
     }
 
     /// An adaptive run: after every complete block, evaluate the precision rule; add and
     /// run one more block until it is reached or the budget is spent, then record how it
     /// ended.
     fn run_until_precise(&mut self, target: &PrecisionTarget) -> Result<RunEnd> {
-        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
-            Some("sequential") => experiment::Order::Sequential,
-            _ => experiment::Order::Random,
-        };
-        let seed = self.seed;
         let configs = self.configs.len();
-        loop {
-            let schedule = self.store.schedule()?;
-            let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+        self.run_blocks_until(|run, blocks_done, planned_next| {
             let status = evaluate(
                 target,
                 configs,
                 blocks_done,
-                &self.store.observations(target.metric)?,
+                &run.store.observations(target.metric)?,
             );
             let reason = if status.reached {
                 Some("target-reached")
             } else if blocks_done >= target.max_batches {
                 Some("max-batches")
             } else if target.max_duration.is_some_and(|budget| {
-                self.store
+                run.store
                     .trials_wall_time()
                     .is_ok_and(|spent| spent >= budget)
             }) {
@@ -482,24 +535,44 @@ impl Run<'_> {
             } else {
                 None
             };
-            let next = one_block(configs, blocks_done, order, seed, schedule.len());
-            self.progress.precision(
-                &status,
-                target,
-                reason.is_none(),
-                schedule.len() + next.len(),
-            );
+            run.progress
+                .precision(&status, target, reason.is_none(), planned_next);
             if let Some(reason) = reason {
-                self.store.record_precision_end(&PrecisionEnd {
+                run.store.record_precision_end(&PrecisionEnd {
                     reason: reason.into(),
                     blocks: blocks_done,
                     target: target.target,
                     metric: target.metric,
                     widest_half_width: status.widest.and_then(|w| w.half_width),
                 })?;
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    /// The loop of every run that decides when to stop (adaptive precision, a gate, a
+    /// bisection's decision): after every complete block, `look(run, blocks done, trials
+    /// planned with one more block)` says whether the run has ended (and stores how);
+    /// until it has, one more block is added to the schedule and run.
+    fn run_blocks_until(
+        &mut self,
+        mut look: impl FnMut(&mut Self, u32, usize) -> Result<bool>,
+    ) -> Result<RunEnd> {
+        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
+            Some("sequential") => experiment::Order::Sequential,
+            _ => experiment::Order::Random,
+        };
+        let configs = self.configs.len();
+        loop {
+            let schedule = self.store.schedule()?;
+            let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+            let next = one_block(configs, blocks_done, order, self.seed, schedule.len());
+            if look(self, blocks_done, schedule.len() + next.len())? {
                 return Ok(RunEnd::Complete);
             }
             self.store.append_block(&next)?;
+            self.progress.planned(schedule.len() + next.len());
             let done = self.store.completed()?;
             match self.run_schedule(&next, &done)? {
                 RunEnd::Complete => continue,

@@ -6,6 +6,7 @@
 //! benchstat text or an offline HTML page with SVG charts.
 
 pub mod analysis;
+pub mod bisect;
 pub mod input;
 pub mod model;
 pub mod noise;

@@ -9,12 +9,14 @@
 //!   slices;
 //! - `probe`, `conditions`, `profile`, `services`: the parts recorded by the lab's probe,
 //!   its trial conditions, its profilers and its services;
+//! - `bisect`: a bisection's record (`bisect.json`), above one store per decision;
 //! - `store`: the SQLite database and the trials' directories, written by a run and read
 //!   by the report, `export` and `--resume`.
 //!
 //! Data only, one to one with docs/results.md: nothing here starts a process or measures
 //! anything; `lab` does, and writes through this crate; `report` reads through it.
 
+pub mod bisect;
 pub mod conditions;
 pub mod probe;
 pub mod profile;

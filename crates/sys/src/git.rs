@@ -70,6 +70,39 @@ pub fn describe_commit(repo: &Path, commit: &str) -> Result<(String, String), St
     Ok((subject.to_string(), date.to_string()))
 }
 
+/// The history a bisection searches: `good`, then every commit on the first-parent line
+/// from it to `bad`, oldest first (a merge is one commit of the line, as `git bisect
+/// --first-parent` sees it). An error when `good` is not on `bad`'s first-parent line.
+pub fn first_parent_history(repo: &Path, good: &str, bad: &str) -> Result<Vec<String>, String> {
+    let good = commit_of(repo, good)?;
+    let bad = commit_of(repo, bad)?;
+    if good == bad {
+        return Err("good and bad are the same commit".into());
+    }
+    let line = git(
+        repo,
+        &[
+            "rev-list",
+            "--first-parent",
+            "--reverse",
+            &format!("{good}..{bad}"),
+        ],
+    )?;
+    let mut history = vec![good.clone()];
+    history.extend(line.lines().map(str::to_string));
+    let on_the_line = history.get(1).is_some_and(|first| {
+        git(repo, &["rev-parse", &format!("{first}^1")]).is_ok_and(|parent| parent == good)
+    });
+    if !on_the_line {
+        return Err(format!(
+            "{} is not an ancestor of {} on its first-parent line",
+            &good[..12],
+            &bad[..12]
+        ));
+    }
+    Ok(history)
+}
+
 /// Checks `commit` out at `path` as a linked worktree with a detached HEAD (no branch is
 /// made or moved). A worktree already there at that commit is kept.
 pub fn worktree_add(repo: &Path, path: &Path, commit: &str) -> Result<(), String> {

@@ -20,8 +20,8 @@ use lab::runner::{run_pending, RunEnd};
 use results::store::Store;
 
 use crate::invocation::{
-    command_line, install_interrupt_with, EXIT_BAD_EXPERIMENT, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
-    EXIT_TRIALS_FAILED, STOPPING,
+    command_line, install_interrupt_with, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING,
 };
 use crate::progress::ConsoleProgress;
 
@@ -69,24 +69,6 @@ pub struct CheckArgs {
     /// The results directory (default: results/<name>-check-<date>).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
-}
-
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let number = s
-        .trim()
-        .strip_suffix('%')
-        .ok_or("expected a percentage, e.g. 3%")?;
-    match number.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p < 100.0 => Ok(p / 100.0),
-        _ => Err(format!(
-            "expected a percentage above 0% and below 100%, not {s}"
-        )),
-    }
-}
-
-fn parse_metric(s: &str) -> Result<PrecisionMetric, String> {
-    PrecisionMetric::parse(s)
-        .ok_or_else(|| format!("expected one of {}", PrecisionMetric::NAMES.join(", ")))
 }
 
 /// The experiment with its one configuration at base and at head, and the gate.

@@ -1,6 +1,7 @@
 //! One module per command (`compare` lives with `report`, whose options it shares): each
 //! parses its arguments, calls the crates that do the work, and prints.
 
+pub mod bisect;
 pub mod check;
 pub mod doctor;
 pub mod export;

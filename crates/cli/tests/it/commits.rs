@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::lab::{trials, Lab};
 
 /// `git -C dir ARGS` with a fixed identity; its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -153,31 +153,40 @@ warmup = "300ms"
 duration = "1s"
 "#;
 
-/// `rubyrace check` on the repository of [`repository`] plus a third commit that makes
-/// every request allocate 20,000 objects (tens of times slower): a slower head fails
-/// (exit 1) at the first look, the same code passes (exit 0), and a threshold no interval
-/// can decide within a 3-block budget is inconclusive (exit 4, or 0 with `--inconclusive
-/// pass`). The summary file gets the verdict appended; the working tree and the list of
-/// worktrees are untouched.
+/// `rubyrace check` on a repository of four commits of an app whose requests do a fixed
+/// amount of work (`bisect::work_app`): base; the same code (another file changed); 10%
+/// more work; 3% more work. Against a 3% threshold, the 10% slower head fails (exit 1),
+/// the unchanged head passes (exit 0), and the 3% head on a 3-block budget cannot be told
+/// (exit 4, or 0 with `--inconclusive pass`). The summary file gets each verdict appended;
+/// the working tree (with an uncommitted change) and the list of worktrees are untouched.
 #[test]
 fn check_gates_a_change_by_its_slowdown() {
     let lab = Lab::new("check");
-    let (repo, _, _) = repository(&lab);
-    git(&repo, &["checkout", "--quiet", "--", "app/config.ru"]);
-    std::fs::write(
-        repo.join("app/config.ru"),
-        "run ->(env) { 20_000.times { Object.new }; [200, {}, [\"slow\"]] }\n",
-    )
-    .unwrap();
-    git(
-        &repo,
-        &["commit", "--quiet", "-am", "allocate on every request"],
-    );
+    let repo = lab.dir.path("repo");
+    std::fs::create_dir_all(repo.join("app")).unwrap();
+    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
+    let work = crate::bisect::WORK;
+    for (name, iterations, notes) in [
+        ("base", work, "base"),
+        ("same code", work, "notes changed"),
+        ("10% more work", work * 110 / 100, "notes changed"),
+        ("3% more work", work * 103 / 100, "notes changed"),
+    ] {
+        std::fs::write(
+            repo.join("app/config.ru"),
+            crate::bisect::work_app(iterations, ""),
+        )
+        .unwrap();
+        std::fs::write(repo.join("app/NOTES"), notes).unwrap();
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "--quiet", "-m", name]);
+    }
+    std::fs::write(repo.join("app/NOTES"), "uncommitted").unwrap();
     let status_before = git(&repo, &["status", "--porcelain"]);
     let file = lab.experiment(GATE);
     let summary = lab.dir.path("summary.md");
     std::fs::write(&summary, "earlier step\n").unwrap();
-    let check = |name: &str, args: &[&str]| {
+    let check = |name: &str, head: &str, extra: &[&str]| {
         let out = lab.dir.path(name);
         let mut all = vec![
             "check".to_string(),
@@ -188,51 +197,35 @@ fn check_gates_a_change_by_its_slowdown() {
             out.to_string_lossy().into_owned(),
             "--summary".into(),
             summary.to_string_lossy().into_owned(),
+            "--base".into(),
+            "HEAD~3".into(),
+            "--head".into(),
+            head.into(),
+            "--max-slowdown".into(),
+            "3%".into(),
         ];
-        all.extend(args.iter().map(|a| a.to_string()));
-        crate::support::spawn(&all).wait(Duration::from_secs(240))
+        all.extend(extra.iter().map(|a| a.to_string()));
+        crate::support::spawn(&all).wait(Duration::from_secs(400))
     };
 
-    let slower = check("slower", &["--base", "HEAD~1", "--head", "HEAD"]);
+    let slower = check("slower", "HEAD~1", &[]);
     assert_eq!(slower.code(), Some(1), "{slower:?}");
     assert!(
         slower.stdout.contains("## rubyrace check: ❌ fail"),
         "{slower:?}"
     );
-    assert!(slower.stdout.contains("| head | `HEAD` |"), "{slower:?}");
+    assert!(slower.stdout.contains("| head | `HEAD~1` |"), "{slower:?}");
     assert!(!slower.stdout.contains("RUN IN PROGRESS"), "{slower:?}");
 
-    let same = check(
-        "same",
-        &[
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD~1",
-            "--max-slowdown",
-            "20%",
-        ],
-    );
+    let same = check("same", "HEAD~2", &[]);
     assert_eq!(same.code(), Some(0), "{same:?}");
     assert!(
         same.stdout.contains("## rubyrace check: ✅ pass"),
         "{same:?}"
     );
 
-    let budget = [
-        "--base",
-        "HEAD~1",
-        "--head",
-        "HEAD~1",
-        "--max-slowdown",
-        "0.01%",
-    ];
-    let tight: Vec<&str> = budget
-        .iter()
-        .copied()
-        .chain(["--min-blocks", "3", "--max-blocks", "3"])
-        .collect();
-    let unsure = check("unsure", &tight);
+    let tight = ["--min-blocks", "3", "--max-blocks", "3"];
+    let unsure = check("unsure", "HEAD", &tight);
     assert_eq!(unsure.code(), Some(4), "{unsure:?}");
     assert!(unsure.stdout.contains("inconclusive"), "{unsure:?}");
     let passing: Vec<&str> = tight
@@ -240,7 +233,7 @@ fn check_gates_a_change_by_its_slowdown() {
         .copied()
         .chain(["--inconclusive", "pass"])
         .collect();
-    assert_eq!(check("unsure-pass", &passing).code(), Some(0));
+    assert_eq!(check("unsure-pass", "HEAD", &passing).code(), Some(0));
 
     let written = std::fs::read_to_string(&summary).unwrap();
     assert!(

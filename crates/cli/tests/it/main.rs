@@ -30,6 +30,7 @@
 mod support;
 
 mod architecture;
+mod bisect;
 mod build;
 mod commits;
 mod doctor;

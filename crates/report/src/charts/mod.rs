@@ -22,6 +22,7 @@
 //! `matrix`, `trial_order`), and `svg`, what they all draw with. `flamegraph` is the
 //! exception: inferno draws it, with its own script for search and zoom.
 
+pub mod bisect;
 pub mod flamegraph;
 mod latency;
 mod matrix;

@@ -299,6 +299,13 @@ impl Store {
                 params![serde_json::to_string(gate)?],
             )?;
         }
+        // `rubyrace bisect`'s decision, only in the runs it makes.
+        if let Some(bisect) = &experiment.bisect {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('bisect', ?1)",
+                params![serde_json::to_string(bisect)?],
+            )?;
+        }
         for c in &experiment.configs {
             tx.execute(
                 "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",

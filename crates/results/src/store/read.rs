@@ -169,6 +169,20 @@ impl Store {
             .transpose()
     }
 
+    /// The decision of a run `rubyrace bisect` made; none for other runs.
+    pub fn bisect(&self) -> Result<Option<experiment::bisect::BisectTarget>> {
+        self.meta("bisect")?
+            .map(|text| serde_json::from_str(&text).context("the stored bisect"))
+            .transpose()
+    }
+
+    /// How that decision ended, once it has.
+    pub fn bisect_end(&self) -> Result<Option<experiment::bisect::BisectEnd>> {
+        self.meta("bisect_end")?
+            .map(|text| serde_json::from_str(&text).context("the stored bisect_end"))
+            .transpose()
+    }
+
     /// The valid trials' values of `metric`, for the precision rule.
     pub fn observations(
         &self,

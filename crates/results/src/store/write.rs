@@ -44,6 +44,14 @@ impl Store {
         Ok(())
     }
 
+    pub fn record_bisect_end(&self, end: &experiment::bisect::BisectEnd) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('bisect_end', ?1)",
+            params![serde_json::to_string(end)?],
+        )?;
+        Ok(())
+    }
+
     /// Adds one block to the schedule (an adaptive run that is not precise enough yet), in
     /// one transaction; the trials are those `schedule::schedule` gives for that block.
     pub fn append_block(&mut self, trials: &[ScheduledTrial]) -> Result<()> {

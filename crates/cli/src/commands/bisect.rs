@@ -1,0 +1,513 @@
+//! `rubyrace bisect`: which commit of a history made the app slower, found by measuring.
+//! The experiment's one configuration (or `--config LABEL`) runs at commits of the app's
+//! repository: first good against bad (the ends: is there anything to find?), then each
+//! step's candidate interleaved with both ends, blocks added until the rule of
+//! `experiment::bisect` decides (bad, good, or cannot tell at this precision). A commit
+//! that does not build or boot is skipped and named. Every decision is a results directory
+//! of its own under `steps/`; `bisect.json` (`results::bisect`) is the search's record, and
+//! `--resume DIR` goes on from it without measuring a finished step again.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use experiment::bisect::{
+    BisectAnswer, BisectEnd, BisectRule, BisectStage, BisectTarget, Bisection, EndsVerdict,
+    StepVerdict,
+};
+use experiment::precision::PrecisionMetric;
+use experiment::schedule::schedule;
+use experiment::{AppCommit, Config, Experiment, Workload};
+use lab::runner::{run_pending, RunEnd};
+use results::bisect::{
+    BisectOutcome, BisectRecord, CommitInfo, StepRecord, BISECT_FILE, BISECT_SCHEMA,
+};
+use results::store::Store;
+
+use crate::invocation::{
+    command_line, install_interrupt_with, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING,
+};
+use crate::progress::ConsoleProgress;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "The rule and its error rates are in docs/methodology.md; the command in docs/bisect.md."
+)]
+pub struct BisectArgs {
+    /// The experiment file: one configuration, or name one with --config (its `app` inside
+    /// the repository).
+    #[arg(required_unless_present = "resume")]
+    pub experiment: Option<PathBuf>,
+    /// A commit without the slowdown (a branch, a tag, a hash).
+    #[arg(long, required_unless_present = "resume")]
+    pub good: Option<String>,
+    /// A commit with it.
+    #[arg(long, required_unless_present = "resume")]
+    pub bad: Option<String>,
+    /// The git repository of the app.
+    #[arg(long, required_unless_present = "resume")]
+    pub app_repo: Option<PathBuf>,
+    /// The configuration whose history is searched, by label, when the file has several.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// The metric the search decides on.
+    #[arg(long, default_value = "throughput", value_parser = parse_metric)]
+    pub metric: PrecisionMetric,
+    /// Stop a decision once its interval is this narrow (half-width, e.g. 1%) and still
+    /// undecided: no regression this large, or cannot tell. Without it, the budget decides.
+    #[arg(long, value_parser = parse_percent)]
+    pub precision: Option<f64>,
+    /// Blocks before a decision's first look.
+    #[arg(long, default_value_t = 6)]
+    pub min_blocks: u32,
+    /// A decision's budget in blocks.
+    #[arg(long, default_value_t = 60)]
+    pub max_blocks: u32,
+    /// The bisection's directory (default: results/<name>-bisect-<date>).
+    #[arg(long, short = 'o', conflicts_with = "resume")]
+    pub output: Option<PathBuf>,
+    /// Go on with the bisection in DIR (after Ctrl-C or a kill): finished steps are kept.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "good", "bad", "app_repo", "config", "output"])]
+    pub resume: Option<PathBuf>,
+}
+
+pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
+    let (dir, mut record) = match &args.resume {
+        Some(dir) => (dir.clone(), BisectRecord::read(dir)?),
+        None => match start(&args) {
+            Ok(started) => started,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+            }
+        },
+    };
+    let dir = std::path::absolute(&dir).context("the bisection's directory")?;
+    let (experiment, config) = match searched(&record.experiment, Some(&record.config)) {
+        Ok(found) => found,
+        Err(message) => {
+            eprintln!("{message}");
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
+    };
+    let resume_hint = format!("rubyrace bisect --resume {}", dir.display());
+    let interrupt = install_interrupt_with(
+        Some(STOPPING),
+        Some(format!(
+            "\nrubyrace: quit at once; every finished step is kept. Go on with:\n  {resume_hint}"
+        )),
+    )?;
+    eprintln!(
+        "rubyrace: bisecting {} commits of {} ({} .. {}) on {}; the search goes to {}",
+        record.commits.len(),
+        record.app_repo.display(),
+        record.good_ref,
+        record.bad_ref,
+        record.metric.name(),
+        dir.display()
+    );
+    let mut rule = BisectRule::new(record.commits.len(), record.min_blocks, record.max_blocks);
+    rule.precision = record.precision;
+    let started = std::time::Instant::now();
+    loop {
+        let (search, outcome) = replay(&mut record);
+        record.outcome = outcome;
+        record.write(&dir)?;
+        if record.outcome.is_some() {
+            break;
+        }
+        let commit = if record.ends().is_none() {
+            None
+        } else {
+            search.candidate()
+        };
+        let index = match record
+            .steps
+            .iter()
+            .position(|s| s.commit == commit && s.end.is_none())
+        {
+            Some(i) => i,
+            None => {
+                record.steps.push(StepRecord {
+                    commit,
+                    dir: step_dir(record.steps.len(), commit, &record.commits),
+                    end: None,
+                    measuring_s: 0.0,
+                });
+                record.write(&dir)?;
+                record.steps.len() - 1
+            }
+        };
+        let what = match commit {
+            None => "the ends: good against bad".to_string(),
+            Some(c) => format!(
+                "step {}: commit {} of {}, {}",
+                index,
+                c,
+                record.commits.len() - 1,
+                record.short(c)
+            ),
+        };
+        eprintln!("rubyrace: {what}");
+        let step = Step {
+            dir: &dir,
+            record: &record,
+            experiment: &experiment,
+            config: &config,
+            rule: &rule,
+            interrupt: &interrupt,
+        };
+        let ran = step.run(&record.steps[index].dir);
+        match ran {
+            Ok(Decided {
+                end,
+                measuring_s,
+                earlier,
+            }) => {
+                if earlier {
+                    eprintln!("rubyrace: decided before: {}", end.describe());
+                }
+                record.steps[index].end = Some(end);
+                record.steps[index].measuring_s = measuring_s;
+            }
+            Err(Stopped::Interrupted) => {
+                eprintln!(
+                    "\nInterrupted: every finished step is kept. Go on with:\n  {resume_hint}"
+                );
+                return Ok(ExitCode::from(EXIT_INTERRUPTED));
+            }
+            Err(Stopped::Failed(e)) => {
+                eprintln!(
+                    "rubyrace: the bisection stopped: {e:#}\nEvery finished step is kept. Go on with:\n  {resume_hint}"
+                );
+                return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
+            }
+        }
+    }
+    let text = summary(&record, started.elapsed());
+    print!("{text}");
+    std::fs::write(dir.join("bisect.md"), &text)
+        .with_context(|| format!("cannot write {}", dir.join("bisect.md").display()))?;
+    let html = report::bisect::html(&record);
+    std::fs::write(dir.join("bisect.html"), html)
+        .with_context(|| format!("cannot write {}", dir.join("bisect.html").display()))?;
+    eprintln!(
+        "rubyrace: the search's record is {}; its report {}",
+        dir.join(BISECT_FILE).display(),
+        dir.join("bisect.html").display()
+    );
+    Ok(ExitCode::from(match record.outcome {
+        Some(BisectOutcome::Range {
+            cannot_tell: true, ..
+        }) => EXIT_INCONCLUSIVE,
+        _ => 0,
+    }))
+}
+
+/// A new bisection: its history resolved, its directory made, its record written.
+fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
+    let file = args.experiment.clone().expect("clap requires it");
+    let (experiment, config) = searched(&file, args.config.as_deref())?;
+    let repo = args.app_repo.clone().expect("clap requires it");
+    let (good, bad) = (
+        args.good.clone().expect("clap requires it"),
+        args.bad.clone().expect("clap requires it"),
+    );
+    let top = sys::git::toplevel(&repo)?;
+    let history = sys::git::first_parent_history(&top, &good, &bad)
+        .map_err(|e| format!("--good {good} --bad {bad}: {e}"))?;
+    if history.len() < 2 {
+        return Err(format!("--good {good} --bad {bad}: nothing between them"));
+    }
+    // The app must be in the repository (checked on good, as every step will).
+    AppCommit::resolve(
+        &top,
+        &history[0],
+        &config.settings.app_dir,
+        config.settings.workload == Workload::Http,
+    )
+    .map_err(|e| format!("--good {good}: {}", e.message))?;
+    let commits = history
+        .iter()
+        .map(|hash| {
+            let (subject, date) = sys::git::describe_commit(&top, hash).unwrap_or_default();
+            CommitInfo {
+                hash: hash.clone(),
+                subject,
+                date,
+            }
+        })
+        .collect();
+    let dir = args.output.clone().unwrap_or_else(|| {
+        super::run::default_output(&format!("{}-bisect", experiment.name), false)
+    });
+    if dir.join(BISECT_FILE).exists() {
+        return Err(format!(
+            "{} holds a bisection already: go on with `rubyrace bisect --resume {}`, or choose another -o",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir.join("steps"))
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let record = BisectRecord {
+        schema: BISECT_SCHEMA.into(),
+        experiment: std::path::absolute(&file).map_err(|e| e.to_string())?,
+        config: config.label.clone(),
+        app_repo: top,
+        good_ref: good,
+        bad_ref: bad,
+        metric: args.metric,
+        min_blocks: args.min_blocks.max(3),
+        max_blocks: args.max_blocks.max(args.min_blocks.max(3)),
+        precision: args.precision,
+        commits,
+        steps: Vec::new(),
+        skipped: Vec::new(),
+        outcome: None,
+        more_than_one_change: false,
+    };
+    record.write(&dir).map_err(|e| format!("{e:#}"))?;
+    Ok((dir, record))
+}
+
+/// The experiment and the configuration whose history is searched: its only one, or the
+/// one labelled `label`.
+fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), String> {
+    let experiment = Experiment::load(file).map_err(|e| e.to_string())?;
+    if experiment.precision.is_some() {
+        return Err(format!(
+            "{}: bisect decides when each step stops by its own rule; remove `precision` (or give --precision)",
+            file.display()
+        ));
+    }
+    let labels = || {
+        experiment
+            .configs
+            .iter()
+            .map(|c| c.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let config = match label {
+        Some(label) => experiment
+            .configs
+            .iter()
+            .find(|c| c.label == label)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "{}: no configuration {label:?}; its configurations: {}",
+                    file.display(),
+                    labels()
+                )
+            })?,
+        None if experiment.configs.len() == 1 => experiment.configs[0].clone(),
+        None => {
+            return Err(format!(
+                "{}: {} configurations; name the one whose history is searched with --config (one of {})",
+                file.display(),
+                experiment.configs.len(),
+                labels()
+            ))
+        }
+    };
+    if config.settings.app_commit.is_some() {
+        return Err(format!(
+            "{}: the configuration {:?} names a `ref`; bisect chooses the commits",
+            file.display(),
+            config.label
+        ));
+    }
+    Ok((experiment, config))
+}
+
+/// The search so far, from the decided steps in order: the range left, and the outcome
+/// once there is one. Fills in the record's skipped commits and its partial flag.
+fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
+    let mut search = Bisection::new(record.commits.len());
+    record.skipped.clear();
+    record.more_than_one_change = false;
+    let mut outcome = None;
+    for step in &record.steps {
+        match (&step.end, step.commit) {
+            (Some(BisectEnd::Ends(d)), None) if d.verdict == EndsVerdict::NoRegression => {
+                outcome = Some(BisectOutcome::NothingToFind);
+            }
+            (Some(BisectEnd::Step(d)), Some(c)) => {
+                record.more_than_one_change |= d.partial;
+                if d.verdict == StepVerdict::CannotTell {
+                    outcome = Some(BisectOutcome::Range {
+                        first: search.good + 1,
+                        last: search.bad,
+                        cannot_tell: true,
+                    });
+                }
+                search.record(c, d.verdict);
+            }
+            (Some(BisectEnd::Unmeasurable { reason }), Some(c)) => {
+                search.skip(c);
+                record.skipped.push((c, reason.clone()));
+            }
+            _ => {}
+        }
+    }
+    if outcome.is_none() && record.ends().is_some() && search.candidate().is_none() {
+        outcome = Some(match search.answer() {
+            BisectAnswer::Commit(commit) => BisectOutcome::Commit { commit },
+            BisectAnswer::Range(first, last) => BisectOutcome::Range {
+                first,
+                last,
+                cannot_tell: false,
+            },
+        });
+    }
+    (search, outcome)
+}
+
+/// `steps/NN-ends` or `steps/NN-commit-C-HASH12`.
+fn step_dir(index: usize, commit: Option<usize>, commits: &[CommitInfo]) -> PathBuf {
+    PathBuf::from("steps").join(match commit {
+        None => format!("{index:02}-ends"),
+        Some(c) => format!("{index:02}-commit-{c}-{}", &commits[c].hash[..12]),
+    })
+}
+
+/// What one decision needs.
+struct Step<'a> {
+    dir: &'a Path,
+    record: &'a BisectRecord,
+    experiment: &'a Experiment,
+    config: &'a Config,
+    rule: &'a BisectRule,
+    interrupt: &'a Arc<AtomicBool>,
+}
+
+struct Decided {
+    end: BisectEnd,
+    measuring_s: f64,
+    /// Decided by an earlier session (the run said nothing of it this time).
+    earlier: bool,
+}
+
+enum Stopped {
+    Interrupted,
+    Failed(anyhow::Error),
+}
+
+impl Step<'_> {
+    /// Runs the decision in `relative` (under the bisection's directory), or goes on with
+    /// it when it was begun: its stored trials are kept, and a decided one is not run.
+    fn run(&self, relative: &Path) -> Result<Decided, Stopped> {
+        let dir = self.dir.join(relative);
+        let mut store = if dir.join(results::store::DB_FILE).is_file() {
+            Store::open(&dir).map_err(Stopped::Failed)?
+        } else {
+            let experiment = self.experiment_of(relative).map_err(Stopped::Failed)?;
+            let plan = schedule(
+                experiment.configs.len(),
+                experiment.batches,
+                experiment.order,
+                experiment.seed,
+            );
+            Store::create(&dir, &experiment, &plan, false).map_err(Stopped::Failed)?
+        };
+        let earlier = store.bisect_end().map_err(Stopped::Failed)?.is_some();
+        if !earlier {
+            let mut progress = ConsoleProgress::new(&store).map_err(Stopped::Failed)?;
+            let kind = if store.completed().map_err(Stopped::Failed)?.is_empty() {
+                "start"
+            } else {
+                "resume"
+            };
+            let end = run_pending(
+                &mut store,
+                kind,
+                &command_line(),
+                false,
+                self.interrupt,
+                &mut progress,
+            );
+            progress.finish();
+            match end {
+                Ok(RunEnd::Complete) => {}
+                Ok(RunEnd::Interrupted) => return Err(Stopped::Interrupted),
+                Ok(RunEnd::StoppedAfterFailure { .. }) => {
+                    unreachable!("a bisection never fails fast")
+                }
+                Err(e) => return Err(Stopped::Failed(e)),
+            }
+        }
+        let end = store
+            .bisect_end()
+            .map_err(Stopped::Failed)?
+            .ok_or_else(|| Stopped::Failed(anyhow::anyhow!("the step ended without a decision")))?;
+        let measuring_s = store
+            .trials_wall_time()
+            .map_err(Stopped::Failed)?
+            .as_secs_f64();
+        Ok(Decided {
+            end,
+            measuring_s,
+            earlier,
+        })
+    }
+
+    /// The experiment of one decision: the configuration at good, bad and (for a step) the
+    /// candidate, each from its checkout, interleaved as `run` would choose; one block
+    /// planned, the rest added as the rule asks.
+    fn experiment_of(&self, relative: &Path) -> Result<Experiment> {
+        let record = self.record;
+        let commit = record
+            .steps
+            .iter()
+            .find(|s| s.dir == relative)
+            .and_then(|s| s.commit);
+        let http = self.config.settings.workload == Workload::Http;
+        let at = |id: usize, label: &str, index: usize| -> Result<Config> {
+            let hash = &record.commits[index].hash;
+            let (app_dir, app_commit) =
+                AppCommit::resolve(&record.app_repo, hash, &self.config.settings.app_dir, http)
+                    .map_err(|e| anyhow::anyhow!("commit {}: {}", &hash[..12], e.message))?;
+            let mut settings = self.config.settings.clone();
+            settings.app_dir = app_dir;
+            settings.app_commit = Some(app_commit);
+            Ok(Config {
+                id,
+                label: label.to_string(),
+                axes: Default::default(),
+                settings,
+            })
+        };
+        let last = record.commits.len() - 1;
+        let mut configs = vec![at(0, "good", 0)?, at(1, "bad", last)?];
+        if let Some(c) = commit {
+            configs.push(at(2, "candidate", c)?);
+        }
+        let mut experiment = self.experiment.clone();
+        experiment.configs = configs;
+        if !experiment.design_written {
+            experiment.design = experiment.default_design(&experiment.configs);
+        }
+        experiment.batches = 1;
+        experiment.bisect = Some(BisectTarget {
+            rule: self.rule.clone(),
+            metric: record.metric,
+            stage: if commit.is_some() {
+                BisectStage::Step
+            } else {
+                BisectStage::Ends
+            },
+        });
+        Ok(experiment)
+    }
+}
+
+/// The answer and every step, as Markdown (printed, and written to `bisect.md`).
+fn summary(record: &BisectRecord, elapsed: std::time::Duration) -> String {
+    report::bisect::markdown(record, elapsed)
+}

@@ -1,0 +1,252 @@
+//! `rubyrace bisect` on git repositories the tests make: a Rack app whose every request
+//! does a fixed amount of work, committed 20 times. The real binary searches the history,
+//! measuring each step's candidate with both ends on real Puma servers.
+//!
+//! - Commit 13 does 15% more work per request; commit 9 raises at boot and commit 10 fixes
+//!   it. The search names commit 13, with an interval of its cost against good that holds
+//!   the planted 15%, skips commit 9 by name, and takes about log2(20) steps. It is killed
+//!   (SIGKILL) in the middle of a step and resumed: it ends with the same answer, without
+//!   measuring a finished step again, and leaves no server and no worktree behind.
+//! - The same history with no slowdown: nothing to find (`--precision` ends the ends early).
+//! - Two slowdowns of 8% (commits 6 and 15): reported as more than one change.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::commits::git;
+use crate::support::lab::Lab;
+use crate::support::spawn;
+
+/// Iterations of work per request at good (about 5 ms of Ruby on this machine, so Puma's
+/// own cost per request is a small share and the cost ratio is near the work's ratio).
+pub(crate) const WORK: u64 = 150_000;
+
+/// A Rack app doing `work` iterations per request, with `boot` (Ruby) before it.
+pub(crate) fn work_app(work: u64, boot: &str) -> String {
+    format!(
+        "{boot}WORK = {work}\nrun ->(env) {{ x = 0; WORK.times {{ |i| x += i }}; [200, {{ \"content-type\" => \"text/plain\" }}, [x.to_s]] }}\n"
+    )
+}
+
+/// A repository `repo/` in the lab with 20 commits of `app/config.ru`, commit `i` doing
+/// `work(i)` iterations per request and raising at boot when `broken(i)`; the hashes.
+fn history(lab: &Lab, work: impl Fn(usize) -> u64, broken: impl Fn(usize) -> bool) -> Vec<String> {
+    let repo = lab.dir.path("repo");
+    std::fs::create_dir_all(repo.join("app")).unwrap();
+    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
+    let mut hashes = Vec::new();
+    for i in 0..20 {
+        let boot = if broken(i) {
+            "raise \"commit {i} does not boot\"\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            repo.join("app/config.ru"),
+            work_app(work(i), &boot.replace("{i}", &i.to_string())),
+        )
+        .unwrap();
+        std::fs::write(repo.join("app/CHANGES"), format!("change {i}\n")).unwrap();
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "--quiet", "-m", &format!("commit {i}")]);
+        hashes.push(git(&repo, &["rev-parse", "HEAD"]));
+    }
+    hashes
+}
+
+const EXPERIMENT: &str = r#"
+name = "bisect"
+
+[settings]
+app = "repo/app"
+warmup = "300ms"
+duration = "1s"
+"#;
+
+fn bisect_args(lab: &Lab, out: &Path, extra: &[&str]) -> Vec<String> {
+    let file = lab.experiment(EXPERIMENT);
+    let mut args: Vec<String> = vec![
+        "bisect".into(),
+        file.to_string_lossy().into_owned(),
+        "--app-repo".into(),
+        lab.dir.path("repo").to_string_lossy().into_owned(),
+        "--good".into(),
+        "main~19".into(),
+        "--bad".into(),
+        "main".into(),
+        "-o".into(),
+        out.to_string_lossy().into_owned(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn record(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("bisect.json")).unwrap()).unwrap()
+}
+
+/// Trials stored in a step's results directory.
+fn stored(step: &Path) -> i64 {
+    Connection::open(step.join("results.db"))
+        .unwrap()
+        .query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn step_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir.join("steps"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
+    let lab = Lab::new("bisect");
+    let hashes = history(
+        &lab,
+        |i| if i >= 13 { WORK * 115 / 100 } else { WORK },
+        |i| i == 9,
+    );
+    let repo = lab.dir.path("repo");
+    let out = lab.dir.path("search");
+    let args = bisect_args(&lab, &out, &[]);
+
+    // Killed in the middle of the third decision (after the ends and the skipped commit).
+    let mut running = spawn(&args);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while step_dirs(&out).len() < 3 || stored(&step_dirs(&out)[2]) < 3 {
+        assert!(running.is_running(), "bisect ended before the kill");
+        assert!(
+            Instant::now() < deadline,
+            "the third step never stored a block"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: the pid of the rubyrace this test started.
+    unsafe { libc::kill(running.pid() as i32, libc::SIGKILL) };
+    // (`wait`'s deadline counts from the start.)
+    let killed = running.wait(Duration::from_secs(900));
+    assert_eq!(killed.code(), None, "{killed:?}");
+    let before: Vec<(PathBuf, i64)> = step_dirs(&out)
+        .iter()
+        .take(2)
+        .map(|d| (d.clone(), stored(d)))
+        .collect();
+
+    let resumed =
+        spawn(&["bisect", "--resume", out.to_str().unwrap()]).wait(Duration::from_secs(900));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    let r = record(&out);
+    assert_eq!(r["outcome"]["kind"], "commit", "{resumed:?}");
+    assert_eq!(r["outcome"]["commit"], 13, "{resumed:?}");
+    assert!(
+        resumed.stdout.contains(&format!(
+            "**The first bad commit is `{}` commit 13",
+            &hashes[13][..12]
+        )),
+        "{resumed:?}"
+    );
+    // The planted 15% is inside the interval of commit 13's cost against good.
+    let step13 = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["commit"] == 13)
+        .expect("commit 13 was measured");
+    let d = &step13["end"]["step"];
+    let (low, high) = (
+        d["ratio_low"].as_f64().unwrap(),
+        d["ratio_high"].as_f64().unwrap(),
+    );
+    assert!(
+        low < 1.15 && 1.15 < high,
+        "commit 13 against good: [{low}, {high}]"
+    );
+    assert_eq!(d["verdict"], "bad");
+    // Commit 9 was skipped, by name, with why.
+    assert_eq!(r["skipped"][0][0], 9, "{r}");
+    assert!(
+        resumed.stdout.contains("Skipped commit 9")
+            && resumed.stdout.contains("commit 9 does not boot"),
+        "{resumed:?}"
+    );
+    // About log2(20) steps: 4 or 5, one more for the skipped commit, the ends apart.
+    let steps = r["steps"].as_array().unwrap().len() - 1;
+    assert!((5..=7).contains(&steps), "{steps} steps");
+    // Finished decisions were not measured again; the resumed one has one session more.
+    for (dir, n) in &before {
+        assert_eq!(stored(dir), *n, "{} was measured again", dir.display());
+    }
+    let sessions: i64 = Connection::open(step_dirs(&out)[2].join("results.db"))
+        .unwrap()
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 2);
+    // The reports, and nothing left behind.
+    let html = std::fs::read_to_string(out.join("bisect.html")).unwrap();
+    assert!(html.contains("data-chart=\"bisect\"") && html.contains("data-answer=\"13-13\""));
+    assert!(html.contains("data-skipped=\"9\""));
+    assert!(std::fs::read_to_string(out.join("bisect.md"))
+        .unwrap()
+        .contains("| step | commit |"));
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
+fn a_history_without_a_slowdown_has_nothing_to_find() {
+    let lab = Lab::new("bisect-flat");
+    history(&lab, |_| WORK, |_| false);
+    let out = lab.dir.path("search");
+    let run =
+        spawn(&bisect_args(&lab, &out, &["--precision", "4%"])).wait(Duration::from_secs(600));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("No regression to find between these commits at this precision"),
+        "{run:?}"
+    );
+    let r = record(&out);
+    assert_eq!(r["outcome"]["kind"], "nothing_to_find");
+    assert_eq!(r["steps"].as_array().unwrap().len(), 1, "only the ends ran");
+    let blocks = r["steps"][0]["end"]["ends"]["blocks"].as_u64().unwrap();
+    assert!(
+        blocks < 60,
+        "--precision stopped it before the budget: {blocks}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+#[test]
+fn two_slowdowns_are_reported_as_more_than_one_change() {
+    let lab = Lab::new("bisect-two");
+    history(
+        &lab,
+        |i| WORK * [100, 108, 117][(i >= 6) as usize + (i >= 15) as usize] / 100,
+        |_| false,
+    );
+    let out = lab.dir.path("search");
+    let run =
+        spawn(&bisect_args(&lab, &out, &["--precision", "4%"])).wait(Duration::from_secs(900));
+    let r = record(&out);
+    assert_eq!(r["more_than_one_change"], true, "{run:?}");
+    assert!(run.stdout.contains("**More than one change**"), "{run:?}");
+    // Whatever it names is no guess: either the range it narrowed (exit 4, cannot tell) or
+    // a commit that is one of the two changes.
+    match run.code() {
+        Some(4) => assert_eq!(r["outcome"]["kind"], "range"),
+        Some(0) => {
+            let found = &r["outcome"]["commit"];
+            assert!(*found == 6 || *found == 15, "{r}");
+        }
+        other => panic!("exit {other:?}: {run:?}"),
+    }
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

@@ -1,0 +1,136 @@
+//! The record of a bisection (`rubyrace bisect`): `bisect.json` at the top of its
+//! directory, beside `steps/`, which holds one results directory per decision (the ends,
+//! then each step's candidate). The history searched, the search's settings and every
+//! step's outcome are here; every trial is in its step's store.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use experiment::bisect::{BisectEnd, EndsVerdict, StepVerdict};
+use experiment::precision::PrecisionMetric;
+use serde::{Deserialize, Serialize};
+
+pub const BISECT_SCHEMA: &str = "rubyrace.bisect/1";
+pub const BISECT_FILE: &str = "bisect.json";
+
+/// A commit of the history searched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    pub hash: String,
+    pub subject: String,
+    /// The author date, ISO 8601.
+    pub date: String,
+}
+
+/// One decision of the search: the ends (no `commit`) or a step on `commit`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The candidate's index in `commits`; absent for the ends.
+    pub commit: Option<usize>,
+    /// Its results directory, relative to the bisection's directory.
+    pub dir: PathBuf,
+    /// How it ended; absent while it runs (or when it was interrupted).
+    pub end: Option<BisectEnd>,
+    /// Its measuring time, seconds (an interleaved block counts once).
+    pub measuring_s: f64,
+}
+
+/// Where the search ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum BisectOutcome {
+    /// The ends' interval holds "no change": nothing to find at this precision.
+    NothingToFind,
+    /// The first bad commit (an index in `commits`).
+    Commit { commit: usize },
+    /// The first bad commit is one of `first..=last`: commits in it were skipped, or a
+    /// step could not tell (`cannot_tell`), and the search stopped there.
+    Range {
+        first: usize,
+        last: usize,
+        cannot_tell: bool,
+    },
+}
+
+/// `bisect.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BisectRecord {
+    pub schema: String,
+    /// The experiment file and the label of the configuration whose history is searched.
+    pub experiment: PathBuf,
+    pub config: String,
+    pub app_repo: PathBuf,
+    pub good_ref: String,
+    pub bad_ref: String,
+    pub metric: PrecisionMetric,
+    pub min_blocks: u32,
+    pub max_blocks: u32,
+    pub precision: Option<f64>,
+    /// The history: good first, bad last (first-parent line).
+    pub commits: Vec<CommitInfo>,
+    pub steps: Vec<StepRecord>,
+    /// Commits skipped: they did not build or boot (indices, with the reason).
+    pub skipped: Vec<(usize, String)>,
+    pub outcome: Option<BisectOutcome>,
+    /// Some step found the candidate with only part of the regression: more than one
+    /// change (or a gradual one) in the range.
+    pub more_than_one_change: bool,
+}
+
+impl BisectRecord {
+    pub fn read(dir: &Path) -> Result<BisectRecord> {
+        let path = dir.join(BISECT_FILE);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let record: BisectRecord = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a bisection's record", path.display()))?;
+        anyhow::ensure!(
+            record.schema == BISECT_SCHEMA,
+            "{}: schema {:?}, this rubyrace reads {BISECT_SCHEMA:?}",
+            path.display(),
+            record.schema
+        );
+        Ok(record)
+    }
+
+    /// Writes `bisect.json` atomically (a temporary file renamed over it), so a kill leaves
+    /// the old record or the new one, never half of one.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(BISECT_FILE);
+        let temporary = dir.join(format!("{BISECT_FILE}.tmp"));
+        std::fs::write(&temporary, serde_json::to_string_pretty(self)? + "\n")
+            .with_context(|| format!("cannot write {}", temporary.display()))?;
+        std::fs::rename(&temporary, &path)
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// The ends' decision, once made.
+    pub fn ends(&self) -> Option<&experiment::bisect::EndsDecision> {
+        self.steps.iter().find_map(|s| match &s.end {
+            Some(BisectEnd::Ends(d))
+                if s.commit.is_none() && d.verdict != EndsVerdict::Continue =>
+            {
+                Some(d)
+            }
+            _ => None,
+        })
+    }
+
+    /// The step that measured `commit`, decided.
+    pub fn step_of(&self, commit: usize) -> Option<&experiment::bisect::StepDecision> {
+        self.steps.iter().find_map(|s| match &s.end {
+            Some(BisectEnd::Step(d))
+                if s.commit == Some(commit) && d.verdict != StepVerdict::Continue =>
+            {
+                Some(d)
+            }
+            _ => None,
+        })
+    }
+
+    /// The commit's hash, 12 characters, and subject.
+    pub fn short(&self, commit: usize) -> String {
+        let c = &self.commits[commit];
+        format!("{} {}", &c.hash[..12.min(c.hash.len())], c.subject)
+    }
+}
