@@ -1,7 +1,7 @@
 //! A bisection's report (`rubyrace bisect`): the answer (the first bad commit, its effect
 //! with its interval, the commits skipped, whether the range held more than one change)
-//! and a row for every step, as Markdown (printed, and `bisect.md`) and as an HTML page with
-//! the chart of each measured commit's cost against good in commit order (`bisect.html`).
+//! and a row for every step, as Markdown (printed, and `bisect.md`); the HTML page (`bisect.html`) is
+//! `render::html::bisect`, with the chart `charts::bisect`.
 //! Everything comes from the search's record, `results::bisect::BisectRecord`.
 
 use std::fmt::Write as _;
@@ -238,9 +238,4 @@ pub fn markdown(record: &BisectRecord, elapsed: std::time::Duration) -> String {
         elapsed.as_secs_f64() / 60.0
     );
     out
-}
-
-/// The HTML page: the answer, the chart, the steps' table.
-pub fn html(record: &BisectRecord) -> String {
-    crate::render::html::bisect::page(record)
 }

@@ -192,7 +192,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     print!("{text}");
     std::fs::write(dir.join("bisect.md"), &text)
         .with_context(|| format!("cannot write {}", dir.join("bisect.md").display()))?;
-    let html = report::bisect::html(&record);
+    let html = report::render::html::bisect::page(&record);
     std::fs::write(dir.join("bisect.html"), html)
         .with_context(|| format!("cannot write {}", dir.join("bisect.html").display()))?;
     eprintln!(

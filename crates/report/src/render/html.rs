@@ -17,7 +17,7 @@
 //! `tables`, the overhead, environment and sources in `sources`, the profiles in
 //! `html/profiles.rs`. Literal `"\n"`s between elements keep the page's source readable.
 
-pub(crate) mod bisect;
+pub mod bisect;
 mod profiles;
 mod sources;
 mod tables;
