@@ -56,15 +56,7 @@ pub fn render(report: &Report) -> String {
         (DOCTYPE) "\n"
         html lang="en" {
             "\n"
-            head {
-                "\n"
-                meta charset="utf-8"; "\n"
-                meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
-                meta http-equiv="Content-Security-Policy" content=(csp); "\n"
-                meta name="generator" content="rubyrace"; "\n"
-                title { (title) } "\n"
-                style { "\n" (trusted::css()) } "\n"
-            }
+            (head(&title, &csp))
             "\n"
             body {
                 "\n"
@@ -96,6 +88,21 @@ pub fn render(report: &Report) -> String {
         "\n"
     };
     page.into_string()
+}
+
+/// The `<head>` of every page: the policy `csp`, the title, the style sheet.
+fn head(title: &str, csp: &str) -> Markup {
+    html! {
+        head {
+            "\n"
+            meta charset="utf-8"; "\n"
+            meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
+            meta http-equiv="Content-Security-Policy" content=(csp); "\n"
+            meta name="generator" content="rubyrace"; "\n"
+            title { (title) } "\n"
+            style { "\n" (trusted::css()) } "\n"
+        }
+    }
 }
 
 fn experiments(report: &Report) -> Vec<String> {

@@ -22,15 +22,7 @@ pub fn page(record: &BisectRecord) -> String {
         (DOCTYPE) "\n"
         html lang="en" {
             "\n"
-            head {
-                "\n"
-                meta charset="utf-8"; "\n"
-                meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
-                meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:"; "\n"
-                meta name="generator" content="rubyrace"; "\n"
-                title { (title) } "\n"
-                style { "\n" (trusted::css()) } "\n"
-            }
+            (super::head(&title, "default-src 'none'; style-src 'unsafe-inline'; img-src data:"))
             "\n"
             body {
                 "\n"
