@@ -52,6 +52,15 @@ pub enum BisectOutcome {
     },
 }
 
+/// Whose history is searched: the app's (each commit checked out) or CRuby's (each
+/// commit built, cached by its hash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryOf {
+    App,
+    Ruby,
+}
+
 /// `bisect.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BisectRecord {
@@ -59,7 +68,12 @@ pub struct BisectRecord {
     /// The experiment file and the label of the configuration whose history is searched.
     pub experiment: PathBuf,
     pub config: String,
-    pub app_repo: PathBuf,
+    /// The repository's top directory, and whose it is.
+    pub repo: PathBuf,
+    pub history_of: HistoryOf,
+    /// For a Ruby's history: `./configure` arguments of every build.
+    #[serde(default)]
+    pub configure_opts: Vec<String>,
     pub good_ref: String,
     pub bad_ref: String,
     pub metric: PrecisionMetric,

@@ -23,7 +23,7 @@ use experiment::schedule::schedule;
 use experiment::{AppCommit, Config, Experiment, Workload};
 use lab::runner::{run_pending, RunEnd};
 use results::bisect::{
-    BisectOutcome, BisectRecord, CommitInfo, StepRecord, BISECT_FILE, BISECT_SCHEMA,
+    BisectOutcome, BisectRecord, CommitInfo, HistoryOf, StepRecord, BISECT_FILE, BISECT_SCHEMA,
 };
 use results::store::Store;
 
@@ -48,9 +48,21 @@ pub struct BisectArgs {
     /// A commit with it.
     #[arg(long, required_unless_present = "resume")]
     pub bad: Option<String>,
-    /// The git repository of the app.
-    #[arg(long, required_unless_present = "resume")]
+    /// The git repository of the app: each commit is checked out.
+    #[arg(long, required_unless_present_any = ["resume", "ruby_repo"], conflicts_with = "ruby_repo")]
     pub app_repo: Option<PathBuf>,
+    /// A CRuby git repository: each commit is built (`rubyrace ruby build --ref`, cached by
+    /// its hash) and the configuration runs on it.
+    #[arg(long)]
+    pub ruby_repo: Option<PathBuf>,
+    /// With --ruby-repo: one more ./configure argument of every build (repeatable).
+    #[arg(
+        long = "configure-opts",
+        value_name = "OPT",
+        allow_hyphen_values = true,
+        requires = "ruby_repo"
+    )]
+    pub configure_opts: Vec<String>,
     /// The configuration whose history is searched, by label, when the file has several.
     #[arg(long)]
     pub config: Option<String>,
@@ -71,7 +83,7 @@ pub struct BisectArgs {
     #[arg(long, short = 'o', conflicts_with = "resume")]
     pub output: Option<PathBuf>,
     /// Go on with the bisection in DIR (after Ctrl-C or a kill): finished steps are kept.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "good", "bad", "app_repo", "config", "output"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "good", "bad", "app_repo", "ruby_repo", "config", "output"])]
     pub resume: Option<PathBuf>,
 }
 
@@ -104,7 +116,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     eprintln!(
         "rubyrace: bisecting {} commits of {} ({} .. {}) on {}; the search goes to {}",
         record.commits.len(),
-        record.app_repo.display(),
+        record.repo.display(),
         record.good_ref,
         record.bad_ref,
         record.metric.name(),
@@ -113,6 +125,8 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     let mut rule = BisectRule::new(record.commits.len(), record.min_blocks, record.max_blocks);
     rule.precision = record.precision;
     let started = std::time::Instant::now();
+    // The Ruby of each commit of a Ruby's history, once built or found in the cache.
+    let rubies = std::cell::RefCell::new(std::collections::BTreeMap::new());
     loop {
         let (search, outcome) = replay(&mut record);
         record.outcome = outcome;
@@ -160,6 +174,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
             config: &config,
             rule: &rule,
             interrupt: &interrupt,
+            rubies: &rubies,
         };
         let ran = step.run(&record.steps[index].dir);
         match ran {
@@ -212,7 +227,11 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
 fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
     let file = args.experiment.clone().expect("clap requires it");
     let (experiment, config) = searched(&file, args.config.as_deref())?;
-    let repo = args.app_repo.clone().expect("clap requires it");
+    let (repo, history_of) = match (&args.app_repo, &args.ruby_repo) {
+        (Some(app), _) => (app.clone(), HistoryOf::App),
+        (None, Some(ruby)) => (ruby.clone(), HistoryOf::Ruby),
+        (None, None) => unreachable!("clap requires one"),
+    };
     let (good, bad) = (
         args.good.clone().expect("clap requires it"),
         args.bad.clone().expect("clap requires it"),
@@ -224,13 +243,15 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         return Err(format!("--good {good} --bad {bad}: nothing between them"));
     }
     // The app must be in the repository (checked on good, as every step will).
-    AppCommit::resolve(
-        &top,
-        &history[0],
-        &config.settings.app_dir,
-        config.settings.workload == Workload::Http,
-    )
-    .map_err(|e| format!("--good {good}: {}", e.message))?;
+    if history_of == HistoryOf::App {
+        AppCommit::resolve(
+            &top,
+            &history[0],
+            &config.settings.app_dir,
+            config.settings.workload == Workload::Http,
+        )
+        .map_err(|e| format!("--good {good}: {}", e.message))?;
+    }
     let commits = history
         .iter()
         .map(|hash| {
@@ -258,7 +279,9 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         schema: BISECT_SCHEMA.into(),
         experiment: std::path::absolute(&file).map_err(|e| e.to_string())?,
         config: config.label.clone(),
-        app_repo: top,
+        repo: top,
+        history_of,
+        configure_opts: args.configure_opts.clone(),
         good_ref: good,
         bad_ref: bad,
         metric: args.metric,
@@ -385,6 +408,8 @@ struct Step<'a> {
     config: &'a Config,
     rule: &'a BisectRule,
     interrupt: &'a Arc<AtomicBool>,
+    /// The Rubies built (or found in the cache) so far, by commit.
+    rubies: &'a std::cell::RefCell<std::collections::BTreeMap<String, PathBuf>>,
 }
 
 struct Decided {
@@ -407,7 +432,17 @@ impl Step<'_> {
         let mut store = if dir.join(results::store::DB_FILE).is_file() {
             Store::open(&dir).map_err(Stopped::Failed)?
         } else {
-            let experiment = self.experiment_of(relative).map_err(Stopped::Failed)?;
+            let experiment = match self.experiment_of(relative) {
+                Ok(experiment) => experiment,
+                Err(NotRun::Unmeasurable(reason)) => {
+                    return Ok(Decided {
+                        end: BisectEnd::Unmeasurable { reason },
+                        measuring_s: 0.0,
+                        earlier: false,
+                    })
+                }
+                Err(NotRun::Failed(e)) => return Err(Stopped::Failed(e)),
+            };
             let plan = schedule(
                 experiment.configs.len(),
                 experiment.batches,
@@ -458,35 +493,28 @@ impl Step<'_> {
     }
 
     /// The experiment of one decision: the configuration at good, bad and (for a step) the
-    /// candidate, each from its checkout, interleaved as `run` would choose; one block
-    /// planned, the rest added as the rule asks.
-    fn experiment_of(&self, relative: &Path) -> Result<Experiment> {
+    /// candidate, each from its checkout (or on its Ruby, built), interleaved as `run`
+    /// would choose; one block planned, the rest added as the rule asks. A candidate whose
+    /// Ruby does not build is unmeasurable; an end's is a failure.
+    fn experiment_of(&self, relative: &Path) -> Result<Experiment, NotRun> {
         let record = self.record;
         let commit = record
             .steps
             .iter()
             .find(|s| s.dir == relative)
             .and_then(|s| s.commit);
-        let http = self.config.settings.workload == Workload::Http;
-        let at = |id: usize, label: &str, index: usize| -> Result<Config> {
-            let hash = &record.commits[index].hash;
-            let (app_dir, app_commit) =
-                AppCommit::resolve(&record.app_repo, hash, &self.config.settings.app_dir, http)
-                    .map_err(|e| anyhow::anyhow!("commit {}: {}", &hash[..12], e.message))?;
-            let mut settings = self.config.settings.clone();
-            settings.app_dir = app_dir;
-            settings.app_commit = Some(app_commit);
-            Ok(Config {
-                id,
-                label: label.to_string(),
-                axes: Default::default(),
-                settings,
-            })
-        };
         let last = record.commits.len() - 1;
-        let mut configs = vec![at(0, "good", 0)?, at(1, "bad", last)?];
+        let mut configs = vec![
+            self.config_at(0, "good", 0)
+                .map_err(|e| NotRun::Failed(e.context("the good end")))?,
+            self.config_at(1, "bad", last)
+                .map_err(|e| NotRun::Failed(e.context("the bad end")))?,
+        ];
         if let Some(c) = commit {
-            configs.push(at(2, "candidate", c)?);
+            configs.push(
+                self.config_at(2, "candidate", c)
+                    .map_err(|e| NotRun::Unmeasurable(format!("{e:#}")))?,
+            );
         }
         let mut experiment = self.experiment.clone();
         experiment.configs = configs;
@@ -505,6 +533,90 @@ impl Step<'_> {
         });
         Ok(experiment)
     }
+
+    /// The searched configuration at commit `index`: the app from its checkout, or the
+    /// configuration on that commit's Ruby.
+    fn config_at(&self, id: usize, label: &str, index: usize) -> Result<Config> {
+        let record = self.record;
+        let hash = &record.commits[index].hash;
+        let mut settings = self.config.settings.clone();
+        match record.history_of {
+            HistoryOf::App => {
+                let http = settings.workload == Workload::Http;
+                let (app_dir, app_commit) =
+                    AppCommit::resolve(&record.repo, hash, &settings.app_dir, http)
+                        .map_err(|e| anyhow::anyhow!("commit {}: {}", &hash[..12], e.message))?;
+                settings.app_dir = app_dir;
+                settings.app_commit = Some(app_commit);
+            }
+            HistoryOf::Ruby => {
+                let known = self.rubies.borrow().get(hash).cloned();
+                let ruby = match known {
+                    Some(ruby) => ruby,
+                    None => {
+                        let ruby = ruby_at(record, hash)?;
+                        self.rubies.borrow_mut().insert(hash.clone(), ruby.clone());
+                        ruby
+                    }
+                };
+                on_ruby(&mut settings, &ruby, &hash[..12]);
+            }
+        }
+        Ok(Config {
+            id,
+            label: label.to_string(),
+            axes: Default::default(),
+            settings,
+        })
+    }
+}
+
+/// Why a decision was not run.
+enum NotRun {
+    /// The candidate cannot be measured (its Ruby does not build): skipped, with why.
+    Unmeasurable(String),
+    Failed(anyhow::Error),
+}
+
+/// The interpreter of CRuby at `hash`, built into rubyrace's cache (or found there: a
+/// commit's build is reused whenever it is asked for again, in this search or another).
+fn ruby_at(record: &BisectRecord, hash: &str) -> Result<PathBuf> {
+    let request = rubies::build::BuildRequest {
+        version: "bisect".into(),
+        source: record.repo.clone(),
+        git_ref: Some(hash.to_string()),
+        options: rubies::build::BuildOptions {
+            yjit: false,
+            jemalloc: false,
+            configure_opts: record.configure_opts.clone(),
+        },
+        jobs: None,
+        cache: rubies::build::default_cache_dir()?,
+        name: Some(format!("bisect-{}", &hash[..12])),
+        force: false,
+    };
+    let outcome = super::ruby::build_with_progress(&request)
+        .with_context(|| format!("commit {} does not build", &hash[..12]))?;
+    eprintln!(
+        "rubyrace: commit {}: {} {}",
+        &hash[..12],
+        if outcome.reused { "reusing" } else { "built" },
+        outcome.record.prefix.display()
+    );
+    Ok(outcome.record.prefix.join("bin/ruby"))
+}
+
+/// `settings` on another Ruby: its interpreter in the Ruby's argv and wherever the
+/// server's argv names it, its name marked with the commit.
+fn on_ruby(settings: &mut experiment::ConfigSettings, ruby: &Path, short: &str) {
+    let ruby = ruby.to_string_lossy().into_owned();
+    if let Some(old) = settings.ruby_argv.first().cloned() {
+        settings.ruby_argv[0] = ruby.clone();
+        for arg in settings.server_argv.iter_mut().filter(|a| **a == old) {
+            *arg = ruby.clone();
+        }
+    }
+    settings.ruby = format!("{}@{short}", settings.ruby);
 }
 
 /// The answer and every step, as Markdown (printed, and written to `bisect.md`).

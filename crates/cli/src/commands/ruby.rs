@@ -119,29 +119,7 @@ fn build_ruby(args: BuildArgs) -> Result<ExitCode> {
         name: args.name,
         force: args.force,
     };
-    // A step's line ("rubyrace: configure... ") is finished by its duration; a failed
-    // step leaves it open.
-    let step_open = Cell::new(false);
-    let mut on_event = |event: Event| {
-        let mut err = std::io::stderr().lock();
-        let _ = match event {
-            Event::Step(step) => {
-                step_open.set(true);
-                write!(err, "rubyrace: {step}... ")
-            }
-            Event::StepDone(elapsed) => {
-                step_open.set(false);
-                writeln!(err, "{}", format_elapsed(elapsed))
-            }
-            Event::Note(note) => writeln!(err, "rubyrace: {note}"),
-        };
-        let _ = err.flush();
-    };
-    let outcome = build(&request, &mut on_event);
-    if step_open.get() {
-        eprintln!("failed");
-    }
-    let outcome = outcome?;
+    let outcome = build_with_progress(&request)?;
     let record = &outcome.record;
     if outcome.reused {
         eprintln!(
@@ -167,6 +145,33 @@ fn build_ruby(args: BuildArgs) -> Result<ExitCode> {
         toml_string(&outcome.ruby().to_string_lossy())
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds (or reuses) the Ruby `request` asks for, with each step's progress on stderr.
+pub(crate) fn build_with_progress(request: &BuildRequest) -> Result<rubies::build::BuildOutcome> {
+    // A step's line ("rubyrace: configure... ") is finished by its duration; a failed
+    // step leaves it open.
+    let step_open = Cell::new(false);
+    let mut on_event = |event: Event| {
+        let mut err = std::io::stderr().lock();
+        let _ = match event {
+            Event::Step(step) => {
+                step_open.set(true);
+                write!(err, "rubyrace: {step}... ")
+            }
+            Event::StepDone(elapsed) => {
+                step_open.set(false);
+                writeln!(err, "{}", format_elapsed(elapsed))
+            }
+            Event::Note(note) => writeln!(err, "rubyrace: {note}"),
+        };
+        let _ = err.flush();
+    };
+    let outcome = build(request, &mut on_event);
+    if step_open.get() {
+        eprintln!("failed");
+    }
+    outcome
 }
 
 fn seconds(s: f64) -> String {

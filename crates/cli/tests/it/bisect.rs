@@ -250,3 +250,167 @@ fn two_slowdowns_are_reported_as_more_than_one_change() {
     }
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// The fake CRuby source tree of [`ruby_history`]: `configure` fails when the tree has a
+/// file `broken`, else writes a Makefile whose `install` puts into the prefix a `bin/ruby`
+/// that runs the host's Ruby with the tree's `prelude.rb` required first.
+const FAKE_CONFIGURE: &str = r#"#!/bin/sh
+if [ -f broken ]; then
+  echo "configure: error: this commit does not build (on purpose)" >&2
+  exit 1
+fi
+prefix=/nonexistent
+for a in "$@"; do
+  case "$a" in --prefix=*) prefix="${a#--prefix=}" ;; esac
+done
+host=$(command -v ruby)
+cat > fake-ruby <<EOF
+#!/bin/sh
+exec $host -r$prefix/lib/prelude.rb "\$@"
+EOF
+tab=$(printf '\t')
+cat > Makefile <<EOF
+all:
+${tab}@echo "compiling nothing"
+install:
+${tab}mkdir -p "$prefix/bin" "$prefix/lib"
+${tab}cp fake-ruby "$prefix/bin/ruby"
+${tab}chmod 755 "$prefix/bin/ruby"
+${tab}cp prelude.rb "$prefix/lib/prelude.rb"
+EOF
+"#;
+
+/// What the slow commits' Ruby does: File.mtime calls stat(2) twice, as
+/// scripts/check-bisect-ruby plants in a real CRuby's file.c.
+const SLOW_MTIME: &str = "module TwiceStat; def mtime(f) = (super; super); end\nFile.singleton_class.prepend(TwiceStat)\n";
+
+/// A git repository `ruby/` of a fake CRuby with 8 commits: commit 5 makes File.mtime
+/// slower, commit 3 does not build (commit 4 fixes it).
+fn ruby_history(lab: &Lab) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = lab.dir.path("ruby");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "--quiet", "--initial-branch=master"]);
+    for i in 0..8 {
+        let configure = repo.join("configure");
+        std::fs::write(&configure, FAKE_CONFIGURE).unwrap();
+        std::fs::set_permissions(&configure, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(repo.join("configure.ac"), "AC_INIT([fake])\n").unwrap();
+        let prelude = if i >= 5 {
+            SLOW_MTIME
+        } else {
+            "# as fast as ever\n"
+        };
+        std::fs::write(repo.join("prelude.rb"), prelude).unwrap();
+        std::fs::write(repo.join("NEWS"), format!("change {i}\n")).unwrap();
+        let broken = repo.join("broken");
+        if i == 3 {
+            std::fs::write(&broken, "").unwrap();
+        } else if broken.exists() {
+            std::fs::remove_file(&broken).unwrap();
+        }
+        git(&repo, &["add", "--all"]);
+        git(
+            &repo,
+            &["commit", "--quiet", "-m", &format!("ruby commit {i}")],
+        );
+    }
+    repo
+}
+
+/// `--ruby-repo`: each commit of the Ruby's history built (`rubyrace ruby build --ref`,
+/// into a cache of the test's), the script workload run on it. The search names commit 5,
+/// skips commit 3 because it does not build, and a second search over the same history
+/// builds nothing: every commit's build is reused from the cache.
+#[test]
+fn bisect_searches_a_ruby_history_building_each_commit() {
+    let lab = Lab::new("bisect-ruby");
+    let repo = ruby_history(&lab);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
+        lab.dir.path("mtime.rb"),
+    )
+    .unwrap();
+    let file = lab.experiment(
+        r#"
+name = "bisect-ruby"
+
+[settings]
+workload = "script"
+script = "mtime.rb"
+script_args = ["2", "60000"]
+runs = 3
+"#,
+    );
+    let cache = lab.dir.path("cache");
+    let search = |name: &str| {
+        let out = lab.dir.path(name);
+        let args = [
+            "bisect",
+            file.to_str().unwrap(),
+            "--ruby-repo",
+            repo.to_str().unwrap(),
+            "--good",
+            "master~7",
+            "--bad",
+            "master",
+            "--metric",
+            "wall",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        let run =
+            crate::support::spawn_with_env(&args, &[("RUBYRACE_CACHE", cache.to_str().unwrap())])
+                .wait(Duration::from_secs(600));
+        (run, record(&out))
+    };
+    let (run, r) = search("first");
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(r["history_of"], "ruby");
+    assert_eq!(r["outcome"]["commit"], 5, "{run:?}");
+    assert_eq!(r["skipped"][0][0], 3, "{r}");
+    assert!(
+        r["skipped"][0][1]
+            .as_str()
+            .unwrap()
+            .contains("does not build"),
+        "{r}"
+    );
+    assert!(run.stdout.contains("Skipped commit 3"), "{run:?}");
+    // Every trial of commit 5's step ran on a Ruby of the cache.
+    let step5 = step_dirs(&lab.dir.path("first"))
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("-commit-5-"))
+        .expect("commit 5 was measured");
+    let argv0: Vec<String> = Connection::open(step5.join("results.db"))
+        .unwrap()
+        .prepare("SELECT json_extract(result, '$.settings.ruby_argv[0]') FROM trials")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!argv0.is_empty());
+    for ruby in &argv0 {
+        assert!(ruby.starts_with(cache.to_str().unwrap()), "{ruby}");
+    }
+    let built = run.stderr.matches(": built ").count();
+    assert!(built >= 4, "{built} builds: {run:?}");
+    // The same history again: every build is reused; only the commit that does not build
+    // is tried again (a failure is not cached).
+    let (again, r2) = search("second");
+    assert_eq!(again.code(), Some(0), "{again:?}");
+    assert_eq!(r2["outcome"]["commit"], 5);
+    assert_eq!(again.stderr.matches(": built ").count(), 0, "{again:?}");
+    assert_eq!(
+        again.stderr.matches(": reusing ").count(),
+        built,
+        "{again:?}"
+    );
+    assert_eq!(
+        again.stderr.matches("configure... ").count(),
+        1,
+        "{again:?}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

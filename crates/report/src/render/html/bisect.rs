@@ -30,7 +30,7 @@ pub fn page(record: &BisectRecord) -> String {
                     "\n"
                     header {
                         h1 { (title) }
-                        p { (record.commits.len()) " commits of " code { (record.app_repo.display().to_string()) }
+                        p { (record.commits.len()) " commits of " code { (record.repo.display().to_string()) }
                             ", configuration " code { (record.config) } " of " code { (record.experiment.display().to_string()) }
                             "; decided on " (record.metric.name()) ", " (record.min_blocks) "–" (record.max_blocks) " blocks per decision." }
                     }
