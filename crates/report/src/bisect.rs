@@ -202,8 +202,9 @@ gradual one. The answer is the change that took the cost past half of it; the ta
     out
 }
 
-/// The whole Markdown report: the answer, the steps' table, the totals.
-pub fn markdown(record: &BisectRecord, elapsed: std::time::Duration) -> String {
+/// The whole Markdown report: the answer, the steps' table, the totals (with the time of
+/// the session that ended the search, when it is the one printing).
+pub fn markdown(record: &BisectRecord, elapsed: Option<std::time::Duration>) -> String {
     let mut out = format!(
         "## rubyrace bisect: {} commits, {} .. {}\n\n",
         record.commits.len(),
@@ -231,11 +232,13 @@ pub fn markdown(record: &BisectRecord, elapsed: std::time::Duration) -> String {
     }
     let blocks: u32 = rows.iter().map(|r| r.blocks).sum();
     let minutes: f64 = rows.iter().map(|r| r.minutes).sum();
+    let session = elapsed
+        .map(|e| format!("; this session {:.1} minutes", e.as_secs_f64() / 60.0))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "\n{} steps and the ends, {blocks} blocks, {minutes:.1} minutes measuring; this session {:.1} minutes.",
+        "\n{} steps and the ends, {blocks} blocks, {minutes:.1} minutes measuring{session}.",
         rows.len().saturating_sub(1),
-        elapsed.as_secs_f64() / 60.0
     );
     out
 }

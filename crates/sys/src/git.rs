@@ -199,4 +199,38 @@ mod tests {
         let list = git(&repo, &["worktree", "list", "--porcelain"]).unwrap();
         assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     }
+
+    /// A history with a merge: the first-parent line from good to bad, the merge one commit
+    /// of it; a good that is not on that line, or the same commit twice, is an error.
+    #[test]
+    fn the_history_is_the_first_parent_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        run(&repo, &["init", "--quiet", "--initial-branch=main"]);
+        let commit = |name: &str| {
+            std::fs::write(repo.join(name), name).unwrap();
+            run(&repo, &["add", "."]);
+            run(&repo, &["commit", "--quiet", "-m", name]);
+            commit_of(&repo, "HEAD").unwrap()
+        };
+        let good = commit("a");
+        let b = commit("b");
+        run(&repo, &["checkout", "--quiet", "-b", "side"]);
+        let side = commit("s");
+        run(&repo, &["checkout", "--quiet", "main"]);
+        let c = commit("c");
+        run(&repo, &["merge", "--quiet", "--no-edit", "side"]);
+        let merge = commit_of(&repo, "HEAD").unwrap();
+        let bad = commit("d");
+        assert_eq!(
+            first_parent_history(&repo, &good, "main").unwrap(),
+            vec![good.clone(), b, c, merge, bad]
+        );
+        assert!(first_parent_history(&repo, &side, "main")
+            .unwrap_err()
+            .contains("not an ancestor"));
+        assert!(first_parent_history(&repo, "main", &good).is_err());
+        assert!(first_parent_history(&repo, &good, &good).is_err());
+    }
 }

@@ -204,12 +204,10 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         }
     }
     let text = summary(&record, started.elapsed());
-    print!("{text}");
-    std::fs::write(dir.join("bisect.md"), &text)
-        .with_context(|| format!("cannot write {}", dir.join("bisect.md").display()))?;
+    crate::output::write_stdout(&text)?;
+    crate::output::write_file(&dir.join("bisect.md"), text.as_bytes())?;
     let html = report::render::html::bisect::page(&record);
-    std::fs::write(dir.join("bisect.html"), html)
-        .with_context(|| format!("cannot write {}", dir.join("bisect.html").display()))?;
+    crate::output::write_file(&dir.join("bisect.html"), html.as_bytes())?;
     eprintln!(
         "rubyrace: the search's record is {}; its report {}",
         dir.join(BISECT_FILE).display(),
@@ -621,5 +619,5 @@ fn on_ruby(settings: &mut experiment::ConfigSettings, ruby: &Path, short: &str) 
 
 /// The answer and every step, as Markdown (printed, and written to `bisect.md`).
 fn summary(record: &BisectRecord, elapsed: std::time::Duration) -> String {
-    report::bisect::markdown(record, elapsed)
+    report::bisect::markdown(record, Some(elapsed))
 }

@@ -77,6 +77,13 @@ pub struct CompareArgs {
 }
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
+    if let [dir] = args.dirs.as_slice() {
+        if dir.join(results::bisect::BISECT_FILE).is_file()
+            && !dir.join(results::store::DB_FILE).exists()
+        {
+            return bisection(dir, &args.common);
+        }
+    }
     let options = Options {
         by: args.common.by.clone(),
         baseline: args.common.baseline.clone(),
@@ -87,6 +94,37 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
     check_outputs(&args.common, &args.dirs[0])?;
     let (report, sources) = report::build(&args.dirs, &options)?;
     emit(&report, &sources, &args.common, &args.dirs[0])
+}
+
+/// The report of a bisection's directory (`rubyrace bisect`): its answer and steps as
+/// Markdown (`table`, `markdown`), or its page (`html`, by default DIR/bisect.html). Each
+/// step's directory under `steps/` is an ordinary results directory for the other formats.
+fn bisection(dir: &std::path::Path, common: &CommonArgs) -> Result<ExitCode> {
+    let record = results::bisect::BisectRecord::read(dir)?;
+    let (text, default) = match common.format {
+        Format::Table | Format::Markdown => (
+            report::bisect::markdown(&record, None),
+            None,
+        ),
+        Format::Html => (
+            report::render::html::bisect::page(&record),
+            Some(dir.join("bisect.html")),
+        ),
+        other => bail!(
+            "{} is a bisection: its report is markdown or html; `rubyrace report {}/steps/DIR --format {other:?}` reports one of its steps",
+            dir.display(),
+            dir.display()
+        ),
+    };
+    match common.output.clone().or(default) {
+        Some(file) => {
+            std::fs::write(&file, text)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            eprintln!("rubyrace: wrote {}", file.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {

@@ -394,6 +394,20 @@ runs = 3
     for ruby in &argv0 {
         assert!(ruby.starts_with(cache.to_str().unwrap()), "{ruby}");
     }
+    // `rubyrace report` on the bisection's directory: its answer, and its page.
+    let out = lab.dir.path("first");
+    let report = crate::support::rubyrace(&["report", out.to_str().unwrap()]);
+    assert_eq!(report.code(), Some(0), "{report:?}");
+    assert!(
+        report.stdout.contains("**The first bad commit is"),
+        "{report:?}"
+    );
+    std::fs::remove_file(out.join("bisect.html")).unwrap();
+    let page = crate::support::rubyrace(&["report", out.to_str().unwrap(), "--format", "html"]);
+    assert_eq!(page.code(), Some(0), "{page:?}");
+    assert!(std::fs::read_to_string(out.join("bisect.html"))
+        .unwrap()
+        .contains("data-chart=\"bisect\""));
     let built = run.stderr.matches(": built ").count();
     assert!(built >= 4, "{built} builds: {run:?}");
     // The same history again: every build is reused; only the commit that does not build
