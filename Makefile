@@ -1,7 +1,41 @@
-all:
-	@echo "compiling nothing"
-install:
-	mkdir -p "/bin" "/lib"
-	cp fake-ruby "/bin/ruby"
-	chmod 755 "/bin/ruby"
-	cp prelude.rb "/lib/prelude.rb"
+# The two commands a newcomer needs: `make demo` and `make test`. Both set up first.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+CARGO ?= cargo
+RUBYRACE := target/release/rubyrace
+
+.PHONY: setup build demo lint test bench check-rubies check-builds check-bisect-ruby clean
+
+setup:
+	@scripts/setup
+
+build: setup
+	$(CARGO) build --release --locked
+
+demo: build
+	scripts/demo
+
+lint: setup
+	CARGO=$(CARGO) scripts/lint
+
+test: setup lint
+	$(CARGO) build --release --locked
+	$(CARGO) test --workspace --locked
+
+bench: build
+	bench/loadgen
+
+# Slow checks outside `make test`: every app on Debian's Ruby 3.1, 3.3 and 2.7; real CRuby
+# builds (with and without jemalloc) run through experiments; a bisection of a CRuby history
+# (four builds) that finds a planted slowdown in File.mtime.
+check-rubies: setup
+	scripts/check-other-rubies
+
+check-builds: setup
+	scripts/check-ruby-builds
+
+check-bisect-ruby: setup
+	scripts/check-bisect-ruby
+
+clean:
+	$(CARGO) clean
