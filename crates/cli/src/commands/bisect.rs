@@ -578,6 +578,8 @@ enum NotRun {
 
 /// The interpreter of CRuby at `hash`, built into rubyrace's cache (or found there: a
 /// commit's build is reused whenever it is asked for again, in this search or another).
+/// Bisections keep their builds apart, in `<cache>/bisect/rubies`: they are steps of a
+/// search, not Rubies to offer `ruby = "all"` or `rubyrace rubies`.
 fn ruby_at(record: &BisectRecord, hash: &str) -> Result<PathBuf> {
     let request = rubies::build::BuildRequest {
         version: "bisect".into(),
@@ -589,7 +591,7 @@ fn ruby_at(record: &BisectRecord, hash: &str) -> Result<PathBuf> {
             configure_opts: record.configure_opts.clone(),
         },
         jobs: None,
-        cache: rubies::build::default_cache_dir()?,
+        cache: rubies::build::default_cache_dir()?.join("bisect"),
         name: Some(format!("bisect-{}", &hash[..12])),
         force: false,
     };
