@@ -54,6 +54,18 @@ pub fn install_interrupt_with(
     Ok(interrupt)
 }
 
+/// [`install_interrupt_with`] for the commands that run trials (`run`, `check`, `bisect`):
+/// the first Ctrl-C stops the current trial, a second quits at once and prints `resume`,
+/// the command that goes on.
+pub fn install_run_interrupt(resume: &str) -> Result<Arc<AtomicBool>> {
+    install_interrupt_with(
+        Some(STOPPING),
+        Some(format!(
+            "\nrubyrace: quit at once; every trial finished before this point is stored, the current one is not. Resume with:\n  {resume}"
+        )),
+    )
+}
+
 /// The command line as typed, recorded with results and reports.
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")

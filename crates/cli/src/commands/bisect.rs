@@ -28,8 +28,8 @@ use results::bisect::{
 use results::store::Store;
 
 use crate::invocation::{
-    command_line, install_interrupt_with, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
-    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING,
+    command_line, install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::progress::ConsoleProgress;
 
@@ -107,12 +107,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         }
     };
     let resume_hint = format!("rubyrace bisect --resume {}", dir.display());
-    let interrupt = install_interrupt_with(
-        Some(STOPPING),
-        Some(format!(
-            "\nrubyrace: quit at once; every finished step is kept. Go on with:\n  {resume_hint}"
-        )),
-    )?;
+    let interrupt = install_run_interrupt(&resume_hint)?;
     eprintln!(
         "rubyrace: bisecting {} commits of {} ({} .. {}) on {}; the search goes to {}",
         record.commits.len(),

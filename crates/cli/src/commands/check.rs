@@ -20,8 +20,8 @@ use lab::runner::{run_pending, RunEnd};
 use results::store::Store;
 
 use crate::invocation::{
-    command_line, install_interrupt_with, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
-    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED, STOPPING,
+    command_line, install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::progress::ConsoleProgress;
 
@@ -152,13 +152,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
             );
         }
     }
-    let interrupt = install_interrupt_with(
-        Some(STOPPING),
-        Some(format!(
-            "\nrubyrace: quit at once; every finished trial is stored. Go on with:\n  rubyrace run --resume {}",
-            dir.display()
-        )),
-    )?;
+    let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
     let mut progress = ConsoleProgress::new(&store)?;
     eprintln!("rubyrace: results go to {}", dir.display());
     let end = run_pending(

@@ -14,8 +14,7 @@ use results::store::Store;
 use units::count;
 
 use crate::invocation::{
-    command_line, install_interrupt_with, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED,
-    EXIT_TRIALS_FAILED, STOPPING,
+    command_line, install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::output::write_stdout;
 use crate::progress::ConsoleProgress;
@@ -180,13 +179,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         )
     };
     let dir = store.dir().to_path_buf();
-    let interrupt = install_interrupt_with(
-        Some(STOPPING),
-        Some(format!(
-            "\nrubyrace: quit at once; every trial finished before this point is stored, the current one is not. Resume with:\n  rubyrace run --resume {}",
-            dir.display()
-        )),
-    )?;
+    let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
     let mut progress = ConsoleProgress::new(&store)?;
     eprintln!("rubyrace: results go to {}", dir.display());
     let end = run_pending(
