@@ -35,9 +35,10 @@ pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
 pub use model::{
     estimated_block_time, AppCommit, AppCommitError, Config, ConfigSettings, Experiment, Profiler,
-    RubyDef, ScriptSettings, Workload, BUNDLED_APPS, DEFAULT_PROFILE_RATE_HZ, PROFILER_NAMES,
-    YJIT_PERF,
+    RubyCommit, RubyDef, ScriptSettings, Workload, BUNDLED_APPS, DEFAULT_PROFILE_RATE_HZ,
+    PROFILER_NAMES, YJIT_PERF,
 };
+pub use read::cached_ruby;
 pub use settings::{did_you_mean, MAX_PROFILE_RATE_HZ, RUBY_ALL};
 
 #[cfg(test)]

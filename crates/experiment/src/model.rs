@@ -141,6 +141,29 @@ pub struct ConfigSettings {
     /// working tree (`lab::checkouts`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_commit: Option<AppCommit>,
+    /// `ruby_ref` with `ruby_repo`: the Ruby is CRuby built from this commit (its
+    /// interpreter is `ruby_argv[0]`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ruby_commit: Option<RubyCommit>,
+}
+
+/// A commit of CRuby that a configuration runs on (`ruby_ref` with `ruby_repo`), built
+/// into rubyrace's cache when the file is read by `run` or `check`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RubyCommit {
+    /// The top directory of the CRuby repository's working tree (never touched: the build
+    /// exports the commit).
+    pub repo: PathBuf,
+    /// The revision as written (`v3_4_5`, `master`, a hash).
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// The commit it named when the experiment was read: what every trial runs.
+    pub commit: String,
+    /// `ruby_configure_opts`: more arguments of `./configure`, part of the build's key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configure_opts: Vec<String>,
+    /// The build's prefix in the cache (`bin/ruby` in it is the interpreter).
+    pub prefix: PathBuf,
 }
 
 /// A commit of the app's repository that a configuration runs (`ref` with `app_repo`).

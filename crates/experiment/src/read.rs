@@ -19,7 +19,22 @@ use crate::parse::{
 use crate::resolve::resolve;
 use crate::schedule::Order;
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, ROOT_KEYS};
+use rubies::build::BuildRequest;
 use rubies::discovery::DiscoveredRuby;
+
+/// The Ruby of a commit (`ruby_ref`) when the cache has its build; otherwise why not, and
+/// what builds it. What reading a file does when it is not about to run it.
+pub fn cached_ruby(request: &BuildRequest) -> Result<PathBuf, String> {
+    match rubies::build::find_built(request) {
+        Ok(Some(record)) => Ok(record.prefix.join("bin/ruby")),
+        Ok(None) => Err(
+            "its Ruby is not built yet: `rubyrace run` (or `check`) builds it before the run, \
+             into rubyrace's cache, where any later run finds it"
+                .into(),
+        ),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
 
 /// What `defaults_note` names when the file leaves it out: what runs, and for how long.
 pub(crate) const NOTED_SETTINGS: [&str; 7] = [
@@ -60,6 +75,16 @@ impl Experiment {
 impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(file: &Path) -> Result<Experiment, ExperimentErrors> {
+        Experiment::load_building(file, &cached_ruby)
+    }
+
+    /// [`Experiment::load`], building with `build` the Ruby of every `ruby_ref` the cache
+    /// does not have yet (`rubyrace run` and `check` pass a build that shows its progress;
+    /// `load` only finds builds, and a missing one is an error of the file).
+    pub fn load_building(
+        file: &Path,
+        build: &dyn Fn(&BuildRequest) -> Result<PathBuf, String>,
+    ) -> Result<Experiment, ExperimentErrors> {
         let whole_file = |position, message: String, help: Option<&str>| {
             ExperimentErrors(vec![ExperimentError {
                 file: file.to_path_buf(),
@@ -93,13 +118,13 @@ impl Experiment {
                 ));
             }
         };
-        Experiment::parse(file, &text)
+        Experiment::parse_with(file, &text, &rubies::discovery::discover, build)
     }
 
     /// Checks an experiment given as text; `file` names it in messages and anchors
     /// relative paths (apps, URL mixes, scripts).
     pub fn parse(file: &Path, text: &str) -> Result<Experiment, ExperimentErrors> {
-        Experiment::parse_with(file, text, &rubies::discovery::discover)
+        Experiment::parse_with(file, text, &rubies::discovery::discover, &cached_ruby)
     }
 
     /// What the file leaves to defaults that decide what runs and for how long, as one
@@ -115,11 +140,13 @@ impl Experiment {
     }
 
     /// [`Experiment::parse`] with the machine's Rubies found by `discover` (for
-    /// `ruby = "all"` without `[rubies]`), so tests need not depend on the machine.
+    /// `ruby = "all"` without `[rubies]`), so tests need not depend on the machine, and the
+    /// Ruby of a `ruby_ref` built (or found) by `build`.
     pub(crate) fn parse_with(
         file: &Path,
         text: &str,
         discover: &dyn Fn() -> Vec<DiscoveredRuby>,
+        build: &dyn Fn(&BuildRequest) -> Result<PathBuf, String>,
     ) -> Result<Experiment, ExperimentErrors> {
         let base_dir = file
             .parent()
@@ -140,6 +167,8 @@ impl Experiment {
             rubies_reported: false,
             rubies_span: None,
             discover,
+            build_ruby: build,
+            ruby_builds: HashMap::new(),
         };
         let doc = match ImDocument::parse(text.to_string()) {
             Ok(doc) => doc,

@@ -93,6 +93,9 @@ pub(crate) const WORKLOADS: &[&str] = &["http", "script"];
 /// docs/experiment.md.
 pub(crate) const SETTINGS: &[(&str, Kind)] = &[
     ("ruby", Kind::Str),
+    ("ruby_repo", Kind::Str),
+    ("ruby_ref", Kind::Str),
+    ("ruby_configure_opts", Kind::StrList),
     ("ruby_opts", Kind::StrList),
     ("env", Kind::StrMap),
     ("jit", Kind::OneOf(JITS)),

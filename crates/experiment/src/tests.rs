@@ -368,7 +368,8 @@ fn ruby_all_in_the_matrix_is_every_ruby_of_the_rubies_table_in_file_order() {
     let text =
         "[rubies]\nzz = \"/bin/sh\"\naa = { argv = [\"/bin/sh\", \"-e\"], env = { X = \"1\" } }\n\
                 [matrix]\nruby = \"all\"\nthreads = [1, 2]\n";
-    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &no_discovery).unwrap();
+    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &no_discovery, &cached_ruby)
+        .unwrap();
     assert_eq!(
         labels(&e),
         [
@@ -387,7 +388,8 @@ fn ruby_all_in_the_matrix_is_every_ruby_of_the_rubies_table_in_file_order() {
     assert_eq!(e.configs[0].axes["ruby"], "zz");
     // Exclusions match the names it expanded to.
     let text = format!("{text}[[exclude]]\nruby = \"aa\"\nthreads = 2\n");
-    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), &text, &no_discovery).unwrap();
+    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), &text, &no_discovery, &cached_ruby)
+        .unwrap();
     assert_eq!(
         labels(&e),
         [
@@ -418,7 +420,7 @@ fn ruby_all_without_a_rubies_table_is_every_ruby_found_on_the_machine() {
         ]
     };
     let text = "[matrix]\nruby = \"all\"\n[settings]\nthreads = 2\n";
-    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &machine).unwrap();
+    let e = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &machine, &cached_ruby).unwrap();
     assert_eq!(labels(&e), ["ruby=rbenv-3.4.1", "ruby=3.3.0"]);
     assert_eq!(
         e.configs[1].settings.ruby_argv,
@@ -430,9 +432,12 @@ fn ruby_all_without_a_rubies_table_is_every_ruby_found_on_the_machine() {
     );
     std::fs::remove_file(&link).unwrap();
 
-    let nothing = Experiment::parse_with(Path::new("/tmp/e.toml"), text, &|| {
-        vec![found("broken", "/bin/false", true)]
-    })
+    let nothing = Experiment::parse_with(
+        Path::new("/tmp/e.toml"),
+        text,
+        &|| vec![found("broken", "/bin/false", true)],
+        &cached_ruby,
+    )
     .unwrap_err()
     .to_string();
     assert!(
@@ -1208,4 +1213,129 @@ fn settings_move_into_the_checkout_and_only_once() {
         checkout.join("web/bin/setup").to_string_lossy()
     );
     assert_eq!(moved.in_checkout(checkout), moved);
+}
+
+/// A git repository in `dir` with two commits (tagged `one` and `two`).
+fn ruby_repository(dir: &Path) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "--quiet"]);
+    for tag in ["one", "two"] {
+        std::fs::write(dir.join("NEWS"), tag).unwrap();
+        git(&["add", "NEWS"]);
+        git(&["commit", "--quiet", "-m", tag]);
+        git(&["tag", tag]);
+    }
+}
+
+/// `ruby_ref` with `ruby_repo`: each ref resolved to its commit and its Ruby asked of the
+/// build once per commit (the test's build answers with `/bin/sh`, which the knob checks
+/// accept as they do for every other test here); the configuration runs on it, named by
+/// the commit, and records the commit. A build that fails is an error at the `ruby_ref`.
+#[test]
+fn ruby_ref_builds_the_ruby_of_each_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    ruby_repository(dir.path());
+    let file = dir.path().join("exp.toml");
+    let text = r#"
+[settings]
+workload = "script"
+script = "s.rb"
+ruby_repo = "."
+ruby_configure_opts = ["--disable-yjit"]
+
+[matrix]
+ruby_ref = ["one", "two"]
+runs = [1, 2]
+"#;
+    std::fs::write(dir.path().join("s.rb"), "").unwrap();
+    let asked = std::cell::RefCell::new(Vec::new());
+    let build = |r: &rubies::build::BuildRequest| {
+        asked.borrow_mut().push(r.clone());
+        Ok(PathBuf::from("/bin/sh"))
+    };
+    let e = Experiment::parse_with(&file, text, &|| Vec::new(), &build).unwrap();
+    let asked = asked.into_inner();
+    assert_eq!(asked.len(), 2, "once per commit: {asked:?}");
+    assert_eq!(asked[0].options.configure_opts, ["--disable-yjit"]);
+    assert!(asked[0].cache.ends_with("commits"), "{:?}", asked[0].cache);
+    assert_eq!(e.configs.len(), 4);
+    for c in &e.configs {
+        let commit = c
+            .settings
+            .ruby_commit
+            .as_ref()
+            .expect("the commit is recorded");
+        assert_eq!(commit.commit.len(), 40);
+        assert_eq!(c.settings.ruby, format!("commit-{}", &commit.commit[..12]));
+        assert_eq!(c.settings.ruby_argv[0], "/bin/sh");
+        assert_eq!(commit.repo, dir.path().canonicalize().unwrap());
+        assert_eq!(commit.configure_opts, ["--disable-yjit"]);
+    }
+    assert_ne!(
+        e.configs[0].settings.ruby_commit.as_ref().unwrap().commit,
+        e.configs[3].settings.ruby_commit.as_ref().unwrap().commit
+    );
+
+    let refuse =
+        |_: &rubies::build::BuildRequest| Err("configure failed (exit status 1)".to_string());
+    let err = Experiment::parse_with(&file, text, &|| Vec::new(), &refuse)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("exp.toml:9:13: matrix.ruby_ref[0]: one (")
+            && err.contains("): configure failed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ruby_ref_is_checked_with_its_companions() {
+    let dir = tempfile::tempdir().unwrap();
+    ruby_repository(dir.path());
+    let file = dir.path().join("exp.toml");
+    std::fs::write(dir.path().join("s.rb"), "").unwrap();
+    let read = |text: &str| {
+        Experiment::parse_with(
+            &file,
+            text,
+            &|| Vec::new(),
+            &|_: &rubies::build::BuildRequest| Ok(PathBuf::from("/bin/sh")),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let alone = read("[settings]\nworkload = \"script\"\nscript = \"s.rb\"\nruby_ref = \"one\"\n");
+    assert!(
+        alone.contains("exp.toml:4:12: settings.ruby_ref: `ruby_ref` needs `ruby_repo`"),
+        "{alone}"
+    );
+    let unknown = read("[settings]\nworkload = \"script\"\nscript = \"s.rb\"\nruby_repo = \".\"\nruby_ref = \"three\"\n");
+    assert!(
+        unknown.contains("exp.toml:5:12: settings.ruby_ref:") && unknown.contains("git -C"),
+        "{unknown}"
+    );
+    let both = read("[rubies]\nr = \"/bin/sh\"\n[settings]\nworkload = \"script\"\nscript = \"s.rb\"\nruby = \"r\"\nruby_repo = \".\"\nruby_ref = \"one\"\n");
+    assert!(both.contains("settings.ruby_ref: `ruby_ref` builds this configuration's Ruby from a commit, and `settings.ruby` names another"), "{both}");
+    let opts = read(
+        "[settings]\nworkload = \"script\"\nscript = \"s.rb\"\nruby_configure_opts = [\"--x\"]\n",
+    );
+    assert!(opts.contains("exp.toml:4:23: settings.ruby_configure_opts: `ruby_configure_opts` is for a Ruby built from a commit"), "{opts}");
+    let not_a_repo = tempfile::tempdir().unwrap();
+    let elsewhere = read(&format!("[settings]\nworkload = \"script\"\nscript = \"s.rb\"\nruby_repo = {:?}\nruby_ref = \"one\"\n", not_a_repo.path()));
+    assert!(
+        elsewhere.contains("exp.toml:4:13: settings.ruby_repo:"),
+        "{elsewhere}"
+    );
 }

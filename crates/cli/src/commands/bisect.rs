@@ -294,7 +294,8 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
 /// The experiment and the configuration whose history is searched: its only one, or the
 /// one labelled `label`.
 fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), String> {
-    let experiment = Experiment::load(file).map_err(|e| e.to_string())?;
+    let experiment = Experiment::load_building(file, &super::ruby::experiment_ruby)
+        .map_err(|e| e.to_string())?;
     if experiment.precision.is_some() {
         return Err(format!(
             "{}: bisect decides when each step stops by its own rule; remove `precision` (or give --precision)",
@@ -572,33 +573,18 @@ enum NotRun {
 }
 
 /// The interpreter of CRuby at `hash`, built into rubyrace's cache (or found there: a
-/// commit's build is reused whenever it is asked for again, in this search or another).
-/// Bisections keep their builds apart, in `<cache>/bisect/rubies`: they are steps of a
-/// search, not Rubies to offer `ruby = "all"` or `rubyrace rubies`.
+/// commit's build is reused whenever it is asked for again, in this search, another, or
+/// an experiment's `ruby_ref`). Commits' builds are kept apart, in `<cache>/commits`:
+/// they are not Rubies to offer `ruby = "all"` or `rubyrace rubies`.
 fn ruby_at(record: &BisectRecord, hash: &str) -> Result<PathBuf> {
-    let request = rubies::build::BuildRequest {
-        version: "bisect".into(),
-        source: record.repo.clone(),
-        git_ref: Some(hash.to_string()),
-        options: rubies::build::BuildOptions {
-            yjit: false,
-            jemalloc: false,
-            configure_opts: record.configure_opts.clone(),
-        },
-        jobs: None,
-        cache: rubies::build::default_cache_dir()?.join("bisect"),
-        name: Some(format!("bisect-{}", &hash[..12])),
-        force: false,
-    };
-    let outcome = super::ruby::build_with_progress(&request)
-        .with_context(|| format!("commit {} does not build", &hash[..12]))?;
-    eprintln!(
-        "rubyrace: commit {}: {} {}",
-        &hash[..12],
-        if outcome.reused { "reusing" } else { "built" },
-        outcome.record.prefix.display()
+    let request = rubies::build::commit_request(
+        &rubies::build::default_cache_dir()?,
+        &record.repo,
+        hash,
+        &record.configure_opts,
     );
-    Ok(outcome.record.prefix.join("bin/ruby"))
+    super::ruby::commit_ruby(&request)
+        .with_context(|| format!("commit {} does not build", &hash[..12]))
 }
 
 /// `settings` on another Ruby: its interpreter in the Ruby's argv and wherever the

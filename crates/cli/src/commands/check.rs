@@ -73,7 +73,8 @@ pub struct CheckArgs {
 
 /// The experiment with its one configuration at base and at head, and the gate.
 fn gate_experiment(args: &CheckArgs) -> Result<Experiment, String> {
-    let mut experiment = Experiment::load(&args.experiment).map_err(|e| e.to_string())?;
+    let mut experiment = Experiment::load_building(&args.experiment, &super::ruby::experiment_ruby)
+        .map_err(|e| e.to_string())?;
     if experiment.configs.len() != 1 {
         return Err(format!(
             "{}: check runs one configuration at two commits; this file has {}",

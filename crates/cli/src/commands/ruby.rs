@@ -174,6 +174,29 @@ pub(crate) fn build_with_progress(request: &BuildRequest) -> Result<rubies::buil
     outcome
 }
 
+/// The interpreter of a single commit's build (`rubies::build::commit_request`: a
+/// bisection's step, an experiment's `ruby_ref`), built with its progress on stderr or
+/// reused from the cache, and a line saying which.
+pub(crate) fn commit_ruby(request: &BuildRequest) -> Result<std::path::PathBuf> {
+    let outcome = build_with_progress(request)?;
+    let commit = request.git_ref.as_deref().unwrap_or("HEAD");
+    eprintln!(
+        "rubyrace: commit {}: {} {}",
+        &commit[..12.min(commit.len())],
+        if outcome.reused { "reusing" } else { "built" },
+        outcome.record.prefix.display()
+    );
+    Ok(outcome.record.prefix.join("bin/ruby"))
+}
+
+/// What `run` and `check` build an experiment's `ruby_ref` with (its error becomes one of
+/// the file, at the `ruby_ref`).
+pub(crate) fn experiment_ruby(
+    request: &BuildRequest,
+) -> std::result::Result<std::path::PathBuf, String> {
+    commit_ruby(request).map_err(|e| format!("does not build: {e:#}"))
+}
+
 fn seconds(s: f64) -> String {
     std::time::Duration::try_from_secs_f64(s)
         .map(format_elapsed)

@@ -123,7 +123,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .experiment
             .as_ref()
             .expect("clap requires the experiment");
-        let experiment = match Experiment::load(file) {
+        // A dry run builds nothing: a `ruby_ref` not built yet is an error of the file then.
+        let read = if args.dry_run {
+            Experiment::load(file)
+        } else {
+            Experiment::load_building(file, &super::ruby::experiment_ruby)
+        };
+        let experiment = match read {
             Ok(e) => e,
             Err(errors) => {
                 eprintln!("{errors}");
@@ -415,15 +421,34 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
 /// commands, scenario, TLS and profilers.
 fn configuration_extras(s: &experiment::ConfigSettings) -> Vec<String> {
     let mut lines = Vec::new();
+    // "commit: REF = HASH12: SUBJECT (of REPO, WHERE)".
+    let commit_line =
+        |what: &str, repo: &std::path::Path, git_ref: &str, commit: &str, place: String| {
+            let subject = sys::git::describe_commit(repo, commit)
+                .map(|(subject, _)| format!(": {subject}"))
+                .unwrap_or_default();
+            format!(
+                "{what}: {git_ref} = {}{subject} (of {}, {place})",
+                &commit[..12.min(commit.len())],
+                repo.display()
+            )
+        };
     if let Some(c) = &s.app_commit {
-        let subject = sys::git::describe_commit(&c.repo, &c.commit)
-            .map(|(subject, _)| format!(": {subject}"))
-            .unwrap_or_default();
-        lines.push(format!(
-            "commit: {} = {}{subject} (of {}, checked out in the results directory)",
-            c.git_ref,
-            &c.commit[..12.min(c.commit.len())],
-            c.repo.display()
+        lines.push(commit_line(
+            "commit",
+            &c.repo,
+            &c.git_ref,
+            &c.commit,
+            "checked out in the results directory".into(),
+        ));
+    }
+    if let Some(c) = &s.ruby_commit {
+        lines.push(commit_line(
+            "ruby",
+            &c.repo,
+            &c.git_ref,
+            &c.commit,
+            format!("built in {}", c.prefix.display()),
         ));
     }
     for argv in &s.setup {

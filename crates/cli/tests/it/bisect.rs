@@ -286,7 +286,7 @@ const SLOW_MTIME: &str = "module TwiceStat; def mtime(f) = (super; super); end\n
 
 /// A git repository `ruby/` of a fake CRuby with 8 commits: commit 5 makes File.mtime
 /// slower, commit 3 does not build (commit 4 fixes it).
-fn ruby_history(lab: &Lab) -> PathBuf {
+pub(crate) fn ruby_history(lab: &Lab) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let repo = lab.dir.path("ruby");
     std::fs::create_dir_all(&repo).unwrap();

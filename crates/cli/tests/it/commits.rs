@@ -250,3 +250,125 @@ fn check_gates_a_change_by_its_slowdown() {
     assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// `ruby_ref` with `ruby_repo`: a `[matrix]` axis of CRuby commits (a fake CRuby's history,
+/// whose `make install` puts in the prefix a `bin/ruby` wrapping the host's Ruby with the
+/// commit's prelude), each built into the test's cache before the run and measured in the
+/// same blocks. Every trial ran on its commit's build and records the commit; File.mtime's
+/// planted slowdown (commit 5) shows as the later commit's cost. A second run builds
+/// nothing. A dry run builds nothing either (a commit not built yet is an error of the
+/// file), and a commit that does not build is an error at its `ruby_ref`.
+#[test]
+fn a_matrix_of_ruby_commits_runs_each_on_its_own_build() {
+    let lab = Lab::new("ruby-commits");
+    let repo = crate::bisect::ruby_history(&lab);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
+        lab.dir.path("mtime.rb"),
+    )
+    .unwrap();
+    let cache = lab.dir.path("cache");
+    let experiment = r#"
+name = "ruby-commits"
+blocks = 3
+
+[settings]
+workload = "script"
+script = "mtime.rb"
+script_args = ["2", "60000"]
+runs = 3
+ruby_repo = "ruby"
+
+[matrix]
+ruby_ref = ["master~3", "master"]
+"#;
+    let file = lab.experiment(experiment);
+    let results = lab.results();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        crate::support::spawn_with_env(&args, &[("RUBYRACE_CACHE", cache.to_str().unwrap())])
+            .wait(Duration::from_secs(300))
+    };
+
+    let dry = run(&["--dry-run"]);
+    assert_eq!(dry.code(), Some(2), "{dry:?}");
+    assert!(
+        dry.stderr.contains("matrix.ruby_ref[0]: master~3 (")
+            && dry.stderr.contains("its Ruby is not built yet"),
+        "{dry:?}"
+    );
+
+    let first = run(&[]);
+    assert_eq!(first.code(), Some(0), "{first:?}");
+    assert_eq!(first.stderr.matches(": built ").count(), 2, "{first:?}");
+    let commits = [
+        git(&repo, &["rev-parse", "master~3"]),
+        git(&repo, &["rev-parse", "master"]),
+    ];
+    let rows = trials(&lab.db());
+    assert_eq!(rows.len(), 6, "{first:?}");
+    for row in &rows {
+        assert_eq!(row.status, "valid", "{:?}", row.reason);
+        let settings = &row.result["settings"];
+        let commit = settings["ruby_commit"]["commit"].as_str().unwrap();
+        assert!(commits.iter().any(|c| c == commit), "{commit}");
+        assert_eq!(settings["ruby"], format!("commit-{}", &commit[..12]));
+        let ruby = settings["ruby_argv"][0].as_str().unwrap();
+        assert!(
+            ruby.starts_with(cache.join("commits").to_str().unwrap()),
+            "{ruby}"
+        );
+        assert_eq!(
+            Path::new(ruby).parent().unwrap().parent().unwrap(),
+            Path::new(settings["ruby_commit"]["prefix"].as_str().unwrap())
+        );
+    }
+    // master (commit 7) has commit 5's File.mtime, which stats twice: it is slower.
+    let report = lab.report_json();
+    let comparison = report["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "wall")
+        .unwrap_or_else(|| panic!("no wall-time comparison: {report}"));
+    assert!(
+        comparison["ratio"].as_f64().unwrap() > 1.2,
+        "{comparison}\n{first:?}"
+    );
+
+    // Again, into another directory: both builds are reused.
+    std::fs::remove_dir_all(lab.results()).unwrap();
+    let again = run(&["--smoke"]);
+    assert_eq!(again.code(), Some(0), "{again:?}");
+    assert_eq!(again.stderr.matches(": built ").count(), 0, "{again:?}");
+    assert_eq!(again.stderr.matches(": reusing ").count(), 2, "{again:?}");
+    let dry = run(&["--dry-run"]);
+    assert_eq!(dry.code(), Some(0), "{dry:?}");
+    assert!(
+        dry.stdout.contains(&format!(
+            "ruby: master = {}: ruby commit 7",
+            &commits[1][..12]
+        )),
+        "{dry:?}"
+    );
+
+    // Commit 3 does not build: an error of the file at its `ruby_ref`, before any trial.
+    std::fs::remove_dir_all(lab.results()).unwrap();
+    lab.experiment(&experiment.replace("\"master~3\"", "\"master~4\""));
+    let broken = run(&[]);
+    assert_eq!(broken.code(), Some(2), "{broken:?}");
+    assert!(
+        broken.stderr.contains("matrix.ruby_ref[0]: master~4 (")
+            && broken.stderr.contains("does not build")
+            && broken.stderr.contains("configure"),
+        "{broken:?}"
+    );
+    assert!(!lab.results().join("results.db").exists());
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

@@ -121,7 +121,15 @@ pub(crate) struct Parser<'a> {
     pub(crate) rubies_span: Span,
     /// Finds the Rubies of the machine, for `ruby = "all"` without `[rubies]`.
     pub(crate) discover: &'a dyn Fn() -> Vec<DiscoveredRuby>,
+    /// Builds (or finds) the Ruby of a commit, for `ruby_ref`.
+    pub(crate) build_ruby: &'a dyn Fn(&rubies::build::BuildRequest) -> Result<PathBuf, String>,
+    /// What `build_ruby` answered for each request, asked once per file.
+    pub(crate) ruby_builds: HashMap<RubyBuildKey, Result<PathBuf, String>>,
 }
+
+/// A commit's build as `ruby_ref` asks for it: the repository, the commit and the
+/// configure options.
+pub(crate) type RubyBuildKey = (PathBuf, String, Vec<String>);
 
 impl<'a> Parser<'a> {
     pub(crate) fn position(&self, span: &Option<Range<usize>>) -> Option<(usize, usize)> {

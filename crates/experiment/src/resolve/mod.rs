@@ -21,7 +21,7 @@ mod ruby;
 
 use app::{resolve_app, resolve_app_commit, resolve_gemfile, resolve_script};
 use load_settings::resolve_load;
-use ruby::{choose_ruby, resolve_knobs, Knobs};
+use ruby::{choose_ruby, resolve_knobs, resolve_ruby_commit, Knobs};
 
 /// A configuration's merged settings, read by key: the value, where it was written (or
 /// the configuration, for a default) and under which name, and typed accessors with
@@ -87,7 +87,19 @@ fn refuse_inapplicable(
 ) {
     // Settings that do not apply to this workload would be silently unused: refuse them.
     let applies = |key: &str| match (workload, key) {
-        (_, "ruby" | "ruby_opts" | "env" | "workload" | "jit" | "allocator" | "gemfile") => true,
+        (
+            _,
+            "ruby"
+            | "ruby_repo"
+            | "ruby_ref"
+            | "ruby_configure_opts"
+            | "ruby_opts"
+            | "env"
+            | "workload"
+            | "jit"
+            | "allocator"
+            | "gemfile",
+        ) => true,
         (Workload::Script, k) => matches!(
             k,
             "script"
@@ -203,7 +215,16 @@ pub(crate) fn resolve(
     // Settings whose value was rejected (reported already): checks that depend on them
     // would only report what follows from that error, so they are skipped.
     let rejected = p.rejected.clone();
-    let (ruby, def) = choose_ruby(p, &l, rubies);
+    // A commit's Ruby (`ruby_ref`), or one of `[rubies]`.
+    let built = resolve_ruby_commit(p, &l);
+    let (ruby, def, ruby_commit) = match &built {
+        Some(Some((name, def, commit))) => (Some(name.clone()), Some(def), Some(commit.clone())),
+        Some(None) => (None, None, None),
+        None => {
+            let (ruby, def) = choose_ruby(p, &l, rubies);
+            (ruby, def, None)
+        }
+    };
     let ruby = ruby.unwrap_or_default();
     let empty_def = RubyDef {
         argv: Vec::new(),
@@ -320,6 +341,7 @@ pub(crate) fn resolve(
         app,
         app_dir,
         app_commit,
+        ruby_commit,
         server,
         server_argv: l.list("server_argv"),
         processes,

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::Path;
 
 use super::Lookup;
-use crate::model::{Profiler, RubyDef, YJIT_PERF};
+use crate::model::{Profiler, RubyCommit, RubyDef, YJIT_PERF};
 use crate::parse::Parser;
 use crate::settings::did_you_mean;
 use crate::settings::RUBY_ALL;
@@ -94,6 +95,126 @@ pub(super) fn choose_ruby<'r>(
         },
     };
     (ruby, def)
+}
+
+/// `ruby_ref` with `ruby_repo` (and `ruby_configure_opts`): the Ruby built from that
+/// commit, named `commit-HASH12`, with its definition and the commit. None when the
+/// configuration names no commit; `Some(None)` when it does and something was wrong
+/// (reported: the keys' combination, the repository, the ref, or the build).
+pub(super) fn resolve_ruby_commit(
+    p: &mut Parser,
+    l: &Lookup,
+) -> Option<Option<(String, RubyDef, RubyCommit)>> {
+    let text = |k: &str| l.get(k).and_then(|v| v.value.as_str()).map(str::to_string);
+    let (git_ref, repo) = (text("ruby_ref"), text("ruby_repo"));
+    let configure_opts = l.list("ruby_configure_opts");
+    let (git_ref, repo) = match (git_ref, repo) {
+        (None, None) => {
+            if l.get("ruby_configure_opts").is_some() {
+                p.error(
+                    &l.span_of("ruby_configure_opts"),
+                    &l.key_of("ruby_configure_opts"),
+                    "`ruby_configure_opts` is for a Ruby built from a commit (`ruby_ref` with `ruby_repo`)",
+                    Some("for a Ruby built by name, pass --configure-opts to `rubyrace ruby build`".into()),
+                );
+            }
+            return None;
+        }
+        (Some(_), None) => {
+            p.error(
+                &l.span_of("ruby_ref"),
+                &l.key_of("ruby_ref"),
+                "`ruby_ref` needs `ruby_repo`, the CRuby git repository to build it from",
+                Some("add ruby_repo = \"~/src/ruby\" (the checkout's path) beside it".into()),
+            );
+            return Some(None);
+        }
+        (None, Some(_)) => {
+            p.error(
+                &l.span_of("ruby_repo"),
+                &l.key_of("ruby_repo"),
+                "`ruby_repo` needs `ruby_ref`, the commit to build (a branch, a tag, a hash)",
+                None,
+            );
+            return Some(None);
+        }
+        (Some(r), Some(repo)) => (r, repo),
+    };
+    if let Some(named) = l.get("ruby") {
+        let named_key = named.key.clone();
+        p.error(
+            &l.span_of("ruby_ref"),
+            &l.key_of("ruby_ref"),
+            format!(
+                "`ruby_ref` builds this configuration's Ruby from a commit, and `{named_key}` names another ({})",
+                p.at(&l.span_of("ruby"))
+            ),
+            Some("set `ruby` only in the configurations that do not build a commit".into()),
+        );
+        return Some(None);
+    }
+    let at_ref = |p: &mut Parser, message: String, help: Option<String>| {
+        p.error(&l.span_of("ruby_ref"), &l.key_of("ruby_ref"), message, help);
+        Some(None)
+    };
+    let repo_path = p.resolve_path(&repo);
+    let top = match sys::git::toplevel(&repo_path) {
+        Ok(top) => top,
+        Err(e) => {
+            p.error(&l.span_of("ruby_repo"), &l.key_of("ruby_repo"), e, None);
+            return Some(None);
+        }
+    };
+    let commit = match sys::git::commit_of(&top, &git_ref) {
+        Ok(c) => c,
+        Err(e) => {
+            return at_ref(
+                p,
+                e,
+                Some(format!(
+                    "its commits: git -C {} log --oneline",
+                    top.display()
+                )),
+            )
+        }
+    };
+    let short = commit[..12.min(commit.len())].to_string();
+    let cache = match rubies::build::default_cache_dir() {
+        Ok(c) => c,
+        Err(e) => return at_ref(p, format!("{e:#}"), None),
+    };
+    let request = rubies::build::commit_request(&cache, &top, &commit, &configure_opts);
+    let key = (top.clone(), commit.clone(), configure_opts.clone());
+    let built = match p.ruby_builds.get(&key) {
+        Some(answer) => answer.clone(),
+        None => {
+            let answer = (p.build_ruby)(&request);
+            p.ruby_builds.insert(key, answer.clone());
+            answer
+        }
+    };
+    let ruby = match built {
+        Ok(ruby) => ruby,
+        Err(e) => return at_ref(p, format!("{git_ref} ({short}): {e}"), None),
+    };
+    let prefix = ruby
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let def = RubyDef {
+        argv: vec![ruby.display().to_string()],
+        env: BTreeMap::new(),
+        gemfile: None,
+    };
+    let commit = RubyCommit {
+        repo: top,
+        git_ref,
+        commit,
+        configure_opts,
+        prefix,
+    };
+    Some(Some((format!("commit-{short}"), def, commit)))
 }
 
 /// What the runtime knobs (`jit`, `allocator`, `compact`) make of a configuration, checked

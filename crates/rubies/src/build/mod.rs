@@ -121,18 +121,14 @@ pub fn build(
         }
     }
 
-    let source = identify_source(&request.source, request.git_ref.as_deref())?;
-    let key = build_key(&source, &request.version, &request.options);
+    let Located {
+        source,
+        key,
+        rubies,
+        prefix_name,
+        prefix,
+    } = locate(request)?;
     let short = &key[..12];
-
-    let cache = std::path::absolute(&request.cache)
-        .with_context(|| format!("cache directory {}", request.cache.display()))?;
-    let rubies = rubies_dir(&cache);
-    fs::create_dir_all(&rubies)
-        .with_context(|| format!("cannot create the cache directory {}", rubies.display()))?;
-    let rubies = rubies.canonicalize().unwrap_or(rubies);
-    let prefix_name = format!("{}-{short}", request.version);
-    let prefix = rubies.join(&prefix_name);
     let link = rubies.join(&name);
     if name == prefix_name {
         bail!("--name `{name}` is the name of the build's own directory; choose another");
@@ -208,6 +204,91 @@ pub fn build(
         name,
         link,
     })
+}
+
+/// Where a request's build goes: its sources, key and prefix.
+struct Located {
+    source: SourceRecord,
+    key: String,
+    /// `<cache>/rubies`, created, canonical.
+    rubies: PathBuf,
+    prefix_name: String,
+    prefix: PathBuf,
+}
+
+fn locate(request: &BuildRequest) -> anyhow::Result<Located> {
+    let source = identify_source(&request.source, request.git_ref.as_deref())?;
+    let key = build_key(&source, &request.version, &request.options);
+    let cache = std::path::absolute(&request.cache)
+        .with_context(|| format!("cache directory {}", request.cache.display()))?;
+    let rubies = rubies_dir(&cache);
+    fs::create_dir_all(&rubies)
+        .with_context(|| format!("cannot create the cache directory {}", rubies.display()))?;
+    let rubies = rubies.canonicalize().unwrap_or(rubies);
+    let prefix_name = format!("{}-{}", request.version, &key[..12]);
+    let prefix = rubies.join(&prefix_name);
+    Ok(Located {
+        source,
+        key,
+        rubies,
+        prefix_name,
+        prefix,
+    })
+}
+
+/// The complete build `request` would reuse, if the cache has it; nothing is built. (Its
+/// interpreter is not run: [`build`] checks that when it reuses a build.)
+pub fn find_built(request: &BuildRequest) -> anyhow::Result<Option<BuildRecord>> {
+    let located = locate(request)?;
+    Ok(read_record(&located.prefix).filter(|r| r.prefix.join("bin/ruby").is_file()))
+}
+
+/// Where builds of single commits go (`bisect --ruby-repo`, and `ruby_ref` in an experiment
+/// file): `<cache>/commits/rubies`, apart from the Rubies `ruby = "all"` and `rubyrace
+/// rubies` offer, which are the ones a person built by name.
+pub fn commits_cache(cache: &Path) -> PathBuf {
+    cache.join("commits")
+}
+
+/// The request for CRuby at `commit` of the git repository `repo` (its top directory), with
+/// `configure_opts`, in [`commits_cache`]: one build per commit and options, named
+/// `commit-HASH12` (with `-` and the options' key when there are options).
+pub fn commit_request(
+    cache: &Path,
+    repo: &Path,
+    commit: &str,
+    configure_opts: &[String],
+) -> BuildRequest {
+    let short = &commit[..12.min(commit.len())];
+    let options = BuildOptions {
+        yjit: false,
+        jemalloc: false,
+        configure_opts: configure_opts.to_vec(),
+    };
+    let name = if configure_opts.is_empty() {
+        format!("commit-{short}")
+    } else {
+        let opts = build_key(
+            &SourceRecord::Git {
+                path: PathBuf::new(),
+                commit: String::new(),
+                git_ref: String::new(),
+            },
+            "",
+            &options,
+        );
+        format!("commit-{short}-{}", &opts[..8])
+    };
+    BuildRequest {
+        version: "commit".into(),
+        source: repo.to_path_buf(),
+        git_ref: Some(commit.to_string()),
+        options,
+        jobs: None,
+        cache: commits_cache(cache),
+        name: Some(name),
+        force: false,
+    }
 }
 
 /// Versions and names become file names and TOML keys: letters, digits, `.`, `_`, `+`,
