@@ -18,10 +18,12 @@ pub struct StepRow {
     pub commit: Option<usize>,
     /// "12-hex subject", or "good … bad" for the ends.
     pub what: String,
+    /// The step's own ends, "good..bad" (commit indices); empty for the ends.
+    pub range: String,
     /// θ and its interval, as text.
     pub theta: String,
-    /// The measured commit's cost against good (the bad end's, for the ends), with its
-    /// interval: (ratio, low, high).
+    /// The measured commit's cost against its step's good end (the bad end's against good,
+    /// for the ends), with its interval: (ratio, low, high).
     pub ratio: Option<(f64, Option<f64>, Option<f64>)>,
     pub blocks: u32,
     pub minutes: f64,
@@ -33,17 +35,27 @@ pub fn rows(record: &BisectRecord) -> Vec<StepRow> {
     let mut rows = Vec::new();
     let mut n = 0;
     for step in &record.steps {
-        let (label, what) = match step.commit {
-            None => ("ends".to_string(), "good against bad".to_string()),
+        let (label, what, range) = match step.commit {
+            None => (
+                "ends".to_string(),
+                "good against bad".to_string(),
+                String::new(),
+            ),
             Some(c) => {
                 n += 1;
-                (n.to_string(), format!("{c}: {}", record.short(c)))
+                let (good, bad) = record.ends_of(step);
+                (
+                    n.to_string(),
+                    format!("{c}: {}", record.short(c)),
+                    format!("{good}..{bad}"),
+                )
             }
         };
         let mut row = StepRow {
             step: label,
             commit: step.commit,
             what,
+            range,
             theta: String::new(),
             ratio: None,
             blocks: step.end.as_ref().map(BisectEnd::blocks).unwrap_or(0),
@@ -73,7 +85,8 @@ pub fn rows(record: &BisectRecord) -> Vec<StepRow> {
                     StepVerdict::Continue => "not decided".into(),
                 };
                 if d.partial {
-                    row.decision.push_str("; part of the regression only");
+                    row.decision
+                        .push_str("; part of its range's regression only: both sides searched");
                 }
             }
             Some(BisectEnd::Unmeasurable { reason }) => {
@@ -114,6 +127,23 @@ pub fn answer(record: &BisectRecord) -> String {
             info.date
         )
     };
+    // " on METRIC: 1.1523× [1.1302–1.1749] (99.88% interval)": what commit `c` costs
+    // against the commit before it (for an older record, against good).
+    let effect_text = |c: usize| {
+        let (r, lo, hi) = c
+            .checked_sub(1)
+            .and_then(|before| record.effect(before, c))
+            .or_else(|| {
+                record
+                    .step_of(c)
+                    .and_then(|d| d.ratio_to_good.map(|r| (r, d.ratio_low, d.ratio_high)))
+            })?;
+        Some(format!(
+            " on {}: {} ({confidence} interval)",
+            record.metric.name(),
+            ratio_text(Some((r, lo, hi)))
+        ))
+    };
     let mut out = String::new();
     match &record.outcome {
         None => out.push_str("The search has not ended yet.\n"),
@@ -139,21 +169,8 @@ pub fn answer(record: &BisectRecord) -> String {
                 "**The first bad commit is {}**.\n",
                 commit_line(*commit)
             );
-            let effect = record
-                .step_of(*commit)
-                .map(|d| (d.ratio_to_good, d.ratio_low, d.ratio_high))
-                .or_else(|| {
-                    (*commit == record.commits.len() - 1)
-                        .then(|| record.ends().map(|d| (d.ratio, d.low, d.high)))
-                        .flatten()
-                });
-            if let Some((Some(r), lo, hi)) = effect {
-                let _ = writeln!(
-                    out,
-                    "Its cost against good on {}: {} ({confidence} interval).",
-                    record.metric.name(),
-                    ratio_text(Some((r, lo, hi)))
-                );
+            if let Some(effect) = effect_text(*commit) {
+                let _ = writeln!(out, "Its cost against the commit before it{effect}.");
             }
         }
         Some(BisectOutcome::Range {
@@ -173,6 +190,38 @@ pub fn answer(record: &BisectRecord) -> String {
                 commit_line(*last)
             );
         }
+        Some(BisectOutcome::Changes { changes }) => {
+            let _ = writeln!(
+                out,
+                "**{} changes**, each searched apart (a step's commit had only part of its range's regression):\n",
+                changes.len()
+            );
+            for change in changes {
+                let effect = effect_text(change.last).unwrap_or_default();
+                if change.first == change.last {
+                    let _ = writeln!(
+                        out,
+                        "- commit {}, {}: cost against the commit before it{effect}\n",
+                        change.first,
+                        commit_line(change.first)
+                    );
+                } else {
+                    let why = if change.cannot_tell {
+                        "a step could not tell at this precision"
+                    } else {
+                        "the commits between could not be measured"
+                    };
+                    let _ = writeln!(
+                        out,
+                        "- one of commits {}–{} ({} to {}): {why}\n",
+                        change.first,
+                        change.last,
+                        commit_line(change.first),
+                        commit_line(change.last)
+                    );
+                }
+            }
+        }
     }
     if let Some(d) = record.ends() {
         let _ = writeln!(
@@ -185,10 +234,10 @@ pub fn answer(record: &BisectRecord) -> String {
     }
     if record.more_than_one_change {
         out.push_str(
-            "\n**More than one change**: a step's commit had only part of the regression \
-(θ's interval clear of both 0 and 1), so the range holds more than one change, or a \
-gradual one. The answer is the change that took the cost past half of it; the table's \
-θ column shows the others' shares.\n",
+            "\n**More than one change**: a step's commit had only part of its range's \
+regression (θ's interval clear of both 0 and 1), so the range held more than one change, \
+or a gradual one; each side was searched for its own. A gradual change shows as a run of \
+small ones, or as ranges that could not be told apart.\n",
         );
     }
     for (c, reason) in &record.skipped {
@@ -213,16 +262,17 @@ pub fn markdown(record: &BisectRecord, elapsed: Option<std::time::Duration>) -> 
     );
     out.push_str(&answer(record));
     out.push_str(
-        "\n| step | commit | θ [interval] | cost against good | blocks | minutes | decision |\n\
-|---|---|---|---|---|---|---|\n",
+        "\n| step | commit | range | θ [interval] | cost against its good end | blocks | minutes | decision |\n\
+|---|---|---|---|---|---|---|---|\n",
     );
     let rows = rows(record);
     for r in &rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {:.1} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} | {} |",
             r.step,
             r.what.replace('|', "\\|"),
+            r.range,
             r.theta,
             ratio_text(r.ratio),
             r.blocks,

@@ -27,6 +27,11 @@ pub struct CommitInfo {
 pub struct StepRecord {
     /// The candidate's index in `commits`; absent for the ends.
     pub commit: Option<usize>,
+    /// A step's own ends, `[good, bad]` (indices in `commits`): the range it splits, whose
+    /// ends run beside the candidate. Absent for the ends, and in a record of an older
+    /// rubyrace, whose steps all ran against the history's ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends: Option<[usize; 2]>,
     /// Its results directory, relative to the bisection's directory.
     pub dir: PathBuf,
     /// How it ended; absent while it runs (or when it was interrupted).
@@ -50,6 +55,29 @@ pub enum BisectOutcome {
         last: usize,
         cannot_tell: bool,
     },
+    /// More than one change, each searched apart (a step found a commit with only part of
+    /// its range's regression), in commit order: each `first == last` (one commit) or a
+    /// range, as above.
+    Changes { changes: Vec<Change> },
+}
+
+/// One of several changes a search separated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub first: usize,
+    pub last: usize,
+    pub cannot_tell: bool,
+}
+
+impl BisectOutcome {
+    /// Some change could only be placed in a range because a step could not tell.
+    pub fn cannot_tell(&self) -> bool {
+        match self {
+            BisectOutcome::Range { cannot_tell, .. } => *cannot_tell,
+            BisectOutcome::Changes { changes } => changes.iter().any(|c| c.cannot_tell),
+            _ => false,
+        }
+    }
 }
 
 /// Whose history is searched: the app's (each commit checked out) or CRuby's (each
@@ -127,6 +155,37 @@ impl BisectRecord {
                 Some(d)
             }
             _ => None,
+        })
+    }
+
+    /// A step's own ends (the history's, for an older record's steps).
+    pub fn ends_of(&self, step: &StepRecord) -> (usize, usize) {
+        step.ends
+            .map(|[g, b]| (g, b))
+            .unwrap_or((0, self.commits.len() - 1))
+    }
+
+    /// What the change from commit `before` to commit `after` costs (after against before),
+    /// with its interval, from the decision that measured the two side by side: a step on
+    /// `after` with `before` as its good end, a step on `before` with `after` as its bad
+    /// end, or the ends of the history.
+    pub fn effect(&self, before: usize, after: usize) -> Option<(f64, Option<f64>, Option<f64>)> {
+        self.steps.iter().find_map(|s| {
+            let (good, bad) = self.ends_of(s);
+            match (&s.end, s.commit) {
+                (Some(BisectEnd::Step(d)), Some(c)) if c == after && good == before => {
+                    d.ratio_to_good.map(|r| (r, d.ratio_low, d.ratio_high))
+                }
+                (Some(BisectEnd::Step(d)), Some(c)) if c == before && bad == after => {
+                    d.bad_to_candidate.map(|r| (r, d.bad_low, d.bad_high))
+                }
+                (Some(BisectEnd::Ends(d)), None)
+                    if (before, after) == (0, self.commits.len() - 1) =>
+                {
+                    d.ratio.map(|r| (r, d.low, d.high))
+                }
+                _ => None,
+            }
         })
     }
 

@@ -16,14 +16,14 @@ use anyhow::{Context, Result};
 use clap::Args;
 use experiment::bisect::{
     BisectAnswer, BisectEnd, BisectRule, BisectStage, BisectTarget, Bisection, EndsVerdict,
-    StepVerdict,
 };
 use experiment::precision::PrecisionMetric;
 use experiment::schedule::schedule;
 use experiment::{AppCommit, Config, Experiment, Workload};
 use lab::runner::{run_pending, RunEnd};
 use results::bisect::{
-    BisectOutcome, BisectRecord, CommitInfo, HistoryOf, StepRecord, BISECT_FILE, BISECT_SCHEMA,
+    BisectOutcome, BisectRecord, Change, CommitInfo, HistoryOf, StepRecord, BISECT_FILE,
+    BISECT_SCHEMA,
 };
 use results::store::Store;
 
@@ -123,26 +123,26 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     // The Ruby of each commit of a Ruby's history, once built or found in the cache.
     let rubies = std::cell::RefCell::new(std::collections::BTreeMap::new());
     loop {
-        let (search, outcome) = replay(&mut record);
+        let (mut search, outcome) = replay(&mut record);
         record.outcome = outcome;
         record.write(&dir)?;
         if record.outcome.is_some() {
             break;
         }
-        let commit = if record.ends().is_none() {
-            None
-        } else {
-            search.candidate()
+        let (commit, ends) = match search.next() {
+            Some((good, bad, c)) if record.ends().is_some() => (Some(c), Some([good, bad])),
+            _ => (None, None),
         };
         let index = match record
             .steps
             .iter()
-            .position(|s| s.commit == commit && s.end.is_none())
+            .position(|s| s.commit == commit && s.ends == ends && s.end.is_none())
         {
             Some(i) => i,
             None => {
                 record.steps.push(StepRecord {
                     commit,
+                    ends,
                     dir: step_dir(record.steps.len(), commit, &record.commits),
                     end: None,
                     measuring_s: 0.0,
@@ -153,13 +153,18 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         };
         let what = match commit {
             None => "the ends: good against bad".to_string(),
-            Some(c) => format!(
-                "step {}: commit {} of {}, {}",
-                index,
-                c,
-                record.commits.len() - 1,
-                record.short(c)
-            ),
+            Some(c) => {
+                let (good, bad) = record.ends_of(&record.steps[index]);
+                format!(
+                    "step {}: commit {} of {} ({} .. {}), {}",
+                    index,
+                    c,
+                    record.commits.len() - 1,
+                    good,
+                    bad,
+                    record.short(c)
+                )
+            }
         };
         eprintln!("rubyrace: {what}");
         let step = Step {
@@ -208,12 +213,17 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         dir.join(BISECT_FILE).display(),
         dir.join("bisect.html").display()
     );
-    Ok(ExitCode::from(match record.outcome {
-        Some(BisectOutcome::Range {
-            cannot_tell: true, ..
-        }) => EXIT_INCONCLUSIVE,
-        _ => 0,
-    }))
+    Ok(ExitCode::from(
+        if record
+            .outcome
+            .as_ref()
+            .is_some_and(BisectOutcome::cannot_tell)
+        {
+            EXIT_INCONCLUSIVE
+        } else {
+            0
+        },
+    ))
 }
 
 /// A new bisection: its history resolved, its directory made, its record written.
@@ -343,28 +353,21 @@ fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), St
     Ok((experiment, config))
 }
 
-/// The search so far, from the decided steps in order: the range left, and the outcome
+/// The search so far, from the decided steps in order: the ranges left, and the outcome
 /// once there is one. Fills in the record's skipped commits and its partial flag.
 fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
     let mut search = Bisection::new(record.commits.len());
     record.skipped.clear();
     record.more_than_one_change = false;
-    let mut outcome = None;
+    let mut nothing = false;
     for step in &record.steps {
         match (&step.end, step.commit) {
             (Some(BisectEnd::Ends(d)), None) if d.verdict == EndsVerdict::NoRegression => {
-                outcome = Some(BisectOutcome::NothingToFind);
+                nothing = true;
             }
             (Some(BisectEnd::Step(d)), Some(c)) => {
                 record.more_than_one_change |= d.partial;
-                if d.verdict == StepVerdict::CannotTell {
-                    outcome = Some(BisectOutcome::Range {
-                        first: search.good + 1,
-                        last: search.bad,
-                        cannot_tell: true,
-                    });
-                }
-                search.record(c, d.verdict);
+                search.record(record.ends_of(step), c, d.verdict, d.partial);
             }
             (Some(BisectEnd::Unmeasurable { reason }), Some(c)) => {
                 search.skip(c);
@@ -373,17 +376,44 @@ fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
             _ => {}
         }
     }
-    if outcome.is_none() && record.ends().is_some() && search.candidate().is_none() {
-        outcome = Some(match search.answer() {
-            BisectAnswer::Commit(commit) => BisectOutcome::Commit { commit },
-            BisectAnswer::Range(first, last) => BisectOutcome::Range {
-                first,
-                last,
-                cannot_tell: false,
-            },
-        });
+    if nothing {
+        return (search, Some(BisectOutcome::NothingToFind));
     }
-    (search, outcome)
+    if record.ends().is_none() || search.next().is_some() {
+        return (search, None);
+    }
+    let change = |a: &BisectAnswer| match *a {
+        BisectAnswer::Commit(c) => Change {
+            first: c,
+            last: c,
+            cannot_tell: false,
+        },
+        BisectAnswer::Range {
+            first,
+            last,
+            cannot_tell,
+        } => Change {
+            first,
+            last,
+            cannot_tell,
+        },
+    };
+    let answers = search.answers();
+    let outcome = match answers.as_slice() {
+        [BisectAnswer::Commit(commit)] => BisectOutcome::Commit { commit: *commit },
+        [one] => {
+            let c = change(one);
+            BisectOutcome::Range {
+                first: c.first,
+                last: c.last,
+                cannot_tell: c.cannot_tell,
+            }
+        }
+        several => BisectOutcome::Changes {
+            changes: several.iter().map(change).collect(),
+        },
+    };
+    (search, Some(outcome))
 }
 
 /// `steps/NN-ends` or `steps/NN-commit-C-HASH12`.
@@ -492,16 +522,17 @@ impl Step<'_> {
     /// Ruby does not build is unmeasurable; an end's is a failure.
     fn experiment_of(&self, relative: &Path) -> Result<Experiment, NotRun> {
         let record = self.record;
-        let commit = record
+        let step = record
             .steps
             .iter()
             .find(|s| s.dir == relative)
-            .and_then(|s| s.commit);
-        let last = record.commits.len() - 1;
+            .expect("a step of the record");
+        let commit = step.commit;
+        let (good, bad) = record.ends_of(step);
         let mut configs = vec![
-            self.config_at(0, "good", 0)
+            self.config_at(0, "good", good)
                 .map_err(|e| NotRun::Failed(e.context("the good end")))?,
-            self.config_at(1, "bad", last)
+            self.config_at(1, "bad", bad)
                 .map_err(|e| NotRun::Failed(e.context("the bad end")))?,
         ];
         if let Some(c) = commit {

@@ -1,6 +1,10 @@
 //! A bisection's chart: every measured commit's cost against good, in commit order, with
 //! its interval; the good end at 1, the bad end from the ends; the line θ = ½ (halfway to
-//! bad, where a step decides), skipped commits marked on the axis, and the answer marked.
+//! bad, where the first step decides), skipped commits marked on the axis, and the answer
+//! (each change, when there are several) marked. A step measures its candidate against its
+//! own range's ends: its cost against good is that step's ratio times its good end's cost
+//! against good (chained on the point estimates), and the interval drawn is the step's own,
+//! placed the same way.
 
 use std::fmt::Write as _;
 
@@ -47,9 +51,22 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
             what: "bad end",
         },
     ];
+    // Each measured commit's cost against good, chained from its step's ends.
+    let mut against_good = std::collections::BTreeMap::from([(0usize, 1.0f64), (last, bad)]);
     for step in &record.steps {
         if let (Some(commit), Some(BisectEnd::Step(d))) = (step.commit, &step.end) {
-            if let Some(r) = d.ratio_to_good {
+            let (good_end, bad_end) = record.ends_of(step);
+            // The factor that puts the step's ratios against good, and the ratio itself.
+            let placed = match (against_good.get(&good_end), against_good.get(&bad_end)) {
+                (Some(g), _) => d.ratio_to_good.map(|r| (*g, r)),
+                (None, Some(b)) => d
+                    .bad_to_candidate
+                    .zip(d.ratio_to_good)
+                    .map(|(rest, r)| (*b / rest / r, r)),
+                _ => None,
+            };
+            if let Some((factor, r)) = placed {
+                against_good.insert(commit, factor * r);
                 let colour = match d.verdict {
                     StepVerdict::Bad => BAD,
                     StepVerdict::Good => GOOD,
@@ -62,9 +79,9 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
                 };
                 points.push(Point {
                     commit,
-                    ratio: r,
-                    low: d.ratio_low,
-                    high: d.ratio_high,
+                    ratio: factor * r,
+                    low: d.ratio_low.map(|l| factor * l),
+                    high: d.ratio_high.map(|h| factor * h),
                     colour,
                     what: verdict,
                 });
@@ -132,13 +149,16 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
         .size(11.0)
         .muted()
         .draw(&mut b, "θ = ½: halfway to bad");
-    // The answer: a band over the first bad commit (or the range).
-    let answer = match &record.outcome {
-        Some(BisectOutcome::Commit { commit }) => Some((*commit, *commit)),
-        Some(BisectOutcome::Range { first, last, .. }) => Some((*first, *last)),
-        _ => None,
+    // The answer: a band over the first bad commit (or the range), or over each change.
+    let answers: Vec<(usize, usize)> = match &record.outcome {
+        Some(BisectOutcome::Commit { commit }) => vec![(*commit, *commit)],
+        Some(BisectOutcome::Range { first, last, .. }) => vec![(*first, *last)],
+        Some(BisectOutcome::Changes { changes }) => {
+            changes.iter().map(|c| (c.first, c.last)).collect()
+        }
+        _ => Vec::new(),
     };
-    if let Some((first, last_in)) = answer {
+    for (first, last_in) in answers {
         let _ = write!(
             b,
             "<rect data-answer=\"{first}-{last_in}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{BAD}\" fill-opacity=\"0.10\"/>",

@@ -49,11 +49,11 @@ pub fn page(record: &BisectRecord) -> String {
                     section id="steps" {
                         h2 { "Every step" }
                         table {
-                            thead { tr { th { "step" } th { "commit" } th { "θ [interval]" } th { "cost against good" } th { "blocks" } th { "minutes" } th { "decision" } } }
+                            thead { tr { th { "step" } th { "commit" } th { "range" } th { "θ [interval]" } th { "cost against its good end" } th { "blocks" } th { "minutes" } th { "decision" } } }
                             tbody {
                                 @for r in rows(record) {
                                     tr data-commit=(r.commit.map(|c| c.to_string()).unwrap_or_else(|| "ends".into())) {
-                                        td { (r.step) } td { (r.what) } td { (r.theta) } td { (ratio_text(r.ratio)) }
+                                        td { (r.step) } td { (r.what) } td { (r.range) } td { (r.theta) } td { (ratio_text(r.ratio)) }
                                         td { (r.blocks) } td { (format!("{:.1}", r.minutes)) } td { (r.decision) }
                                     }
                                 }
