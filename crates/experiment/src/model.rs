@@ -307,6 +307,40 @@ impl Profiler {
 }
 
 impl ConfigSettings {
+    /// The commit the configuration names, app's or Ruby's: (repository, ref as written,
+    /// commit); None without one.
+    pub fn named_commit(&self) -> Option<(&std::path::Path, &str, &str)> {
+        self.app_commit
+            .as_ref()
+            .map(|c| (c.repo.as_path(), c.git_ref.as_str(), c.commit.as_str()))
+            .or_else(|| {
+                self.ruby_commit
+                    .as_ref()
+                    .map(|c| (c.repo.as_path(), c.git_ref.as_str(), c.commit.as_str()))
+            })
+    }
+
+    /// The configuration on the Ruby built from `commit` (`ruby_ref`, a bisection's step,
+    /// a gate on CRuby commits): its interpreter in the Ruby's argv and wherever the
+    /// server's argv names the old one, named `commit-HASH12`, the commit recorded.
+    pub fn on_commit_ruby(&mut self, commit: RubyCommit) {
+        let ruby = commit
+            .prefix
+            .join("bin/ruby")
+            .to_string_lossy()
+            .into_owned();
+        if let Some(old) = self.ruby_argv.first().cloned() {
+            self.ruby_argv[0] = ruby.clone();
+            for arg in self.server_argv.iter_mut().filter(|a| **a == old) {
+                *arg = ruby.clone();
+            }
+        } else {
+            self.ruby_argv.push(ruby);
+        }
+        self.ruby = format!("commit-{}", &commit.commit[..12.min(commit.commit.len())]);
+        self.ruby_commit = Some(commit);
+    }
+
     /// These settings with every path inside the app's repository (the app's directory,
     /// the Gemfile, a script, `BUNDLE_GEMFILE` and other environment values, setup
     /// commands) moved to the same place in `checkout`, a checkout of `app_commit`. Paths

@@ -433,7 +433,7 @@ struct Step<'a> {
     rule: &'a BisectRule,
     interrupt: &'a Arc<AtomicBool>,
     /// The Rubies built (or found in the cache) so far, by commit.
-    rubies: &'a std::cell::RefCell<std::collections::BTreeMap<String, PathBuf>>,
+    rubies: &'a std::cell::RefCell<std::collections::BTreeMap<String, experiment::RubyCommit>>,
 }
 
 struct Decided {
@@ -575,16 +575,24 @@ impl Step<'_> {
                 settings.app_commit = Some(app_commit);
             }
             HistoryOf::Ruby => {
+                // Built (or found in the cache, where any later search or `ruby_ref`
+                // finds it too) once per search.
                 let known = self.rubies.borrow().get(hash).cloned();
                 let ruby = match known {
                     Some(ruby) => ruby,
                     None => {
-                        let ruby = ruby_at(record, hash)?;
+                        let ruby = super::ruby::ruby_commit(
+                            &record.repo,
+                            hash,
+                            hash,
+                            &record.configure_opts,
+                        )
+                        .with_context(|| format!("commit {} does not build", &hash[..12]))?;
                         self.rubies.borrow_mut().insert(hash.clone(), ruby.clone());
                         ruby
                     }
                 };
-                on_ruby(&mut settings, &ruby, &hash[..12]);
+                settings.on_commit_ruby(ruby);
             }
         }
         Ok(Config {
@@ -601,34 +609,6 @@ enum NotRun {
     /// The candidate cannot be measured (its Ruby does not build): skipped, with why.
     Unmeasurable(String),
     Failed(anyhow::Error),
-}
-
-/// The interpreter of CRuby at `hash`, built into rubyrace's cache (or found there: a
-/// commit's build is reused whenever it is asked for again, in this search, another, or
-/// an experiment's `ruby_ref`). Commits' builds are kept apart, in `<cache>/commits`:
-/// they are not Rubies to offer `ruby = "all"` or `rubyrace rubies`.
-fn ruby_at(record: &BisectRecord, hash: &str) -> Result<PathBuf> {
-    let request = rubies::build::commit_request(
-        &rubies::build::default_cache_dir()?,
-        &record.repo,
-        hash,
-        &record.configure_opts,
-    );
-    super::ruby::commit_ruby(&request)
-        .with_context(|| format!("commit {} does not build", &hash[..12]))
-}
-
-/// `settings` on another Ruby: its interpreter in the Ruby's argv and wherever the
-/// server's argv names it, its name marked with the commit.
-fn on_ruby(settings: &mut experiment::ConfigSettings, ruby: &Path, short: &str) {
-    let ruby = ruby.to_string_lossy().into_owned();
-    if let Some(old) = settings.ruby_argv.first().cloned() {
-        settings.ruby_argv[0] = ruby.clone();
-        for arg in settings.server_argv.iter_mut().filter(|a| **a == old) {
-            *arg = ruby.clone();
-        }
-    }
-    settings.ruby = format!("{}@{short}", settings.ruby);
 }
 
 /// The answer and every step, as Markdown (printed, and written to `bisect.md`).

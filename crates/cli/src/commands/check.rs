@@ -39,9 +39,25 @@ the command in docs/check.md."
 pub struct CheckArgs {
     /// The experiment file, with one configuration (its `app` inside the repository).
     pub experiment: PathBuf,
-    /// The git repository of the app.
+    /// The git repository of the app: base and head are its commits, each checked out.
+    #[arg(
+        long,
+        required_unless_present = "ruby_repo",
+        conflicts_with = "ruby_repo"
+    )]
+    pub app_repo: Option<PathBuf>,
+    /// A CRuby git repository: base and head are its commits, each built (cached by
+    /// commit), and the configuration runs on each.
     #[arg(long)]
-    pub app_repo: PathBuf,
+    pub ruby_repo: Option<PathBuf>,
+    /// With --ruby-repo: one more ./configure argument of both builds (repeatable).
+    #[arg(
+        long = "configure-opts",
+        value_name = "OPT",
+        allow_hyphen_values = true,
+        requires = "ruby_repo"
+    )]
+    pub configure_opts: Vec<String>,
     /// The commit to compare against (a branch, a tag, a hash).
     #[arg(long)]
     pub base: String,
@@ -90,13 +106,32 @@ fn gate_experiment(args: &CheckArgs) -> Result<Experiment, String> {
     }
     let one = experiment.configs.remove(0);
     let http = one.settings.workload == Workload::Http;
+    if one.settings.app_commit.is_some() || one.settings.ruby_commit.is_some() {
+        return Err(format!(
+            "{}: the configuration names a commit (`ref` or `ruby_ref`); check chooses them (--base, --head)",
+            args.experiment.display()
+        ));
+    }
     let at = |id: usize, label: &str, git_ref: &str| -> Result<Config, String> {
-        let (app_dir, commit) =
-            AppCommit::resolve(&args.app_repo, git_ref, &one.settings.app_dir, http)
-                .map_err(|e| format!("--{label} {git_ref}: {}", e.message))?;
         let mut settings = one.settings.clone();
-        settings.app_dir = app_dir;
-        settings.app_commit = Some(commit);
+        match (&args.app_repo, &args.ruby_repo) {
+            (Some(repo), _) => {
+                let (app_dir, commit) =
+                    AppCommit::resolve(repo, git_ref, &one.settings.app_dir, http)
+                        .map_err(|e| format!("--{label} {git_ref}: {}", e.message))?;
+                settings.app_dir = app_dir;
+                settings.app_commit = Some(commit);
+            }
+            (None, Some(repo)) => {
+                let top = sys::git::toplevel(repo)?;
+                let commit = sys::git::commit_of(&top, git_ref)
+                    .map_err(|e| format!("--{label} {git_ref}: {e}"))?;
+                let ruby = super::ruby::ruby_commit(&top, git_ref, &commit, &args.configure_opts)
+                    .map_err(|e| format!("--{label} {git_ref}: does not build: {e:#}"))?;
+                settings.on_commit_ruby(ruby);
+            }
+            (None, None) => unreachable!("clap requires one"),
+        }
         Ok(Config {
             id,
             label: label.to_string(),
@@ -144,12 +179,11 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
     let mut store = Store::create(&dir, &experiment, &plan, false)?;
     let dir = store.dir().to_path_buf();
     for c in &experiment.configs {
-        if let Some(commit) = &c.settings.app_commit {
+        if let Some((_, git_ref, commit)) = c.settings.named_commit() {
             eprintln!(
-                "rubyrace: {} = {} ({})",
+                "rubyrace: {} = {git_ref} ({})",
                 c.label,
-                commit.git_ref,
-                &commit.commit[..12.min(commit.commit.len())]
+                &commit[..12.min(commit.len())]
             );
         }
     }
@@ -226,15 +260,14 @@ fn summary(dir: &Path, end: &experiment::gate::GateEnd, experiment: &Experiment)
     ));
     out.push_str("| | ref | commit |\n|---|---|---|\n");
     for c in &experiment.configs {
-        if let Some(commit) = &c.settings.app_commit {
-            let subject = sys::git::describe_commit(&commit.repo, &commit.commit)
+        if let Some((repo, git_ref, commit)) = c.settings.named_commit() {
+            let subject = sys::git::describe_commit(repo, commit)
                 .map(|(s, _)| s)
                 .unwrap_or_default();
             out.push_str(&format!(
-                "| {} | `{}` | `{}` {} |\n",
+                "| {} | `{git_ref}` | `{}` {} |\n",
                 c.label,
-                commit.git_ref,
-                &commit.commit[..12.min(commit.commit.len())],
+                &commit[..12.min(commit.len())],
                 subject.replace('|', "\\|")
             ));
         }

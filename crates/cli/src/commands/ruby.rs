@@ -189,6 +189,35 @@ pub(crate) fn commit_ruby(request: &BuildRequest) -> Result<std::path::PathBuf> 
     Ok(outcome.record.prefix.join("bin/ruby"))
 }
 
+/// CRuby at `commit` of the repository `repo` (its top directory), built with
+/// `configure_opts` into the commits' cache (or found there), as the commit a
+/// configuration runs on; `git_ref` is the revision as the user wrote it.
+pub(crate) fn ruby_commit(
+    repo: &std::path::Path,
+    git_ref: &str,
+    commit: &str,
+    configure_opts: &[String],
+) -> Result<experiment::RubyCommit> {
+    let request = rubies::build::commit_request(
+        &rubies::build::default_cache_dir()?,
+        repo,
+        commit,
+        configure_opts,
+    );
+    let ruby = commit_ruby(&request)?;
+    Ok(experiment::RubyCommit {
+        repo: repo.to_path_buf(),
+        git_ref: git_ref.to_string(),
+        commit: commit.to_string(),
+        configure_opts: configure_opts.to_vec(),
+        prefix: ruby
+            .parent()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
+    })
+}
+
 /// What `run` and `check` build an experiment's `ruby_ref` with (its error becomes one of
 /// the file, at the `ruby_ref`).
 pub(crate) fn experiment_ruby(

@@ -224,8 +224,12 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
+/// Two slowdowns of 8% (commits 6 and 15): the first step lands between them with about
+/// half the regression, so the search splits and looks for each change on its own side.
+/// Both are named (or, where a step could not tell at this precision, a range holding
+/// one, exit 4), never a commit that is neither.
 #[test]
-fn two_slowdowns_are_reported_as_more_than_one_change() {
+fn two_slowdowns_are_each_found() {
     let lab = Lab::new("bisect-two");
     history(
         &lab,
@@ -234,20 +238,35 @@ fn two_slowdowns_are_reported_as_more_than_one_change() {
     );
     let out = lab.dir.path("search");
     let run =
-        spawn(&bisect_args(&lab, &out, &["--precision", "4%"])).wait(Duration::from_secs(900));
+        spawn(&bisect_args(&lab, &out, &["--precision", "4%"])).wait(Duration::from_secs(1200));
     let r = record(&out);
     assert_eq!(r["more_than_one_change"], true, "{run:?}");
     assert!(run.stdout.contains("**More than one change**"), "{run:?}");
-    // Whatever it names is no guess: either the range it narrowed (exit 4, cannot tell) or
-    // a commit that is one of the two changes.
+    assert_eq!(r["outcome"]["kind"], "changes", "{run:?}");
+    let changes = r["outcome"]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{r}");
+    for (change, planted) in changes.iter().zip([6, 15]) {
+        let (first, last) = (
+            change["first"].as_u64().unwrap(),
+            change["last"].as_u64().unwrap(),
+        );
+        assert!(
+            (first..=last).contains(&planted),
+            "{change} should hold {planted}"
+        );
+    }
     match run.code() {
-        Some(4) => assert_eq!(r["outcome"]["kind"], "range"),
         Some(0) => {
-            let found = &r["outcome"]["commit"];
-            assert!(*found == 6 || *found == 15, "{r}");
+            assert!(run.stdout.contains("**2 changes**"), "{run:?}");
+            assert!(
+                run.stdout.contains("- commit 6, ") && run.stdout.contains("- commit 15, "),
+                "{run:?}"
+            );
         }
+        Some(4) => assert!(changes.iter().any(|c| c["cannot_tell"] == true), "{r}"),
         other => panic!("exit {other:?}: {run:?}"),
     }
+    eprintln!("{}", run.stdout);
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 

@@ -372,3 +372,72 @@ ruby_ref = ["master~3", "master"]
     assert!(!lab.results().join("results.db").exists());
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// `check --ruby-repo`: base and head are commits of a (fake) CRuby, each built into the
+/// test's cache; head has File.mtime stat twice, so the gate fails (exit 1), and its
+/// summary names both commits. A base that does not build is an error before any trial.
+#[test]
+fn check_gates_a_ruby_commit() {
+    let lab = Lab::new("check-ruby");
+    let repo = crate::bisect::ruby_history(&lab);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
+        lab.dir.path("mtime.rb"),
+    )
+    .unwrap();
+    let file = lab.experiment(
+        r#"
+name = "check-ruby"
+
+[settings]
+workload = "script"
+script = "mtime.rb"
+script_args = ["2", "60000"]
+runs = 3
+"#,
+    );
+    let cache = lab.dir.path("cache");
+    let check = |name: &str, base: &str| {
+        let out = lab.dir.path(name);
+        let args = [
+            "check",
+            file.to_str().unwrap(),
+            "--ruby-repo",
+            repo.to_str().unwrap(),
+            "--base",
+            base,
+            "--head",
+            "master",
+            "--metric",
+            "wall",
+            "--max-slowdown",
+            "3%",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        crate::support::spawn_with_env(&args, &[("RUBYRACE_CACHE", cache.to_str().unwrap())])
+            .wait(Duration::from_secs(300))
+    };
+    let slower = check("slower", "master~3");
+    assert_eq!(slower.code(), Some(1), "{slower:?}");
+    assert!(
+        slower.stdout.contains("## rubyrace check: ❌ fail"),
+        "{slower:?}"
+    );
+    assert!(
+        slower.stdout.contains("| base | `master~3` |")
+            && slower.stdout.contains("| head | `master` |")
+            && slower.stdout.contains("ruby commit 7"),
+        "{slower:?}"
+    );
+    assert_eq!(slower.stderr.matches(": built ").count(), 2, "{slower:?}");
+    let broken = check("broken", "master~4");
+    assert_eq!(broken.code(), Some(2), "{broken:?}");
+    assert!(
+        broken.stderr.contains("--base master~4: does not build")
+            && broken.stderr.contains("configure"),
+        "{broken:?}"
+    );
+    assert!(!lab.dir.path("broken").join("results.db").exists());
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
