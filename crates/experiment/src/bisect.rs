@@ -294,7 +294,7 @@ impl Bisection {
     /// The next step: a range's ends and its candidate, the commit nearest the range's
     /// middle that is not skipped. Ranges with no candidate left are settled first (one
     /// commit, or the range of skipped commits). None when every range is settled.
-    pub fn next(&mut self) -> Option<(usize, usize, usize)> {
+    pub fn next_step(&mut self) -> Option<(usize, usize, usize)> {
         while let Some(&(good, bad)) = self.open.first() {
             let mid = (good + bad) / 2;
             let candidate = (good + 1..bad)
@@ -547,23 +547,23 @@ mod tests {
     #[test]
     fn the_search_skips_what_it_cannot_measure_and_says_so() {
         let mut b = Bisection::new(20);
-        assert_eq!(b.next(), Some((0, 19, 9)));
+        assert_eq!(b.next_step(), Some((0, 19, 9)));
         b.record((0, 19), 9, StepVerdict::Good, false);
-        assert_eq!(b.next(), Some((9, 19, 14)));
+        assert_eq!(b.next_step(), Some((9, 19, 14)));
         b.skip(14);
-        assert_eq!(b.next(), Some((9, 19, 13)));
+        assert_eq!(b.next_step(), Some((9, 19, 13)));
         b.record((9, 19), 13, StepVerdict::Bad, false);
-        assert_eq!(b.next(), Some((9, 13, 11)));
+        assert_eq!(b.next_step(), Some((9, 13, 11)));
         b.record((9, 13), 11, StepVerdict::Good, false);
         b.record((11, 13), 12, StepVerdict::Good, false);
-        assert_eq!(b.next(), None);
+        assert_eq!(b.next_step(), None);
         assert_eq!(b.answers(), [BisectAnswer::Commit(13)]);
         // A skipped commit next to the change leaves a range.
         let mut b = Bisection::new(4);
         b.skip(1);
-        assert_eq!(b.next(), Some((0, 3, 2)));
+        assert_eq!(b.next_step(), Some((0, 3, 2)));
         b.record((0, 3), 2, StepVerdict::Bad, false);
-        assert_eq!(b.next(), None);
+        assert_eq!(b.next_step(), None);
         assert_eq!(
             b.answers(),
             [BisectAnswer::Range {
@@ -580,21 +580,21 @@ mod tests {
     #[test]
     fn a_partial_step_splits_the_search_in_two() {
         let mut b = Bisection::new(20);
-        assert_eq!(b.next(), Some((0, 19, 9)));
+        assert_eq!(b.next_step(), Some((0, 19, 9)));
         b.record((0, 19), 9, StepVerdict::CannotTell, true);
         assert_eq!(b.open, [(0, 9), (9, 19)]);
-        assert_eq!(b.next(), Some((0, 9, 4)));
+        assert_eq!(b.next_step(), Some((0, 9, 4)));
         b.record((0, 9), 4, StepVerdict::Good, false);
         b.record((4, 9), 6, StepVerdict::Bad, false);
         b.record((4, 6), 5, StepVerdict::Good, false);
-        assert_eq!(b.next(), Some((9, 19, 14)));
+        assert_eq!(b.next_step(), Some((9, 19, 14)));
         b.record((9, 19), 14, StepVerdict::Bad, true);
         assert_eq!(b.open, [(9, 14), (14, 19)]);
         b.record((9, 14), 11, StepVerdict::CannotTell, false);
-        assert_eq!(b.next(), Some((14, 19, 16)));
+        assert_eq!(b.next_step(), Some((14, 19, 16)));
         b.record((14, 19), 16, StepVerdict::Good, false);
         b.record((16, 19), 17, StepVerdict::Bad, false);
-        assert_eq!(b.next(), None);
+        assert_eq!(b.next_step(), None);
         assert_eq!(
             b.answers(),
             [
@@ -651,7 +651,7 @@ mod tests {
         }
         let mut b = Bisection::new(costs.len());
         let (mut steps, mut partial) = (0, false);
-        while let Some((g, k, c)) = b.next() {
+        while let Some((g, k, c)) = b.next_step() {
             steps += 1;
             let mut blocks = Vec::new();
             let d = loop {

@@ -129,7 +129,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         if record.outcome.is_some() {
             break;
         }
-        let (commit, ends) = match search.next() {
+        let (commit, ends) = match search.next_step() {
             Some((good, bad, c)) if record.ends().is_some() => (Some(c), Some([good, bad])),
             _ => (None, None),
         };
@@ -379,7 +379,7 @@ fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
     if nothing {
         return (search, Some(BisectOutcome::NothingToFind));
     }
-    if record.ends().is_none() || search.next().is_some() {
+    if record.ends().is_none() || search.next_step().is_some() {
         return (search, None);
     }
     let change = |a: &BisectAnswer| match *a {
