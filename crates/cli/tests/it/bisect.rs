@@ -305,7 +305,7 @@ const SLOW_MTIME: &str = "module TwiceStat; def mtime(f) = (super; super); end\n
 
 /// A git repository `ruby/` of a fake CRuby with 8 commits: commit 5 makes File.mtime
 /// slower, commit 3 does not build (commit 4 fixes it).
-pub(crate) fn ruby_history(lab: &Lab) -> PathBuf {
+fn ruby_history(lab: &Lab) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let repo = lab.dir.path("ruby");
     std::fs::create_dir_all(&repo).unwrap();
@@ -337,30 +337,36 @@ pub(crate) fn ruby_history(lab: &Lab) -> PathBuf {
     repo
 }
 
-/// `--ruby-repo`: each commit of the Ruby's history built (`rubyrace ruby build --ref`,
-/// into a cache of the test's), the script workload run on it. The search names commit 5,
-/// skips commit 3 because it does not build, and a second search over the same history
-/// builds nothing: every commit's build is reused from the cache.
-#[test]
-fn bisect_searches_a_ruby_history_building_each_commit() {
-    let lab = Lab::new("bisect-ruby");
+/// The `[settings]` of the tests on a fake CRuby's history: the threaded File.mtime script
+/// (2 threads, 60,000 calls, 3 runs per trial); copied beside the file by [`ruby_lab`].
+pub(crate) const MTIME_SETTINGS: &str = r#"
+[settings]
+workload = "script"
+script = "mtime.rb"
+script_args = ["2", "60000"]
+runs = 3
+"#;
+
+/// A lab with [`ruby_history`] in `ruby/` and the File.mtime script beside it.
+pub(crate) fn ruby_lab(name: &str) -> (Lab, PathBuf) {
+    let lab = Lab::new(name);
     let repo = ruby_history(&lab);
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
         lab.dir.path("mtime.rb"),
     )
     .unwrap();
-    let file = lab.experiment(
-        r#"
-name = "bisect-ruby"
+    (lab, repo)
+}
 
-[settings]
-workload = "script"
-script = "mtime.rb"
-script_args = ["2", "60000"]
-runs = 3
-"#,
-    );
+/// `--ruby-repo`: each commit of the Ruby's history built (`rubyrace ruby build --ref`,
+/// into a cache of the test's), the script workload run on it. The search names commit 5,
+/// skips commit 3 because it does not build, and a second search over the same history
+/// builds nothing: every commit's build is reused from the cache.
+#[test]
+fn bisect_searches_a_ruby_history_building_each_commit() {
+    let (lab, repo) = ruby_lab("bisect-ruby");
+    let file = lab.experiment(&format!("name = \"bisect-ruby\"\n{MTIME_SETTINGS}"));
     let cache = lab.dir.path("cache");
     let search = |name: &str| {
         let out = lab.dir.path(name);

@@ -260,29 +260,13 @@ fn check_gates_a_change_by_its_slowdown() {
 /// file), and a commit that does not build is an error at its `ruby_ref`.
 #[test]
 fn a_matrix_of_ruby_commits_runs_each_on_its_own_build() {
-    let lab = Lab::new("ruby-commits");
-    let repo = crate::bisect::ruby_history(&lab);
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
-        lab.dir.path("mtime.rb"),
-    )
-    .unwrap();
+    let (lab, repo) = crate::bisect::ruby_lab("ruby-commits");
     let cache = lab.dir.path("cache");
-    let experiment = r#"
-name = "ruby-commits"
-blocks = 3
-
-[settings]
-workload = "script"
-script = "mtime.rb"
-script_args = ["2", "60000"]
-runs = 3
-ruby_repo = "ruby"
-
-[matrix]
-ruby_ref = ["master~3", "master"]
-"#;
-    let file = lab.experiment(experiment);
+    let experiment = format!(
+        "name = \"ruby-commits\"\nblocks = 3\n{}ruby_repo = \"ruby\"\n\n[matrix]\nruby_ref = [\"master~3\", \"master\"]\n",
+        crate::bisect::MTIME_SETTINGS
+    );
+    let file = lab.experiment(&experiment);
     let results = lab.results();
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -378,24 +362,11 @@ ruby_ref = ["master~3", "master"]
 /// summary names both commits. A base that does not build is an error before any trial.
 #[test]
 fn check_gates_a_ruby_commit() {
-    let lab = Lab::new("check-ruby");
-    let repo = crate::bisect::ruby_history(&lab);
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/threads-mtime/mtime.rb"),
-        lab.dir.path("mtime.rb"),
-    )
-    .unwrap();
-    let file = lab.experiment(
-        r#"
-name = "check-ruby"
-
-[settings]
-workload = "script"
-script = "mtime.rb"
-script_args = ["2", "60000"]
-runs = 3
-"#,
-    );
+    let (lab, repo) = crate::bisect::ruby_lab("check-ruby");
+    let file = lab.experiment(&format!(
+        "name = \"check-ruby\"\n{}",
+        crate::bisect::MTIME_SETTINGS
+    ));
     let cache = lab.dir.path("cache");
     let check = |name: &str, base: &str| {
         let out = lab.dir.path(name);

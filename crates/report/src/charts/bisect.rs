@@ -203,7 +203,7 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
         b.push_str("</title></circle></g>");
     }
     let text = format!(
-        "Each measured commit's {} cost against the good end (geometric mean over its step's blocks, with the interval the step decided on); the bad end's is from the ends. A step calls its commit bad above the dashed line and good below it, when the interval says so; × marks a commit skipped because it did not build or boot; the shaded band is the answer.",
+        "Each measured commit's {} cost against the good end: its step's ratio against that step's own good end (geometric mean over the step's blocks, with the step's interval), times that end's cost against good; the bad end's is from the ends. The first step calls its commit bad above the dashed line (halfway) and good below it, when the interval says so; later steps decide halfway between their own ends. × marks a commit skipped because it did not build or boot; a shaded band is the answer (one per change).",
         record.metric.name()
     );
     let end = caption(&mut b, &text, "", bottom + 58.0, WIDTH);

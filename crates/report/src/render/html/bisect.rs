@@ -38,7 +38,11 @@ pub fn page(record: &BisectRecord) -> String {
                     section id="answer" {
                         h2 { "The answer" }
                         @for paragraph in answer.split("\n\n").filter(|p| !p.trim().is_empty()) {
-                            p { (paragraph.replace("**", "").replace('`', "")) }
+                            @if let Some(item) = paragraph.trim().strip_prefix("- ") {
+                                ul { li { (item.replace("**", "").replace('`', "")) } }
+                            } @else {
+                                p { (paragraph.replace("**", "").replace('`', "")) }
+                            }
                         }
                     }
                     "\n"
