@@ -127,7 +127,7 @@ pub fn build(
         rubies,
         prefix_name,
         prefix,
-    } = locate(request)?;
+    } = locate(request, true)?;
     let short = &key[..12];
     let link = rubies.join(&name);
     if name == prefix_name {
@@ -216,14 +216,17 @@ struct Located {
     prefix: PathBuf,
 }
 
-fn locate(request: &BuildRequest) -> anyhow::Result<Located> {
+/// `create`: make `<cache>/rubies` if it is not there (a build does; a lookup does not).
+fn locate(request: &BuildRequest, create: bool) -> anyhow::Result<Located> {
     let source = identify_source(&request.source, request.git_ref.as_deref())?;
     let key = build_key(&source, &request.version, &request.options);
     let cache = std::path::absolute(&request.cache)
         .with_context(|| format!("cache directory {}", request.cache.display()))?;
     let rubies = rubies_dir(&cache);
-    fs::create_dir_all(&rubies)
-        .with_context(|| format!("cannot create the cache directory {}", rubies.display()))?;
+    if create {
+        fs::create_dir_all(&rubies)
+            .with_context(|| format!("cannot create the cache directory {}", rubies.display()))?;
+    }
     let rubies = rubies.canonicalize().unwrap_or(rubies);
     let prefix_name = format!("{}-{}", request.version, &key[..12]);
     let prefix = rubies.join(&prefix_name);
@@ -239,7 +242,7 @@ fn locate(request: &BuildRequest) -> anyhow::Result<Located> {
 /// The complete build `request` would reuse, if the cache has it; nothing is built. (Its
 /// interpreter is not run: [`build`] checks that when it reuses a build.)
 pub fn find_built(request: &BuildRequest) -> anyhow::Result<Option<BuildRecord>> {
-    let located = locate(request)?;
+    let located = locate(request, false)?;
     Ok(read_record(&located.prefix).filter(|r| r.prefix.join("bin/ruby").is_file()))
 }
 
