@@ -81,6 +81,12 @@ enum Command {
     /// Build a CRuby into rubyrace's cache, to name in experiments.
     #[command(subcommand)]
     Ruby(commands::ruby::RubyCommand),
+    /// One block of a fleet run, on the node Slurm gave it (started by `run --slurm`).
+    #[command(hide = true)]
+    FleetTask(commands::fleet::TaskArgs),
+    /// A node's answer to a fleet run's probe (started by `run --slurm`).
+    #[command(hide = true)]
+    FleetProbe(commands::fleet::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +104,8 @@ fn main() -> ExitCode {
         Command::Rubies(args) => commands::rubies::rubies(args),
         Command::Ruby(command) => commands::ruby::run(command),
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::FleetTask(args) => commands::fleet::task(args),
+        Command::FleetProbe(args) => commands::fleet::probe(args),
     };
     match result {
         Ok(code) => code,

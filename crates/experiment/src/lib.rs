@@ -18,6 +18,7 @@
 pub mod bisect;
 pub mod conditions;
 pub mod design;
+pub mod fleet;
 mod error;
 pub mod gate;
 mod matrix;

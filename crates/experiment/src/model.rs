@@ -464,6 +464,8 @@ pub struct Experiment {
     pub design_written: bool,
     /// `[services]`: PostgreSQL and Redis servers the app needs (crate::services).
     pub services: crate::services::Services,
+    /// `[fleet]`: how `run --slurm` spreads the blocks over machines (crate::fleet).
+    pub fleet: Option<crate::fleet::Fleet>,
 }
 
 /// A rough wall time of one block of `configs` in `design`, for estimates before anything

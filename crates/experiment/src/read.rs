@@ -206,6 +206,7 @@ impl Experiment {
         let mut record_env = Vec::new();
         let mut services = crate::services::Services::default();
         let mut services_span: Span = None;
+        let mut fleet = None;
         let mut rubies = BTreeMap::new();
         let mut base = Layer::new();
         let mut axes: Vec<Axis> = Vec::new();
@@ -313,6 +314,7 @@ impl Experiment {
                         record_env = a;
                     }
                 }
+                "fleet" => fleet = p.fleet(item),
                 "services" => {
                     services_span = key_span.clone();
                     services = p.services(item);
@@ -790,6 +792,7 @@ impl Experiment {
             configs: expanded,
             defaults,
             services,
+            fleet,
         })
     }
 

@@ -11,7 +11,7 @@ use rubies::knobs::{COMPACTS, JITS};
 /// The `[matrix]` value of `ruby` that means every Ruby.
 pub const RUBY_ALL: &str = "all";
 
-pub(crate) const ROOT_KEYS: [&str; 24] = [
+pub(crate) const ROOT_KEYS: [&str; 25] = [
     "name",
     "description",
     "seed",
@@ -36,6 +36,7 @@ pub(crate) const ROOT_KEYS: [&str; 24] = [
     "configs",
     "exclude",
     "services",
+    "fleet",
 ];
 
 /// The type and range of one setting.

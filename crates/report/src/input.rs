@@ -273,6 +273,11 @@ fn trial_data(
     }
     let e = &r.environment;
     keys.insert("machine".into(), e.machine.hostname.clone());
+    keys.insert("host".into(), r.host().to_string());
+    keys.insert("cpus".into(), e.machine.cpus_online.to_string());
+    if let Some(p) = &e.placement {
+        keys.insert("fleet".into(), p.engine.clone());
+    }
     keys.insert("kernel".into(), e.machine.kernel.clone());
     keys.insert("cpu_model".into(), e.machine.cpu_model.clone());
     keys.insert(

@@ -382,6 +382,34 @@ pub struct Report {
     /// Scenario runs: every step of every cohort (docs/scenarios.md); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<CohortStep>,
+    /// A run over several hosts (a fleet): what each host measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<HostTable>,
+}
+
+/// What each host of a run over several machines measured (docs/fleet.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostTable {
+    /// The figure of the table: "throughput" or "wall".
+    pub metric: String,
+    pub baseline: String,
+    /// The cohorts compared with the baseline, in the order of `HostRow::ratios`.
+    pub cohorts: Vec<String>,
+    pub rows: Vec<HostRow>,
+}
+
+/// One host: its blocks, the baseline's median and each comparison's median per-block ratio.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostRow {
+    pub host: String,
+    /// CPU model and kernel release.
+    pub machine: String,
+    pub blocks: usize,
+    pub trials: usize,
+    pub baseline_median: Option<f64>,
+    /// Per cohort of `HostTable::cohorts`: the median over this host's blocks of
+    /// cohort ÷ baseline.
+    pub ratios: Vec<Option<f64>>,
 }
 
 /// One scenario step of one cohort, over the cohort's valid trials.

@@ -113,6 +113,37 @@ pub struct EnvironmentRecord {
     pub machine: Machine,
     pub load_average_before: Option<[f64; 3]>,
     pub app_git: Option<GitState>,
+    /// Where a fleet ran the trial (`rubyrace run --slurm`): its node and job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// The node and job of a trial that a fleet ran (docs/fleet.md): the Slurm node name is the
+/// trial's host in the report (several nodes may share a hostname, as on a test cluster).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Placement {
+    /// "slurm".
+    pub engine: String,
+    /// The node the trial ran on (`SLURMD_NODENAME`).
+    pub node: String,
+    /// The job that ran it (`SLURM_JOB_ID`), and its array (`ARRAYJOB_TASK`).
+    pub job_id: String,
+    pub array_task: Option<String>,
+}
+
+impl Placement {
+    /// The placement of this process, when Slurm started it.
+    pub fn from_env() -> Option<Placement> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Some(Placement {
+            engine: "slurm".into(),
+            node: var("SLURMD_NODENAME")?,
+            job_id: var("SLURM_JOB_ID")?,
+            array_task: var("SLURM_ARRAY_JOB_ID")
+                .zip(var("SLURM_ARRAY_TASK_ID"))
+                .map(|(job, task)| format!("{job}_{task}")),
+        })
+    }
 }
 
 /// The outcome of one trial.
@@ -179,6 +210,14 @@ pub struct TrialResult {
 }
 
 impl TrialResult {
+    /// The host that ran the trial: its fleet node, else the machine's hostname.
+    pub fn host(&self) -> &str {
+        match &self.environment.placement {
+            Some(p) => &p.node,
+            None => &self.environment.machine.hostname,
+        }
+    }
+
     /// A measured trial whose figures cannot be trusted for `why`: a valid trial becomes
     /// invalid with that reason, an invalid one adds it to its reason; a failed one keeps
     /// its own.

@@ -5,6 +5,7 @@ pub mod bisect;
 pub mod check;
 pub mod doctor;
 pub mod export;
+pub mod fleet;
 pub mod load;
 pub mod profile;
 pub mod report;

@@ -64,6 +64,16 @@ pub struct RunArgs {
     /// of every trial, each runnable with `rubyrace trial --spec`.
     #[arg(long, requires = "dry_run")]
     pub json: bool,
+
+    /// Run the blocks on a Slurm cluster, one array task per block on a node of its own,
+    /// as the file's [fleet] says (docs/fleet.md).
+    #[arg(long, conflicts_with_all = ["resume", "dry_run"])]
+    pub slurm: bool,
+
+    /// With --slurm (or --resume of a fleet run): submit, then exit; `run --resume DIR`
+    /// attaches again.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 pub(crate) fn default_output(name: &str, smoke: bool) -> PathBuf {
@@ -140,6 +150,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if let Some(note) = experiment.defaults_note() {
             eprintln!("rubyrace: {note}");
         }
+        let mut experiment = experiment;
+        if args.slurm {
+            experiment.fleet = Some(experiment.fleet.take().unwrap_or_default());
+        } else if experiment.fleet.take().is_some() && !args.dry_run {
+            eprintln!("rubyrace: [fleet] is for `rubyrace run --slurm`; this run is on this machine");
+        }
         let mut experiment = if args.smoke {
             let smoke = experiment.smoke();
             eprintln!("rubyrace: {}", smoke.smoke_note());
@@ -184,6 +200,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "start",
         )
     };
+    if store.fleet()?.is_some() {
+        return super::fleet::control(&mut store, kind, args.detach);
+    }
+    if args.detach {
+        eprintln!("rubyrace: --detach is for a fleet run (--slurm)");
+        return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+    }
     let dir = store.dir().to_path_buf();
     let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
     let mut progress = ConsoleProgress::new(&store)?;
@@ -243,25 +266,31 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(EXIT_TRIALS_FAILED))
         }
-        RunEnd::Complete => {
-            let rows = store.summary_rows()?;
-            let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
-            if total == 1 {
-                println!("\nThe trial is stored in {}.", dir.display());
-            } else {
-                println!("\nAll {total} trials are stored in {}.", dir.display());
-            }
-            println!(
-                "Every trial as JSON: rubyrace export {} --json",
-                dir.display()
-            );
-            if bad > 0 {
-                eprintln!("rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store");
-                return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        RunEnd::Complete => finish_complete(&store),
     }
+}
+
+/// The end of a run whose every trial is stored: where they are, and exit status 3 when
+/// some failed or were invalid.
+pub(crate) fn finish_complete(store: &Store) -> Result<ExitCode> {
+    let total = store.schedule()?.len();
+    let dir = store.dir();
+    let rows = store.summary_rows()?;
+    let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
+    if total == 1 {
+        println!("\nThe trial is stored in {}.", dir.display());
+    } else {
+        println!("\nAll {total} trials are stored in {}.", dir.display());
+    }
+    println!(
+        "Every trial as JSON: rubyrace export {} --json",
+        dir.display()
+    );
+    if bad > 0 {
+        eprintln!("rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store");
+        return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()> {
@@ -539,7 +568,7 @@ fn print_plan_json(
     write_stdout(&(serde_json::to_string_pretty(&json)? + "\n"))
 }
 
-fn print_summary(store: &Store) -> Result<()> {
+pub(crate) fn print_summary(store: &Store) -> Result<()> {
     print!(
         "\n{}",
         results::store::summary_table(&store.summary_rows()?)

@@ -19,6 +19,7 @@ use crate::error::{line_column, ExperimentError};
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue};
 use rubies::discovery::{DiscoveredRuby, RubyCapabilities};
 
+mod fleet;
 mod run_keys;
 mod sections;
 mod services;

@@ -32,6 +32,7 @@ pub(super) fn capture(spec: &TrialSpec) -> (EnvironmentRecord, Option<String>) {
                 .as_ref()
                 .and_then(|sc| sc.path.parent().and_then(environment::git_state)),
         },
+        placement: results::Placement::from_env(),
     };
     (record, ruby_error)
 }

@@ -21,6 +21,7 @@
 
 mod cohort;
 mod compare;
+mod hosts;
 mod metrics;
 mod overhead;
 mod profile;
@@ -99,9 +100,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         .iter()
         .map(|t| t.keys.get("machine").map(String::as_str).unwrap_or(""))
         .collect();
+    // A fleet's trials come from several machines by design: cohorts pool them (pairing
+    // within a block cancels a host's speed) and the hosts get a table of their own.
+    let fleet = all.iter().all(|t| t.keys.contains_key("fleet"));
     let by: Vec<String> = if options.by.is_empty() {
         let mut by = vec!["label".to_string()];
-        if machines.len() > 1 {
+        if machines.len() > 1 && !fleet {
             by.push("machine".into());
         }
         by
@@ -333,7 +337,16 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     if by == ["source"] {
         differing_sides_warnings(&order, &members, &mut warnings);
     }
-    if machines.len() > 1 && !by.iter().any(|k| k == "machine") {
+    let host_table = hosts::hosts(
+        &all,
+        &order,
+        &baseline,
+        main,
+        main_metric,
+        &|t| cohort_name(t, &by),
+        &mut warnings,
+    );
+    if machines.len() > 1 && !fleet && !by.iter().any(|k| k == "machine") {
         warnings.push(Warning {
             kind: "mixed-machines".into(),
             cohort: None,
@@ -489,6 +502,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         frame_changes,
         sparse_frames,
         steps: scenario_steps,
+        hosts: host_table,
     })
 }
 

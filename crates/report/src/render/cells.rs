@@ -616,3 +616,41 @@ pub fn steps_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
         .collect();
     Some((headers, rows))
 }
+
+pub const HOSTS_TITLE: &str = "Hosts (each block ran on one host; a ratio is the median over the host's blocks of the cohort's value over the baseline's in the same block):";
+
+/// The per-host table of a run over several hosts.
+pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
+    let h = report.hosts.as_ref()?;
+    let figure = |v: f64| {
+        if h.metric == "wall" {
+            crate::format::seconds(v)
+        } else {
+            crate::format::rate(v)
+        }
+    };
+    let rows = h
+        .rows
+        .iter()
+        .map(|r| {
+            let ratios: Vec<String> = h
+                .cohorts
+                .iter()
+                .zip(&r.ratios)
+                .map(|(c, x)| format!("{c} {}", x.map_or("–".into(), |x| format!("×{x:.3}"))))
+                .collect();
+            vec![
+                r.host.clone(),
+                r.machine.clone(),
+                r.blocks.to_string(),
+                r.trials.to_string(),
+                r.baseline_median.map_or("–".into(), figure),
+                ratios.join("; "),
+            ]
+        })
+        .collect();
+    Some((
+        vec!["host", "CPU · kernel", "blocks", "trials", "baseline median", "ratios against the baseline"],
+        rows,
+    ))
+}

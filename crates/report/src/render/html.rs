@@ -67,6 +67,7 @@ pub fn render(report: &Report) -> String {
                     (warnings(report))
                     (tables::summary(report))
                     (tables::runtime(report))
+                    (tables::hosts(report))
                     (tables::steps(report))
                     (tables::noise(report))
                     (charts_section(report))

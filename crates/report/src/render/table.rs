@@ -90,6 +90,10 @@ pub fn table(report: &Report, color: bool) -> String {
         let t = aligned_table(color, headers, rows, |i| i >= 1);
         let _ = writeln!(out, "\n{}\n{t}", crate::noise::NOISE_TITLE);
     }
+    if let Some((headers, rows)) = hosts_table(report) {
+        let t = aligned_table(color, headers, rows, |i| (2..5).contains(&i));
+        let _ = writeln!(out, "\n{HOSTS_TITLE}\n{t}");
+    }
     if let Some((headers, rows)) = steps_table(report) {
         let t = aligned_table(color, headers, rows, |i| i >= 3);
         let _ = writeln!(out, "\n{STEPS_TITLE}\n{t}");

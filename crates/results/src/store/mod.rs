@@ -10,12 +10,14 @@
 //! `schema` holds the tables, `write` what a run adds (trials, sessions, blocks), `read`
 //! what the report, resume and export read back, and `summary` the end-of-run table.
 
+mod block;
 mod read;
 mod schema;
 mod summary;
 mod write;
 pub mod writer;
 
+pub use block::BLOCK_PREFIX;
 pub use summary::{summary_table, SummaryRow};
 
 use std::path::{Path, PathBuf};
@@ -290,6 +292,13 @@ impl Store {
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)",
                 params![k, v],
+            )?;
+        }
+        // `rubyrace run --slurm`: the fleet that runs the blocks (docs/fleet.md).
+        if let Some(fleet) = &experiment.fleet {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('fleet', ?1)",
+                params![serde_json::to_string(fleet)?],
             )?;
         }
         // `rubyrace check`'s gate, only in the runs it makes.

@@ -156,6 +156,13 @@ impl Store {
     }
 
     /// The gate of a run `rubyrace check` made; none for other runs.
+    /// The fleet of a run made with `--slurm`.
+    pub fn fleet(&self) -> Result<Option<experiment::fleet::Fleet>> {
+        self.meta("fleet")?
+            .map(|v| serde_json::from_str(&v).context("stored fleet"))
+            .transpose()
+    }
+
     pub fn gate(&self) -> Result<Option<experiment::gate::GateTarget>> {
         self.meta("gate")?
             .map(|text| serde_json::from_str(&text).context("the stored gate"))

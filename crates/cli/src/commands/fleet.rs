@@ -1,0 +1,122 @@
+//! The fleet's commands: what `run --slurm` does instead of the local runner (the
+//! controller, crate `fleet`), and the two commands Slurm starts on a node, hidden from
+//! `--help`: `fleet-task DIR --block N` runs one block, `fleet-probe DIR` answers a probe.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fleet::controller::{run_fleet, FleetEnd, Options};
+use results::store::Store;
+
+use crate::invocation::{command_line, install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED};
+
+#[derive(Args, Debug)]
+pub struct TaskArgs {
+    /// The fleet run's results directory (shared storage).
+    pub dir: PathBuf,
+    /// The block (the array task id: 0-based).
+    #[arg(long)]
+    pub block: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// The fleet run's results directory (shared storage).
+    pub dir: PathBuf,
+}
+
+/// `rubyrace fleet-task`: one block on this node (crate fleet::task).
+pub fn task(args: TaskArgs) -> Result<ExitCode> {
+    // scancel sends SIGTERM: the current trial stops as at Ctrl-C and nothing of it is kept.
+    let interrupt = crate::invocation::install_interrupt(Some(crate::invocation::STOPPING))?;
+    let outcome = fleet::task::run_block(&args.dir, args.block, &command_line(), &interrupt, &mut |line| {
+        println!("{} {line}", humantime::format_rfc3339_seconds(std::time::SystemTime::now()));
+    })?;
+    Ok(match outcome.as_str() {
+        "complete" => ExitCode::SUCCESS,
+        "interrupted" => ExitCode::from(EXIT_INTERRUPTED),
+        _ => ExitCode::from(1),
+    })
+}
+
+/// `rubyrace fleet-probe`: this node's answer to the controller's probe.
+pub fn probe(args: ProbeArgs) -> Result<ExitCode> {
+    let path = fleet::probe::answer(&args.dir)?;
+    println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The controller of `run --slurm` and of `run --resume` on a fleet run's directory.
+pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> {
+    let dir = store.dir().to_path_buf();
+    let binary = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot find the rubyrace binary, which every node runs")?;
+    let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
+    eprintln!("rubyrace: results go to {}", dir.display());
+    let end = run_fleet(
+        store,
+        &Options {
+            kind,
+            command: &command_line(),
+            detach,
+            binary,
+        },
+        &interrupt,
+        &mut |line| eprintln!("rubyrace: {line}"),
+    );
+    let end = match end {
+        Ok(end) => end,
+        Err(e) if store.completed().map(|c| c.is_empty()).unwrap_or(true) && format!("{e:#}").contains("nothing was submitted") => {
+            eprintln!("rubyrace: {e:#}");
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
+        Err(e) => {
+            eprintln!(
+                "rubyrace: the fleet run stopped: {e:#}\nEvery block stored before this point is kept. Resume with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let total = store.schedule()?.len();
+    let completed = store.completed()?.len();
+    match end {
+        FleetEnd::Detached => {
+            println!(
+                "Submitted. The blocks run without this process; attach again (import what finished, watch the rest) with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        FleetEnd::Interrupted => {
+            eprintln!(
+                "\nInterrupted: the jobs are cancelled; {completed} of {total} trials are stored in {}. Resume (submits only the missing blocks) with:\n  rubyrace run --resume {}",
+                dir.display(),
+                dir.display()
+            );
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        FleetEnd::Missing(missing) => {
+            super::run::print_summary(store)?;
+            eprintln!("\n{} missing after every retry:", units::count(missing.len(), "block"));
+            for (block, why) in &missing {
+                eprintln!("  block {}: {why}", block + 1);
+            }
+            eprintln!(
+                "{completed} of {total} trials are stored. Submit the missing blocks again with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            Ok(ExitCode::from(EXIT_TRIALS_FAILED))
+        }
+        FleetEnd::Complete => {
+            super::run::print_summary(store)?;
+            if let Some(end) = store.precision_end()? {
+                println!("\n{}.", end.describe());
+            }
+            super::run::finish_complete(store)
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Before a fleet run submits a block, one probe job per node checks what the run needs
+//! there, and the run is refused, naming the node, when something is missing:
+//! - the results directory is the controller's (the node reads the controller's random
+//!   token in it and writes its report there);
+//! - the same rubyrace (the SHA-256 of the binary the blocks will run);
+//! - every configuration's Ruby runs (its `RUBY_DESCRIPTION`), and its app directory exists.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::slurm::{exec_script, Slurm, Submission};
+use crate::task::write_atomically;
+
+/// What the controller asks every node (`fleet/probe/request.json`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    pub token: String,
+    /// The configurations' interpreters (`ruby_argv`), each with the configurations using it.
+    pub rubies: Vec<(Vec<String>, Vec<String>)>,
+    /// The directories the configurations run in.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// What a node answers (`fleet/probe/NODE.json`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub node: String,
+    pub token: String,
+    pub rubyrace_version: String,
+    pub binary_sha256: String,
+    pub machine: sys::environment::Machine,
+    /// Each Ruby's description, or why it does not run.
+    pub rubies: Vec<(Vec<String>, Result<String, String>)>,
+    /// The directories that are missing on the node.
+    pub missing_dirs: Vec<PathBuf>,
+}
+
+pub fn probe_dir(dir: &Path) -> PathBuf {
+    dir.join("fleet").join("probe")
+}
+
+/// The SHA-256 of the running rubyrace binary.
+pub fn binary_sha256() -> Result<String> {
+    let exe = std::env::current_exe().context("cannot find the rubyrace binary")?;
+    let bytes = std::fs::read(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
+    Ok(format!("{:x}", Sha256::digest(&bytes)))
+}
+
+/// The node's side (`rubyrace fleet-probe DIR`): reads the request in DIR, answers it.
+pub fn answer(dir: &Path) -> Result<PathBuf> {
+    let probe = probe_dir(dir);
+    let request_path = probe.join("request.json");
+    let request: ProbeRequest = serde_json::from_str(
+        &std::fs::read_to_string(&request_path)
+            .with_context(|| format!("cannot read {}", request_path.display()))?,
+    )
+    .with_context(|| format!("{} is not a probe request", request_path.display()))?;
+    let node = crate::task::node_name();
+    let rubies = request
+        .rubies
+        .iter()
+        .map(|(argv, _)| {
+            (
+                argv.clone(),
+                rubies::discovery::ruby_description(argv, &[]).map_err(|e| format!("{e:#}")),
+            )
+        })
+        .collect();
+    let report = ProbeReport {
+        node: node.clone(),
+        token: request.token,
+        rubyrace_version: env!("CARGO_PKG_VERSION").into(),
+        binary_sha256: binary_sha256()?,
+        machine: sys::environment::machine(),
+        rubies,
+        missing_dirs: request.dirs.into_iter().filter(|d| !d.is_dir()).collect(),
+    };
+    let path = probe.join(format!("{node}.json"));
+    write_atomically(&path, &serde_json::to_vec_pretty(&report)?)?;
+    Ok(path)
+}
+
+/// The controller's side: probes every node of the partition that can take jobs and
+/// returns their reports, or every problem found, each naming its node.
+pub fn probe_nodes(
+    slurm: &Slurm,
+    dir: &Path,
+    binary: &Path,
+    request: &ProbeRequest,
+    timeout: Duration,
+    extra: &[String],
+    note: &mut dyn FnMut(&str),
+) -> Result<Result<Vec<ProbeReport>, Vec<String>>> {
+    let probe = probe_dir(dir);
+    std::fs::create_dir_all(&probe).with_context(|| format!("cannot create {}", probe.display()))?;
+    for entry in std::fs::read_dir(&probe)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "json" || e == "out") {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    write_atomically(&probe.join("request.json"), &serde_json::to_vec_pretty(request)?)?;
+    let script = probe.join("probe.sh");
+    std::fs::write(
+        &script,
+        exec_script(
+            "rubyrace run --slurm: the probe of one node (docs/fleet.md)",
+            &[binary.display().to_string(), "fleet-probe".into(), dir.display().to_string()],
+        ),
+    )?;
+    let mut problems = Vec::new();
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    for (node, state) in slurm.nodes()? {
+        let state_word = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+        if matches!(state_word, "down" | "drained" | "draining" | "fail" | "failing" | "future" | "maint" | "reserved" | "unknown" | "not_responding") {
+            note(&format!("node {node} is {state}: not probed, and Slurm gives it no block"));
+            continue;
+        }
+        let output = probe.join(format!("{node}.out"));
+        let job = slurm.submit(&Submission {
+            script: &script,
+            job_name: "rubyrace-probe",
+            array: &[],
+            throttle: 1,
+            output: &output,
+            time_limit: Duration::from_secs(300),
+            nodes: 1,
+            nodelist: Some(&node),
+            extra,
+        })?;
+        jobs.push((node, job));
+    }
+    anyhow::ensure!(!jobs.is_empty(), "no node of the partition can take a job (sinfo)");
+    note(&format!(
+        "probing {} node(s): {}",
+        jobs.len(),
+        jobs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+    ));
+    let ids: Vec<String> = jobs.iter().map(|(_, j)| j.clone()).collect();
+    let started = Instant::now();
+    let last = loop {
+        let states = slurm.states(&ids)?;
+        if states.iter().all(|s| s.ended()) || started.elapsed() > timeout {
+            break states;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let unfinished: Vec<String> = last.iter().filter(|s| !s.ended()).map(|s| s.job.clone()).collect();
+    let _ = slurm.cancel(&unfinished);
+    let own_sha = binary_sha256()?;
+    let mut reports = Vec::new();
+    for (node, job) in &jobs {
+        let state = last.iter().find(|s| &s.job == job);
+        let path = probe.join(format!("{node}.json"));
+        let report: Option<ProbeReport> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let Some(report) = report else {
+            let how = match state {
+                Some(s) if !s.ended() => format!(
+                    "did not end within probe_timeout = {} ({})",
+                    humantime::format_duration(timeout),
+                    s.describe()
+                ),
+                Some(s) => format!("ended {}", s.describe()),
+                None => "left Slurm's queue".into(),
+            };
+            let output = sys::process::tail_file(&probe.join(format!("{node}.out")), 600);
+            let output = if output.trim().is_empty() { String::new() } else { format!("; its output: {}", output.trim()) };
+            problems.push(format!(
+                "node {node}: its probe job {job} {how} without writing {}: the node cannot see the results directory {} (shared storage), or cannot run {}{output}",
+                path.display(),
+                dir.display(),
+                binary.display()
+            ));
+            continue;
+        };
+        if report.token != request.token {
+            problems.push(format!("node {node}: the results directory it sees at {} is not the controller's (another token)", dir.display()));
+        }
+        if report.binary_sha256 != own_sha {
+            problems.push(format!(
+                "node {node}: {} is another build of rubyrace (version {}, SHA-256 {}; the controller runs {})",
+                binary.display(),
+                report.rubyrace_version,
+                &report.binary_sha256[..12.min(report.binary_sha256.len())],
+                &own_sha[..12]
+            ));
+        }
+        for (argv, outcome) in &report.rubies {
+            if let Err(e) = outcome {
+                let users = request
+                    .rubies
+                    .iter()
+                    .find(|(a, _)| a == argv)
+                    .map(|(_, labels)| labels.join(", "))
+                    .unwrap_or_default();
+                problems.push(format!("node {node}: the Ruby `{}` of [{users}] does not run there: {e}", argv.join(" ")));
+            }
+        }
+        for d in &report.missing_dirs {
+            problems.push(format!("node {node}: {} is missing there", d.display()));
+        }
+        reports.push(report);
+    }
+    Ok(if problems.is_empty() { Ok(reports) } else { Err(problems) })
+}

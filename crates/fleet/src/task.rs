@@ -1,0 +1,234 @@
+//! What runs on a node: one block of a fleet run (`rubyrace fleet-task DIR --block N`,
+//! started by Slurm). The block's plan is copied from the shared results directory into
+//! node-local scratch and run there as an ordinary results directory (`lab::runner`), so
+//! that SQLite never writes over shared storage and a trial's logs are not written to the
+//! network while it is measured. The block's trials, their files and the node's record
+//! then go back to the shared directory as one block file, which the controller imports.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use lab::runner::{run_pending, Progress, RunEnd};
+use results::store::Store;
+use results::TrialResult;
+use serde::{Deserialize, Serialize};
+
+/// The block file's schema.
+pub const BLOCK_SCHEMA: &str = "rubyrace.block/1";
+/// The block file of an attempt's directory.
+pub const BLOCK_FILE: &str = "block.json";
+/// The plan of a block, beside its attempts.
+pub const PLAN_FILE: &str = "plan.db";
+
+/// The directory of block `block` (0-based) of the fleet run in `dir`.
+pub fn block_dir(dir: &Path, block: u32) -> PathBuf {
+    dir.join("fleet").join("blocks").join(format!("{:04}", block + 1))
+}
+
+/// What a task leaves for the controller (docs/fleet.md, "The block file").
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BlockFile {
+    pub schema: String,
+    pub block: u32,
+    /// The Slurm job of the attempt (`ARRAYJOB_TASK`).
+    pub job: String,
+    pub node: String,
+    pub hostname: String,
+    /// "complete", "interrupted", "stopped after trial N (--fail-fast)" or "failed: ...".
+    pub outcome: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub rubyrace_version: String,
+    /// What `rubyrace doctor --quick` found on the node when the block started.
+    pub doctor: Option<serde_json::Value>,
+    pub trials: Vec<TrialResult>,
+    /// Attempts measured in noise and run again (`repeat_noisy`), in the order made.
+    pub noisy_attempts: Vec<TrialResult>,
+}
+
+impl BlockFile {
+    pub fn read(path: &Path) -> Result<BlockFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let block: BlockFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a block file", path.display()))?;
+        anyhow::ensure!(
+            block.schema == BLOCK_SCHEMA,
+            "{} has schema {:?}; this rubyrace reads {BLOCK_SCHEMA}",
+            path.display(),
+            block.schema
+        );
+        Ok(block)
+    }
+
+    /// The block's record in the run's store (without the trials, which are stored as
+    /// trials).
+    pub fn record(&self, attempt: usize) -> serde_json::Value {
+        serde_json::json!({
+            "block": self.block,
+            "attempt": attempt,
+            "job": self.job,
+            "node": self.node,
+            "hostname": self.hostname,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "rubyrace_version": self.rubyrace_version,
+            "doctor": self.doctor,
+        })
+    }
+}
+
+/// The name of this task's attempt: `ARRAYJOB_TASK` under Slurm.
+pub fn attempt_name() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID"), var("SLURM_JOB_ID")) {
+        (Some(job), Some(task), _) => format!("{job}_{task}"),
+        (_, _, Some(job)) => job,
+        _ => format!("local-{}", std::process::id()),
+    }
+}
+
+/// Runs block `block` of the fleet run in `dir` on this node and writes its block file;
+/// returns how the block ended. `log` receives a line per event (the task's Slurm output).
+pub fn run_block(
+    dir: &Path,
+    block: u32,
+    command: &str,
+    interrupt: &Arc<AtomicBool>,
+    log: &mut dyn FnMut(&str),
+) -> Result<String> {
+    let started_at = now();
+    let attempt = attempt_name();
+    let out = block_dir(dir, block).join(&attempt);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("rubyrace-block-{}-", block + 1))
+        .tempdir()
+        .context("cannot make a scratch directory on this node (TMPDIR)")?;
+    let plan = block_dir(dir, block).join(PLAN_FILE);
+    std::fs::copy(&plan, scratch.path().join(results::store::DB_FILE))
+        .with_context(|| format!("cannot copy {} to this node", plan.display()))?;
+    log(&format!(
+        "block {} of {} on {} in {}",
+        block + 1,
+        dir.display(),
+        node_name(),
+        scratch.path().display()
+    ));
+    let mut store = Store::open(scratch.path())?;
+    let mut progress = LogProgress { log };
+    let end = run_pending(&mut store, "resume", command, false, interrupt, &mut progress);
+    let outcome = match &end {
+        Ok(RunEnd::Complete) => "complete".to_string(),
+        Ok(RunEnd::Interrupted) => "interrupted".to_string(),
+        Ok(RunEnd::StoppedAfterFailure { trial_id }) => format!("stopped after trial {trial_id}"),
+        Err(e) => format!("failed: {e:#}"),
+    };
+    let trials = store.trial_results()?;
+    let noisy = store.noisy_attempts()?;
+    let doctor = store
+        .doctor_reports()?
+        .last()
+        .map(serde_json::to_value)
+        .transpose()?;
+    // The trials' files next to the block file, where the controller moves them from.
+    let from = scratch.path().join("trials");
+    if from.exists() {
+        copy_tree(&from, &out.join("trials"))?;
+    }
+    let file = BlockFile {
+        schema: BLOCK_SCHEMA.into(),
+        block,
+        job: attempt,
+        node: node_name(),
+        hostname: sys::environment::machine().hostname,
+        outcome: outcome.clone(),
+        started_at,
+        finished_at: now(),
+        rubyrace_version: env!("CARGO_PKG_VERSION").into(),
+        doctor,
+        trials,
+        noisy_attempts: noisy,
+    };
+    write_atomically(&out.join(BLOCK_FILE), &serde_json::to_vec_pretty(&file)?)?;
+    log(&format!("block {}: {outcome}", block + 1));
+    Ok(outcome)
+}
+
+/// The Slurm node this runs on, else the hostname.
+pub fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| sys::environment::machine().hostname)
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename: a reader sees the
+/// whole file or none.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Copies a directory tree (files and directories; a symbolic link as a link).
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(entry.path())?;
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(link, &target)
+                .with_context(|| format!("cannot create {}", target.display()))?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .with_context(|| format!("cannot copy {} to {}", entry.path().display(), target.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The runner's events as log lines (the task's output file).
+struct LogProgress<'a> {
+    log: &'a mut dyn FnMut(&str),
+}
+
+impl Progress for LogProgress<'_> {
+    fn begin(&mut self, total: usize, done: usize, blocks: u32) {
+        (self.log)(&format!("{total} trials in {blocks} block(s), {done} stored"));
+    }
+
+    fn trial_started(&mut self, trial: &experiment::schedule::ScheduledTrial, label: &str) {
+        (self.log)(&format!("trial {} [{label}] started", trial.trial_id));
+    }
+
+    fn trial_finished(&mut self, r: &TrialResult) {
+        let figure = r
+            .derived
+            .requests_per_s
+            .map(|x| format!(", {x:.1} req/s"))
+            .unwrap_or_default();
+        let reason = r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default();
+        (self.log)(&format!(
+            "trial {} [{}] {}{figure}{reason}",
+            r.trial_id,
+            r.label,
+            r.status.as_str()
+        ));
+    }
+
+    fn note(&mut self, message: &str) {
+        (self.log)(message);
+    }
+}

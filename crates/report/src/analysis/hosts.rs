@@ -1,0 +1,160 @@
+//! The hosts of a run spread over machines (a fleet, docs/fleet.md): a table of what each
+//! host measured, a `hosts-differ` warning when their hardware, kernel or a Ruby's build
+//! differ, and a `host-interaction` warning when a comparison's ratio differs between hosts
+//! beyond their noise (Kruskal–Wallis on the per-block log ratios of each host; two hosts:
+//! the exact rank-sum test). Pairing within a block cancels a host's speed from every
+//! ratio; a ratio that still depends on the host is a finding about the configuration.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use results::TrialStatus;
+
+use crate::input::TrialData;
+use crate::model::{HostRow, HostTable, Warning};
+
+/// The level of the interaction test (a warning, not a verdict).
+pub const INTERACTION_ALPHA: f64 = 0.01;
+/// The fewest blocks a host needs to take part in the interaction test.
+const MIN_HOST_BLOCKS: usize = 3;
+
+/// The per-host table and its warnings, when the trials come from more than one host or
+/// from a fleet. `main` is the figure compared (throughput or wall time), `cohort_of` names
+/// a trial's cohort.
+pub(super) fn hosts(
+    all: &[&TrialData],
+    order: &[String],
+    baseline: &str,
+    main: fn(&TrialData) -> Option<f64>,
+    metric: &str,
+    cohort_of: &dyn Fn(&TrialData) -> String,
+    warnings: &mut Vec<Warning>,
+) -> Option<HostTable> {
+    let host = |t: &TrialData| t.keys.get("host").cloned().unwrap_or_default();
+    let hosts: BTreeSet<String> = all.iter().map(|t| host(t)).collect();
+    let fleet = all.iter().any(|t| t.keys.contains_key("fleet"));
+    if hosts.len() < 2 && !fleet {
+        return None;
+    }
+    differ_warnings(all, &hosts, warnings);
+    // Each block's value per cohort: (source, block) -> cohort -> values.
+    let mut blocks: BTreeMap<(usize, u32), (String, BTreeMap<String, Vec<f64>>)> = BTreeMap::new();
+    for t in all.iter().filter(|t| t.status == TrialStatus::Valid) {
+        if let Some(v) = main(t).filter(|v| *v > 0.0 && v.is_finite()) {
+            let entry = blocks.entry((t.source, t.block)).or_insert_with(|| (host(t), BTreeMap::new()));
+            entry.1.entry(cohort_of(t)).or_default().push(v);
+        }
+    }
+    let mean_log = |vs: &Vec<f64>| vs.iter().map(|v| v.ln()).sum::<f64>() / vs.len() as f64;
+    let others: Vec<&String> = order.iter().filter(|c| c.as_str() != baseline).collect();
+    let mut rows = Vec::new();
+    // cohort -> host -> per-block log ratios
+    let mut log_ratios: BTreeMap<&String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    for h in &hosts {
+        let mine: Vec<&BTreeMap<String, Vec<f64>>> =
+            blocks.values().filter(|(bh, _)| bh == h).map(|(_, v)| v).collect();
+        let trials: Vec<&&TrialData> = all.iter().filter(|t| &host(t) == h).collect();
+        let base: Vec<f64> = mine.iter().filter_map(|b| b.get(baseline)).flatten().copied().collect();
+        let mut ratios = Vec::new();
+        for c in &others {
+            let lr: Vec<f64> = mine
+                .iter()
+                .filter_map(|b| Some(mean_log(b.get(c.as_str())?) - mean_log(b.get(baseline)?)))
+                .collect();
+            ratios.push(stats::median(&lr).map(f64::exp));
+            log_ratios.entry(c).or_default().insert(h.clone(), lr);
+        }
+        let first = trials.first();
+        rows.push(HostRow {
+            host: h.clone(),
+            machine: first
+                .map(|t| {
+                    let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
+                    format!("{} · {}", k("cpu_model"), k("kernel").split_whitespace().next().unwrap_or(""))
+                })
+                .unwrap_or_default(),
+            blocks: trials.iter().map(|t| (t.source, t.block)).collect::<BTreeSet<_>>().len(),
+            trials: trials.len(),
+            baseline_median: stats::median(&base),
+            ratios,
+        });
+    }
+    for (c, per_host) in &log_ratios {
+        let groups: Vec<(&String, &Vec<f64>)> =
+            per_host.iter().filter(|(_, v)| v.len() >= MIN_HOST_BLOCKS).collect();
+        if groups.len() < 2 {
+            continue;
+        }
+        let values: Vec<Vec<f64>> = groups.iter().map(|(_, v)| (*v).clone()).collect();
+        let Some(test) = stats::kruskal_wallis(&values) else { continue };
+        if test.p_value >= INTERACTION_ALPHA {
+            continue;
+        }
+        let each: Vec<String> = groups
+            .iter()
+            .map(|(h, v)| format!("{h}: ×{:.3} over {} blocks", stats::median(v).map_or(f64::NAN, f64::exp), v.len()))
+            .collect();
+        warnings.push(Warning {
+            kind: "host-interaction".into(),
+            cohort: Some((*c).clone()),
+            message: format!(
+                "{c} against {baseline}: the {metric} ratio differs between hosts ({}; {} p = {:.3}): the configuration's effect depends on the host, a finding rather than noise; the pooled ratio averages hosts that disagree (the per-host table, or --by host,label)",
+                each.join("; "),
+                if groups.len() == 2 { "rank-sum" } else { "Kruskal–Wallis" },
+                test.p_value
+            ),
+        });
+    }
+    Some(HostTable {
+        metric: metric.into(),
+        baseline: baseline.into(),
+        cohorts: others.into_iter().cloned().collect(),
+        rows,
+    })
+}
+
+/// `hosts-differ`: a CPU, core count, kernel or the build of a configuration's Ruby that
+/// is not the same on every host.
+fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut Vec<Warning>) {
+    if hosts.len() < 2 {
+        return;
+    }
+    let mut parts = Vec::new();
+    for (key, what) in [("cpu_model", "CPU"), ("cpus", "core count"), ("kernel", "kernel")] {
+        let mut per_host: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for t in all {
+            if let (Some(h), Some(v)) = (t.keys.get("host"), t.keys.get(key)) {
+                per_host.entry(v.as_str()).or_default().insert(h.as_str());
+            }
+        }
+        if per_host.len() > 1 {
+            let each: Vec<String> = per_host
+                .iter()
+                .map(|(v, hs)| format!("{v} on {}", hs.iter().copied().collect::<Vec<_>>().join(", ")))
+                .collect();
+            parts.push(format!("{what}: {}", each.join("; ")));
+        }
+    }
+    let mut rubies: BTreeMap<&str, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
+    for t in all {
+        if let (Some(h), Some(d)) = (t.keys.get("host"), t.keys.get("ruby_description")) {
+            rubies.entry(t.label.as_str()).or_default().entry(d.as_str()).or_default().insert(h.as_str());
+        }
+    }
+    for (label, builds) in rubies.iter().filter(|(_, b)| b.len() > 1) {
+        let each: Vec<String> = builds
+            .iter()
+            .map(|(d, hs)| format!("{d} on {}", hs.iter().copied().collect::<Vec<_>>().join(", ")))
+            .collect();
+        parts.push(format!("the Ruby of {label}: {}", each.join("; ")));
+    }
+    if !parts.is_empty() {
+        warnings.push(Warning {
+            kind: "hosts-differ".into(),
+            cohort: None,
+            message: format!(
+                "the hosts are not alike ({}); pairing within a block cancels a host's speed, but not a configuration that behaves differently on different hardware: read the per-host table",
+                parts.join(" · ")
+            ),
+        });
+    }
+}

@@ -1,0 +1,145 @@
+//! A block of a fleet run (docs/fleet.md): its plan written as a results database of its
+//! own, which a task on a node runs as an ordinary results directory in local scratch, and
+//! the import of what it measured back into the run's store, in one transaction.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection};
+
+use super::schema::{NOISY_ATTEMPTS, SCHEMA};
+use super::write::insert_trial_row;
+use super::{Store, DOCTOR_PREFIX, SERVICES_PREFIX};
+use crate::record::TrialResult;
+
+/// Meta keys a block's plan does not take: what only the run's controller decides (when
+/// to stop, the fleet) and what its own sessions recorded.
+fn controller_only(key: &str) -> bool {
+    matches!(
+        key,
+        "gate" | "bisect" | "fleet" | "precision_end" | "gate_end" | "bisect_end"
+    ) || key.starts_with(DOCTOR_PREFIX)
+        || key.starts_with(SERVICES_PREFIX)
+        || key.starts_with(BLOCK_PREFIX)
+}
+
+/// Meta key prefix of an imported block's record (`fleet.block.<block>`).
+pub const BLOCK_PREFIX: &str = "fleet.block.";
+
+impl Store {
+    /// Writes the plan of block `block` (0-based) into a new results database `dest`: the
+    /// run's meta but for what only the controller decides (an adaptive run's precision
+    /// among them: a block is a fixed set of trials), its configurations and the block's
+    /// trials. Written in rollback-journal mode, in one transaction, so that it can be
+    /// copied whole from shared storage.
+    pub fn write_block_plan(&self, block: u32, dest: &Path) -> Result<()> {
+        if dest.exists() {
+            std::fs::remove_file(dest)
+                .with_context(|| format!("cannot replace {}", dest.display()))?;
+        }
+        let mut plan =
+            Connection::open(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+        let tx = plan.transaction()?;
+        tx.execute_batch(SCHEMA)?;
+        tx.execute_batch(NOISY_ATTEMPTS)?;
+        let mut meta = self.conn.prepare("SELECT key, value FROM meta")?;
+        let rows = meta.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        for row in rows {
+            let (key, value) = row?;
+            if controller_only(&key) {
+                continue;
+            }
+            let value = if key == "precision" { String::new() } else { value };
+            tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![key, value])?;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('fleet_block', ?1)",
+            params![block.to_string()],
+        )?;
+        let mut configs = self
+            .conn
+            .prepare("SELECT config_id, label, axes, settings FROM configs")?;
+        let rows = configs.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (id, label, axes, settings) = row?;
+            tx.execute(
+                "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
+                params![id, label, axes, settings],
+            )?;
+        }
+        let trials: Vec<_> = self
+            .schedule()?
+            .into_iter()
+            .filter(|t| t.block == block)
+            .collect();
+        anyhow::ensure!(!trials.is_empty(), "block {} is not in the schedule", block + 1);
+        super::insert_schedule(&tx, &trials)?;
+        tx.commit()
+            .with_context(|| format!("cannot write {}", dest.display()))?;
+        Ok(())
+    }
+
+    /// Stores a block a node ran, in one transaction: its trials, the noisy attempts made
+    /// before them (in the order they were made), and the block's record (meta
+    /// `fleet.block.<block>`: node, job, attempt, the node's doctor report).
+    pub fn import_block(
+        &mut self,
+        session_id: i64,
+        block: u32,
+        trials: &[TrialResult],
+        noisy: &[TrialResult],
+        record: &serde_json::Value,
+    ) -> Result<()> {
+        let stored = (|| -> Result<()> {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(NOISY_ATTEMPTS)?;
+            let mut attempts: std::collections::HashMap<usize, u32> = Default::default();
+            for r in noisy {
+                let attempt = attempts.entry(r.trial_id).or_default();
+                *attempt += 1;
+                tx.execute(
+                    "INSERT INTO noisy_attempts (trial_id, attempt, session_id, result) VALUES (?1, ?2, ?3, ?4)",
+                    params![r.trial_id as i64, *attempt, session_id, serde_json::to_string(r)?],
+                )?;
+            }
+            for r in trials {
+                insert_trial_row(&tx, session_id, r)?;
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                params![format!("{BLOCK_PREFIX}{block}"), serde_json::to_string(record)?],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })();
+        stored.map_err(|e| match e.downcast::<rusqlite::Error>() {
+            Ok(sql) => self.explain(sql),
+            Err(other) => other,
+        })
+    }
+
+    /// The records of the blocks a fleet ran, in block order.
+    pub fn fleet_blocks(&self) -> Result<Vec<serde_json::Value>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT value FROM meta WHERE key LIKE 'fleet.block.%' ORDER BY CAST(substr(key, 13) AS INTEGER)",
+        )?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.map(|r| Ok(serde_json::from_str(&r?)?)).collect()
+    }
+
+    /// Removes the trials of blocks after `last` (0-based) that are planned and not stored:
+    /// an adaptive fleet run that stopped with blocks in flight.
+    pub fn drop_unstored_blocks_after(&mut self, last: u32) -> Result<usize> {
+        Ok(self.conn.execute(
+            "DELETE FROM schedule WHERE block > ?1 AND trial_id NOT IN (SELECT trial_id FROM trials)",
+            params![last],
+        )?)
+    }
+}
