@@ -131,9 +131,19 @@ pub fn run_fleet(
     };
     let dir = store.dir().to_path_buf();
     std::fs::create_dir_all(dir.join("fleet").join("logs"))?;
-    let reports = probe(store, &slurm, &fleet, &options.binary, events)?;
-    for warning in hosts_differ(&reports) {
-        events(&format!("warning: hosts-differ: {warning}"));
+    // Attaching to jobs in flight (after --detach, Ctrl-C of a killed controller): their
+    // nodes were probed before they were submitted, and a probe would queue behind them.
+    let in_flight = FleetState::load(&dir)?.active_jobs();
+    if in_flight.is_empty() {
+        let reports = probe(store, &slurm, &fleet, &options.binary, events)?;
+        for warning in hosts_differ(&reports) {
+            events(&format!("warning: hosts-differ: {warning}"));
+        }
+    } else {
+        events(&format!(
+            "attaching to job(s) {} (their nodes were probed when they were submitted)",
+            in_flight.join(" ")
+        ));
     }
     let session = store.begin_session(options.kind, options.command)?;
     let mut controller = Controller {

@@ -46,8 +46,10 @@ pub fn probe_dir(dir: &Path) -> PathBuf {
 /// The SHA-256 of the running rubyrace binary.
 pub fn binary_sha256() -> Result<String> {
     let exe = std::env::current_exe().context("cannot find the rubyrace binary")?;
-    let bytes = std::fs::read(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
-    Ok(format!("{:x}", Sha256::digest(&bytes)))
+    let mut file = std::fs::File::open(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).with_context(|| format!("cannot read {}", exe.display()))?;
+    Ok(format!("{:x}", hasher.finalize()))
 }
 
 /// The node's side (`rubyrace fleet-probe DIR`): reads the request in DIR, answers it.

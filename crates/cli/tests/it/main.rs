@@ -13,6 +13,7 @@
 //! - `doctor`: `rubyrace doctor`, cross-checked against /proc and getrlimit;
 //! - `examples`: every ready-made experiment in smoke mode, and every study's README;
 //! - `faults`: servers that crash, hang or answer garbage; signals; a full disk;
+//! - `fleet`: `run --slurm` on a real Slurm cluster the tests start (support::slurm);
 //! - `golden`: every output format on stored results, byte for byte;
 //! - `interleave`: the interleaved and co-scheduled designs;
 //! - `load`: `rubyrace load` against loopback servers;
@@ -36,6 +37,7 @@ mod commits;
 mod doctor;
 mod examples;
 mod faults;
+mod fleet;
 mod golden;
 mod interleave;
 mod load;

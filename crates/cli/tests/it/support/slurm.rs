@@ -186,20 +186,17 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
         String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
     }
 
-    /// Kills node `name` as a dead machine would die: its slurmd and every job process
-    /// on it (the processes descended from slurmd, and the job steps it started).
+    /// Kills node `name` as a dead machine would die: its slurmd, and every process of
+    /// the jobs on it (slurmstepd, rubyrace's task, its servers).
     pub fn kill_node(&mut self, name: &str) {
         let i = self.slurmd.iter().position(|(n, _)| *n == name).expect("a node of the cluster");
         let (_, mut child) = self.slurmd.remove(i);
-        let pid = child.id() as i32;
-        let mut doomed = descendants(pid);
-        // slurmstepd of the node's jobs: started by slurmd, they name the node's spool.
-        for (p, cmd) in processes() {
-            if cmd.contains("slurmstepd") && std::fs::read_link(format!("/proc/{p}/cwd")).is_ok_and(|c| c.starts_with(self.dir.path("spool").join(name))) {
-                doomed.push(p);
-                doomed.extend(descendants(p));
-            }
-        }
+        let doomed: Vec<i32> = self
+            .job_processes()
+            .into_iter()
+            .filter(|(_, node, _)| node == name)
+            .map(|(p, _, _)| p)
+            .collect();
         let _ = child.kill();
         let _ = child.wait();
         for p in doomed {
@@ -208,16 +205,29 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
         }
     }
 
-    /// The pids of every process of this cluster's jobs (slurmstepd and what it runs).
-    pub fn job_processes(&self) -> Vec<(i32, String)> {
-        let spool = self.dir.path("spool");
+    /// Every process of this cluster's jobs: each slurmstepd (they leave slurmd's tree)
+    /// whose job runs with this cluster's SLURM_CONF, and what it runs; with the node.
+    pub fn job_processes(&self) -> Vec<(i32, String, String)> {
+        let conf = format!("SLURM_CONF={}", self.conf.display());
         let mut out = Vec::new();
         for (p, cmd) in processes() {
-            if cmd.contains("slurmstepd") && std::fs::read_link(format!("/proc/{p}/cwd")).is_ok_and(|c| c.starts_with(&spool)) {
-                out.push((p, cmd));
-                for d in descendants(p) {
-                    out.push((d, std::fs::read_to_string(format!("/proc/{d}/cmdline")).unwrap_or_default().replace('\0', " ")));
+            if !cmd.starts_with("slurmstepd") {
+                continue;
+            }
+            let below = descendants(p);
+            let node = below.iter().find_map(|c| {
+                let env = std::fs::read(format!("/proc/{c}/environ")).ok()?;
+                let vars: Vec<String> = env.split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect();
+                if !vars.contains(&conf) {
+                    return None;
                 }
+                vars.iter().find_map(|v| v.strip_prefix("SLURMD_NODENAME=").map(str::to_string))
+            });
+            let Some(node) = node else { continue };
+            out.push((p, node.clone(), cmd));
+            for d in below {
+                let cmd = std::fs::read_to_string(format!("/proc/{d}/cmdline")).unwrap_or_default().replace('\0', " ");
+                out.push((d, node.clone(), cmd));
             }
         }
         out
@@ -235,7 +245,7 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
-        for (p, _) in self.job_processes() {
+        for (p, _, _) in self.job_processes() {
             // SAFETY: plain kill(2) of a process this test's cluster started.
             unsafe { libc::kill(p, libc::SIGKILL) };
         }
