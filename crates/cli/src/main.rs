@@ -35,6 +35,7 @@ mod commands;
 mod invocation;
 mod output;
 mod progress;
+mod run_end;
 
 use std::process::ExitCode;
 

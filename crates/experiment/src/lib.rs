@@ -18,8 +18,8 @@
 pub mod bisect;
 pub mod conditions;
 pub mod design;
-pub mod fleet;
 mod error;
+pub mod fleet;
 pub mod gate;
 mod matrix;
 mod model;

@@ -81,8 +81,10 @@ impl FleetState {
         if !path.exists() {
             return Ok(FleetState::default());
         }
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not a fleet state", path.display()))
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a fleet state", path.display()))
     }
 
     fn save(&self, dir: &Path) -> Result<()> {
@@ -155,7 +157,9 @@ pub fn run_fleet(
         fleet,
         binary: options.binary.clone(),
         session,
-        target: store.precision_target()?.filter(|_| store.precision_end().ok().flatten().is_none()),
+        target: store
+            .precision_target()?
+            .filter(|_| store.precision_end().ok().flatten().is_none()),
         store,
         running_told: BTreeSet::new(),
     };
@@ -185,7 +189,10 @@ fn probe(
     let mut rubies: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     let mut dirs = BTreeSet::new();
     for c in &configs {
-        match rubies.iter_mut().find(|(argv, _)| *argv == c.settings.ruby_argv) {
+        match rubies
+            .iter_mut()
+            .find(|(argv, _)| *argv == c.settings.ruby_argv)
+        {
             Some((_, labels)) => labels.push(c.label.clone()),
             None => rubies.push((c.settings.ruby_argv.clone(), vec![c.label.clone()])),
         }
@@ -207,7 +214,15 @@ fn probe(
         rubies,
         dirs: dirs.into_iter().collect(),
     };
-    match probe_nodes(slurm, store.dir(), binary, &request, fleet.probe_timeout, &fleet.sbatch, events)? {
+    match probe_nodes(
+        slurm,
+        store.dir(),
+        binary,
+        &request,
+        fleet.probe_timeout,
+        &fleet.sbatch,
+        events,
+    )? {
         Ok(reports) => {
             for r in &reports {
                 events(&format!(
@@ -242,13 +257,37 @@ pub fn hosts_differ(reports: &[ProbeReport]) -> Vec<String> {
         let distinct: BTreeSet<&String> = values.iter().map(|(_, v)| v).collect();
         if distinct.len() > 1 {
             let each: Vec<String> = values.iter().map(|(n, v)| format!("{n}: {v}")).collect();
-            out.push(format!("{what} differs between nodes ({})", each.join("; ")));
+            out.push(format!(
+                "{what} differs between nodes ({})",
+                each.join("; ")
+            ));
         }
     };
-    differ("the CPU", reports.iter().map(|r| (r.node.clone(), r.machine.cpu_model.clone())).collect());
-    differ("the core count", reports.iter().map(|r| (r.node.clone(), r.machine.cpus_online.to_string())).collect());
-    differ("the kernel", reports.iter().map(|r| (r.node.clone(), r.machine.kernel.clone())).collect());
-    let rubies: BTreeSet<&Vec<String>> = reports.iter().flat_map(|r| r.rubies.iter().map(|(a, _)| a)).collect();
+    differ(
+        "the CPU",
+        reports
+            .iter()
+            .map(|r| (r.node.clone(), r.machine.cpu_model.clone()))
+            .collect(),
+    );
+    differ(
+        "the core count",
+        reports
+            .iter()
+            .map(|r| (r.node.clone(), r.machine.cpus_online.to_string()))
+            .collect(),
+    );
+    differ(
+        "the kernel",
+        reports
+            .iter()
+            .map(|r| (r.node.clone(), r.machine.kernel.clone()))
+            .collect(),
+    );
+    let rubies: BTreeSet<&Vec<String>> = reports
+        .iter()
+        .flat_map(|r| r.rubies.iter().map(|(a, _)| a))
+        .collect();
     for argv in rubies {
         differ(
             &format!("the build of `{}`", argv.join(" ")),
@@ -294,7 +333,12 @@ struct Controller<'a> {
 }
 
 impl Controller<'_> {
-    fn run(&mut self, detach: bool, interrupt: &Arc<AtomicBool>, events: &mut dyn FnMut(&str)) -> Result<FleetEnd> {
+    fn run(
+        &mut self,
+        detach: bool,
+        interrupt: &Arc<AtomicBool>,
+        events: &mut dyn FnMut(&str),
+    ) -> Result<FleetEnd> {
         self.refresh_block_trials()?;
         // Blocks a detached or interrupted session left finished or running: looked at
         // first, so nothing is submitted twice.
@@ -326,15 +370,23 @@ impl Controller<'_> {
             }
             self.state.save(&self.dir)?;
             if self.state.active_jobs().is_empty() && !self.has_ready() {
-                let missing: Vec<(u32, String)> =
-                    self.state.missing.iter().map(|(b, w)| (*b, w.clone())).collect();
+                let missing: Vec<(u32, String)> = self
+                    .state
+                    .missing
+                    .iter()
+                    .map(|(b, w)| (*b, w.clone()))
+                    .collect();
                 let unstored = self.unsubmitted_blocks()?;
                 if !unstored.is_empty() && missing.is_empty() {
                     // Added by the adaptive rule in this very poll: go on.
                     self.submit(&unstored, events)?;
                     continue;
                 }
-                return Ok(if missing.is_empty() { FleetEnd::Complete } else { FleetEnd::Missing(missing) });
+                return Ok(if missing.is_empty() {
+                    FleetEnd::Complete
+                } else {
+                    FleetEnd::Missing(missing)
+                });
             }
         }
     }
@@ -358,7 +410,10 @@ impl Controller<'_> {
             .filter(|b| !stored.contains(b))
             .filter(|b| !self.state.missing.contains_key(b))
             .filter(|b| {
-                !self.state.attempts.get(b).is_some_and(|a| a.iter().any(|a| !a.ended || (a.failure.is_none() && !a.imported)))
+                !self.state.attempts.get(b).is_some_and(|a| {
+                    a.iter()
+                        .any(|a| !a.ended || (a.failure.is_none() && !a.imported))
+                })
             })
             .collect())
     }
@@ -388,14 +443,18 @@ impl Controller<'_> {
         let blocks = &blocks[..];
         for &b in blocks {
             let bdir = block_dir(&self.dir, b);
-            std::fs::create_dir_all(&bdir).with_context(|| format!("cannot create {}", bdir.display()))?;
+            std::fs::create_dir_all(&bdir)
+                .with_context(|| format!("cannot create {}", bdir.display()))?;
             self.store.write_block_plan(b, &bdir.join(PLAN_FILE))?;
         }
         let script = self.dir.join("fleet").join("block.sh");
         std::fs::write(
             &script,
             exec_script(
-                &format!("rubyrace run --slurm: one block of {} (the array task id is the block)", self.dir.display()),
+                &format!(
+                    "rubyrace run --slurm: one block of {} (the array task id is the block)",
+                    self.dir.display()
+                ),
                 &[
                     self.binary.display().to_string(),
                     "fleet-task".into(),
@@ -410,7 +469,13 @@ impl Controller<'_> {
         let estimate = experiment::estimated_block_time(&configs, &design);
         let name = format!(
             "rubyrace-{}",
-            self.store.meta("experiment_name")?.unwrap_or_default().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect::<String>()
+            self.store
+                .meta("experiment_name")?
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .take(40)
+                .collect::<String>()
         );
         let job = self.slurm.submit(&Submission {
             script: &script,
@@ -438,7 +503,11 @@ impl Controller<'_> {
         events(&format!(
             "submitted {} as job array {job} ({}), at most {} at once",
             units::count(blocks.len(), "block"),
-            blocks.iter().map(|b| (b + 1).to_string()).collect::<Vec<_>>().join(" "),
+            blocks
+                .iter()
+                .map(|b| (b + 1).to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
             self.fleet.nodes
         ));
         Ok(())
@@ -469,7 +538,10 @@ impl Controller<'_> {
                     // Gone from the queue (MinJobAge passed, a detached run): accounting.
                     if let Some(acct) = self.slurm.accounting(&attempt.job) {
                         states.extend(acct);
-                        found = states.iter().find(|s| s.job == attempt.job && s.task == Some(block)).cloned();
+                        found = states
+                            .iter()
+                            .find(|s| s.job == attempt.job && s.task == Some(block))
+                            .cloned();
                     }
                 }
                 let file = block_dir(&self.dir, block).join(&name).join(BLOCK_FILE);
@@ -481,7 +553,11 @@ impl Controller<'_> {
                             a.nodes = s.nodes.clone();
                         }
                         if s.state == "RUNNING" && self.running_told.insert(name.clone()) {
-                            events(&format!("block {} running on {} (job {name})", block + 1, a.nodes));
+                            events(&format!(
+                                "block {} running on {} (job {name})",
+                                block + 1,
+                                a.nodes
+                            ));
                         }
                         continue;
                     }
@@ -497,7 +573,12 @@ impl Controller<'_> {
                 let expected = self.block_trials.get(&block).copied().unwrap_or(0);
                 let failure = match BlockFile::read(&file) {
                     Ok(f) if f.outcome == "complete" && f.trials.len() == expected => None,
-                    Ok(f) => Some(format!("its task ended {}: the block {} ({} of {expected} trials)", describe(&found), f.outcome, f.trials.len())),
+                    Ok(f) => Some(format!(
+                        "its task ended {}: the block {} ({} of {expected} trials)",
+                        describe(&found),
+                        f.outcome,
+                        f.trials.len()
+                    )),
                     Err(_) => Some(format!(
                         "its task ended {} without a block file{}",
                         describe(&found),
@@ -508,7 +589,12 @@ impl Controller<'_> {
                     a.failure = Some(why.clone());
                     let tries = self.session_attempts.get(&block).copied().unwrap_or(0);
                     if tries <= self.fleet.retries {
-                        events(&format!("block {} failed ({why}): submitted again ({} of {} retries)", block + 1, tries, self.fleet.retries));
+                        events(&format!(
+                            "block {} failed ({why}): submitted again ({} of {} retries)",
+                            block + 1,
+                            tries,
+                            self.fleet.retries
+                        ));
                         resubmit.push(block);
                     } else {
                         events(&format!("block {} is missing: {why}", block + 1));
@@ -551,7 +637,9 @@ impl Controller<'_> {
                     ready.iter().find(|(b, _)| *b == prefix).copied()
                 }
             };
-            let Some((block, i)) = next else { return Ok(()) };
+            let Some((block, i)) = next else {
+                return Ok(());
+            };
             self.import(block, i, events)?;
             if let Some(target) = self.target.clone() {
                 self.look(&target, events)?;
@@ -572,7 +660,8 @@ impl Controller<'_> {
                 continue;
             }
             if to.exists() {
-                std::fs::remove_dir_all(&to).with_context(|| format!("cannot replace {}", to.display()))?;
+                std::fs::remove_dir_all(&to)
+                    .with_context(|| format!("cannot replace {}", to.display()))?;
             }
             std::fs::create_dir_all(to.parent().expect("trials/")).ok();
             std::fs::rename(&from, &to)
@@ -580,7 +669,13 @@ impl Controller<'_> {
             moved.push((from, to));
         }
         let record = file.record(i + 1);
-        if let Err(e) = self.store.import_block(self.session, block, &file.trials, &file.noisy_attempts, &record) {
+        if let Err(e) = self.store.import_block(
+            self.session,
+            block,
+            &file.trials,
+            &file.noisy_attempts,
+            &record,
+        ) {
             for (from, to) in moved {
                 let _ = std::fs::rename(&to, &from);
             }
@@ -593,14 +688,22 @@ impl Controller<'_> {
         self.state.attempts.get_mut(&block).expect("block")[i].imported = true;
         self.state.save(&self.dir)?;
         let wall: f64 = file.trials.iter().map(|t| t.wall_s).sum();
-        let bad = file.trials.iter().filter(|t| t.status != results::TrialStatus::Valid).count();
+        let bad = file
+            .trials
+            .iter()
+            .filter(|t| t.status != results::TrialStatus::Valid)
+            .count();
         events(&format!(
             "block {} stored: {} on {} in {}{}",
             block + 1,
             units::count(file.trials.len(), "trial"),
             file.node,
             units::span(Duration::from_secs_f64(wall)),
-            if bad > 0 { format!(" ({bad} failed or invalid)") } else { String::new() }
+            if bad > 0 {
+                format!(" ({bad} failed or invalid)")
+            } else {
+                String::new()
+            }
         ));
         Ok(())
     }
@@ -609,17 +712,30 @@ impl Controller<'_> {
     fn look(&mut self, target: &PrecisionTarget, events: &mut dyn FnMut(&str)) -> Result<()> {
         let stored = self.stored_blocks()?;
         let prefix = (0..).find(|b| !stored.contains(b)).unwrap_or(0);
-        let initial = self.store.meta("batches")?.and_then(|b| b.parse().ok()).unwrap_or(0u32);
+        let initial = self
+            .store
+            .meta("batches")?
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(0u32);
         if prefix < initial {
             return Ok(());
         }
         let configs = self.store.configs()?.len();
-        let status = evaluate(target, configs, prefix, &self.store.observations(target.metric)?);
+        let status = evaluate(
+            target,
+            configs,
+            prefix,
+            &self.store.observations(target.metric)?,
+        );
         let reason = if status.reached {
             Some("target-reached")
         } else if prefix >= target.max_batches {
             Some("max-batches")
-        } else if target.max_duration.is_some_and(|budget| self.store.trials_wall_time().is_ok_and(|spent| spent >= budget)) {
+        } else if target.max_duration.is_some_and(|budget| {
+            self.store
+                .trials_wall_time()
+                .is_ok_and(|spent| spent >= budget)
+        }) {
             Some("max-duration")
         } else {
             None
@@ -655,16 +771,22 @@ impl Controller<'_> {
                         a.ended = true;
                         a.state = "CANCELLED".into();
                     }
-                    a.failure.get_or_insert_with(|| "after the stopping rule's decision".into());
+                    a.failure
+                        .get_or_insert_with(|| "after the stopping rule's decision".into());
                 }
             }
         }
         if !beyond.is_empty() {
             let _ = self.cancel_tasks(&beyond, prefix);
         }
-        let dropped = self.store.drop_unstored_blocks_after(prefix.saturating_sub(1))?;
+        let dropped = self
+            .store
+            .drop_unstored_blocks_after(prefix.saturating_sub(1))?;
         if dropped > 0 {
-            events(&format!("{} after block {prefix} left unrun or not stored (they came after the decision)", units::count(dropped, "planned trial")));
+            events(&format!(
+                "{} after block {prefix} left unrun or not stored (they came after the decision)",
+                units::count(dropped, "planned trial")
+            ));
         }
         self.refresh_block_trials()?;
         self.state.save(&self.dir)
@@ -677,15 +799,27 @@ impl Controller<'_> {
             .attempts
             .iter()
             .filter(|(b, _)| **b >= from)
-            .flat_map(|(b, a)| a.iter().filter(|a| jobs.contains(&a.job)).map(move |a| a.name(*b)))
+            .flat_map(|(b, a)| {
+                a.iter()
+                    .filter(|a| jobs.contains(&a.job))
+                    .map(move |a| a.name(*b))
+            })
             .collect();
         self.slurm.cancel(&tasks)
     }
 
     /// An adaptive run keeps `nodes` blocks in flight while its rule has not decided.
     fn keep_in_flight(&mut self, events: &mut dyn FnMut(&str)) -> Result<()> {
-        let Some(target) = self.target.clone() else { return Ok(()) };
-        let in_flight = self.state.attempts.values().flatten().filter(|a| !a.ended).count()
+        let Some(target) = self.target.clone() else {
+            return Ok(());
+        };
+        let in_flight = self
+            .state
+            .attempts
+            .values()
+            .flatten()
+            .filter(|a| !a.ended)
+            .count()
             + self.ready().len();
         let planned = self.block_trials.len() as u32;
         let room = (self.fleet.nodes as usize).saturating_sub(in_flight);
@@ -697,7 +831,11 @@ impl Controller<'_> {
             Some("sequential") => experiment::Order::Sequential,
             _ => experiment::Order::Random,
         };
-        let seed: u64 = self.store.meta("seed")?.and_then(|s| s.parse().ok()).context("the stored seed")?;
+        let seed: u64 = self
+            .store
+            .meta("seed")?
+            .and_then(|s| s.parse().ok())
+            .context("the stored seed")?;
         let configs = self.store.configs()?.len();
         let mut added = Vec::new();
         for _ in 0..add {
@@ -744,7 +882,10 @@ fn describe(state: &Option<TaskState>) -> String {
 
 /// The end of an attempt's Slurm output, as a clause.
 fn log_tail(dir: &Path, name: &str) -> String {
-    let tail = sys::process::tail_file(&dir.join("fleet").join("logs").join(format!("{name}.out")), 400);
+    let tail = sys::process::tail_file(
+        &dir.join("fleet").join("logs").join(format!("{name}.out")),
+        400,
+    );
     let tail = tail.trim();
     if tail.is_empty() {
         String::new()

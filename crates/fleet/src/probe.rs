@@ -46,9 +46,11 @@ pub fn probe_dir(dir: &Path) -> PathBuf {
 /// The SHA-256 of the running rubyrace binary.
 pub fn binary_sha256() -> Result<String> {
     let exe = std::env::current_exe().context("cannot find the rubyrace binary")?;
-    let mut file = std::fs::File::open(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
+    let mut file =
+        std::fs::File::open(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
     let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).with_context(|| format!("cannot read {}", exe.display()))?;
+    std::io::copy(&mut file, &mut hasher)
+        .with_context(|| format!("cannot read {}", exe.display()))?;
     Ok(format!("{:x}", hasher.finalize()))
 }
 
@@ -98,28 +100,50 @@ pub fn probe_nodes(
     note: &mut dyn FnMut(&str),
 ) -> Result<Result<Vec<ProbeReport>, Vec<String>>> {
     let probe = probe_dir(dir);
-    std::fs::create_dir_all(&probe).with_context(|| format!("cannot create {}", probe.display()))?;
+    std::fs::create_dir_all(&probe)
+        .with_context(|| format!("cannot create {}", probe.display()))?;
     for entry in std::fs::read_dir(&probe)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json" || e == "out") {
             let _ = std::fs::remove_file(&path);
         }
     }
-    write_atomically(&probe.join("request.json"), &serde_json::to_vec_pretty(request)?)?;
+    write_atomically(
+        &probe.join("request.json"),
+        &serde_json::to_vec_pretty(request)?,
+    )?;
     let script = probe.join("probe.sh");
     std::fs::write(
         &script,
         exec_script(
             "rubyrace run --slurm: the probe of one node (docs/fleet.md)",
-            &[binary.display().to_string(), "fleet-probe".into(), dir.display().to_string()],
+            &[
+                binary.display().to_string(),
+                "fleet-probe".into(),
+                dir.display().to_string(),
+            ],
         ),
     )?;
     let mut problems = Vec::new();
     let mut jobs: Vec<(String, String)> = Vec::new();
     for (node, state) in slurm.nodes()? {
         let state_word = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
-        if matches!(state_word, "down" | "drained" | "draining" | "fail" | "failing" | "future" | "maint" | "reserved" | "unknown" | "not_responding") {
-            note(&format!("node {node} is {state}: not probed, and Slurm gives it no block"));
+        if matches!(
+            state_word,
+            "down"
+                | "drained"
+                | "draining"
+                | "fail"
+                | "failing"
+                | "future"
+                | "maint"
+                | "reserved"
+                | "unknown"
+                | "not_responding"
+        ) {
+            note(&format!(
+                "node {node} is {state}: not probed, and Slurm gives it no block"
+            ));
             continue;
         }
         let output = probe.join(format!("{node}.out"));
@@ -136,11 +160,17 @@ pub fn probe_nodes(
         })?;
         jobs.push((node, job));
     }
-    anyhow::ensure!(!jobs.is_empty(), "no node of the partition can take a job (sinfo)");
+    anyhow::ensure!(
+        !jobs.is_empty(),
+        "no node of the partition can take a job (sinfo)"
+    );
     note(&format!(
         "probing {} node(s): {}",
         jobs.len(),
-        jobs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        jobs.iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     let ids: Vec<String> = jobs.iter().map(|(_, j)| j.clone()).collect();
     let started = Instant::now();
@@ -151,7 +181,11 @@ pub fn probe_nodes(
         }
         std::thread::sleep(Duration::from_millis(300));
     };
-    let unfinished: Vec<String> = last.iter().filter(|s| !s.ended()).map(|s| s.job.clone()).collect();
+    let unfinished: Vec<String> = last
+        .iter()
+        .filter(|s| !s.ended())
+        .map(|s| s.job.clone())
+        .collect();
     let _ = slurm.cancel(&unfinished);
     let own_sha = binary_sha256()?;
     let mut reports = Vec::new();
@@ -172,7 +206,11 @@ pub fn probe_nodes(
                 None => "left Slurm's queue".into(),
             };
             let output = sys::process::tail_file(&probe.join(format!("{node}.out")), 600);
-            let output = if output.trim().is_empty() { String::new() } else { format!("; its output: {}", output.trim()) };
+            let output = if output.trim().is_empty() {
+                String::new()
+            } else {
+                format!("; its output: {}", output.trim())
+            };
             problems.push(format!(
                 "node {node}: its probe job {job} {how} without writing {}: the node cannot see the results directory {} (shared storage), or cannot run {}{output}",
                 path.display(),
@@ -201,7 +239,10 @@ pub fn probe_nodes(
                     .find(|(a, _)| a == argv)
                     .map(|(_, labels)| labels.join(", "))
                     .unwrap_or_default();
-                problems.push(format!("node {node}: the Ruby `{}` of [{users}] does not run there: {e}", argv.join(" ")));
+                problems.push(format!(
+                    "node {node}: the Ruby `{}` of [{users}] does not run there: {e}",
+                    argv.join(" ")
+                ));
             }
         }
         for d in &report.missing_dirs {
@@ -209,5 +250,9 @@ pub fn probe_nodes(
         }
         reports.push(report);
     }
-    Ok(if problems.is_empty() { Ok(reports) } else { Err(problems) })
+    Ok(if problems.is_empty() {
+        Ok(reports)
+    } else {
+        Err(problems)
+    })
 }

@@ -29,9 +29,19 @@ impl TaskState {
     pub fn ended(&self) -> bool {
         !matches!(
             self.state.as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "REQUEUED"
-                | "RESIZING" | "SIGNALING" | "STAGE_OUT" | "STOPPED" | "RESV_DEL_HOLD"
-                | "REQUEUE_FED" | "REQUEUE_HOLD"
+            "PENDING"
+                | "RUNNING"
+                | "CONFIGURING"
+                | "COMPLETING"
+                | "SUSPENDED"
+                | "REQUEUED"
+                | "RESIZING"
+                | "SIGNALING"
+                | "STAGE_OUT"
+                | "STOPPED"
+                | "RESV_DEL_HOLD"
+                | "REQUEUE_FED"
+                | "REQUEUE_HOLD"
         )
     }
 
@@ -78,10 +88,9 @@ pub struct Slurm {
 /// Runs a Slurm command and returns its standard output; a failure names the command and
 /// gives its standard error.
 fn output(program: &str, args: &[String]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("cannot run {program} (is Slurm installed? Debian: slurm-client)"))?;
+    let out = Command::new(program).args(args).output().with_context(|| {
+        format!("cannot run {program} (is Slurm installed? Debian: slurm-client)")
+    })?;
     if !out.status.success() {
         bail!(
             "`{program} {}` failed ({}): {}",
@@ -138,7 +147,11 @@ impl Slurm {
             args.push(format!("--partition={p}"));
         }
         if !s.array.is_empty() {
-            args.push(format!("--array={}%{}", array_spec(s.array), s.throttle.max(1)));
+            args.push(format!(
+                "--array={}%{}",
+                array_spec(s.array),
+                s.throttle.max(1)
+            ));
         }
         if let Some(node) = s.nodelist {
             args.push(format!("--nodelist={node}"));
@@ -160,10 +173,16 @@ impl Slurm {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let args: Vec<String> = ["--noheader", "--array", "--states=all", "--me", "--format=%F|%K|%T|%N|%r"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "--noheader",
+            "--array",
+            "--states=all",
+            "--me",
+            "--format=%F|%K|%T|%N|%r",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let out = output("squeue", &args)?;
         Ok(out
             .lines()
@@ -215,7 +234,11 @@ impl Slurm {
 
     /// The partition's nodes and their state (`sinfo -N`), each once.
     pub fn nodes(&self) -> Result<Vec<(String, String)>> {
-        let mut args: Vec<String> = vec!["--noheader".into(), "--Node".into(), "--format=%N|%T".into()];
+        let mut args: Vec<String> = vec![
+            "--noheader".into(),
+            "--Node".into(),
+            "--format=%N|%T".into(),
+        ];
         if let Some(p) = &self.partition {
             args.push(format!("--partition={p}"));
         }
@@ -254,7 +277,10 @@ pub fn exec_script(comment: &str, argv: &[String]) -> String {
     let words: Vec<String> = argv
         .iter()
         .map(|w| {
-            if let Some(var) = w.strip_prefix('$').filter(|v| v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+            if let Some(var) = w
+                .strip_prefix('$')
+                .filter(|v| v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            {
                 format!("\"${var}\"")
             } else {
                 format!("'{}'", w.replace('\'', "'\\''"))
@@ -278,7 +304,10 @@ mod tests {
     #[test]
     fn squeue_lines_are_tasks() {
         let t = parse_state_line("41|3|RUNNING|n2|None").unwrap();
-        assert_eq!((t.job.as_str(), t.task, t.state.as_str(), t.nodes.as_str()), ("41", Some(3), "RUNNING", "n2"));
+        assert_eq!(
+            (t.job.as_str(), t.task, t.state.as_str(), t.nodes.as_str()),
+            ("41", Some(3), "RUNNING", "n2")
+        );
         assert!(!t.ended());
         let t = parse_state_line("41|N/A|NODE_FAIL|n1|NodeDown").unwrap();
         assert_eq!(t.task, None);
@@ -288,7 +317,17 @@ mod tests {
 
     #[test]
     fn scripts_quote_every_word_but_slurm_variables() {
-        let s = exec_script("x", &["/opt/rr bin/rubyrace".into(), "it's".into(), "$SLURM_ARRAY_TASK_ID".into()]);
-        assert_eq!(s, "#!/bin/sh\n# x\nexec '/opt/rr bin/rubyrace' 'it'\\''s' \"$SLURM_ARRAY_TASK_ID\"\n");
+        let s = exec_script(
+            "x",
+            &[
+                "/opt/rr bin/rubyrace".into(),
+                "it's".into(),
+                "$SLURM_ARRAY_TASK_ID".into(),
+            ],
+        );
+        assert_eq!(
+            s,
+            "#!/bin/sh\n# x\nexec '/opt/rr bin/rubyrace' 'it'\\''s' \"$SLURM_ARRAY_TASK_ID\"\n"
+        );
     }
 }

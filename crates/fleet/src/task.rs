@@ -24,7 +24,9 @@ pub const PLAN_FILE: &str = "plan.db";
 
 /// The directory of block `block` (0-based) of the fleet run in `dir`.
 pub fn block_dir(dir: &Path, block: u32) -> PathBuf {
-    dir.join("fleet").join("blocks").join(format!("{:04}", block + 1))
+    dir.join("fleet")
+        .join("blocks")
+        .join(format!("{:04}", block + 1))
 }
 
 /// What a task leaves for the controller (docs/fleet.md, "The block file").
@@ -50,8 +52,8 @@ pub struct BlockFile {
 
 impl BlockFile {
     pub fn read(path: &Path) -> Result<BlockFile> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         let block: BlockFile = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a block file", path.display()))?;
         anyhow::ensure!(
@@ -83,7 +85,11 @@ impl BlockFile {
 /// The name of this task's attempt: `ARRAYJOB_TASK` under Slurm.
 pub fn attempt_name() -> String {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID"), var("SLURM_JOB_ID")) {
+    match (
+        var("SLURM_ARRAY_JOB_ID"),
+        var("SLURM_ARRAY_TASK_ID"),
+        var("SLURM_JOB_ID"),
+    ) {
         (Some(job), Some(task), _) => format!("{job}_{task}"),
         (_, _, Some(job)) => job,
         _ => format!("local-{}", std::process::id()),
@@ -119,7 +125,14 @@ pub fn run_block(
     ));
     let mut store = Store::open(scratch.path())?;
     let mut progress = LogProgress { log };
-    let end = run_pending(&mut store, "resume", command, false, interrupt, &mut progress);
+    let end = run_pending(
+        &mut store,
+        "resume",
+        command,
+        false,
+        interrupt,
+        &mut progress,
+    );
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
@@ -180,7 +193,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Copies a directory tree (files and directories; a symbolic link as a link).
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+    for entry in
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
+    {
         let entry = entry?;
         let kind = entry.file_type()?;
         let target = to.join(entry.file_name());
@@ -192,8 +207,13 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
             std::os::unix::fs::symlink(link, &target)
                 .with_context(|| format!("cannot create {}", target.display()))?;
         } else {
-            std::fs::copy(entry.path(), &target)
-                .with_context(|| format!("cannot copy {} to {}", entry.path().display(), target.display()))?;
+            std::fs::copy(entry.path(), &target).with_context(|| {
+                format!(
+                    "cannot copy {} to {}",
+                    entry.path().display(),
+                    target.display()
+                )
+            })?;
         }
     }
     Ok(())
@@ -206,7 +226,9 @@ struct LogProgress<'a> {
 
 impl Progress for LogProgress<'_> {
     fn begin(&mut self, total: usize, done: usize, blocks: u32) {
-        (self.log)(&format!("{total} trials in {blocks} block(s), {done} stored"));
+        (self.log)(&format!(
+            "{total} trials in {blocks} block(s), {done} stored"
+        ));
     }
 
     fn trial_started(&mut self, trial: &experiment::schedule::ScheduledTrial, label: &str) {
@@ -219,7 +241,11 @@ impl Progress for LogProgress<'_> {
             .requests_per_s
             .map(|x| format!(", {x:.1} req/s"))
             .unwrap_or_default();
-        let reason = r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default();
+        let reason = r
+            .reason
+            .as_deref()
+            .map(|x| format!(": {x}"))
+            .unwrap_or_default();
         (self.log)(&format!(
             "trial {} [{}] {}{figure}{reason}",
             r.trial_id,

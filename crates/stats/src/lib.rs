@@ -44,7 +44,8 @@ pub use ci::{
 };
 pub use outliers::{robust_outliers, tukey_outliers};
 pub use ranktest::{
-    kruskal_wallis, mann_whitney_min_p, mann_whitney_u, wilcoxon_min_p, wilcoxon_signed_rank, TestResult,
+    kruskal_wallis, mann_whitney_min_p, mann_whitney_u, wilcoxon_min_p, wilcoxon_signed_rank,
+    TestResult,
 };
 pub use rng::SeededRng;
 pub use summary::{median, quantile, Summary};

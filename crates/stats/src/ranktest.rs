@@ -283,6 +283,53 @@ fn normal_two_sided(stat: f64, mean: f64, var: f64) -> f64 {
     (2.0 * normal_sf(z.abs())).min(1.0)
 }
 
+/// Kruskal–Wallis's test that `groups` come from one distribution (k independent groups,
+/// the rank analogue of one-way ANOVA): H with the tie correction, its p-value from the
+/// χ² distribution with k − 1 degrees of freedom (R's `kruskal.test`). Two groups are
+/// tested with [`mann_whitney_u`] instead, exact for small ones, where the χ²
+/// approximation is poor. Groups with no finite value are left out; `None` with fewer than
+/// two groups left, or when every value is tied.
+pub fn kruskal_wallis(groups: &[Vec<f64>]) -> Option<TestResult> {
+    let groups: Vec<Vec<f64>> = groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .collect::<Vec<f64>>()
+        })
+        .filter(|g| !g.is_empty())
+        .collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    if groups.len() == 2 {
+        return mann_whitney_u(&groups[0], &groups[1]);
+    }
+    let pooled: Vec<f64> = groups.iter().flatten().copied().collect();
+    let n = pooled.len() as f64;
+    let (ranks, ties) = average_ranks(&pooled);
+    let mut h = 0.0;
+    let mut at = 0;
+    for g in &groups {
+        let sum: f64 = ranks[at..at + g.len()].iter().sum();
+        h += sum * sum / g.len() as f64;
+        at += g.len();
+    }
+    h = 12.0 / (n * (n + 1.0)) * h - 3.0 * (n + 1.0);
+    let tie_term: f64 = ties.iter().map(|&t| (t as f64).powi(3) - t as f64).sum();
+    let correction = 1.0 - tie_term / (n.powi(3) - n);
+    if correction <= 0.0 {
+        return None;
+    }
+    let h = h / correction;
+    Some(TestResult {
+        statistic: h,
+        p_value: crate::dist::chi2_sf(h, groups.len() - 1),
+        exact: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,7 +350,10 @@ mod tests {
         assert!(close(t.statistic, 0.771429, 1e-5), "{t:?}");
         assert!(close(t.p_value, 0.67995, 1e-4), "{t:?}");
         // Two groups: the exact rank-sum test.
-        assert_eq!(kruskal_wallis(&[x.clone(), y.clone()]), mann_whitney_u(&x, &y));
+        assert_eq!(
+            kruskal_wallis(&[x.clone(), y.clone()]),
+            mann_whitney_u(&x, &y)
+        );
         assert_eq!(kruskal_wallis(&[x, vec![]]), None);
     }
 
@@ -316,11 +366,18 @@ mod tests {
         let mut rng = crate::SeededRng::new(31);
         let mut draw = |shift: f64| -> Vec<Vec<f64>> {
             (0..3)
-                .map(|g| (0..8).map(|_| rng.standard_normal() + if g == 2 { shift } else { 0.0 }).collect())
+                .map(|g| {
+                    (0..8)
+                        .map(|_| rng.standard_normal() + if g == 2 { shift } else { 0.0 })
+                        .collect()
+                })
                 .collect()
         };
         let rate = |draw: &mut dyn FnMut() -> Vec<Vec<f64>>| {
-            (0..4000).filter(|_| kruskal_wallis(&draw()).unwrap().p_value < 0.05).count() as f64 / 4000.0
+            (0..4000)
+                .filter(|_| kruskal_wallis(&draw()).unwrap().p_value < 0.05)
+                .count() as f64
+                / 4000.0
         };
         let null = rate(&mut || draw(0.0));
         assert!((0.035..=0.06).contains(&null), "false-positive rate {null}");
@@ -650,46 +707,4 @@ mod tests {
             r.p_value
         );
     }
-}
-
-/// Kruskal–Wallis's test that `groups` come from one distribution (k independent groups,
-/// the rank analogue of one-way ANOVA): H with the tie correction, its p-value from the
-/// χ² distribution with k − 1 degrees of freedom (R's `kruskal.test`). Two groups are
-/// tested with [`mann_whitney_u`] instead, exact for small ones, where the χ²
-/// approximation is poor. Groups with no finite value are left out; `None` with fewer than
-/// two groups left, or when every value is tied.
-pub fn kruskal_wallis(groups: &[Vec<f64>]) -> Option<TestResult> {
-    let groups: Vec<Vec<f64>> = groups
-        .iter()
-        .map(|g| g.iter().copied().filter(|x| x.is_finite()).collect::<Vec<f64>>())
-        .filter(|g| !g.is_empty())
-        .collect();
-    if groups.len() < 2 {
-        return None;
-    }
-    if groups.len() == 2 {
-        return mann_whitney_u(&groups[0], &groups[1]);
-    }
-    let pooled: Vec<f64> = groups.iter().flatten().copied().collect();
-    let n = pooled.len() as f64;
-    let (ranks, ties) = average_ranks(&pooled);
-    let mut h = 0.0;
-    let mut at = 0;
-    for g in &groups {
-        let sum: f64 = ranks[at..at + g.len()].iter().sum();
-        h += sum * sum / g.len() as f64;
-        at += g.len();
-    }
-    h = 12.0 / (n * (n + 1.0)) * h - 3.0 * (n + 1.0);
-    let tie_term: f64 = ties.iter().map(|&t| (t as f64).powi(3) - t as f64).sum();
-    let correction = 1.0 - tie_term / (n.powi(3) - n);
-    if correction <= 0.0 {
-        return None;
-    }
-    let h = h / correction;
-    Some(TestResult {
-        statistic: h,
-        p_value: crate::dist::chi2_sf(h, groups.len() - 1),
-        exact: false,
-    })
 }

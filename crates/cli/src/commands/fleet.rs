@@ -10,7 +10,9 @@ use clap::Args;
 use fleet::controller::{run_fleet, FleetEnd, Options};
 use results::store::Store;
 
-use crate::invocation::{command_line, install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED};
+use crate::invocation::{
+    command_line, install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+};
 
 #[derive(Args, Debug)]
 pub struct TaskArgs {
@@ -31,9 +33,18 @@ pub struct ProbeArgs {
 pub fn task(args: TaskArgs) -> Result<ExitCode> {
     // scancel sends SIGTERM: the current trial stops as at Ctrl-C and nothing of it is kept.
     let interrupt = crate::invocation::install_interrupt(Some(crate::invocation::STOPPING))?;
-    let outcome = fleet::task::run_block(&args.dir, args.block, &command_line(), &interrupt, &mut |line| {
-        println!("{} {line}", humantime::format_rfc3339_seconds(std::time::SystemTime::now()));
-    })?;
+    let outcome = fleet::task::run_block(
+        &args.dir,
+        args.block,
+        &command_line(),
+        &interrupt,
+        &mut |line| {
+            println!(
+                "{} {line}",
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            );
+        },
+    )?;
     Ok(match outcome.as_str() {
         "complete" => ExitCode::SUCCESS,
         "interrupted" => ExitCode::from(EXIT_INTERRUPTED),
@@ -69,7 +80,10 @@ pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> 
     );
     let end = match end {
         Ok(end) => end,
-        Err(e) if store.completed().map(|c| c.is_empty()).unwrap_or(true) && format!("{e:#}").contains("nothing was submitted") => {
+        Err(e)
+            if store.completed().map(|c| c.is_empty()).unwrap_or(true)
+                && format!("{e:#}").contains("nothing was submitted") =>
+        {
             eprintln!("rubyrace: {e:#}");
             return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
         }
@@ -100,8 +114,11 @@ pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> 
             Ok(ExitCode::from(EXIT_INTERRUPTED))
         }
         FleetEnd::Missing(missing) => {
-            super::run::print_summary(store)?;
-            eprintln!("\n{} missing after every retry:", units::count(missing.len(), "block"));
+            crate::run_end::print_summary(store)?;
+            eprintln!(
+                "\n{} missing after every retry:",
+                units::count(missing.len(), "block")
+            );
             for (block, why) in &missing {
                 eprintln!("  block {}: {why}", block + 1);
             }
@@ -112,11 +129,11 @@ pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> 
             Ok(ExitCode::from(EXIT_TRIALS_FAILED))
         }
         FleetEnd::Complete => {
-            super::run::print_summary(store)?;
+            crate::run_end::print_summary(store)?;
             if let Some(end) = store.precision_end()? {
                 println!("\n{}.", end.describe());
             }
-            super::run::finish_complete(store)
+            crate::run_end::finish_complete(store)
         }
     }
 }

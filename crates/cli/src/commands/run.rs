@@ -154,7 +154,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if args.slurm {
             experiment.fleet = Some(experiment.fleet.take().unwrap_or_default());
         } else if experiment.fleet.take().is_some() && !args.dry_run {
-            eprintln!("rubyrace: [fleet] is for `rubyrace run --slurm`; this run is on this machine");
+            eprintln!(
+                "rubyrace: [fleet] is for `rubyrace run --slurm`; this run is on this machine"
+            );
         }
         let mut experiment = if args.smoke {
             let smoke = experiment.smoke();
@@ -241,7 +243,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    print_summary(&store)?;
+    crate::run_end::print_summary(&store)?;
     if let Some(end) = store.precision_end()? {
         println!("\n{}.", end.describe());
     }
@@ -266,31 +268,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(EXIT_TRIALS_FAILED))
         }
-        RunEnd::Complete => finish_complete(&store),
+        RunEnd::Complete => crate::run_end::finish_complete(&store),
     }
-}
-
-/// The end of a run whose every trial is stored: where they are, and exit status 3 when
-/// some failed or were invalid.
-pub(crate) fn finish_complete(store: &Store) -> Result<ExitCode> {
-    let total = store.schedule()?.len();
-    let dir = store.dir();
-    let rows = store.summary_rows()?;
-    let bad: usize = rows.iter().map(|r| r.invalid + r.failed).sum();
-    if total == 1 {
-        println!("\nThe trial is stored in {}.", dir.display());
-    } else {
-        println!("\nAll {total} trials are stored in {}.", dir.display());
-    }
-    println!(
-        "Every trial as JSON: rubyrace export {} --json",
-        dir.display()
-    );
-    if bad > 0 {
-        eprintln!("rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store");
-        return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()> {
@@ -566,14 +545,6 @@ fn print_plan_json(
 ) -> Result<()> {
     let json = lab::runner::plan(experiment, plan, dir, smoke)?;
     write_stdout(&(serde_json::to_string_pretty(&json)? + "\n"))
-}
-
-pub(crate) fn print_summary(store: &Store) -> Result<()> {
-    print!(
-        "\n{}",
-        results::store::summary_table(&store.summary_rows()?)
-    );
-    Ok(())
 }
 
 #[cfg(test)]

@@ -71,7 +71,12 @@ fn export(dir: &Path) -> Vec<Value> {
 fn nodes_of(trials: &[Value]) -> std::collections::BTreeSet<String> {
     trials
         .iter()
-        .map(|t| t["environment"]["placement"]["node"].as_str().unwrap_or("?").to_string())
+        .map(|t| {
+            t["environment"]["placement"]["node"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string()
+        })
         .collect()
 }
 
@@ -98,58 +103,123 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-six");
     lab.experiment(&experiment("fleet-six", 6, ""));
-    let run = run_on(&cluster, &args(&lab, &["--slurm"]), Duration::from_secs(420));
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm"]),
+        Duration::from_secs(420),
+    );
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(run.stderr.contains("probing 2 node(s): n1, n2"), "{run:?}");
-    assert!(run.stderr.contains("submitted 6 blocks as job array"), "{run:?}");
+    assert!(
+        run.stderr.contains("submitted 6 blocks as job array"),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("All 12 trials are stored"), "{run:?}");
     let trials = export(&lab.results());
     assert_eq!(trials.len(), 12);
-    let mut ids: Vec<u64> = trials.iter().map(|t| t["trial_id"].as_u64().unwrap()).collect();
+    let mut ids: Vec<u64> = trials
+        .iter()
+        .map(|t| t["trial_id"].as_u64().unwrap())
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 12, "a trial stored twice");
-    assert_eq!(nodes_of(&trials), ["n1", "n2"].map(String::from).into(), "trials ran on both nodes");
+    assert_eq!(
+        nodes_of(&trials),
+        ["n1", "n2"].map(String::from).into(),
+        "trials ran on both nodes"
+    );
     // A block ran on one node: its two trials share it.
     for block in 0..6u64 {
         let of: Vec<&Value> = trials.iter().filter(|t| t["block"] == block).collect();
         assert_eq!(of.len(), 2, "block {block}");
-        assert_eq!(of[0]["environment"]["placement"]["node"], of[1]["environment"]["placement"]["node"]);
+        assert_eq!(
+            of[0]["environment"]["placement"]["node"],
+            of[1]["environment"]["placement"]["node"]
+        );
         // The trial's files came home with it.
         for t in of {
-            let dir = lab.results().join("trials").join(format!("{:05}", t["trial_id"].as_u64().unwrap()));
-            assert!(dir.join("server.log").is_file() || dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "{} is empty", dir.display());
+            let dir = lab
+                .results()
+                .join("trials")
+                .join(format!("{:05}", t["trial_id"].as_u64().unwrap()));
+            assert!(
+                dir.join("server.log").is_file()
+                    || dir
+                        .read_dir()
+                        .map(|mut d| d.next().is_some())
+                        .unwrap_or(false),
+                "{} is empty",
+                dir.display()
+            );
         }
     }
     let db = lab.db();
-    let imported: i64 = db.query_row("SELECT count(*) FROM meta WHERE key LIKE 'fleet.block.%'", [], |r| r.get(0)).unwrap();
+    let imported: i64 = db
+        .query_row(
+            "SELECT count(*) FROM meta WHERE key LIKE 'fleet.block.%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(imported, 6);
     assert_clean(&cluster, &lab);
 
     let report = lab.report_json();
     let hosts = &report["hosts"]["rows"];
-    let names: Vec<&str> = hosts.as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();
+    let names: Vec<&str> = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["n1", "n2"], "{}", report["hosts"]);
-    let blocks: u64 = hosts.as_array().unwrap().iter().map(|h| h["blocks"].as_u64().unwrap()).sum();
+    let blocks: u64 = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["blocks"].as_u64().unwrap())
+        .sum();
     assert_eq!(blocks, 6);
     for h in hosts.as_array().unwrap() {
         let ratio = h["ratios"][0].as_f64().unwrap();
         assert!(ratio < 0.8, "long against short on {}: ×{ratio}", h["host"]);
     }
-    assert_eq!(report["group_by"], serde_json::json!(["label"]), "a fleet's cohorts pool the hosts");
+    assert_eq!(
+        report["group_by"],
+        serde_json::json!(["label"]),
+        "a fleet's cohorts pool the hosts"
+    );
     let text = rubyrace(&["report", lab.results().to_str().unwrap()]);
-    assert!(text.stdout.contains("Hosts (each block ran on one host"), "{text:?}");
-    let by_host = rubyrace(&["report", lab.results().to_str().unwrap(), "--by", "host,label", "--format", "json"]);
+    assert!(
+        text.stdout.contains("Hosts (each block ran on one host"),
+        "{text:?}"
+    );
+    let by_host = rubyrace(&[
+        "report",
+        lab.results().to_str().unwrap(),
+        "--by",
+        "host,label",
+        "--format",
+        "json",
+    ]);
     assert_eq!(by_host.code(), Some(0), "{by_host:?}");
     let v: Value = serde_json::from_str(&by_host.stdout).unwrap();
-    assert_eq!(v["cohorts"].as_array().unwrap().len(), 4, "--by host,label: a cohort per host and label");
+    assert_eq!(
+        v["cohorts"].as_array().unwrap().len(),
+        4,
+        "--by host,label: a cohort per host and label"
+    );
 
     // The same file on this machine alone: the same verdict.
     let local = Lab::new_short("fleet-six-local");
     local.experiment(&experiment("fleet-six", 6, ""));
     let run = local.run(&[], Duration::from_secs(420));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stderr.contains("[fleet] is for `rubyrace run --slurm`"), "{run:?}");
+    assert!(
+        run.stderr.contains("[fleet] is for `rubyrace run --slurm`"),
+        "{run:?}"
+    );
     let local_report = local.report_json();
     let verdict = |r: &Value| -> Vec<(String, bool, bool)> {
         r["comparisons"]
@@ -157,11 +227,23 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
             .unwrap()
             .iter()
             .filter(|c| c["metric"] == "throughput" || c["metric"] == "cpu_per_request")
-            .map(|c| (c["metric"].as_str().unwrap().to_string(), c["significant"].as_bool().unwrap(), c["ratio"].as_f64().unwrap() > 1.0))
+            .map(|c| {
+                (
+                    c["metric"].as_str().unwrap().to_string(),
+                    c["significant"].as_bool().unwrap(),
+                    c["ratio"].as_f64().unwrap() > 1.0,
+                )
+            })
             .collect()
     };
     assert_eq!(verdict(&report), verdict(&local_report));
-    assert!(verdict(&report).iter().all(|(_, significant, _)| *significant), "{:?}", verdict(&report));
+    assert!(
+        verdict(&report)
+            .iter()
+            .all(|(_, significant, _)| *significant),
+        "{:?}",
+        verdict(&report)
+    );
 }
 
 /// A node that dies mid-run (its slurmd and every process of its job killed): its block
@@ -177,8 +259,15 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
     let running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
     // Wait until a block runs on n2, then kill the node.
     let started = Instant::now();
-    while !cluster.job_processes().iter().any(|(_, node, cmd)| node == "n2" && cmd.contains("puma")) {
-        assert!(started.elapsed() < Duration::from_secs(120), "no block started on n2");
+    while !cluster
+        .job_processes()
+        .iter()
+        .any(|(_, node, cmd)| node == "n2" && cmd.contains("puma"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no block started on n2"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     cluster.kill_node("n2");
@@ -187,10 +276,22 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
     assert!(run.stderr.contains("missing after every retry"), "{run:?}");
     assert!(run.stderr.contains("NODE_FAIL on n2"), "{run:?}");
     let stored = export(&lab.results());
-    assert!(stored.len() < 8 && stored.len() % 2 == 0, "{} trials: whole blocks only", stored.len());
+    assert!(
+        stored.len() < 8 && stored.len().is_multiple_of(2),
+        "{} trials: whole blocks only",
+        stored.len()
+    );
     assert_clean(&cluster, &lab);
 
-    let resumed = run_on(&cluster, &["run".into(), "--resume".into(), lab.results().display().to_string()], Duration::from_secs(300));
+    let resumed = run_on(
+        &cluster,
+        &[
+            "run".into(),
+            "--resume".into(),
+            lab.results().display().to_string(),
+        ],
+        Duration::from_secs(300),
+    );
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     assert!(resumed.stderr.contains("node n2 is down"), "{resumed:?}");
     let trials = export(&lab.results());
@@ -198,9 +299,18 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
     let after: std::collections::BTreeSet<String> = trials
         .iter()
         .filter(|t| !stored.iter().any(|s| s["trial_id"] == t["trial_id"]))
-        .map(|t| t["environment"]["placement"]["node"].as_str().unwrap().to_string())
+        .map(|t| {
+            t["environment"]["placement"]["node"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(after, ["n1".to_string()].into(), "the missing blocks ran on the live node");
+    assert_eq!(
+        after,
+        ["n1".to_string()].into(),
+        "the missing blocks ran on the live node"
+    );
     assert_clean(&cluster, &lab);
 }
 
@@ -217,7 +327,10 @@ fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
     let running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
     let started = Instant::now();
     while lab.stored_trials() < 2 {
-        assert!(started.elapsed() < Duration::from_secs(180), "no block was stored");
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "no block was stored"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // SAFETY: plain kill(2) of the rubyrace this test started.
@@ -230,11 +343,21 @@ fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
     let kept = lab.stored_trials();
     assert!((2..12).contains(&kept), "{kept} trials kept");
 
-    let resumed = run_on(&cluster, &["run".into(), "--resume".into(), lab.results().display().to_string()], Duration::from_secs(300));
+    let resumed = run_on(
+        &cluster,
+        &[
+            "run".into(),
+            "--resume".into(),
+            lab.results().display().to_string(),
+        ],
+        Duration::from_secs(300),
+    );
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     let missing = (12 - kept) / 2;
     assert!(
-        resumed.stderr.contains(&format!("submitted {missing} block")),
+        resumed
+            .stderr
+            .contains(&format!("submitted {missing} block")),
         "only the {missing} missing blocks: {resumed:?}"
     );
     assert_eq!(export(&lab.results()).len(), 12);
@@ -252,33 +375,68 @@ fn a_node_without_the_results_directory_or_the_ruby_is_refused_by_name() {
     std::os::unix::fs::symlink("/usr/bin/ruby", rubies.join("ruby")).unwrap();
     let cluster = Cluster::start(vec![
         Node::new("n1"),
-        Node { name: "n2", hidden: vec![hidden.path("")] },
+        Node {
+            name: "n2",
+            hidden: vec![hidden.path("")],
+        },
     ]);
     // The Ruby: in the hidden directory, the results elsewhere.
     let lab = Lab::new_short("fleet-no-ruby");
     let file = experiment("fleet-no-ruby", 2, "").replace(
         "[settings]",
-        &format!("[rubies]\nhidden = \"{}\"\n\n[settings]", rubies.join("ruby").display()),
+        &format!(
+            "[rubies]\nhidden = \"{}\"\n\n[settings]",
+            rubies.join("ruby").display()
+        ),
     );
     lab.experiment(&file);
-    let run = run_on(&cluster, &args(&lab, &["--slurm"]), Duration::from_secs(120));
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm"]),
+        Duration::from_secs(120),
+    );
     assert_eq!(run.code(), Some(2), "{run:?}");
     assert!(run.stderr.contains("nothing was submitted"), "{run:?}");
-    assert!(run.stderr.contains(&format!("node n2: the Ruby `{}", rubies.join("ruby").display())), "{run:?}");
-    assert!(!run.stderr.contains("node n1:") || !run.stderr.contains("node n1: the Ruby"), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "node n2: the Ruby `{}",
+            rubies.join("ruby").display()
+        )),
+        "{run:?}"
+    );
+    assert!(
+        !run.stderr.contains("node n1:") || !run.stderr.contains("node n1: the Ruby"),
+        "{run:?}"
+    );
     assert_eq!(lab.stored_trials(), 0);
     // The results directory in the hidden directory.
     let results = hidden.path("results");
     let run = run_on(
         &cluster,
-        &["run".into(), lab.dir.path("experiment.toml").display().to_string().replace("experiment.toml", "experiment.toml"), "-o".into(), results.display().to_string(), "--slurm".into()],
+        &[
+            "run".into(),
+            lab.dir
+                .write("plain.toml", experiment("fleet-hidden-results", 2, ""))
+                .display()
+                .to_string(),
+            "-o".into(),
+            results.display().to_string(),
+            "--slurm".into(),
+        ],
         Duration::from_secs(120),
     );
     assert_eq!(run.code(), Some(2), "{run:?}");
     assert!(run.stderr.contains("node n2: its probe job"), "{run:?}");
-    assert!(run.stderr.contains("cannot see the results directory"), "{run:?}");
+    assert!(
+        run.stderr.contains("cannot see the results directory"),
+        "{run:?}"
+    );
     assert!(!run.stderr.contains("node n1: its probe job"), "{run:?}");
-    assert!(cluster.active_jobs().is_empty(), "{:?}", cluster.active_jobs());
+    assert!(
+        cluster.active_jobs().is_empty(),
+        "{:?}",
+        cluster.active_jobs()
+    );
 }
 
 /// An adaptive run over the fleet: blocks are added while the rule has not decided, two
@@ -294,28 +452,69 @@ fn an_adaptive_fleet_run_adds_blocks_until_its_rule_ends_it() {
         "design = \"blocks\"\nprecision = \"4%\"\nmetric = \"cpu_per_request\"\nmax_blocks = 10",
     );
     lab.experiment(&file);
-    let run = run_on(&cluster, &args(&lab, &["--slurm"]), Duration::from_secs(600));
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm"]),
+        Duration::from_secs(600),
+    );
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stderr.contains("submitted 6 blocks"), "the rule's first look is at 6 blocks: {run:?}");
-    assert!(run.stderr.contains("after 6 blocks: widest interval"), "{run:?}");
-    assert!(run.stderr.contains("submitted 1 block as job array") || run.stderr.contains("submitted 2 blocks as job array"), "blocks added: {run:?}");
+    assert!(
+        run.stderr.contains("submitted 6 blocks"),
+        "the rule's first look is at 6 blocks: {run:?}"
+    );
+    assert!(
+        run.stderr.contains("after 6 blocks: widest interval"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("submitted 1 block as job array")
+            || run.stderr.contains("submitted 2 blocks as job array"),
+        "blocks added: {run:?}"
+    );
     let db = lab.db();
-    let end: String = db.query_row("SELECT value FROM meta WHERE key = 'precision_end'", [], |r| r.get(0)).unwrap();
+    let end: String = db
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'precision_end'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     let end: Value = serde_json::from_str(&end).unwrap();
     let blocks = end["blocks"].as_u64().unwrap();
     assert!(blocks > 6, "{end}");
-    assert!(end["reason"] == "max-batches" || end["reason"] == "target-reached", "{end}");
+    assert!(
+        end["reason"] == "max-batches" || end["reason"] == "target-reached",
+        "{end}"
+    );
     // Every look in block order: after 6, 7, ... blocks.
     for n in 6..=blocks {
-        assert!(run.stderr.contains(&format!("after {n} blocks: widest interval")), "no look after {n} blocks: {run:?}");
+        assert!(
+            run.stderr
+                .contains(&format!("after {n} blocks: widest interval")),
+            "no look after {n} blocks: {run:?}"
+        );
     }
     let trials = export(&lab.results());
-    let stored: std::collections::BTreeSet<u64> = trials.iter().map(|t| t["block"].as_u64().unwrap()).collect();
-    assert_eq!(stored, (0..blocks).collect(), "exactly the blocks before the end");
+    let stored: std::collections::BTreeSet<u64> = trials
+        .iter()
+        .map(|t| t["block"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        stored,
+        (0..blocks).collect(),
+        "exactly the blocks before the end"
+    );
     let unstored: i64 = db
-        .query_row("SELECT count(*) FROM schedule WHERE trial_id NOT IN (SELECT trial_id FROM trials)", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM schedule WHERE trial_id NOT IN (SELECT trial_id FROM trials)",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(unstored, 0, "blocks after the end left the schedule");
-    assert!(run.stdout.contains("the run stopped"), "how it ended: {run:?}");
+    assert!(
+        run.stdout.contains("the run stopped"),
+        "how it ended: {run:?}"
+    );
     assert_clean(&cluster, &lab);
 }

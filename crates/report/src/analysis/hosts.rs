@@ -12,6 +12,9 @@ use results::TrialStatus;
 use crate::input::TrialData;
 use crate::model::{HostRow, HostTable, Warning};
 
+/// One block's values of the compared figure, per cohort.
+type BlockValues = BTreeMap<String, Vec<f64>>;
+
 /// The level of the interaction test (a warning, not a verdict).
 pub const INTERACTION_ALPHA: f64 = 0.01;
 /// The fewest blocks a host needs to take part in the interaction test.
@@ -37,10 +40,12 @@ pub(super) fn hosts(
     }
     differ_warnings(all, &hosts, warnings);
     // Each block's value per cohort: (source, block) -> cohort -> values.
-    let mut blocks: BTreeMap<(usize, u32), (String, BTreeMap<String, Vec<f64>>)> = BTreeMap::new();
+    let mut blocks: BTreeMap<(usize, u32), (String, BlockValues)> = BTreeMap::new();
     for t in all.iter().filter(|t| t.status == TrialStatus::Valid) {
         if let Some(v) = main(t).filter(|v| *v > 0.0 && v.is_finite()) {
-            let entry = blocks.entry((t.source, t.block)).or_insert_with(|| (host(t), BTreeMap::new()));
+            let entry = blocks
+                .entry((t.source, t.block))
+                .or_insert_with(|| (host(t), BTreeMap::new()));
             entry.1.entry(cohort_of(t)).or_default().push(v);
         }
     }
@@ -50,10 +55,18 @@ pub(super) fn hosts(
     // cohort -> host -> per-block log ratios
     let mut log_ratios: BTreeMap<&String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
     for h in &hosts {
-        let mine: Vec<&BTreeMap<String, Vec<f64>>> =
-            blocks.values().filter(|(bh, _)| bh == h).map(|(_, v)| v).collect();
+        let mine: Vec<&BlockValues> = blocks
+            .values()
+            .filter(|(bh, _)| bh == h)
+            .map(|(_, v)| v)
+            .collect();
         let trials: Vec<&&TrialData> = all.iter().filter(|t| &host(t) == h).collect();
-        let base: Vec<f64> = mine.iter().filter_map(|b| b.get(baseline)).flatten().copied().collect();
+        let base: Vec<f64> = mine
+            .iter()
+            .filter_map(|b| b.get(baseline))
+            .flatten()
+            .copied()
+            .collect();
         let mut ratios = Vec::new();
         for c in &others {
             let lr: Vec<f64> = mine
@@ -69,29 +82,47 @@ pub(super) fn hosts(
             machine: first
                 .map(|t| {
                     let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
-                    format!("{} · {}", k("cpu_model"), k("kernel").split_whitespace().next().unwrap_or(""))
+                    format!(
+                        "{} · {}",
+                        k("cpu_model"),
+                        k("kernel").split_whitespace().next().unwrap_or("")
+                    )
                 })
                 .unwrap_or_default(),
-            blocks: trials.iter().map(|t| (t.source, t.block)).collect::<BTreeSet<_>>().len(),
+            blocks: trials
+                .iter()
+                .map(|t| (t.source, t.block))
+                .collect::<BTreeSet<_>>()
+                .len(),
             trials: trials.len(),
             baseline_median: stats::median(&base),
             ratios,
         });
     }
     for (c, per_host) in &log_ratios {
-        let groups: Vec<(&String, &Vec<f64>)> =
-            per_host.iter().filter(|(_, v)| v.len() >= MIN_HOST_BLOCKS).collect();
+        let groups: Vec<(&String, &Vec<f64>)> = per_host
+            .iter()
+            .filter(|(_, v)| v.len() >= MIN_HOST_BLOCKS)
+            .collect();
         if groups.len() < 2 {
             continue;
         }
         let values: Vec<Vec<f64>> = groups.iter().map(|(_, v)| (*v).clone()).collect();
-        let Some(test) = stats::kruskal_wallis(&values) else { continue };
+        let Some(test) = stats::kruskal_wallis(&values) else {
+            continue;
+        };
         if test.p_value >= INTERACTION_ALPHA {
             continue;
         }
         let each: Vec<String> = groups
             .iter()
-            .map(|(h, v)| format!("{h}: ×{:.3} over {} blocks", stats::median(v).map_or(f64::NAN, f64::exp), v.len()))
+            .map(|(h, v)| {
+                format!(
+                    "{h}: ×{:.3} over {} blocks",
+                    stats::median(v).map_or(f64::NAN, f64::exp),
+                    v.len()
+                )
+            })
             .collect();
         warnings.push(Warning {
             kind: "host-interaction".into(),
@@ -119,7 +150,11 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
         return;
     }
     let mut parts = Vec::new();
-    for (key, what) in [("cpu_model", "CPU"), ("cpus", "core count"), ("kernel", "kernel")] {
+    for (key, what) in [
+        ("cpu_model", "CPU"),
+        ("cpus", "core count"),
+        ("kernel", "kernel"),
+    ] {
         let mut per_host: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for t in all {
             if let (Some(h), Some(v)) = (t.keys.get("host"), t.keys.get(key)) {
@@ -129,7 +164,12 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
         if per_host.len() > 1 {
             let each: Vec<String> = per_host
                 .iter()
-                .map(|(v, hs)| format!("{v} on {}", hs.iter().copied().collect::<Vec<_>>().join(", ")))
+                .map(|(v, hs)| {
+                    format!(
+                        "{v} on {}",
+                        hs.iter().copied().collect::<Vec<_>>().join(", ")
+                    )
+                })
                 .collect();
             parts.push(format!("{what}: {}", each.join("; ")));
         }
@@ -137,13 +177,23 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
     let mut rubies: BTreeMap<&str, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
     for t in all {
         if let (Some(h), Some(d)) = (t.keys.get("host"), t.keys.get("ruby_description")) {
-            rubies.entry(t.label.as_str()).or_default().entry(d.as_str()).or_default().insert(h.as_str());
+            rubies
+                .entry(t.label.as_str())
+                .or_default()
+                .entry(d.as_str())
+                .or_default()
+                .insert(h.as_str());
         }
     }
     for (label, builds) in rubies.iter().filter(|(_, b)| b.len() > 1) {
         let each: Vec<String> = builds
             .iter()
-            .map(|(d, hs)| format!("{d} on {}", hs.iter().copied().collect::<Vec<_>>().join(", ")))
+            .map(|(d, hs)| {
+                format!(
+                    "{d} on {}",
+                    hs.iter().copied().collect::<Vec<_>>().join(", ")
+                )
+            })
             .collect();
         parts.push(format!("the Ruby of {label}: {}", each.join("; ")));
     }

@@ -113,6 +113,7 @@ pub(crate) fn report() -> Report {
             .collect(),
         comparisons: vec![],
         overhead: None,
+        hosts: None,
         warnings: vec![],
         trials,
         matrix: Some(DotMatrix {

@@ -650,7 +650,14 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
         })
         .collect();
     Some((
-        vec!["host", "CPU · kernel", "blocks", "trials", "baseline median", "ratios against the baseline"],
+        vec![
+            "host",
+            "CPU · kernel",
+            "blocks",
+            "trials",
+            "baseline median",
+            "ratios against the baseline",
+        ],
         rows,
     ))
 }

@@ -541,6 +541,7 @@ mod tests {
             cohorts: vec![],
             comparisons: vec![],
             overhead: None,
+            hosts: None,
             warnings: vec![],
             trials: vec![],
             matrix: None,

@@ -37,7 +37,9 @@ pub fn markdown(report: &Report) -> String {
     }
     out.push_str(&crate::noise::noise_markdown(report, md_escape));
     if let Some((headers, rows)) = hosts_table(report) {
-        md_table(&mut out, HOSTS_TITLE, &headers, &rows, |i| (2..5).contains(&i));
+        md_table(&mut out, HOSTS_TITLE, &headers, &rows, |i| {
+            (2..5).contains(&i)
+        });
     }
     if let Some((headers, rows)) = steps_table(report) {
         md_table(&mut out, STEPS_TITLE, &headers, &rows, |i| i >= 3);

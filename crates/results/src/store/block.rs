@@ -49,8 +49,15 @@ impl Store {
             if controller_only(&key) {
                 continue;
             }
-            let value = if key == "precision" { String::new() } else { value };
-            tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![key, value])?;
+            let value = if key == "precision" {
+                String::new()
+            } else {
+                value
+            };
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                params![key, value],
+            )?;
         }
         tx.execute(
             "INSERT INTO meta (key, value) VALUES ('fleet_block', ?1)",
@@ -79,7 +86,11 @@ impl Store {
             .into_iter()
             .filter(|t| t.block == block)
             .collect();
-        anyhow::ensure!(!trials.is_empty(), "block {} is not in the schedule", block + 1);
+        anyhow::ensure!(
+            !trials.is_empty(),
+            "block {} is not in the schedule",
+            block + 1
+        );
         super::insert_schedule(&tx, &trials)?;
         tx.commit()
             .with_context(|| format!("cannot write {}", dest.display()))?;
@@ -114,7 +125,10 @@ impl Store {
             }
             tx.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-                params![format!("{BLOCK_PREFIX}{block}"), serde_json::to_string(record)?],
+                params![
+                    format!("{BLOCK_PREFIX}{block}"),
+                    serde_json::to_string(record)?
+                ],
             )?;
             tx.commit()?;
             Ok(())

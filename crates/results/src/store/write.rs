@@ -131,7 +131,11 @@ impl Store {
 }
 
 /// One trial's row, within the caller's transaction.
-pub(super) fn insert_trial_row(tx: &rusqlite::Transaction, session_id: i64, r: &TrialResult) -> Result<()> {
+pub(super) fn insert_trial_row(
+    tx: &rusqlite::Transaction,
+    session_id: i64,
+    r: &TrialResult,
+) -> Result<()> {
     let json = serde_json::to_string(r)?;
     let latency = r.load.as_ref().map(|l| &l.latency_us);
     let res = r.resources.as_ref();

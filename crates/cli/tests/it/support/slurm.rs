@@ -24,7 +24,10 @@ pub struct Node {
 
 impl Node {
     pub fn new(name: &'static str) -> Node {
-        Node { name, hidden: Vec::new() }
+        Node {
+            name,
+            hidden: Vec::new(),
+        }
     }
 }
 
@@ -49,9 +52,15 @@ impl Cluster {
         for sub in ["state", "spool", "log"] {
             std::fs::create_dir_all(d(sub)).unwrap();
         }
-        let key: Vec<u8> = (0..1024u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let key: Vec<u8> = (0..1024u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         std::fs::write(d("munge.key"), key).unwrap();
-        std::fs::set_permissions(d("munge.key"), std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+        std::fs::set_permissions(
+            d("munge.key"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o400),
+        )
+        .unwrap();
         let munged = Command::new("munged")
             .arg("--foreground")
             .arg(format!("--key-file={}", d("munge.key").display()))
@@ -87,9 +96,16 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
                 std::thread::available_parallelism().map_or(1, |c| c.get())
             );
         }
-        conf += &format!("PartitionName=bench Nodes={} Default=YES MaxTime=INFINITE State=UP\n", names.join(","));
+        conf += &format!(
+            "PartitionName=bench Nodes={} Default=YES MaxTime=INFINITE State=UP\n",
+            names.join(",")
+        );
         let conf_path = dir.write("slurm.conf", conf);
-        wait_for(Duration::from_secs(10), || d("munge.sock").exists(), "munged's socket");
+        wait_for(
+            Duration::from_secs(10),
+            || d("munge.sock").exists(),
+            "munged's socket",
+        );
         let slurmctld = Command::new("slurmctld")
             .args(["-D", "-c", "-f"])
             .arg(&conf_path)
@@ -110,10 +126,18 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
         }
         let started = Instant::now();
         loop {
-            let out = cluster.command("sinfo").args(["--noheader", "--Node", "--format=%N|%T"]).output();
+            let out = cluster
+                .command("sinfo")
+                .args(["--noheader", "--Node", "--format=%N|%T"])
+                .output();
             let idle = out
                 .as_ref()
-                .map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.ends_with("|idle")).count())
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter(|l| l.ends_with("|idle"))
+                        .count()
+                })
                 .unwrap_or(0);
             if idle == nodes.len() {
                 break;
@@ -149,11 +173,25 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
                         return Err(std::io::Error::last_os_error());
                     }
                     let root = c"/";
-                    if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+                    if libc::mount(
+                        std::ptr::null(),
+                        root.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                    {
                         return Err(std::io::Error::last_os_error());
                     }
                     for p in &hidden {
-                        if libc::mount(c"tmpfs".as_ptr(), p.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) != 0 {
+                        if libc::mount(
+                            c"tmpfs".as_ptr(),
+                            p.as_ptr(),
+                            c"tmpfs".as_ptr(),
+                            0,
+                            std::ptr::null(),
+                        ) != 0
+                        {
                             return Err(std::io::Error::last_os_error());
                         }
                     }
@@ -183,13 +221,20 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
             .args(["--noheader", "--array", "--format=%i|%T"])
             .output()
             .expect("squeue");
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     /// Kills node `name` as a dead machine would die: its slurmd, and every process of
     /// the jobs on it (slurmstepd, rubyrace's task, its servers).
     pub fn kill_node(&mut self, name: &str) {
-        let i = self.slurmd.iter().position(|(n, _)| *n == name).expect("a node of the cluster");
+        let i = self
+            .slurmd
+            .iter()
+            .position(|(n, _)| *n == name)
+            .expect("a node of the cluster");
         let (_, mut child) = self.slurmd.remove(i);
         let doomed: Vec<i32> = self
             .job_processes()
@@ -217,16 +262,22 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
             let below = descendants(p);
             let node = below.iter().find_map(|c| {
                 let env = std::fs::read(format!("/proc/{c}/environ")).ok()?;
-                let vars: Vec<String> = env.split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect();
+                let vars: Vec<String> = env
+                    .split(|b| *b == 0)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .collect();
                 if !vars.contains(&conf) {
                     return None;
                 }
-                vars.iter().find_map(|v| v.strip_prefix("SLURMD_NODENAME=").map(str::to_string))
+                vars.iter()
+                    .find_map(|v| v.strip_prefix("SLURMD_NODENAME=").map(str::to_string))
             });
             let Some(node) = node else { continue };
             out.push((p, node.clone(), cmd));
             for d in below {
-                let cmd = std::fs::read_to_string(format!("/proc/{d}/cmdline")).unwrap_or_default().replace('\0', " ");
+                let cmd = std::fs::read_to_string(format!("/proc/{d}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ");
                 out.push((d, node.clone(), cmd));
             }
         }
@@ -249,7 +300,10 @@ impl Drop for Cluster {
             // SAFETY: plain kill(2) of a process this test's cluster started.
             unsafe { libc::kill(p, libc::SIGKILL) };
         }
-        for child in [self.slurmctld.take(), self.munged.take()].into_iter().flatten() {
+        for child in [self.slurmctld.take(), self.munged.take()]
+            .into_iter()
+            .flatten()
+        {
             let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
@@ -260,7 +314,10 @@ impl Drop for Cluster {
 fn wait_for(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {
     let started = Instant::now();
     while !ok() {
-        assert!(started.elapsed() < limit, "{what} did not appear within {limit:?}");
+        assert!(
+            started.elapsed() < limit,
+            "{what} did not appear within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -270,7 +327,14 @@ fn processes() -> Vec<(i32, String)> {
     std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .map(|p| (p, std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " ")))
+                .map(|p| {
+                    (
+                        p,
+                        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                            .unwrap_or_default()
+                            .replace('\0', " "),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -283,7 +347,10 @@ pub fn descendants(pid: i32) -> Vec<i32> {
         let after = &stat[stat.rfind(')')? + 2..];
         after.split_whitespace().nth(1)?.parse().ok()
     };
-    let all: Vec<(i32, i32)> = processes().into_iter().filter_map(|(p, _)| Some((p, parent_of(p)?))).collect();
+    let all: Vec<(i32, i32)> = processes()
+        .into_iter()
+        .filter_map(|(p, _)| Some((p, parent_of(p)?)))
+        .collect();
     let mut out = Vec::new();
     let mut frontier = vec![pid];
     while let Some(p) = frontier.pop() {

@@ -203,7 +203,12 @@ pub(super) fn hosts(report: &Report) -> Markup {
     let Some((headers, rows)) = crate::render::cells::hosts_table(report) else {
         return html! {};
     };
-    let table = class_table(&headers, &rows, |i| (2..5).contains(&i), |i, _| (2..5).contains(&i).then_some("num"));
+    let table = class_table(
+        &headers,
+        &rows,
+        |i| (2..5).contains(&i),
+        |i, _| (2..5).contains(&i).then_some("num"),
+    );
     html! {
         h2 #hosts { "Hosts" } "\n"
         p.note { (crate::render::cells::HOSTS_TITLE.trim_end_matches(':')) } "\n"
