@@ -1344,13 +1344,22 @@ fn ruby_ref_is_checked_with_its_companions() {
 fn a_fleet_table_is_read_with_its_defaults() {
     let e = parse("[fleet]\nnodes = 8\npartition = \"bench\"\ntime_limit = \"45m\"\nsbatch = [\"--constraint=quiet\"]\nretries = 1\n").unwrap();
     let f = e.fleet.expect("[fleet]");
-    assert_eq!((f.engine.as_str(), f.nodes, f.partition.as_deref()), ("slurm", 8, Some("bench")));
+    assert_eq!(
+        (f.engine.as_str(), f.nodes, f.partition.as_deref()),
+        ("slurm", 8, Some("bench"))
+    );
     assert_eq!(f.time_limit, Some(Duration::from_secs(45 * 60)));
-    assert_eq!((f.sbatch, f.retries, f.load.as_str()), (vec!["--constraint=quiet".to_string()], 1, "same"));
+    assert_eq!(
+        (f.sbatch, f.retries, f.load.as_str()),
+        (vec!["--constraint=quiet".to_string()], 1, "same")
+    );
     // Absent keys take the defaults; no [fleet] is None.
     let f = parse("[fleet]\n").unwrap().fleet.unwrap();
     assert_eq!(f, crate::fleet::Fleet::default());
-    assert_eq!(f.block_time_limit(Duration::from_secs(60)), Duration::from_secs(780));
+    assert_eq!(
+        f.block_time_limit(Duration::from_secs(60)),
+        Duration::from_secs(780)
+    );
     assert!(parse("").unwrap().fleet.is_none());
 }
 
@@ -1358,12 +1367,30 @@ fn a_fleet_table_is_read_with_its_defaults() {
 fn a_fleet_table_is_checked_key_by_key() {
     let e = errors("[fleet]\nnodes = 0\nengine = \"lsf\"\nsbatch = [\"--array=1-3\"]\ntime_limit = \"30s\"\nload = \"separate\"\nnode = 2\n");
     let all = e.join("\n");
-    assert!(all.contains("exp.toml:2:9: fleet.nodes: expected an integer from 1 to 10000"), "{all}");
-    assert!(all.contains("exp.toml:3:10: fleet.engine:") && all.contains("slurm"), "{all}");
-    assert!(all.contains("fleet.sbatch: `--array=1-3` is set by rubyrace for every block"), "{all}");
-    assert!(all.contains("fleet.time_limit: expected at least a minute"), "{all}");
-    assert!(all.contains("fleet.load: a load generator on a node of its own is not built yet"), "{all}");
-    assert!(all.contains("fleet.node: unknown key `node`") && all.contains("did you mean `nodes`?"), "{all}");
+    assert!(
+        all.contains("exp.toml:2:9: fleet.nodes: expected an integer from 1 to 10000"),
+        "{all}"
+    );
+    assert!(
+        all.contains("exp.toml:3:10: fleet.engine:") && all.contains("slurm"),
+        "{all}"
+    );
+    assert!(
+        all.contains("fleet.sbatch: `--array=1-3` is set by rubyrace for every block"),
+        "{all}"
+    );
+    assert!(
+        all.contains("fleet.time_limit: expected at least a minute"),
+        "{all}"
+    );
+    assert!(
+        all.contains("fleet.load: a load generator on a node of its own is not built yet"),
+        "{all}"
+    );
+    assert!(
+        all.contains("fleet.node: unknown key `node`") && all.contains("did you mean `nodes`?"),
+        "{all}"
+    );
     let e = errors("fleet = 3\n");
     assert!(e[0].contains("fleet: expected a table"), "{e:?}");
 }

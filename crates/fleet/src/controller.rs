@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use experiment::fleet::Fleet;
-use experiment::precision::{evaluate, PrecisionEnd, PrecisionTarget};
+use experiment::precision::{PrecisionEnd, PrecisionTarget};
 use experiment::schedule::one_block;
 use results::store::Store;
 use serde::{Deserialize, Serialize};
@@ -162,6 +162,7 @@ pub fn run_fleet(
             .filter(|_| store.precision_end().ok().flatten().is_none()),
         store,
         running_told: BTreeSet::new(),
+        stored_on: BTreeMap::new(),
     };
     controller.state.missing.clear();
     let end = controller.run(options.detach, interrupt, events);
@@ -330,6 +331,8 @@ struct Controller<'a> {
     target: Option<PrecisionTarget>,
     /// Attempts whose start on a node was told.
     running_told: BTreeSet<String>,
+    /// The blocks this session stored, per node (the progress per host).
+    stored_on: BTreeMap<String, Vec<u32>>,
 }
 
 impl Controller<'_> {
@@ -693,8 +696,17 @@ impl Controller<'_> {
             .iter()
             .filter(|t| t.status != results::TrialStatus::Valid)
             .count();
+        self.stored_on
+            .entry(file.node.clone())
+            .or_default()
+            .push(block);
+        let per_host: Vec<String> = self
+            .stored_on
+            .iter()
+            .map(|(node, blocks)| format!("{node} {}", blocks.len()))
+            .collect();
         events(&format!(
-            "block {} stored: {} on {} in {}{}",
+            "block {} stored: {} on {} in {}{}; {} of {} blocks stored ({})",
             block + 1,
             units::count(file.trials.len(), "trial"),
             file.node,
@@ -703,7 +715,10 @@ impl Controller<'_> {
                 format!(" ({bad} failed or invalid)")
             } else {
                 String::new()
-            }
+            },
+            self.stored_blocks()?.len(),
+            self.block_trials.len(),
+            per_host.join(", ")
         ));
         Ok(())
     }
@@ -721,25 +736,7 @@ impl Controller<'_> {
             return Ok(());
         }
         let configs = self.store.configs()?.len();
-        let status = evaluate(
-            target,
-            configs,
-            prefix,
-            &self.store.observations(target.metric)?,
-        );
-        let reason = if status.reached {
-            Some("target-reached")
-        } else if prefix >= target.max_batches {
-            Some("max-batches")
-        } else if target.max_duration.is_some_and(|budget| {
-            self.store
-                .trials_wall_time()
-                .is_ok_and(|spent| spent >= budget)
-        }) {
-            Some("max-duration")
-        } else {
-            None
-        };
+        let (status, reason) = lab::runner::precision_look(self.store, target, configs, prefix)?;
         let widest = status.widest.and_then(|w| w.half_width);
         events(&format!(
             "after {}: widest interval ±{}{}",

@@ -107,30 +107,6 @@ fn minutes(d: Duration) -> u64 {
     d.as_secs().div_ceil(60).max(1)
 }
 
-/// Slurm's array index list: "0-3,7,9-10".
-pub fn array_spec(ids: &[u32]) -> String {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let start = ids[i];
-        let mut end = start;
-        while i + 1 < ids.len() && ids[i + 1] == end + 1 {
-            i += 1;
-            end = ids[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
-
 impl Slurm {
     /// Submits, and returns the job id (`sbatch --parsable`).
     pub fn submit(&self, s: &Submission) -> Result<String> {
@@ -149,7 +125,7 @@ impl Slurm {
         if !s.array.is_empty() {
             args.push(format!(
                 "--array={}%{}",
-                array_spec(s.array),
+                units::ranges(s.array),
                 s.throttle.max(1)
             ));
         }
@@ -293,13 +269,6 @@ pub fn exec_script(comment: &str, argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn array_specs_are_ranges() {
-        assert_eq!(array_spec(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
-        assert_eq!(array_spec(&[5]), "5");
-        assert_eq!(array_spec(&[3, 1, 2, 1]), "1-3");
-    }
 
     #[test]
     fn squeue_lines_are_tasks() {

@@ -359,6 +359,36 @@ pub fn run_pending(
     end
 }
 
+/// The adaptive rule's look after `blocks_done` blocks of `store`: its status, and why the
+/// run ends now (`target-reached`, `max-batches`, `max-duration`), if it does. A local run
+/// and a fleet's controller (which looks in block order) both look through it.
+pub fn precision_look(
+    store: &Store,
+    target: &PrecisionTarget,
+    configs: usize,
+    blocks_done: u32,
+) -> Result<(PrecisionStatus, Option<&'static str>)> {
+    let status = evaluate(
+        target,
+        configs,
+        blocks_done,
+        &store.observations(target.metric)?,
+    );
+    let reason = if status.reached {
+        Some("target-reached")
+    } else if blocks_done >= target.max_batches {
+        Some("max-batches")
+    } else if target
+        .max_duration
+        .is_some_and(|budget| store.trials_wall_time().is_ok_and(|spent| spent >= budget))
+    {
+        Some("max-duration")
+    } else {
+        None
+    };
+    Ok((status, reason))
+}
+
 /// One `rubyrace run` session at work: what every trial of it needs.
 struct Run<'a> {
     store: &'a mut Store,
@@ -516,25 +546,7 @@ impl Run<'_> {
     fn run_until_precise(&mut self, target: &PrecisionTarget) -> Result<RunEnd> {
         let configs = self.configs.len();
         self.run_blocks_until(|run, blocks_done, planned_next| {
-            let status = evaluate(
-                target,
-                configs,
-                blocks_done,
-                &run.store.observations(target.metric)?,
-            );
-            let reason = if status.reached {
-                Some("target-reached")
-            } else if blocks_done >= target.max_batches {
-                Some("max-batches")
-            } else if target.max_duration.is_some_and(|budget| {
-                run.store
-                    .trials_wall_time()
-                    .is_ok_and(|spent| spent >= budget)
-            }) {
-                Some("max-duration")
-            } else {
-                None
-            };
+            let (status, reason) = precision_look(run.store, target, configs, blocks_done)?;
             run.progress
                 .precision(&status, target, reason.is_none(), planned_next);
             if let Some(reason) = reason {

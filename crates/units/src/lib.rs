@@ -114,9 +114,42 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// Integers as a list of ranges, the way the kernel writes CPU lists and Slurm array
+/// indices: `[0, 1, 2, 3, 8, 10, 11]` is "0-3,8,10-11" (sorted, each value once).
+pub fn ranges(values: &[u32]) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_are_written_as_cpu_lists() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
+        assert_eq!(ranges(&[5]), "5");
+        assert_eq!(ranges(&[3, 1, 2, 1]), "1-3");
+        assert_eq!(ranges(&[]), "");
+    }
 
     #[test]
     fn spans_read_as_people_say_them() {

@@ -61,6 +61,16 @@ fn run_on(cluster: &Cluster, args: &[String], deadline: Duration) -> Run {
     spawn_with_env(args, &env).wait(deadline)
 }
 
+/// `rubyrace run --resume` of the lab's results on the cluster.
+fn resume(cluster: &Cluster, lab: &Lab) -> Run {
+    let args = [
+        "run".into(),
+        "--resume".into(),
+        lab.results().display().to_string(),
+    ];
+    run_on(cluster, &args, Duration::from_secs(300))
+}
+
 fn export(dir: &Path) -> Vec<Value> {
     let out = rubyrace(&["export", dir.to_str().unwrap(), "--json"]);
     assert_eq!(out.code(), Some(0), "{out:?}");
@@ -283,15 +293,7 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
     );
     assert_clean(&cluster, &lab);
 
-    let resumed = run_on(
-        &cluster,
-        &[
-            "run".into(),
-            "--resume".into(),
-            lab.results().display().to_string(),
-        ],
-        Duration::from_secs(300),
-    );
+    let resumed = resume(&cluster, &lab);
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     assert!(resumed.stderr.contains("node n2 is down"), "{resumed:?}");
     let trials = export(&lab.results());
@@ -343,15 +345,7 @@ fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
     let kept = lab.stored_trials();
     assert!((2..12).contains(&kept), "{kept} trials kept");
 
-    let resumed = run_on(
-        &cluster,
-        &[
-            "run".into(),
-            "--resume".into(),
-            lab.results().display().to_string(),
-        ],
-        Duration::from_secs(300),
-    );
+    let resumed = resume(&cluster, &lab);
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     let missing = (12 - kept) / 2;
     assert!(

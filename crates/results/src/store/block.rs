@@ -63,22 +63,15 @@ impl Store {
             "INSERT INTO meta (key, value) VALUES ('fleet_block', ?1)",
             params![block.to_string()],
         )?;
-        let mut configs = self
-            .conn
-            .prepare("SELECT config_id, label, axes, settings FROM configs")?;
-        let rows = configs.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-            ))
-        })?;
-        for row in rows {
-            let (id, label, axes, settings) = row?;
+        for c in self.configs()? {
             tx.execute(
                 "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
-                params![id, label, axes, settings],
+                params![
+                    c.id as i64,
+                    c.label,
+                    serde_json::to_string(&c.axes)?,
+                    serde_json::to_string(&c.settings)?
+                ],
             )?;
         }
         let trials: Vec<_> = self
