@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::format::p_text;
 
 mod block_ratios;
+mod hosts;
 mod profile_sim;
 mod seeded;
 mod sparse_frames;
