@@ -163,6 +163,7 @@ pub fn run_fleet(
         store,
         running_told: BTreeSet::new(),
         stored_on: BTreeMap::new(),
+        waiting_told: None,
     };
     controller.state.missing.clear();
     let end = controller.run(options.detach, interrupt, events);
@@ -333,6 +334,8 @@ struct Controller<'a> {
     running_told: BTreeSet<String>,
     /// The blocks this session stored, per node (the progress per host).
     stored_on: BTreeMap<String, Vec<u32>>,
+    /// The last "waiting in Slurm's queue" line, and when it was told.
+    waiting_told: Option<(String, Instant)>,
 }
 
 impl Controller<'_> {
@@ -523,6 +526,7 @@ impl Controller<'_> {
             return Ok(Vec::new());
         }
         let mut states = self.slurm.states(&jobs)?;
+        self.tell_waiting(&states, events);
         let mut resubmit = Vec::new();
         let blocks: Vec<u32> = self.state.attempts.keys().copied().collect();
         for block in blocks {
@@ -607,6 +611,31 @@ impl Controller<'_> {
             }
         }
         Ok(resubmit)
+    }
+
+    /// Says why blocks wait in Slurm's queue (the nodes are busy, the partition is down...),
+    /// when that changes, at most every 30 s; waiting for the run's own `%nodes` throttle
+    /// is not news.
+    fn tell_waiting(&mut self, states: &[TaskState], events: &mut dyn FnMut(&str)) {
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in states.iter().filter(|s| s.state == "PENDING") {
+            if !matches!(s.reason.as_str(), "JobArrayTaskLimit" | "None" | "") {
+                *reasons.entry(s.reason.as_str()).or_default() += 1;
+            }
+        }
+        let line = reasons
+            .iter()
+            .map(|(r, n)| format!("{} ({r})", units::count(*n, "block")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let due = self
+            .waiting_told
+            .as_ref()
+            .is_none_or(|(told, at)| *told != line && at.elapsed() >= Duration::from_secs(30));
+        if !line.is_empty() && due {
+            events(&format!("waiting in Slurm's queue: {line}"));
+            self.waiting_told = Some((line, Instant::now()));
+        }
     }
 
     /// A block whose task finished and that is not stored yet.

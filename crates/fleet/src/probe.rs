@@ -174,10 +174,28 @@ pub fn probe_nodes(
     ));
     let ids: Vec<String> = jobs.iter().map(|(_, j)| j.clone()).collect();
     let started = Instant::now();
+    let mut told = false;
     let last = loop {
         let states = slurm.states(&ids)?;
         if states.iter().all(|s| s.ended()) || started.elapsed() > timeout {
             break states;
+        }
+        if !told && started.elapsed() > Duration::from_secs(10) {
+            told = true;
+            let waiting: Vec<String> = jobs
+                .iter()
+                .filter_map(|(node, job)| {
+                    let s = states.iter().find(|s| &s.job == job)?;
+                    (s.state == "PENDING").then(|| format!("{node} ({})", s.reason))
+                })
+                .collect();
+            if !waiting.is_empty() {
+                note(&format!(
+                    "the probe waits for node(s) {} (exclusive: behind the jobs running there), at most probe_timeout = {}",
+                    waiting.join(", "),
+                    humantime::format_duration(timeout)
+                ));
+            }
         }
         std::thread::sleep(Duration::from_millis(300));
     };
