@@ -225,9 +225,11 @@ struct LogProgress<'a> {
 }
 
 impl Progress for LogProgress<'_> {
-    fn begin(&mut self, total: usize, done: usize, blocks: u32) {
+    fn begin(&mut self, total: usize, done: usize, _blocks: u32) {
+        // `blocks` counts up to the highest block of the plan, which holds one.
         (self.log)(&format!(
-            "{total} trials in {blocks} block(s), {done} stored"
+            "{} of the block, {done} stored",
+            units::count(total, "trial")
         ));
     }
 

@@ -3,7 +3,10 @@
 //! that dies, Ctrl-C, nodes that lack what the run needs, and an adaptive run.
 //!
 //! Both "nodes" share this machine's CPUs, so nothing here measures a speedup; the tests
-//! check what is stored, where it ran, and that nothing is left running anywhere.
+//! check what is stored, where it ran, and that nothing is left running anywhere. Two
+//! blocks at once load both CPUs, which would change the figures of the tests running
+//! beside them (a bisection once decided a regression in such noise), so each test holds
+//! the machine alone (`support::machine`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -110,6 +113,7 @@ fn assert_clean(cluster: &Cluster, lab: &Lab) {
 /// the same file run on this machine alone.
 #[test]
 fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
+    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-six");
     lab.experiment(&experiment("fleet-six", 6, ""));
@@ -261,6 +265,7 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
 /// left, and no server is left on any node.
 #[test]
 fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
+    let _alone = crate::support::machine::alone();
     let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-dead");
     lab.experiment(&experiment("fleet-dead", 4, "retries = 0"));
@@ -321,6 +326,7 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
 /// missing blocks.
 #[test]
 fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
+    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-ctrl-c");
     lab.experiment(&experiment("fleet-ctrl-c", 6, ""));
@@ -367,6 +373,7 @@ fn a_node_without_the_results_directory_or_the_ruby_is_refused_by_name() {
     let rubies = hidden.path("rubies");
     std::fs::create_dir_all(&rubies).unwrap();
     std::os::unix::fs::symlink("/usr/bin/ruby", rubies.join("ruby")).unwrap();
+    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![
         Node::new("n1"),
         Node {
@@ -439,6 +446,7 @@ fn a_node_without_the_results_directory_or_the_ruby_is_refused_by_name() {
 /// 1.5 s trials on this machine (6 blocks gave ±10%), so the run ends at max_blocks.
 #[test]
 fn an_adaptive_fleet_run_adds_blocks_until_its_rule_ends_it() {
+    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-adaptive");
     let file = experiment("fleet-adaptive", 2, "").replace(
