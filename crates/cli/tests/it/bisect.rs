@@ -202,6 +202,9 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
 
 #[test]
 fn a_history_without_a_slowdown_has_nothing_to_find() {
+    // Whether ±4% is reached within the budget depends on the machine's noise: beside the
+    // other long bisection it ran 60 blocks (clean-clone CI, 2026-11-26); alone, 198 s.
+    let _alone = crate::support::machine::alone();
     let lab = Lab::new("bisect-flat");
     history(&lab, |_| WORK, |_| false);
     let out = lab.dir.path("search");
