@@ -162,16 +162,7 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
             }
         }
         if per_host.len() > 1 {
-            let each: Vec<String> = per_host
-                .iter()
-                .map(|(v, hs)| {
-                    format!(
-                        "{v} on {}",
-                        hs.iter().copied().collect::<Vec<_>>().join(", ")
-                    )
-                })
-                .collect();
-            parts.push(format!("{what}: {}", each.join("; ")));
+            parts.push(format!("{what}: {}", which_hosts(&per_host)));
         }
     }
     let mut rubies: BTreeMap<&str, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
@@ -186,16 +177,7 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
         }
     }
     for (label, builds) in rubies.iter().filter(|(_, b)| b.len() > 1) {
-        let each: Vec<String> = builds
-            .iter()
-            .map(|(d, hs)| {
-                format!(
-                    "{d} on {}",
-                    hs.iter().copied().collect::<Vec<_>>().join(", ")
-                )
-            })
-            .collect();
-        parts.push(format!("the Ruby of {label}: {}", each.join("; ")));
+        parts.push(format!("the Ruby of {label}: {}", which_hosts(builds)));
     }
     if !parts.is_empty() {
         warnings.push(Warning {
@@ -207,4 +189,18 @@ fn differ_warnings(all: &[&TrialData], hosts: &BTreeSet<String>, warnings: &mut 
             ),
         });
     }
+}
+
+/// "A on n1, n2; B on n3": each value and the hosts that have it.
+fn which_hosts(values: &BTreeMap<&str, BTreeSet<&str>>) -> String {
+    values
+        .iter()
+        .map(|(v, hosts)| {
+            format!(
+                "{v} on {}",
+                hosts.iter().copied().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -64,15 +64,7 @@ impl Store {
             params![block.to_string()],
         )?;
         for c in self.configs()? {
-            tx.execute(
-                "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    c.id as i64,
-                    c.label,
-                    serde_json::to_string(&c.axes)?,
-                    serde_json::to_string(&c.settings)?
-                ],
-            )?;
+            super::insert_config(&tx, &c)?;
         }
         let trials: Vec<_> = self
             .schedule()?

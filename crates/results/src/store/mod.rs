@@ -193,6 +193,20 @@ fn created_completely(db: &Path) -> Result<bool> {
     Ok(n == 1)
 }
 
+/// One configuration's row, within the caller's transaction.
+fn insert_config(tx: &rusqlite::Transaction, c: &experiment::Config) -> Result<()> {
+    tx.execute(
+        "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            c.id as i64,
+            c.label,
+            serde_json::to_string(&c.axes)?,
+            serde_json::to_string(&c.settings)?
+        ],
+    )?;
+    Ok(())
+}
+
 fn insert_schedule(tx: &rusqlite::Transaction, trials: &[ScheduledTrial]) -> Result<()> {
     for t in trials {
         tx.execute(
@@ -316,15 +330,7 @@ impl Store {
             )?;
         }
         for c in &experiment.configs {
-            tx.execute(
-                "INSERT INTO configs (config_id, label, axes, settings) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    c.id as i64,
-                    c.label,
-                    serde_json::to_string(&c.axes)?,
-                    serde_json::to_string(&c.settings)?
-                ],
-            )?;
+            insert_config(&tx, c)?;
         }
         insert_schedule(&tx, schedule)?;
         tx.commit()?;
