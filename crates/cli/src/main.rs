@@ -88,6 +88,10 @@ enum Command {
     /// A node's answer to a fleet run's probe (started by `run --slurm`).
     #[command(hide = true)]
     FleetProbe(commands::fleet::ProbeArgs),
+    /// The load of a block's trials, on the block's second node (`[fleet] load =
+    /// "separate"`; started by the block's task through `srun`).
+    #[command(hide = true)]
+    FleetLoadAgent,
 }
 
 fn main() -> ExitCode {
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::FleetTask(args) => commands::fleet::task(args),
         Command::FleetProbe(args) => commands::fleet::probe(args),
+        Command::FleetLoadAgent => commands::fleet::load_agent(),
     };
     match result {
         Ok(code) => code,

@@ -34,7 +34,8 @@
 //!   `MaxClients` (100): there is no thread count to set, so processes and threads must be
 //!   1. Rackup's defaults turn WEBrick's access log off.
 //! * With a Gemfile (`bundle_exec`), `-S <server>` becomes `-S bundle exec <server>`.
-//! * Every built-in server binds 127.0.0.1 only. Every server, custom ones too, gets
+//! * Every built-in server binds `host` only: 127.0.0.1, or on a fleet with a separate load
+//!   host the node's routable address (docs/fleet.md). Every server, custom ones too, gets
 //!   `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra) set to the environment, besides the
 //!   server's own environment flag, and `RUBYPATH` when the Ruby is given as an absolute path.
 //!
@@ -122,7 +123,10 @@ pub struct ServerLaunch<'a> {
     pub ruby: &'a [String],
     /// The directory holding the app's `config.ru`; the server's working directory.
     pub app_dir: &'a Path,
-    /// The port to listen on (on 127.0.0.1). Never 0: pick the port before.
+    /// The address to listen on: 127.0.0.1, or the node's routable address when the load
+    /// comes from another host (`[fleet] load = "separate"`).
+    pub host: std::net::IpAddr,
+    /// The port to listen on. Never 0: pick the port before.
     pub port: u16,
     pub processes: u32,
     pub threads: u32,
@@ -168,16 +172,24 @@ const PUMA_CONFIG_TEXT: &str =
 pub const UNICORN_TIMEOUT_SECS: u32 = 60;
 
 /// The placeholders of a custom server argv.
-pub const PLACEHOLDERS: [&str; 5] = ["{ruby}", "{port}", "{app}", "{processes}", "{threads}"];
+pub const PLACEHOLDERS: [&str; 6] = [
+    "{ruby}",
+    "{host}",
+    "{port}",
+    "{app}",
+    "{processes}",
+    "{threads}",
+];
 
-/// Builds the command that starts `launch.kind` serving the app on 127.0.0.1:`port` (see the
+/// Builds the command that starts `launch.kind` serving the app on `host`:`port` (see the
 /// module documentation for each server's argv). For unicorn it also writes
 /// `<scratch_dir>/unicorn.conf.rb`.
 ///
 /// Custom argvs take these placeholders:
 /// * `{ruby}`: the Ruby's argv prefix, as separate arguments; only as a whole argument.
-/// * `{port}`, `{app}` (the app directory), `{processes}`, `{threads}`: replaced anywhere
-///   inside an argument, e.g. `http://127.0.0.1:{port}` or `{app}/config.ru`.
+/// * `{host}` (the address to listen on, 127.0.0.1 unless the load comes from another
+///   host), `{port}`, `{app}` (the app directory), `{processes}`, `{threads}`: replaced
+///   anywhere inside an argument, e.g. `http://{host}:{port}` or `{app}/config.ru`.
 ///
 /// A custom argv must mention `{port}` (rubyrace picks the port), and `{processes}` or
 /// `{threads}` when that count is above 1 (or the setting would be silently ignored). Any
@@ -231,6 +243,9 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
     }
 
     let port = launch.port.to_string();
+    let host = launch.host.to_string();
+    // `host:port`, with an IPv6 address in brackets.
+    let host_port = std::net::SocketAddr::from((launch.host, launch.port)).to_string();
     let config_ru = launch.app_dir.join("config.ru");
     let config_ru = path_string(&config_ru)?;
     let env = launch.environment.to_string();
@@ -256,11 +271,11 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             argv.push(match launch.tls {
                 // Puma's query syntax; no client certificates.
                 Some((cert, key)) => format!(
-                    "ssl://127.0.0.1:{port}?key={}&cert={}&verify_mode=none",
+                    "ssl://{host_port}?key={}&cert={}&verify_mode=none",
                     path_string(key)?,
                     path_string(cert)?
                 ),
-                None => format!("tcp://127.0.0.1:{port}"),
+                None => format!("tcp://{host_port}"),
             });
             argv.extend(strings(&["-e", &env, "-t"]));
             argv.push(format!("{0}:{0}", launch.threads));
@@ -285,14 +300,7 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         ServerKind::Thin => {
             argv.extend(via_ruby("thin"));
             argv.extend(strings(&[
-                "start",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-e",
-                &env,
-                "-R",
+                "start", "-a", &host, "-p", &port, "-e", &env, "-R",
             ]));
             argv.push(config_ru);
             if launch.threads > 1 {
@@ -303,15 +311,7 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         ServerKind::Webrick => {
             argv.extend(via_ruby("rackup"));
             argv.extend(strings(&[
-                "-s",
-                "webrick",
-                "-E",
-                &env,
-                "-o",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-q",
+                "-s", "webrick", "-E", &env, "-o", &host, "-p", &port, "-q",
             ]));
             argv.push(config_ru);
         }
@@ -364,10 +364,13 @@ fn unicorn_config(launch: &ServerLaunch) -> String {
     format!(
         "# Generated by rubyrace for one trial (unicorn -c).\n\
          worker_processes {}\n\
-         listen \"127.0.0.1:{}\"\n\
+         listen \"{}\"\n\
          timeout {}\n\
          preload_app {}\n",
-        launch.processes, launch.port, UNICORN_TIMEOUT_SECS, launch.preload
+        launch.processes,
+        std::net::SocketAddr::from((launch.host, launch.port)),
+        UNICORN_TIMEOUT_SECS,
+        launch.preload
     )
 }
 
@@ -395,7 +398,7 @@ fn expand_custom(launch: &ServerLaunch) -> anyhow::Result<Vec<String>> {
     if user.is_empty() {
         bail!(
             "custom: the server argv is empty; give the command, e.g. \
-             [\"{{ruby}}\", \"-S\", \"falcon\", \"serve\", \"--bind\", \"http://127.0.0.1:{{port}}\"]"
+             [\"{{ruby}}\", \"-S\", \"falcon\", \"serve\", \"--bind\", \"http://{{host}}:{{port}}\"]"
         );
     }
     let mentions = |p: &str| user.iter().any(|a| a.contains(p));
@@ -414,8 +417,15 @@ fn expand_custom(launch: &ServerLaunch) -> anyhow::Result<Vec<String>> {
             launch.threads
         );
     }
+    if !launch.host.is_loopback() && !mentions("{host}") {
+        bail!(
+            "custom: the load comes from another host, so the server must listen on {}, but the server argv does not mention {{host}}",
+            launch.host
+        );
+    }
     let app = path_string(launch.app_dir)?;
     let values = [
+        ("{host}", launch.host.to_string()),
         ("{port}", launch.port.to_string()),
         ("{app}", app),
         ("{processes}", launch.processes.to_string()),
@@ -501,6 +511,7 @@ mod tests {
             kind,
             ruby,
             app_dir: Path::new("/srv/app"),
+            host: std::net::Ipv4Addr::LOCALHOST.into(),
             port: 8080,
             processes,
             threads,
@@ -603,6 +614,48 @@ mod tests {
         );
         assert_eq!(cmd.env, expected_env());
         assert_eq!(cmd.cwd, PathBuf::from("/srv/app"));
+    }
+
+    /// A fleet node's address (a separate load host): every server listens there, IPv6 in
+    /// brackets where a host:port is written; a custom argv must say where with `{host}`.
+    #[test]
+    fn servers_listen_on_the_host_they_are_given() {
+        let ruby = s(&RUBY);
+        let scratch = tempfile::Builder::new().prefix("host").tempdir().unwrap();
+        let on = |kind, host: &str, custom: &[String]| {
+            let mut l = launch(kind, &ruby, scratch.path(), custom, 1, 1);
+            l.host = host.parse().unwrap();
+            server_command(&l).map(|c| c.argv.join(" "))
+        };
+        let puma = on(ServerKind::Puma, "10.77.0.11", &[]).unwrap();
+        assert!(puma.contains(" -b tcp://10.77.0.11:8080 "), "{puma}");
+        let puma6 = on(ServerKind::Puma, "fd00::11", &[]).unwrap();
+        assert!(puma6.contains(" -b tcp://[fd00::11]:8080 "), "{puma6}");
+        let thin = on(ServerKind::Thin, "10.77.0.11", &[]).unwrap();
+        assert!(thin.contains(" -a 10.77.0.11 -p 8080 "), "{thin}");
+        let webrick = on(ServerKind::Webrick, "10.77.0.11", &[]).unwrap();
+        assert!(webrick.contains(" -o 10.77.0.11 -p 8080 "), "{webrick}");
+        on(ServerKind::Unicorn, "10.77.0.11", &[]).unwrap();
+        let conf = std::fs::read_to_string(scratch.path().join(UNICORN_CONFIG)).unwrap();
+        assert!(conf.contains("listen \"10.77.0.11:8080\""), "{conf}");
+        let bind = s(&["{ruby}", "-S", "falcon", "--bind", "http://{host}:{port}"]);
+        let falcon = on(ServerKind::Custom, "10.77.0.11", &bind).unwrap();
+        assert!(
+            falcon.ends_with("--bind http://10.77.0.11:8080"),
+            "{falcon}"
+        );
+        let fixed = s(&[
+            "{ruby}",
+            "-S",
+            "falcon",
+            "--bind",
+            "http://127.0.0.1:{port}",
+        ]);
+        assert!(on(ServerKind::Custom, "127.0.0.1", &fixed).is_ok());
+        let e = on(ServerKind::Custom, "10.77.0.11", &fixed)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not mention {host}"), "{e}");
     }
 
     #[test]

@@ -1365,7 +1365,7 @@ fn a_fleet_table_is_read_with_its_defaults() {
 
 #[test]
 fn a_fleet_table_is_checked_key_by_key() {
-    let e = errors("[fleet]\nnodes = 0\nengine = \"lsf\"\nsbatch = [\"--array=1-3\"]\ntime_limit = \"30s\"\nload = \"separate\"\nnode = 2\n");
+    let e = errors("[fleet]\nnodes = 0\nengine = \"lsf\"\nsbatch = [\"--array=1-3\"]\ntime_limit = \"30s\"\nload = \"apart\"\nnode = 2\n");
     let all = e.join("\n");
     assert!(
         all.contains("exp.toml:2:9: fleet.nodes: expected an integer from 1 to 10000"),
@@ -1384,9 +1384,14 @@ fn a_fleet_table_is_checked_key_by_key() {
         "{all}"
     );
     assert!(
-        all.contains("fleet.load: a load generator on a node of its own is not built yet"),
+        all.contains("exp.toml:6:8: fleet.load:") && all.contains("separate"),
         "{all}"
     );
+    let separate = parse("[fleet]\nload = \"separate\"\n")
+        .unwrap()
+        .fleet
+        .unwrap();
+    assert!(separate.separate_load());
     assert!(
         all.contains("fleet.node: unknown key `node`") && all.contains("did you mean `nodes`?"),
         "{all}"

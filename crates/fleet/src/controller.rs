@@ -125,9 +125,6 @@ pub fn run_fleet(
     let fleet = store
         .fleet()?
         .context("this results directory was not made by `rubyrace run --slurm`")?;
-    if fleet.separate_load() {
-        bail!("[fleet] load = \"separate\" is not built yet (docs/fleet.md)");
-    }
     let slurm = Slurm {
         partition: fleet.partition.clone(),
     };
@@ -188,6 +185,9 @@ fn probe(
     events: &mut dyn FnMut(&str),
 ) -> Result<Vec<ProbeReport>> {
     let configs = store.configs()?;
+    if fleet.separate_load() {
+        separate_load_fits(&configs)?;
+    }
     let mut rubies: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     let mut dirs = BTreeSet::new();
     for c in &configs {
@@ -226,6 +226,12 @@ fn probe(
         events,
     )? {
         Ok(reports) => {
+            if fleet.separate_load() && reports.len() < 2 {
+                bail!(
+                    "[fleet] load = \"separate\" gives each block two nodes, but only {} of the partition can run it; nothing was submitted",
+                    units::count(reports.len(), "node")
+                );
+            }
             for r in &reports {
                 events(&format!(
                     "node {}: {} ({} CPUs, kernel {}), {}",
@@ -250,6 +256,21 @@ fn probe(
             problems.join("\n  ")
         ),
     }
+}
+
+/// `load = "separate"` sends HTTP load from a second node: refused, naming the
+/// configuration, for a workload without HTTP load (a script) and for `tls = true`, whose
+/// certificate names the loopback only.
+fn separate_load_fits(configs: &[experiment::Config]) -> Result<()> {
+    for c in configs {
+        if c.settings.workload == experiment::Workload::Script {
+            bail!("[fleet] load = \"separate\": configuration {:?} runs a script, which has no HTTP load to send from another node; nothing was submitted", c.label);
+        }
+        if c.settings.tls {
+            bail!("[fleet] load = \"separate\": configuration {:?} has tls = true, which a separate load host does not support yet (its certificate names 127.0.0.1); nothing was submitted", c.label);
+        }
+    }
+    Ok(())
 }
 
 /// How the probed hosts differ (hardware, kernel, a Ruby's build), each as a sentence.
@@ -454,6 +475,16 @@ impl Controller<'_> {
             self.store.write_block_plan(b, &bdir.join(PLAN_FILE))?;
         }
         let script = self.dir.join("fleet").join("block.sh");
+        let mut argv = vec![
+            self.binary.display().to_string(),
+            "fleet-task".into(),
+            self.dir.display().to_string(),
+            "--block".into(),
+            "$SLURM_ARRAY_TASK_ID".into(),
+        ];
+        if self.fleet.separate_load() {
+            argv.push("--separate-load".into());
+        }
         std::fs::write(
             &script,
             exec_script(
@@ -461,13 +492,7 @@ impl Controller<'_> {
                     "rubyrace run --slurm: one block of {} (the array task id is the block)",
                     self.dir.display()
                 ),
-                &[
-                    self.binary.display().to_string(),
-                    "fleet-task".into(),
-                    self.dir.display().to_string(),
-                    "--block".into(),
-                    "$SLURM_ARRAY_TASK_ID".into(),
-                ],
+                &argv,
             ),
         )?;
         let configs = self.store.configs()?;
@@ -490,7 +515,7 @@ impl Controller<'_> {
             throttle: self.fleet.nodes,
             output: &self.dir.join("fleet").join("logs").join("%A_%a.out"),
             time_limit: self.fleet.block_time_limit(estimate),
-            nodes: 1,
+            nodes: if self.fleet.separate_load() { 2 } else { 1 },
             nodelist: None,
             extra: &self.fleet.sbatch,
         })?;

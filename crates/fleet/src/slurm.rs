@@ -230,6 +230,52 @@ impl Slurm {
     }
 }
 
+/// The node names of a Slurm host list (`n[1-2]`), as `scontrol show hostnames` expands it.
+pub fn hostnames(list: &str) -> Result<Vec<String>> {
+    let out = output(
+        "scontrol",
+        &["show".into(), "hostnames".into(), list.into()],
+    )?;
+    Ok(out.split_whitespace().map(str::to_string).collect())
+}
+
+/// The address other nodes reach node `name` at: its `NodeAddr` (`scontrol show node`),
+/// resolved when it is a name.
+pub fn node_address(name: &str) -> Result<std::net::IpAddr> {
+    let out = output(
+        "scontrol",
+        &[
+            "show".into(),
+            "node".into(),
+            "--oneliner".into(),
+            name.into(),
+        ],
+    )?;
+    let addr = node_addr_field(&out).with_context(|| {
+        format!(
+            "`scontrol show node {name}` gives no NodeAddr: {}",
+            out.trim()
+        )
+    })?;
+    if let Ok(ip) = addr.parse() {
+        return Ok(ip);
+    }
+    use std::net::ToSocketAddrs;
+    (addr, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .with_context(|| format!("node {name}'s NodeAddr {addr} does not resolve to an address"))
+}
+
+/// The `NodeAddr=` of one line of `scontrol show node --oneliner`.
+fn node_addr_field(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeAddr="))
+        .filter(|a| !a.is_empty())
+}
+
 /// One line of `squeue --format=%F|%K|%T|%N|%r`; a pending array's task range ("[2-5%2]")
 /// is expanded by `--array`, so each line is one task.
 fn parse_state_line(line: &str) -> Option<TaskState> {
@@ -269,6 +315,13 @@ pub fn exec_script(comment: &str, argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_address_is_read_from_scontrol() {
+        let line = "NodeName=n2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.77.0.12 NodeHostName=localhost Version=22.05.8 State=IDLE\n";
+        assert_eq!(node_addr_field(line), Some("10.77.0.12"));
+        assert_eq!(node_addr_field("NodeName=n2 State=IDLE"), None);
+    }
 
     #[test]
     fn squeue_lines_are_tasks() {

@@ -4,6 +4,11 @@
 //! that SQLite never writes over shared storage and a trial's logs are not written to the
 //! network while it is measured. The block's trials, their files and the node's record
 //! then go back to the shared directory as one block file, which the controller imports.
+//!
+//! With a separate load host (`load = "separate"`), the job has two nodes: the block runs
+//! on the first, its servers listening on the node's address (`NodeAddr`), and the load
+//! comes from a load agent on the second, started as a job step (`srun --overlap`) and
+//! kept for the whole block (`lab::remote_load`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -43,6 +48,9 @@ pub struct BlockFile {
     pub started_at: String,
     pub finished_at: String,
     pub rubyrace_version: String,
+    /// `load = "separate"`: the node the load came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_node: Option<String>,
     /// What `rubyrace doctor --quick` found on the node when the block started.
     pub doctor: Option<serde_json::Value>,
     pub trials: Vec<TrialResult>,
@@ -77,6 +85,7 @@ impl BlockFile {
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "rubyrace_version": self.rubyrace_version,
+            "load_node": self.load_node,
             "doctor": self.doctor,
         })
     }
@@ -101,6 +110,7 @@ pub fn attempt_name() -> String {
 pub fn run_block(
     dir: &Path,
     block: u32,
+    separate_load: bool,
     command: &str,
     interrupt: &Arc<AtomicBool>,
     log: &mut dyn FnMut(&str),
@@ -124,6 +134,22 @@ pub fn run_block(
         scratch.path().display()
     ));
     let mut store = Store::open(scratch.path())?;
+    let load_node = if separate_load {
+        let agent = start_load_agent()?;
+        log(&format!(
+            "the load comes from {} ({}, {} CPUs); the servers listen on {}; the agent answers in {:.1} ms",
+            agent.node,
+            agent.machine.cpu_model,
+            agent.machine.cpus_online,
+            agent.server_address,
+            agent.latency.as_secs_f64() * 2e3
+        ));
+        let node = agent.node.clone();
+        lab::remote_load::install(agent);
+        Some(node)
+    } else {
+        None
+    };
     let mut progress = LogProgress { log };
     let end = run_pending(
         &mut store,
@@ -133,6 +159,7 @@ pub fn run_block(
         interrupt,
         &mut progress,
     );
+    lab::remote_load::uninstall(std::time::Duration::from_secs(10));
     let outcome = match &end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
@@ -161,6 +188,7 @@ pub fn run_block(
         started_at,
         finished_at: now(),
         rubyrace_version: env!("CARGO_PKG_VERSION").into(),
+        load_node,
         doctor,
         trials,
         noisy_attempts: noisy,
@@ -168,6 +196,38 @@ pub fn run_block(
     write_atomically(&out.join(BLOCK_FILE), &serde_json::to_vec_pretty(&file)?)?;
     log(&format!("block {}: {outcome}", block + 1));
     Ok(outcome)
+}
+
+/// The load agent of a two-node job: on the node that is not this one, started as a job
+/// step beside this one (`srun --overlap`), reaching this node's servers at its `NodeAddr`.
+fn start_load_agent() -> Result<lab::remote_load::LoadAgent> {
+    let list = std::env::var("SLURM_JOB_NODELIST").context(
+        "load = \"separate\": SLURM_JOB_NODELIST is not set (the task runs outside Slurm)",
+    )?;
+    let here = node_name();
+    let nodes = crate::slurm::hostnames(&list)?;
+    let other = nodes.iter().find(|n| **n != here).with_context(|| {
+        format!("load = \"separate\": the job has no node besides {here} ({list})")
+    })?;
+    let address = crate::slurm::node_address(&here)?;
+    // The servers will listen there: it must be an address of this machine.
+    std::net::TcpListener::bind((address, 0)).with_context(|| {
+        format!("node {here}'s NodeAddr {address} is not an address of this machine")
+    })?;
+    let binary = std::env::current_exe()
+        .context("cannot find the rubyrace binary, which the load node runs too")?;
+    let argv = vec![
+        "srun".to_string(),
+        "--overlap".into(),
+        "--nodes=1".into(),
+        "--ntasks=1".into(),
+        format!("--nodelist={other}"),
+        "--job-name=rubyrace-load".into(),
+        binary.display().to_string(),
+        "fleet-load-agent".into(),
+    ];
+    lab::remote_load::LoadAgent::start(&argv, address, std::time::Duration::from_secs(120))
+        .with_context(|| format!("the load agent on {other}"))
 }
 
 /// The Slurm node this runs on, else the hostname.

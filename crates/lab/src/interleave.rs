@@ -274,7 +274,7 @@ fn measure_block(
         warmup.stop = load::StopCondition::Duration(spec.warmup);
         warmup.warmup = Duration::ZERO;
         // The warmup's figures are not kept; a failure shows in the slices.
-        let _ = load::run(&warmup, None, interrupt.clone());
+        let _ = crate::remote_load::run(&warmup, interrupt);
         if interrupt.load(Ordering::SeqCst) {
             return Err(Stop::Interrupted);
         }
@@ -302,6 +302,8 @@ fn measure_block(
         );
         sut.maps = maps;
         m.result.pinning = pinning;
+        // A separate load host: its record, and the round-trip time before the slices.
+        m.result.load_host = crate::remote_load::load_host_record(sut.addr);
     }
     let phase_start = Instant::now();
     let machine_start = MachineCounters::read();
@@ -533,12 +535,12 @@ fn run_slices(
             .collect::<Vec<_>>()
     });
     let outcomes: Vec<std::io::Result<load::RunOutcome>> = if loads.len() == 1 {
-        vec![load::run(&loads[0].0, None, interrupt.clone())]
+        vec![crate::remote_load::run(&loads[0].0, interrupt)]
     } else {
         std::thread::scope(|scope| {
             let running: Vec<_> = loads
                 .iter()
-                .map(|(spec, _)| scope.spawn(|| load::run(spec, None, interrupt.clone())))
+                .map(|(spec, _)| scope.spawn(|| crate::remote_load::run(spec, interrupt)))
                 .collect();
             running
                 .into_iter()

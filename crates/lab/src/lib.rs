@@ -18,6 +18,7 @@ pub mod interleave;
 pub mod probe;
 pub mod profile;
 pub mod readiness;
+pub mod remote_load;
 pub mod runner;
 pub mod services;
 pub mod trial;

@@ -15,7 +15,12 @@ use sys::process::{describe_status, Supervised};
 /// A free loopback port. Another process may take it before the server binds it; the
 /// readiness check then fails with the server's own error in its stderr tail.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    free_port_on(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// A free port on `host`, an address of this machine.
+pub fn free_port_on(host: std::net::IpAddr) -> std::io::Result<u16> {
+    Ok(TcpListener::bind((host, 0))?.local_addr()?.port())
 }
 
 /// Time between attempts while the server is booting.

@@ -26,6 +26,7 @@ pub mod spec;
 pub mod stats;
 mod timer;
 pub mod tls;
+pub mod wire;
 
 pub use engine::{run, OpenPeak, RunOutcome};
 pub use hdrhistogram::Histogram;
@@ -34,4 +35,4 @@ pub use raw::RawLog;
 pub use report::LoadReport;
 pub use settings::{LoadSettings, Setting, SettingsError};
 pub use sockets::TimeWait;
-pub use spec::{ConnectionMode, LoadSpec, StopCondition};
+pub use spec::{ConnectionMode, LoadSpec, SpecOrigin, StopCondition};

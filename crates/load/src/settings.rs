@@ -394,6 +394,10 @@ impl LoadSettings {
             None => None,
         };
         Ok(LoadSpec {
+            origin: std::sync::Arc::new(crate::spec::SpecOrigin {
+                settings: self.clone(),
+                url: url.to_string(),
+            }),
             scenario,
             tls,
             addr,

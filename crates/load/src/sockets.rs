@@ -13,7 +13,7 @@ const TIME_WAIT_STATE: &str = "06";
 
 /// Sockets in TIME_WAIT involving the target, in this network namespace, whichever
 /// process (or earlier run) closed them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TimeWait {
     /// Sockets whose remote end is the target: local ports held by closed connections
     /// to it. On loopback Linux may reuse them for new connects (`net.ipv4.tcp_tw_reuse`).

@@ -20,7 +20,7 @@ pub struct ScenarioRun {
 }
 
 /// When the measured phase ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopCondition {
     /// Measure for this long after the warmup.
     Duration(Duration),
@@ -57,6 +57,16 @@ pub struct LoadSpec {
     pub scenario: Option<Arc<ScenarioRun>>,
     /// `https://`: every connection speaks TLS.
     pub tls: Option<crate::tls::TlsClient>,
+    /// What the spec was built from: another host builds the same spec from it (a fleet's
+    /// load agent), then sets the fields a caller may have changed (warmup, stop, seed).
+    pub origin: Arc<SpecOrigin>,
+}
+
+/// The settings and URL a `LoadSpec` was built from (`LoadSettings::build_spec`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SpecOrigin {
+    pub settings: crate::settings::LoadSettings,
+    pub url: String,
 }
 
 impl LoadSpec {

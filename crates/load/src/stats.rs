@@ -106,9 +106,10 @@ pub fn new_latency_histogram() -> Histogram<u64> {
 }
 
 /// What one scenario step measured during the recorded phase (scenario runs only).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StepStats {
     /// Latency of the step's responses and timeouts, as `ThreadStats::latency`.
+    #[serde(with = "crate::wire::histogram")]
     pub latency: Histogram<u64>,
     pub responses: u64,
     /// Responses with a status the step does not expect.
@@ -166,14 +167,18 @@ impl Default for StepStats {
 }
 
 /// What one thread measured during the recorded phase.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ThreadStats {
     /// Latency of every recorded response and timeout. In open loop it runs from the
     /// intended send time (coordinated-omission free); in closed loop from the actual send.
+    #[serde(with = "crate::wire::histogram")]
     pub latency: Histogram<u64>,
     /// Open loop only: latency from the moment the request was actually written.
+    #[serde(with = "crate::wire::histogram::option")]
     pub latency_uncorrected: Option<Histogram<u64>>,
     /// Complete responses, whatever their status.
     pub responses: u64,
+    #[serde(with = "crate::wire::status_counts")]
     pub status: Box<[u64; STATUS_SLOTS]>,
     pub errors: [u64; ErrorKind::ALL.len()],
     pub bytes_read: u64,

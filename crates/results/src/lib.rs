@@ -25,6 +25,7 @@ pub mod services;
 pub mod store;
 
 pub use record::{
-    Derived, EnvironmentRecord, InterleavedRecord, Placement, ScriptOutcome, ScriptRun,
-    ServerRecord, SliceRecord, TrialResult, TrialStatus, TRIAL_RESULT_SCHEMA,
+    Derived, EnvironmentRecord, InterleavedRecord, LoadHostRecord, Placement, RttRecord,
+    ScriptOutcome, ScriptRun, ServerRecord, SliceRecord, TrialResult, TrialStatus,
+    TRIAL_RESULT_SCHEMA,
 };

@@ -146,6 +146,40 @@ impl Placement {
     }
 }
 
+/// `[fleet] load = "separate"`: the host that generated the trial's load, and the network
+/// between it and the server (docs/fleet.md, "A separate load host"). The server's host is
+/// the trial's own (`environment`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LoadHostRecord {
+    /// The load node's Slurm name.
+    pub node: String,
+    /// The load node's machine, as the load agent described it when it started.
+    pub machine: sys::environment::Machine,
+    /// The load agent's rubyrace version.
+    pub rubyrace_version: String,
+    /// The address the server listened on: the server node's routable address.
+    pub server_address: String,
+    /// Round-trip time from the load node to the server's port, from TCP connects made just
+    /// before the load (the warmup and the measured phase) started.
+    pub rtt: Option<RttRecord>,
+    /// Why the round-trip time could not be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_error: Option<String>,
+    /// Half the round trip of a message to the load agent and back (Slurm's I/O forwarding):
+    /// how much later than the server's sampling window the agent's load may start.
+    pub agent_latency_us: f64,
+}
+
+/// Round-trip times from TCP handshakes: a connect completes after one round trip, answered
+/// by the server's kernel whatever its app is doing.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RttRecord {
+    pub connects: u32,
+    pub min_us: f64,
+    pub median_us: f64,
+    pub max_us: f64,
+}
+
 /// The outcome of one trial.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrialResult {
@@ -205,6 +239,9 @@ pub struct TrialResult {
     /// Redis's keys, and the services that lived for this trial only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub services: Option<TrialServicesRecord>,
+    /// `[fleet] load = "separate"`: the load's host and the round-trip time to the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_host: Option<LoadHostRecord>,
     /// Files of this trial, relative to its directory.
     pub files: Vec<String>,
 }

@@ -475,11 +475,15 @@ pub fn kill_registered_leftovers(registry: &Path) -> Vec<String> {
 /// `kill_orphans` or `reap_zombies` (their owner waits for them).
 static OWNED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
-fn own(pid: i32) {
+/// Marks `pid`, a child this process started and waits for itself, as rubyrace's own:
+/// `kill_orphans` leaves it alone until it is disowned (a fleet's load agent lives over
+/// many trials).
+pub fn own(pid: i32) {
     OWNED.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
 }
 
-fn disown(pid: i32) {
+/// Undoes [`own`], once the child is reaped.
+pub fn disown(pid: i32) {
     OWNED.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
 }
 

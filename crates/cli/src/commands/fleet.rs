@@ -1,6 +1,7 @@
 //! The fleet's commands: what `run --slurm` does instead of the local runner (the
 //! controller, crate `fleet`), and the two commands Slurm starts on a node, hidden from
-//! `--help`: `fleet-task DIR --block N` runs one block, `fleet-probe DIR` answers a probe.
+//! `--help`: `fleet-task DIR --block N` runs one block, `fleet-probe DIR` answers a probe,
+//! `fleet-load-agent` runs a block's load on its second node (`load = "separate"`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,9 @@ pub struct TaskArgs {
     /// The block (the array task id: 0-based).
     #[arg(long)]
     pub block: u32,
+    /// The job has a second node, which sends the load (`[fleet] load = "separate"`).
+    #[arg(long)]
+    pub separate_load: bool,
 }
 
 #[derive(Args, Debug)]
@@ -36,6 +40,7 @@ pub fn task(args: TaskArgs) -> Result<ExitCode> {
     let outcome = fleet::task::run_block(
         &args.dir,
         args.block,
+        args.separate_load,
         &command_line(),
         &interrupt,
         &mut |line| {
@@ -56,6 +61,13 @@ pub fn task(args: TaskArgs) -> Result<ExitCode> {
 pub fn probe(args: ProbeArgs) -> Result<ExitCode> {
     let path = fleet::probe::answer(&args.dir)?;
     println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rubyrace fleet-load-agent`: load runs asked for on stdin, their outcomes on stdout
+/// (`lab::remote_load`), until stdin ends.
+pub fn load_agent() -> Result<ExitCode> {
+    lab::remote_load::serve(std::io::stdin().lock(), std::io::stdout())?;
     Ok(ExitCode::SUCCESS)
 }
 

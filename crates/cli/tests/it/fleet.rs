@@ -520,3 +520,112 @@ fn an_adaptive_fleet_run_adds_blocks_until_its_rule_ends_it() {
     );
     assert_clean(&cluster, &lab);
 }
+
+/// `load = "separate"` on a cluster whose two nodes have network namespaces and addresses
+/// of their own: each block takes both nodes, its servers listen on the first node's
+/// address and the load comes from the second (a load agent through `srun`). The requests
+/// cross the veths (the load node's packet counter grows by at least a packet per
+/// request), every trial records both hosts and a round-trip time, and the verdict is the
+/// one the local tests see. The interleaved design goes the same way (its slices through
+/// the agent).
+#[test]
+fn a_separate_load_host_sends_the_load_across_the_network() {
+    let _alone = crate::support::machine::alone();
+    let cluster = Cluster::start_networked(vec![Node::new("n1"), Node::new("n2")]);
+    let network = cluster.network.as_ref().unwrap();
+    let lab = Lab::new_short("fleet-separate");
+    lab.experiment(
+        &experiment("fleet-separate", 2, "load = \"separate\"").replace("nodes = 2", "nodes = 1"),
+    );
+    let sent_before = [network.packets_from("n1"), network.packets_from("n2")];
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm"]),
+        Duration::from_secs(420),
+    );
+    let reasons: Vec<Value> = export(&lab.results())
+        .iter()
+        .map(|t| t["reason"].clone())
+        .collect();
+    assert_eq!(run.code(), Some(0), "{run:?}\nreasons: {reasons:?}");
+    assert!(run.stdout.contains("All 4 trials are stored"), "{run:?}");
+    let sent = [
+        network.packets_from("n1") - sent_before[0],
+        network.packets_from("n2") - sent_before[1],
+    ];
+    let trials = export(&lab.results());
+    assert_eq!(trials.len(), 4);
+    // Per load node, the requests it sent.
+    let mut requests = [0u64; 2];
+    for t in &trials {
+        assert_eq!(t["status"], "valid", "{t}");
+        let server = t["environment"]["placement"]["node"].as_str().unwrap();
+        let load = &t["load_host"];
+        let from = load["node"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no load host: {t}"));
+        assert_ne!(
+            server, from,
+            "the load came from the server's own node: {t}"
+        );
+        let address = network.address(server).to_string();
+        assert_eq!(load["server_address"], address.as_str(), "{load}");
+        assert!(
+            t["load"]["target"]["addr"]
+                .as_str()
+                .unwrap()
+                .starts_with(&address),
+            "the load went to {}",
+            t["load"]["target"]
+        );
+        let rtt = &load["rtt"];
+        assert_eq!(rtt["connects"], 20, "{load}");
+        assert!(rtt["median_us"].as_f64().unwrap() > 0.0, "{load}");
+        assert!(load["machine"]["cpu_model"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+        requests[usize::from(from == "n2")] += t["load"]["requests"].as_u64().unwrap();
+    }
+    assert!(requests.iter().sum::<u64>() > 100, "{requests:?}");
+    for (i, node) in ["n1", "n2"].iter().enumerate() {
+        assert!(
+            sent[i] >= requests[i],
+            "{node} sent {} requests but only {} packets crossed its veth",
+            requests[i],
+            sent[i]
+        );
+    }
+    let report = lab.report_json();
+    let throughput = report["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "throughput")
+        .unwrap()
+        .clone();
+    assert!(throughput["ratio"].as_f64().unwrap() < 0.8, "{throughput}");
+    assert_clean(&cluster, &lab);
+
+    // The interleaved design: its warmups and slices go through the agent too.
+    let lab = Lab::new_short("fleet-separate-interleaved");
+    lab.experiment(
+        &experiment("fleet-separate-i", 1, "load = \"separate\"")
+            .replace("nodes = 2", "nodes = 1")
+            .replace("design = \"blocks\"", "design = \"interleaved\""),
+    );
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm"]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    for t in export(&lab.results()) {
+        assert_eq!(t["status"], "valid", "{t}");
+        assert!(t["interleaved"].is_object(), "{t}");
+        assert_ne!(
+            t["load_host"]["node"], t["environment"]["placement"]["node"],
+            "{t}"
+        );
+    }
+    assert_clean(&cluster, &lab);
+}

@@ -34,9 +34,6 @@ impl Parser<'_> {
                     if let Some(SettingValue::Str(l)) =
                         self.check_value(&key, Kind::OneOf(LOADS), value)
                     {
-                        if l == "separate" {
-                            self.error(&value.span(), &key, "a load generator on a node of its own is not built yet", Some("load = \"same\" runs the load generator beside the server, as a local run does (docs/fleet.md)".into()));
-                        }
                         fleet.load = l;
                     }
                 }

@@ -180,6 +180,7 @@ fn check_custom_argv(
             kind: server,
             ruby: ruby_argv,
             app_dir,
+            host: std::net::Ipv4Addr::LOCALHOST.into(),
             port: 9,
             processes,
             threads,

@@ -74,7 +74,7 @@ fn profiled_phase(
     // its throughput against the measured phase's is the profilers' full cost.
     session.wait_attached(std::time::Duration::from_secs(10));
     let cpu_before = sys::resources::read_tree_cpu(pid, pid).ok();
-    let outcome = load::run(&load_spec, None, interrupt.clone());
+    let outcome = crate::remote_load::run(&load_spec, interrupt);
     let cpu_us = cpu_before
         .zip(sys::resources::read_tree_cpu(pid, pid).ok())
         .map(|(before, after)| after.since(&before).times.total_us());
@@ -129,6 +129,8 @@ fn measure(
         }
     };
     let pid = server.pid();
+    // A separate load host: its record, and the round-trip time just before the load.
+    result.load_host = crate::remote_load::load_host_record(load_spec.addr);
     let start_at = Instant::now() + load_spec.warmup;
     // With a duration, the window's end is known: sample it then, not after the wind-down.
     let end_at = match load_spec.stop {
@@ -166,7 +168,7 @@ fn measure(
             start_at,
         )
     });
-    let outcome = load::run(&load_spec, None, interrupt.clone());
+    let outcome = crate::remote_load::run(&load_spec, interrupt);
     let mut profiles = session.map(profile::Session::finish).unwrap_or_default();
     record.deaths = watch.finish();
     // The first process's own end is told by its exit status.

@@ -159,6 +159,7 @@ pub(crate) fn begin_trial(spec: &TrialSpec) -> Result<TrialResult, String> {
         profiles: Vec::new(),
         services: None,
         interleaved: None,
+        load_host: None,
         files: Vec::new(),
     };
     // A rerun (after an interruption) starts afresh: the files an earlier attempt wrote

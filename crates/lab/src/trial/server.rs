@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::directory::{is_storage_error, STDERR_TAIL};
 use super::{Stop, TrialSpec};
 use crate::probe;
-use crate::readiness::{free_port, wait_ready, Readiness};
+use crate::readiness::{free_port_on, wait_ready, Readiness};
 use experiment::servers::{server_command, ServerLaunch};
 use results::{ServerRecord, TrialResult, TrialStatus};
 use sys::environment;
@@ -60,10 +60,12 @@ pub(crate) fn start_server(
     result: &mut TrialResult,
 ) -> Result<Option<ServerUnderTest>, Stop> {
     let s = &spec.settings;
+    // The loopback, or the address a separate load host reaches (`crate::remote_load`).
+    let host = crate::remote_load::server_address();
 
     // 1. A port.
     let port = if s.port == 0 {
-        match free_port() {
+        match free_port_on(host) {
             Ok(p) => p,
             Err(e) => {
                 result.reason = Some(format!("cannot find a free port: {e}"));
@@ -72,16 +74,16 @@ pub(crate) fn start_server(
         }
     } else {
         // A fixed port that is taken would send the load to someone else's server.
-        if let Err(e) = TcpListener::bind(("127.0.0.1", s.port)) {
+        if let Err(e) = TcpListener::bind((host, s.port)) {
             result.reason = Some(format!(
-                "port {} is already in use on 127.0.0.1 ({e}); another server is listening there",
+                "port {} is already in use on {host} ({e}); another server is listening there",
                 s.port
             ));
             return Ok(None);
         }
         s.port
     };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let addr = SocketAddr::from((host, port));
 
     // 2. The certificate of a `tls = true` server: made once per run, in DIR/tls.
     let certificate = match s.tls {
@@ -116,6 +118,7 @@ pub(crate) fn start_server(
         kind: s.server,
         ruby: &s.ruby_argv,
         app_dir: &s.app_dir,
+        host,
         port,
         processes: s.processes,
         threads: s.threads,

@@ -102,6 +102,7 @@ fn start(
             kind,
             ruby: &ruby,
             app_dir: &app_dir,
+            host: std::net::Ipv4Addr::LOCALHOST.into(),
             port,
             processes,
             threads,

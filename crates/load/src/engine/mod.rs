@@ -48,7 +48,8 @@ const FOREVER: Duration = Duration::from_secs(86_400 * 365);
 /// With several threads, how often the main thread sums their open-connection counts.
 pub const OPEN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
 
-/// The merged outcome of a run.
+/// The merged outcome of a run (serde: `crate::wire`).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct RunOutcome {
     pub stats: ThreadStats,
     /// Connections each thread owned (threads without a connection are not started).
@@ -58,6 +59,7 @@ pub struct RunOutcome {
     /// The run was cut short by the interrupt flag (Ctrl-C).
     pub interrupted: bool,
     /// The first error writing the raw log, if any.
+    #[serde(with = "crate::wire::io_error")]
     pub raw_error: Option<io::Error>,
     /// The most connections open at once over the run, warmup included.
     pub peak_open: OpenPeak,

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// or add counts up to 10 ms apart. Each peak reported is the larger of the sampled sums
 /// and of the largest single thread's exact peak (a true lower bound); the sum of the
 /// threads' own peaks in `per_thread` is an upper bound of `open`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OpenPeak {
     /// Connections open at the busiest moment.
     pub open: u64,

@@ -7,6 +7,11 @@
 //! A node can be given paths that it must not see: its slurmd runs in a mount namespace of
 //! its own where an empty tmpfs covers each (what a node without the shared storage, or
 //! without a Ruby, looks like).
+//!
+//! A cluster can be networked (`Cluster::start_networked`): each slurmd then runs in a
+//! network namespace of its own, joined by a veth pair to a bridge on this machine that
+//! slurmctld listens on, so the nodes have different addresses and what one sends another
+//! crosses the veths (whose packet counters the tests read).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -31,8 +36,117 @@ impl Node {
     }
 }
 
+/// The network of a networked cluster: a bridge with the controller's address, and per
+/// node a network namespace joined to it by a veth pair. Removed when dropped.
+pub struct Network {
+    bridge: String,
+    /// The controller's address on the bridge.
+    pub controller: std::net::Ipv4Addr,
+    /// Per node: its name, namespace, host-side veth and address.
+    pub nodes: Vec<(String, String, String, std::net::Ipv4Addr)>,
+}
+
+/// `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Network {
+    fn create(names: &[&str]) -> Network {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let tag = format!("{}{n}", std::process::id() % 100_000);
+        // A /24 of 10.0.0.0/8 that this process and this cluster make their own.
+        let subnet = [
+            10u8,
+            100 + (std::process::id() % 100) as u8,
+            (n % 250) as u8,
+        ];
+        let at = |host: u8| std::net::Ipv4Addr::new(subnet[0], subnet[1], subnet[2], host);
+        let bridge = format!("rrb{tag}");
+        ip(&["link", "add", &bridge, "type", "bridge"]);
+        let mut network = Network {
+            bridge: bridge.clone(),
+            controller: at(1),
+            nodes: Vec::new(),
+        };
+        ip(&["addr", "add", &format!("{}/24", at(1)), "dev", &bridge]);
+        ip(&["link", "set", &bridge, "up"]);
+        for (i, name) in names.iter().enumerate() {
+            let ns = format!("rr{tag}{name}");
+            let host_side = format!("rrh{tag}{name}");
+            let node_side = format!("rrn{tag}{name}");
+            let address = at(11 + i as u8);
+            ip(&["netns", "add", &ns]);
+            network
+                .nodes
+                .push((name.to_string(), ns.clone(), host_side.clone(), address));
+            ip(&[
+                "link", "add", &host_side, "type", "veth", "peer", "name", &node_side,
+            ]);
+            ip(&["link", "set", &node_side, "netns", &ns]);
+            ip(&["link", "set", &host_side, "master", &bridge, "up"]);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{address}/24"),
+                "dev",
+                &node_side,
+            ]);
+            ip(&["-n", &ns, "link", "set", &node_side, "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+        network
+    }
+
+    /// Node `name`'s namespace and address.
+    fn node(&self, name: &str) -> Option<&(String, String, String, std::net::Ipv4Addr)> {
+        self.nodes.iter().find(|n| n.0 == name)
+    }
+
+    /// Packets the bridge received from node `name` (its host-side veth's rx counter).
+    pub fn packets_from(&self, name: &str) -> u64 {
+        let (_, _, host_side, _) = self.node(name).expect("a node of the network");
+        std::fs::read_to_string(format!("/sys/class/net/{host_side}/statistics/rx_packets"))
+            .expect("the veth's counter")
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Node `name`'s address.
+    pub fn address(&self, name: &str) -> std::net::Ipv4Addr {
+        self.node(name).expect("a node of the network").3
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        for (_, ns, host_side, _) in &self.nodes {
+            let _ = Command::new("ip").args(["link", "del", host_side]).output();
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+    }
+}
+
 pub struct Cluster {
     pub dir: TempDir,
+    /// The networked cluster's network (`start_networked`).
+    pub network: Option<Network>,
     conf: PathBuf,
     munged: Option<Child>,
     slurmctld: Option<Child>,
@@ -46,6 +160,18 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Starts a cluster of `nodes` and waits until every node is idle.
     pub fn start(nodes: Vec<Node>) -> Cluster {
+        Cluster::start_on(nodes, None)
+    }
+
+    /// Starts a cluster whose nodes each have a network namespace and an address of their
+    /// own (`Network`).
+    pub fn start_networked(nodes: Vec<Node>) -> Cluster {
+        let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
+        let network = Network::create(&names);
+        Cluster::start_on(nodes, Some(network))
+    }
+
+    fn start_on(nodes: Vec<Node>, network: Option<Network>) -> Cluster {
         // Short: the munge socket's path must fit in a Unix socket address.
         let dir = TempDir::new_in("slurm", Path::new("/tmp"));
         let d = |f: &str| dir.path(f);
@@ -73,8 +199,11 @@ impl Cluster {
             .spawn()
             .expect("start munged (scripts/setup installs munge)");
         let ctld_port = free_port();
+        let controller = network
+            .as_ref()
+            .map_or("127.0.0.1".to_string(), |n| n.controller.to_string());
         let mut conf = format!(
-            "ClusterName=rrtest\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={ctld_port}\nSlurmUser=root\nSlurmdUser=root\n\
+            "ClusterName=rrtest\nSlurmctldHost=localhost({controller})\nSlurmctldPort={ctld_port}\nSlurmUser=root\nSlurmdUser=root\n\
 AuthType=auth/munge\nAuthInfo=socket={sock}\nCredType=cred/munge\nStateSaveLocation={state}\n\
 SlurmdSpoolDir={spool}/%n\nSlurmctldPidFile={dir}/slurmctld.pid\nSlurmdPidFile={dir}/slurmd-%n.pid\n\
 SlurmctldLogFile={dir}/log/slurmctld.log\nSlurmdLogFile={dir}/log/slurmd-%n.log\n\
@@ -89,8 +218,11 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
         );
         let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
         for n in &nodes {
+            let address = network.as_ref().map_or("127.0.0.1".to_string(), |net| {
+                net.address(n.name).to_string()
+            });
             conf += &format!(
-                "NodeName={} NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs={} State=UNKNOWN\n",
+                "NodeName={} NodeHostname=localhost NodeAddr={address} Port={} CPUs={} State=UNKNOWN\n",
                 n.name,
                 free_port(),
                 std::thread::available_parallelism().map_or(1, |c| c.get())
@@ -114,6 +246,7 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
             .spawn()
             .expect("start slurmctld (scripts/setup installs slurm-wlm)");
         let mut cluster = Cluster {
+            network,
             conf: conf_path.clone(),
             munged: Some(munged),
             slurmctld: Some(slurmctld),
@@ -160,6 +293,19 @@ SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval
             .env("SLURM_CONF", &self.conf)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some((_, ns, _, _)) = self.network.as_ref().and_then(|n| n.node(node.name)) {
+            let netns = std::fs::File::open(format!("/run/netns/{ns}")).expect("the node's netns");
+            // SAFETY: only setns(2) between fork and exec; the file lives in the closure.
+            unsafe {
+                c.pre_exec(move || {
+                    use std::os::fd::AsRawFd;
+                    if libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         if !node.hidden.is_empty() {
             let hidden: Vec<std::ffi::CString> = node
                 .hidden
