@@ -10,7 +10,7 @@
 //! comes from a load agent on the second, started as a job step (`srun --overlap`) and
 //! kept for the whole block (`lab::remote_load`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -22,17 +22,9 @@ use serde::{Deserialize, Serialize};
 
 /// The block file's schema.
 pub const BLOCK_SCHEMA: &str = "rubyrace.block/1";
-/// The block file of an attempt's directory.
-pub const BLOCK_FILE: &str = "block.json";
+pub use results::store::block::{block_dir, BLOCK_FILE};
 /// The plan of a block, beside its attempts.
 pub const PLAN_FILE: &str = "plan.db";
-
-/// The directory of block `block` (0-based) of the fleet run in `dir`.
-pub fn block_dir(dir: &Path, block: u32) -> PathBuf {
-    dir.join("fleet")
-        .join("blocks")
-        .join(format!("{:04}", block + 1))
-}
 
 /// What a task leaves for the controller (docs/fleet.md, "The block file").
 #[derive(Debug, Serialize, Deserialize)]

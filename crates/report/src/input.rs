@@ -55,6 +55,9 @@ pub struct TrialData {
     pub checks: Vec<(String, String, String, bool)>,
     /// The trial's latency histogram (HdrHistogram interval log), if it has a readable one.
     pub hlog: Option<PathBuf>,
+    /// `[fleet] load = "separate"`: the median round-trip time from the load's host to the
+    /// server, in microseconds.
+    pub load_rtt_us: Option<f64>,
     /// Why a valid HTTP trial has no readable histogram (the file is missing or damaged):
     /// the merged percentiles of its cohort then leave it out, and the report says so.
     pub hlog_problem: Option<String>,
@@ -115,6 +118,9 @@ pub struct SourceData {
     pub design: experiment::design::Design,
     /// The run writing it now, if one is (results::store::writer).
     pub writer: Option<results::store::writer::Writer>,
+    /// A fleet run: blocks (0-based) that finished on their nodes and are not imported
+    /// into the store yet (`run --detach`; `run --resume` imports them).
+    pub unimported_blocks: Vec<u32>,
 }
 
 /// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.
@@ -170,7 +176,18 @@ fn read_store(store: &results::store::Store, index: usize) -> Result<SourceData>
             unfinished.push((c.label.clone(), stored, planned));
         }
     }
+    let unimported_blocks = if store.fleet()?.is_some() {
+        let imported: Vec<u32> = store
+            .fleet_blocks()?
+            .iter()
+            .filter_map(|b| b["block"].as_u64().map(|n| n as u32))
+            .collect();
+        results::store::block::finished_unimported_blocks(store.dir(), &imported)
+    } else {
+        Vec::new()
+    };
     Ok(SourceData {
+        unimported_blocks,
         writer: results::store::writer::current_writer(store.dir()),
         design: store.design()?,
         adaptive: store.precision_target()?.is_some(),
@@ -277,6 +294,9 @@ fn trial_data(
     keys.insert("cpus".into(), e.machine.cpus_online.to_string());
     if let Some(p) = &e.placement {
         keys.insert("fleet".into(), p.engine.clone());
+    }
+    if let Some(l) = &r.load_host {
+        keys.insert("load_host".into(), l.node.clone());
     }
     keys.insert("kernel".into(), e.machine.kernel.clone());
     keys.insert("cpu_model".into(), e.machine.cpu_model.clone());
@@ -411,6 +431,11 @@ fn trial_data(
         runtime,
         checks,
         hlog: (hlog.is_file() && hlog_problem.is_none()).then_some(hlog),
+        load_rtt_us: r
+            .load_host
+            .as_ref()
+            .and_then(|l| l.rtt.as_ref())
+            .map(|rtt| rtt.median_us),
         hlog_problem,
         noise: r.noise,
         quiet: r.quiet,

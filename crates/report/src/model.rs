@@ -410,6 +410,12 @@ pub struct HostRow {
     /// Per cohort of `HostTable::cohorts`: the median over this host's blocks of
     /// cohort ÷ baseline.
     pub ratios: Vec<Option<f64>>,
+    /// `[fleet] load = "separate"`: the hosts this host's load came from, and the median of
+    /// its trials' round-trip times to them (µs). Empty when the load ran beside the server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_rtt_us: Option<f64>,
 }
 
 /// One scenario step of one cohort, over the cohort's valid trials.

@@ -154,13 +154,17 @@ duration = "1s"
 "#;
 
 /// `rubyrace check` on a repository of four commits of an app whose requests do a fixed
-/// amount of work (`bisect::work_app`): base; the same code (another file changed); 10%
-/// more work; 3% more work. Against a 3% threshold, the 10% slower head fails (exit 1),
-/// the unchanged head passes (exit 0), and the 3% head on a 3-block budget cannot be told
+/// amount of work (`bisect::work_app`): base; the same code (another file changed); 25%
+/// more work; 8% more work. Against an 8% threshold, the 25% slower head fails (exit 1),
+/// the unchanged head passes (exit 0), and the 8% head on a 3-block budget cannot be told
 /// (exit 4, or 0 with `--inconclusive pass`). The summary file gets each verdict appended;
 /// the working tree (with an uncommitted change) and the list of worktrees are untouched.
+/// The machine is held alone and the differences are large: with a 3% threshold beside
+/// the bisections, the unchanged head was still inconclusive after 60 blocks (clean-clone
+/// CI, 2026-11-26: ×1.006 [0.972–1.041]).
 #[test]
 fn check_gates_a_change_by_its_slowdown() {
+    let _alone = crate::support::machine::alone();
     let lab = Lab::new("check");
     let repo = lab.dir.path("repo");
     std::fs::create_dir_all(repo.join("app")).unwrap();
@@ -169,8 +173,8 @@ fn check_gates_a_change_by_its_slowdown() {
     for (name, iterations, notes) in [
         ("base", work, "base"),
         ("same code", work, "notes changed"),
-        ("10% more work", work * 110 / 100, "notes changed"),
-        ("3% more work", work * 103 / 100, "notes changed"),
+        ("25% more work", work * 125 / 100, "notes changed"),
+        ("8% more work", work * 108 / 100, "notes changed"),
     ] {
         std::fs::write(
             repo.join("app/config.ru"),
@@ -202,7 +206,7 @@ fn check_gates_a_change_by_its_slowdown() {
             "--head".into(),
             head.into(),
             "--max-slowdown".into(),
-            "3%".into(),
+            "8%".into(),
         ];
         all.extend(extra.iter().map(|a| a.to_string()));
         crate::support::spawn(&all).wait(Duration::from_secs(400))

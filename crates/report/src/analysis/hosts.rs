@@ -97,6 +97,18 @@ pub(super) fn hosts(
             trials: trials.len(),
             baseline_median: stats::median(&base),
             ratios,
+            load_hosts: trials
+                .iter()
+                .filter_map(|t| t.keys.get("load_host").cloned())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            load_rtt_us: stats::median(
+                &trials
+                    .iter()
+                    .filter_map(|t| t.load_rtt_us)
+                    .collect::<Vec<_>>(),
+            ),
         });
     }
     for (c, per_host) in &log_ratios {

@@ -91,6 +91,15 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 s.writer.as_ref().map(ToString::to_string).unwrap_or_default()
             );
         }
+        if let Some(s) = sources.iter().find(|s| !s.unimported_blocks.is_empty()) {
+            bail!(
+                "no trial is stored yet in {}: {} finished on the fleet and {} not imported yet; `rubyrace run --resume {}` imports them (and watches the rest)",
+                s.dir.display(),
+                units::count(s.unimported_blocks.len(), "block"),
+                if s.unimported_blocks.len() == 1 { "is" } else { "are" },
+                s.dir.display()
+            );
+        }
         bail!(
             "no trials are stored in the given results director{}",
             if sources.len() == 1 { "y" } else { "ies" }
@@ -346,6 +355,20 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         &|t| cohort_name(t, &by),
         &mut warnings,
     );
+    for s in sources.iter().filter(|s| !s.unimported_blocks.is_empty()) {
+        warnings.push(Warning {
+            kind: "fleet-blocks-not-imported".into(),
+            cohort: None,
+            message: format!(
+                "{} of {} finished on the fleet and {} not in this report yet (block {}); `rubyrace run --resume {}` imports them",
+                units::count(s.unimported_blocks.len(), "block"),
+                s.dir.display(),
+                if s.unimported_blocks.len() == 1 { "is" } else { "are" },
+                units::ranges(&s.unimported_blocks.iter().map(|b| b + 1).collect::<Vec<_>>()),
+                s.dir.display()
+            ),
+        });
+    }
     if machines.len() > 1 && !fleet && !by.iter().any(|k| k == "machine") {
         warnings.push(Warning {
             kind: "mixed-machines".into(),

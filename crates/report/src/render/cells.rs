@@ -629,6 +629,8 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
             crate::format::rate(v)
         }
     };
+    // `load = "separate"`: where each host's load came from, and the round trip to it.
+    let separate = h.rows.iter().any(|r| !r.load_hosts.is_empty());
     let rows = h
         .rows
         .iter()
@@ -639,25 +641,33 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
                 .zip(&r.ratios)
                 .map(|(c, x)| format!("{c} {}", x.map_or("–".into(), |x| format!("×{x:.3}"))))
                 .collect();
-            vec![
+            let mut row = vec![
                 r.host.clone(),
                 r.machine.clone(),
                 r.blocks.to_string(),
                 r.trials.to_string(),
                 r.baseline_median.map_or("–".into(), figure),
                 ratios.join("; "),
-            ]
+            ];
+            if separate {
+                row.push(match r.load_rtt_us {
+                    Some(rtt) => format!("{} · RTT {rtt:.0} µs", r.load_hosts.join(", ")),
+                    None => r.load_hosts.join(", "),
+                });
+            }
+            row
         })
         .collect();
-    Some((
-        vec![
-            "host",
-            "CPU · kernel",
-            "blocks",
-            "trials",
-            "baseline median",
-            "ratios against the baseline",
-        ],
-        rows,
-    ))
+    let mut header = vec![
+        "host",
+        "CPU · kernel",
+        "blocks",
+        "trials",
+        "baseline median",
+        "ratios against the baseline",
+    ];
+    if separate {
+        header.push("load from");
+    }
+    Some((header, rows))
 }

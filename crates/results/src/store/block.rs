@@ -12,6 +12,44 @@ use super::write::insert_trial_row;
 use super::{Store, DOCTOR_PREFIX, SERVICES_PREFIX};
 use crate::record::TrialResult;
 
+/// The directory of block `block` (0-based) of the fleet run in `dir`: its plan, and a
+/// directory per attempt holding the attempt's block file (docs/fleet.md).
+pub fn block_dir(dir: &Path, block: u32) -> std::path::PathBuf {
+    dir.join("fleet")
+        .join("blocks")
+        .join(format!("{:04}", block + 1))
+}
+
+/// The block file of an attempt's directory.
+pub const BLOCK_FILE: &str = "block.json";
+
+/// Blocks (0-based) of the fleet run in `dir` whose task left a block file that is not in
+/// `imported`: finished on their nodes, and not stored until a controller imports them
+/// (`rubyrace run --resume` after `--detach`). Read from the directory only.
+pub fn finished_unimported_blocks(dir: &Path, imported: &[u32]) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir.join("fleet").join("blocks")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| {
+            let block = e
+                .file_name()
+                .to_str()?
+                .parse::<u32>()
+                .ok()?
+                .checked_sub(1)?;
+            let attempts = std::fs::read_dir(e.path()).ok()?;
+            let finished = attempts
+                .flatten()
+                .any(|a| a.path().join(BLOCK_FILE).is_file());
+            (finished && !imported.contains(&block)).then_some(block)
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Meta keys a block's plan does not take: what only the run's controller decides (when
 /// to stop, the fleet) and what its own sessions recorded.
 fn controller_only(key: &str) -> bool {

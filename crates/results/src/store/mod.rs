@@ -10,7 +10,7 @@
 //! `schema` holds the tables, `write` what a run adds (trials, sessions, blocks), `read`
 //! what the report, resume and export read back, and `summary` the end-of-run table.
 
-mod block;
+pub mod block;
 mod read;
 mod schema;
 mod summary;
