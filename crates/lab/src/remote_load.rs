@@ -198,9 +198,7 @@ fn run_here(
     seed: u64,
     interrupt: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
-    let mut spec = origin
-        .settings
-        .build_spec(&origin.url)
+    let mut spec = load::LoadSettings::spec_from_origin(origin)
         .map_err(|e| format!("invalid load settings: {e}"))?;
     spec.warmup = warmup;
     spec.stop = stop;

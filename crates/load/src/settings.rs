@@ -286,6 +286,14 @@ impl LoadSettings {
         })
     }
 
+    /// The spec another host built from `origin` (a fleet's load agent): the same settings
+    /// and URL, built here.
+    pub fn spec_from_origin(origin: &crate::spec::SpecOrigin) -> Result<LoadSpec, String> {
+        let settings: LoadSettings = serde_json::from_value(origin.settings.clone())
+            .map_err(|e| format!("not load settings: {e}"))?;
+        settings.build_spec(&origin.url).map_err(|e| e.to_string())
+    }
+
     /// Resolves `url` and serializes the requests: everything checked before any load is sent.
     pub fn build_spec(&self, url: &str) -> Result<LoadSpec, SettingsError> {
         self.check()?;
@@ -395,7 +403,7 @@ impl LoadSettings {
         };
         Ok(LoadSpec {
             origin: std::sync::Arc::new(crate::spec::SpecOrigin {
-                settings: self.clone(),
+                settings: serde_json::to_value(self).expect("load settings serialize"),
                 url: url.to_string(),
             }),
             scenario,
@@ -425,6 +433,29 @@ impl LoadSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a load agent on another host builds from a spec's origin is the same run.
+    #[test]
+    fn a_spec_is_built_again_from_its_origin() {
+        let s = LoadSettings {
+            connections: 3,
+            method: "POST".into(),
+            rate: Some(100.0),
+            ..LoadSettings::default()
+        };
+        let spec = s.build_spec("http://10.77.0.11:9292/items?x=1").unwrap();
+        let again = LoadSettings::spec_from_origin(&spec.origin).unwrap();
+        assert_eq!(again.addr, spec.addr);
+        assert_eq!(again.connections, 3);
+        assert_eq!(again.rate, Some(100.0));
+        assert_eq!(again.stop, spec.stop);
+        assert_eq!(format!("{:?}", again.plan), format!("{:?}", spec.plan));
+        let mut broken = (*spec.origin).clone();
+        broken.settings = serde_json::json!({"connections": "many"});
+        assert!(LoadSettings::spec_from_origin(&broken)
+            .unwrap_err()
+            .contains("not load settings"));
+    }
 
     #[test]
     fn settings_round_trip_through_json() {

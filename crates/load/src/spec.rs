@@ -62,10 +62,12 @@ pub struct LoadSpec {
     pub origin: Arc<SpecOrigin>,
 }
 
-/// The settings and URL a `LoadSpec` was built from (`LoadSettings::build_spec`).
+/// The settings and URL a `LoadSpec` was built from (`LoadSettings::build_spec`). The
+/// settings are kept as their JSON (this module is below `settings`, which builds specs);
+/// `LoadSettings::from_origin` reads them back.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpecOrigin {
-    pub settings: crate::settings::LoadSettings,
+    pub settings: serde_json::Value,
     pub url: String,
 }
 

@@ -59,13 +59,12 @@ pub mod histogram {
     }
 }
 
-/// The status slots as their non-zero (code, count) pairs.
+/// The status slots (`stats::STATUS_SLOTS` of them) as their non-zero (code, count) pairs.
 pub mod status_counts {
-    use crate::stats::STATUS_SLOTS;
     use serde::{Deserialize, Serialize};
 
-    pub fn serialize<S: serde::Serializer>(
-        slots: &[u64; STATUS_SLOTS],
+    pub fn serialize<S: serde::Serializer, const N: usize>(
+        slots: &[u64; N],
         s: S,
     ) -> Result<S::Ok, S::Error> {
         let pairs: Vec<(usize, u64)> = slots
@@ -77,10 +76,10 @@ pub mod status_counts {
         pairs.serialize(s)
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+    pub fn deserialize<'de, D: serde::Deserializer<'de>, const N: usize>(
         d: D,
-    ) -> Result<Box<[u64; STATUS_SLOTS]>, D::Error> {
-        let mut slots = Box::new([0u64; STATUS_SLOTS]);
+    ) -> Result<Box<[u64; N]>, D::Error> {
+        let mut slots = Box::new([0u64; N]);
         for (code, n) in Vec::<(usize, u64)>::deserialize(d)? {
             *slots.get_mut(code).ok_or_else(|| {
                 serde::de::Error::custom(format!("status {code} is out of range"))
