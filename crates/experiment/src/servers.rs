@@ -1037,11 +1037,11 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.contains("{ruby}, {port}, {app}, {processes}, {threads}"),
+            e.contains("{ruby}, {host}, {port}, {app}, {processes}, {threads}"),
             "{e}"
         );
-        let e = msg(&["{ruby}", "--bind=http://{host}:{port}"], 1, 1);
-        assert!(e.contains("unknown placeholder {host}"), "{e}");
+        let e = msg(&["{ruby}", "--bind=http://{hots}:{port}"], 1, 1);
+        assert!(e.contains("unknown placeholder {hots}"), "{e}");
         let e = msg(&["env", "R={ruby}", "{port}"], 1, 1);
         assert!(e.contains("{ruby} must be an argument on its own"), "{e}");
 
