@@ -222,13 +222,7 @@ fn start_load_agent() -> Result<lab::remote_load::LoadAgent> {
         .with_context(|| format!("the load agent on {other}"))
 }
 
-/// The Slurm node this runs on, else the hostname.
-pub fn node_name() -> String {
-    std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| sys::environment::machine().hostname)
-}
+pub use sys::environment::node_name;
 
 fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()

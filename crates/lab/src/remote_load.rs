@@ -19,7 +19,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,7 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
                 id,
                 protocol: PROTOCOL.into(),
                 rubyrace_version: env!("CARGO_PKG_VERSION").into(),
-                node: node_name(),
+                node: sys::environment::node_name(),
                 machine: sys::environment::machine(),
             }),
             Request::Ping { id } => answer(Reply::Pong { id }),
@@ -223,14 +223,6 @@ pub fn measure_rtt(addr: SocketAddr, connects: u32) -> Result<RttRecord, String>
         median_us: stats::median(&times).unwrap_or(times[0]),
         max_us: times[times.len() - 1],
     })
-}
-
-/// The Slurm node this runs on, else the hostname.
-fn node_name() -> String {
-    std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| sys::environment::machine().hostname)
 }
 
 // ---- The client --------------------------------------------------------------------
@@ -346,15 +338,33 @@ impl LoadAgent {
         }
     }
 
-    /// Sends `request` and waits up to `timeout` for the reply to `id`.
-    fn ask(&self, request: Request, id: u64, timeout: Duration) -> Result<Reply> {
+    /// Where the reply to `id` will arrive.
+    fn expect(&self, id: u64) -> Receiver<Reply> {
         let (tx, rx) = channel();
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, tx);
+        rx
+    }
+
+    /// No reply to `id` is waited for any more.
+    fn forget(&self, id: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// Sends `request` and waits up to `timeout` for the reply to `id`.
+    fn ask(&self, request: Request, id: u64, timeout: Duration) -> Result<Reply> {
+        let rx = self.expect(id);
         self.send(&request)?;
-        rx.recv_timeout(timeout).map_err(|e| match e {
+        let reply = rx.recv_timeout(timeout);
+        if reply.is_err() {
+            self.forget(id);
+        }
+        reply.map_err(|e| match e {
             RecvTimeoutError::Timeout => anyhow::anyhow!(
                 "the load agent on {} did not answer within {}",
                 self.node_or_command(),
@@ -400,11 +410,7 @@ impl LoadAgent {
             ));
         }
         let id = self.new_id();
-        let (tx, rx) = channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
+        let rx = self.expect(id);
         self.send(&Request::Run {
             id,
             origin: Box::new((*spec.origin).clone()),
@@ -445,10 +451,7 @@ impl LoadAgent {
                         let _ = self.send(&Request::Interrupt { id });
                     }
                     if deadline.is_some_and(|d| Instant::now() > d) {
-                        self.pending
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&id);
+                        self.forget(id);
                         return Err(io::Error::other(format!(
                             "the load agent on {} did not return its run in time",
                             self.node

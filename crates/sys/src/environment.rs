@@ -29,6 +29,14 @@ pub struct Machine {
     pub memory_total_bytes: u64,
 }
 
+/// The Slurm node this process runs on (`SLURMD_NODENAME`), else the hostname.
+pub fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| machine().hostname)
+}
+
 /// Describes this machine.
 pub fn machine() -> Machine {
     let uts = uname();
