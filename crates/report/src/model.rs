@@ -458,6 +458,10 @@ pub struct CohortProfile {
     /// CPU time ÷ units (samples ÷ rate ÷ units for records without it). The frames' times
     /// are its split by their shares of the samples.
     pub sampled_us_per_unit: Option<f64>,
+    /// How long the profiled processes waited for a CPU while runnable, as a share of the
+    /// CPU time they used, over the trials that measured it (`profiles[].cpu_wait_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_share: Option<f64>,
     /// Profiled-phase throughput ÷ the same trial's measured throughput, over the trials:
     /// the profilers' cost (profiled-phase profiles only).
     pub overhead: Option<Summary>,

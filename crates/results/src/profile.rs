@@ -48,6 +48,11 @@ pub struct ProfileRecord {
     /// time per request varied by ±2%).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_us: Option<u64>,
+    /// How long the profiled processes' threads were runnable but waited for a CPU over
+    /// the phase, µs (the scheduler's `run_delay`). rbspy samples such a thread as if it
+    /// ran, so where this is large against `cpu_us` its shares are skewed toward the frames
+    /// the server was preempted in (docs/profiles.md, "Waiting for a CPU").
+    pub cpu_wait_us: Option<u64>,
     /// A script's profiled run: its wall time without its wait at the start gate, the
     /// clock of the profilers' overhead against the measured runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,11 +71,13 @@ impl ProfileRecord {
         records: &mut [ProfileRecord],
         report: &load::LoadReport,
         cpu_us: Option<u64>,
+        cpu_wait_us: Option<u64>,
     ) {
         for r in records {
             r.requests = Some(report.requests);
             r.requests_per_s = Some(report.requests_per_s);
             r.cpu_us = cpu_us;
+            r.cpu_wait_us = cpu_wait_us;
         }
     }
 }

@@ -356,6 +356,8 @@ pub struct CpuReading {
     processes: usize,
     /// Run time per thread id, in ns; `None` where the kernel does not give it.
     threads_ns: Option<HashMap<i32, u64>>,
+    /// Time each thread spent runnable but waiting for a CPU (`run_delay`), ns.
+    threads_wait_ns: HashMap<i32, u64>,
 }
 
 /// The tree's CPU time over a window.
@@ -366,12 +368,16 @@ pub struct CpuWindow {
     /// false: from clock ticks, because a thread of the tree ended within the window and
     /// took its time with it, or the kernel gives no per-thread counters.
     pub fine: bool,
+    /// How long the tree's threads were runnable but waited for a CPU (the scheduler's
+    /// `run_delay`), µs; only with `fine` counters.
+    pub waited_us: Option<u64>,
 }
 
 /// Reads `CpuReading` for the tree of `root` and process group `pgid`.
 pub fn read_tree_cpu(root: i32, pgid: i32) -> io::Result<CpuReading> {
     let members = tree_members(root, pgid)?;
     let mut threads: Option<HashMap<i32, u64>> = Some(HashMap::new());
+    let mut threads_wait_ns = HashMap::new();
     'members: for stat in &members {
         let Ok(process) = Process::new(stat.pid) else {
             continue; // gone since the listing: its threads are missed, and `since` says so
@@ -384,6 +390,7 @@ pub fn read_tree_cpu(root: i32, pgid: i32) -> io::Result<CpuReading> {
                     if let Some(map) = threads.as_mut() {
                         map.insert(task.tid, s.sum_exec_runtime);
                     }
+                    threads_wait_ns.insert(task.tid, s.run_delay);
                 }
                 Err(ProcError::NotFound(_)) => {}
                 Err(_) => {
@@ -397,6 +404,7 @@ pub fn read_tree_cpu(root: i32, pgid: i32) -> io::Result<CpuReading> {
         ticks: ticks_of(&members),
         processes: members.len(),
         threads_ns: threads,
+        threads_wait_ns,
     })
 }
 
@@ -424,27 +432,38 @@ impl CpuReading {
             Some(ns) => CpuWindow {
                 times: ticks.scaled_to(ns / 1000),
                 fine: true,
+                waited_us: Some(
+                    counted_since(&self.threads_wait_ns, &earlier.threads_wait_ns) / 1000,
+                ),
             },
             None => CpuWindow {
                 times: ticks,
                 fine: false,
+                waited_us: None,
             },
         }
     }
 
     fn fine_ns_since(&self, earlier: &CpuReading) -> Option<u64> {
         let (before, after) = (earlier.threads_ns.as_ref()?, self.threads_ns.as_ref()?);
-        let mut ns = 0u64;
-        for (tid, &then) in before {
-            ns += after.get(tid)?.checked_sub(then)?;
-        }
-        ns += after
+        if before
             .iter()
-            .filter(|(tid, _)| !before.contains_key(tid))
-            .map(|(_, &now)| now)
-            .sum::<u64>();
-        Some(ns)
+            .any(|(tid, &then)| after.get(tid).is_none_or(|&now| now < then))
+        {
+            return None;
+        }
+        Some(counted_since(after, before))
     }
+}
+
+/// The growth of per-thread counters from `before` to `after`: a thread alive at both
+/// counts its difference, a thread born in between counts whole, a thread gone counts
+/// nothing.
+fn counted_since(after: &HashMap<i32, u64>, before: &HashMap<i32, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(tid, &now)| now.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum()
 }
 
 /// Resources of the tree over the measured phase of a trial.
@@ -726,8 +745,12 @@ mod tests {
 
     impl Group {
         fn ruby(script: &str) -> Group {
-            let mut child = Command::new("/usr/bin/ruby")
-                .args(["--disable-gems", "-e", script])
+            Group::spawn("/usr/bin/ruby", &["--disable-gems", "-e", script])
+        }
+
+        fn spawn(program: &str, args: &[&str]) -> Group {
+            let mut child = Command::new(program)
+                .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .process_group(0)
@@ -978,6 +1001,37 @@ mod tests {
             off_the_tick >= 6,
             "{off_the_tick} of 8 windows off the 10 ms grid"
         );
+    }
+
+    #[test]
+    fn threads_waiting_for_a_cpu_are_measured() {
+        // Three busy processes on one CPU: each runs about a third of the time and waits
+        // for the CPU the rest, so the tree waits about twice as long as it runs (more if
+        // anything else wants CPU 0; never less than as long).
+        let g = Group::spawn(
+            "/usr/bin/taskset",
+            &[
+                "-c",
+                "0",
+                "/usr/bin/ruby",
+                "--disable-gems",
+                "-e",
+                "$stdout.sync = true; 2.times { fork { x = 0; loop { x += 1 } } }; puts 'go'; x = 0; loop { x += 1 }",
+            ],
+        );
+        assert_eq!(g.line(), "go");
+        std::thread::sleep(Duration::from_millis(100));
+        let a = read_tree_cpu(g.pid(), g.pid()).unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        let w = read_tree_cpu(g.pid(), g.pid()).unwrap().since(&a);
+        let waited = w.waited_us.expect("fine counters give the wait");
+        let ran = w.times.total_us();
+        eprintln!("ran {ran} µs, waited {waited} µs");
+        assert!(
+            ran > 100_000 && ran < 700_000,
+            "one CPU ran {ran} µs in 600 ms"
+        );
+        assert!(waited >= ran, "ran {ran} µs, waited only {waited} µs");
     }
 
     /// The tree's CPU readings when `g` prints "go" and when it prints "ended".

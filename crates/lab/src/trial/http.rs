@@ -75,16 +75,21 @@ fn profiled_phase(
     session.wait_attached(std::time::Duration::from_secs(10));
     let cpu_before = sys::resources::read_tree_cpu(pid, pid).ok();
     let outcome = crate::remote_load::run(&load_spec, interrupt);
-    let cpu_us = cpu_before
+    let cpu = cpu_before
         .zip(sys::resources::read_tree_cpu(pid, pid).ok())
-        .map(|(before, after)| after.since(&before).times.total_us());
+        .map(|(before, after)| after.since(&before));
     let mut records = session.finish();
     if interrupt.load(Ordering::SeqCst) {
         return Err(Stop::Interrupted);
     }
     if let Ok(outcome) = outcome {
         let report = load::LoadReport::new(&load_spec, &url, &outcome);
-        results::profile::ProfileRecord::note_served(&mut records, &report, cpu_us);
+        results::profile::ProfileRecord::note_served(
+            &mut records,
+            &report,
+            cpu.map(|c| c.times.total_us()),
+            cpu.and_then(|c| c.waited_us),
+        );
     }
     if sut.server.exited().is_some() {
         for r in &mut records {
@@ -194,7 +199,7 @@ fn measure(
     };
     let report = load::LoadReport::new(&load_spec, &url, &outcome);
     let cpu_us = resources.as_ref().ok().map(ResourceSummary::cpu_total_us);
-    results::profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us);
+    results::profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us, None);
     result.profiles = profiles;
     write_latency_log(&spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
     let derived = derive(&report, resources.as_ref().ok());

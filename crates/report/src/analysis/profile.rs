@@ -43,6 +43,10 @@ pub const MIN_SHARE: f64 = 0.01;
 pub const MIN_SAMPLES: u64 = crate::model::MIN_FRAME_SAMPLES;
 /// At most this many frames per cohort, profiler and measure are tested.
 pub const MAX_FRAMES: usize = 30;
+/// A cohort whose profiled processes waited for a CPU this long, as a share of the CPU
+/// time they used, gets the `profile-cpu-wait` warning (docs/profiles.md, "Waiting for a
+/// CPU", says where the figure comes from).
+const CPU_WAIT_WARNING: f64 = 0.5;
 /// Frames listed per cohort profile (by self time).
 const TOP_FRAMES: usize = 12;
 /// Added to every per-trial count before its logarithm is taken.
@@ -496,7 +500,12 @@ fn cohort_profile(
     let mut time = 0.0;
     let mut overhead = Vec::new();
     let mut script = false;
+    let (mut waited_us, mut ran_us) = (0u64, 0u64);
     for t in profiles {
+        if let (Some(cpu), Some(wait)) = (t.record.cpu_us, t.record.cpu_wait_us) {
+            ran_us += cpu;
+            waited_us += wait;
+        }
         let us = t.us_per_sample().unwrap_or(0.0) * t.units() as f64;
         for (stack, &n) in &t.stacks {
             *p.stacks.entry(stack.clone()).or_insert(0) += n;
@@ -532,6 +541,7 @@ fn cohort_profile(
     }
     p.unit = if script { "script run" } else { "request" }.into();
     p.overhead = Summary::of(&overhead);
+    p.cpu_wait_share = (ran_us > 0).then(|| waited_us as f64 / ran_us as f64);
     let units = p.units as f64;
     p.sampled_us_per_unit = (p.units > 0 && time > 0.0).then(|| time / units);
     let mut top: Vec<(&String, &(f64, f64))> = frames.iter().filter(|(_, c)| c.0 > 0.0).collect();
@@ -766,6 +776,20 @@ pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
                 ),
             });
         }
+        if let Some(share) = p
+            .cpu_wait_share
+            .filter(|&s| s >= CPU_WAIT_WARNING && p.profiler == Profiler::Rbspy.as_str())
+        {
+            out.push(Warning {
+                kind: "profile-cpu-wait".into(),
+                cohort: Some(p.cohort.clone()),
+                message: format!(
+                    "{}: while profiled, the server's threads waited for a CPU {:.0}% as long as they ran; rbspy samples a waiting thread as if it ran, so its self times lean toward the frames the server was preempted in, and a frame can differ between configurations that compete for the CPUs differently (docs/profiles.md, \"Waiting for a CPU\"); fewer processes or connections than CPUs avoid it",
+                    p.cohort,
+                    share * 100.0
+                ),
+            });
+        }
         if p.phase == results::profile::MEASURED_PHASE {
             out.push(Warning {
                 kind: "profiled-measurement".into(),
@@ -782,7 +806,40 @@ pub(super) fn warnings(profiles: &[CohortProfile]) -> Vec<Warning> {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_key;
+    use super::{frame_key, warnings, CPU_WAIT_WARNING};
+    use crate::model::CohortProfile;
+
+    /// The wait warning: for rbspy at and above its level, naming the cohort and the
+    /// figure; never for perf, which samples on the CPU clock.
+    #[test]
+    fn profiles_taken_while_the_server_waited_for_a_cpu_are_warned_about() {
+        let profile = |profiler: &str, share: Option<f64>| CohortProfile {
+            cohort: "extra".into(),
+            profiler: profiler.into(),
+            phase: results::profile::PROFILED_PHASE.into(),
+            cpu_wait_share: share,
+            ..CohortProfile::default()
+        };
+        let kinds = |p: CohortProfile| -> Vec<String> {
+            warnings(&[p])
+                .into_iter()
+                .filter(|w| w.kind == "profile-cpu-wait")
+                .map(|w| w.message)
+                .collect()
+        };
+        let warned = kinds(profile("rbspy", Some(0.97)));
+        assert_eq!(warned.len(), 1);
+        assert!(warned[0].starts_with("extra: "), "{}", warned[0]);
+        assert!(
+            warned[0].contains("97% as long as they ran"),
+            "{}",
+            warned[0]
+        );
+        assert_eq!(kinds(profile("rbspy", Some(CPU_WAIT_WARNING))).len(), 1);
+        assert!(kinds(profile("rbspy", Some(0.22))).is_empty());
+        assert!(kinds(profile("rbspy", None)).is_empty());
+        assert!(kinds(profile("perf", Some(0.97))).is_empty());
+    }
 
     #[test]
     fn frames_match_across_ruby_and_gem_versions() {
