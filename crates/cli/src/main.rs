@@ -33,6 +33,7 @@ macro_rules! print {
 
 mod commands;
 mod invocation;
+mod live_report;
 mod output;
 mod progress;
 mod run_end;
@@ -70,6 +71,9 @@ enum Command {
     Report(commands::report::ReportArgs),
     /// Compare two results directories, or two cohorts of one.
     Compare(commands::report::CompareArgs),
+    /// Watch a run in progress from another terminal (read-only): its blocks, the current
+    /// trial, the comparisons and the stopping rule, noise, warnings, failures.
+    Watch(commands::watch::WatchArgs),
     /// Write the trials of a results directory as JSON.
     Export(commands::export::ExportArgs),
     /// One configuration's profiles (profile = "rbspy" | "perf"), merged over its
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
         Command::Report(args) => commands::report::report(args),
         Command::Compare(args) => commands::report::compare(args),
         Command::Export(args) => commands::export::export(args),
+        Command::Watch(args) => commands::watch::watch(args),
         Command::Profile(args) => commands::profile::profile(args),
         Command::Rubies(args) => commands::rubies::rubies(args),
         Command::Ruby(command) => commands::ruby::run(command),

@@ -8,10 +8,39 @@ use anyhow::Result;
 use experiment::schedule::ScheduledTrial;
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::interleave::BlockEvent;
-use lab::runner::Progress;
+use lab::live::LiveFile;
+use lab::runner::{run_pending, Both, Progress, RunEnd};
 use results::store::Store;
 use results::{TrialResult, TrialStatus};
 use units::{bytes, micros};
+
+/// Runs the trials `store` has pending (`lab::runner::run_pending`, a run's `kind` being
+/// "start" or "resume") with the progress on the terminal, the live file `rubyrace watch`
+/// reads (`progress.json`), and with `live_report` the HTML report rewritten after every
+/// block.
+pub fn run_pending_shown(
+    store: &mut Store,
+    kind: &str,
+    fail_fast: bool,
+    interrupt: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    live_report: bool,
+) -> Result<RunEnd> {
+    let mut console = ConsoleProgress::new(store)?;
+    let command = crate::invocation::command_line();
+    let mut live = LiveFile::start(store.dir(), &command, store.configs()?.len());
+    let mut report = crate::live_report::LiveReport::new(store.dir(), live_report);
+    let end = run_pending(
+        store,
+        kind,
+        &command,
+        fail_fast,
+        interrupt,
+        &mut Both(&mut console, &mut Both(&mut live, &mut report)),
+    );
+    console.finish();
+    live.end(end.as_ref().map_err(|e| format!("{e:#}")));
+    end
+}
 
 /// Progress on the terminal: a bar with the block, trial count, ETA, current label and
 /// the last trial's throughput; one line per finished trial (also when not a terminal, so

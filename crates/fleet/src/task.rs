@@ -228,13 +228,7 @@ fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename: a reader sees the
-/// whole file or none.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
-}
+pub use results::write_atomically;
 
 /// Copies a directory tree (files and directories; a symbolic link as a link).
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {

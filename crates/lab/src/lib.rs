@@ -15,6 +15,8 @@ pub mod certificate;
 pub mod checkouts;
 pub mod conditions;
 pub mod interleave;
+pub mod live;
+pub mod phase;
 pub mod probe;
 pub mod profile;
 pub mod readiness;

@@ -49,6 +49,46 @@ pub trait Progress {
     }
 }
 
+/// Two `Progress`es told the same events: the terminal's and the live file's, say.
+pub struct Both<'a>(pub &'a mut dyn Progress, pub &'a mut dyn Progress);
+
+impl Progress for Both<'_> {
+    fn begin(&mut self, total: usize, done: usize, blocks: u32) {
+        self.0.begin(total, done, blocks);
+        self.1.begin(total, done, blocks);
+    }
+    fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
+        self.0.trial_started(trial, label);
+        self.1.trial_started(trial, label);
+    }
+    fn trial_finished(&mut self, result: &TrialResult) {
+        self.0.trial_finished(result);
+        self.1.trial_finished(result);
+    }
+    fn note(&mut self, message: &str) {
+        self.0.note(message);
+        self.1.note(message);
+    }
+    fn block_event(&mut self, block: u32, event: &BlockEvent) {
+        self.0.block_event(block, event);
+        self.1.block_event(block, event);
+    }
+    fn planned(&mut self, total: usize) {
+        self.0.planned(total);
+        self.1.planned(total);
+    }
+    fn precision(
+        &mut self,
+        status: &PrecisionStatus,
+        target: &PrecisionTarget,
+        added: bool,
+        total: usize,
+    ) {
+        self.0.precision(status, target, added, total);
+        self.1.precision(status, target, added, total);
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RunEnd {

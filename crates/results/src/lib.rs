@@ -9,6 +9,7 @@
 //!   slices;
 //! - `probe`, `conditions`, `profile`, `services`: the parts recorded by the lab's probe,
 //!   its trial conditions, its profilers and its services;
+//! - `progress`: a run in progress as its process sees it (`progress.json`, for `watch`);
 //! - `bisect`: a bisection's record (`bisect.json`), above one store per decision;
 //! - `store`: the SQLite database and the trials' directories, written by a run and read
 //!   by the report, `export` and `--resume`.
@@ -20,6 +21,7 @@ pub mod bisect;
 pub mod conditions;
 pub mod probe;
 pub mod profile;
+pub mod progress;
 pub mod record;
 pub mod services;
 pub mod store;
@@ -29,3 +31,12 @@ pub use record::{
     ScriptOutcome, ScriptRun, ServerRecord, SliceRecord, TrialResult, TrialStatus,
     TRIAL_RESULT_SCHEMA,
 };
+
+/// Writes `bytes` to `path` through a temporary file and a rename: a reader sees the
+/// whole file or none.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}

@@ -20,7 +20,7 @@ use experiment::bisect::{
 use experiment::precision::PrecisionMetric;
 use experiment::schedule::schedule;
 use experiment::{AppCommit, Config, Experiment, Workload};
-use lab::runner::{run_pending, RunEnd};
+use lab::runner::RunEnd;
 use results::bisect::{
     BisectOutcome, BisectRecord, Change, CommitInfo, HistoryOf, StepRecord, BISECT_FILE,
     BISECT_SCHEMA,
@@ -28,10 +28,10 @@ use results::bisect::{
 use results::store::Store;
 
 use crate::invocation::{
-    command_line, install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
-    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+    install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT, EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
-use crate::progress::ConsoleProgress;
+use crate::progress::run_pending_shown;
 
 #[derive(Args, Debug)]
 #[command(
@@ -477,21 +477,12 @@ impl Step<'_> {
         };
         let earlier = store.bisect_end().map_err(Stopped::Failed)?.is_some();
         if !earlier {
-            let mut progress = ConsoleProgress::new(&store).map_err(Stopped::Failed)?;
             let kind = if store.completed().map_err(Stopped::Failed)?.is_empty() {
                 "start"
             } else {
                 "resume"
             };
-            let end = run_pending(
-                &mut store,
-                kind,
-                &command_line(),
-                false,
-                self.interrupt,
-                &mut progress,
-            );
-            progress.finish();
+            let end = run_pending_shown(&mut store, kind, false, self.interrupt, false);
             match end {
                 Ok(RunEnd::Complete) => {}
                 Ok(RunEnd::Interrupted) => return Err(Stopped::Interrupted),

@@ -16,14 +16,14 @@ use experiment::gate::{GateRule, GateTarget, GateVerdict};
 use experiment::precision::PrecisionMetric;
 use experiment::schedule::schedule;
 use experiment::{AppCommit, Config, Experiment, Workload};
-use lab::runner::{run_pending, RunEnd};
+use lab::runner::RunEnd;
 use results::store::Store;
 
 use crate::invocation::{
-    command_line, install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT,
-    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+    install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT, EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
-use crate::progress::ConsoleProgress;
+use crate::progress::run_pending_shown;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Inconclusive {
@@ -188,17 +188,8 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
         }
     }
     let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
-    let mut progress = ConsoleProgress::new(&store)?;
     eprintln!("rubyrace: results go to {}", dir.display());
-    let end = run_pending(
-        &mut store,
-        "start",
-        &command_line(),
-        false,
-        &interrupt,
-        &mut progress,
-    );
-    progress.finish();
+    let end = run_pending_shown(&mut store, "start", false, &interrupt, false);
     match end {
         Ok(RunEnd::Complete) => {}
         Ok(RunEnd::Interrupted) => {

@@ -13,3 +13,4 @@ pub mod rubies;
 pub mod ruby;
 pub mod run;
 pub mod trial;
+pub mod watch;

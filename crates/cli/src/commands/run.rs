@@ -9,15 +9,15 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
-use lab::runner::{run_pending, RunEnd};
+use lab::runner::RunEnd;
 use results::store::Store;
 use units::count;
 
 use crate::invocation::{
-    command_line, install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+    install_run_interrupt, EXIT_BAD_EXPERIMENT, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::output::write_stdout;
-use crate::progress::ConsoleProgress;
+use crate::progress::run_pending_shown;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OrderArg {
@@ -59,6 +59,11 @@ pub struct RunArgs {
     /// Stop at the first trial that fails or is invalid.
     #[arg(long)]
     pub fail_fast: bool,
+
+    /// Rewrite DIR/report.html after every complete block (atomically: a reloaded browser
+    /// tab shows the blocks done so far).
+    #[arg(long)]
+    pub live_report: bool,
 
     /// With --dry-run: print the plan as JSON (schema rubyrace.plan/1), including the spec
     /// of every trial, each runnable with `rubyrace trial --spec`.
@@ -211,17 +216,20 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let dir = store.dir().to_path_buf();
     let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
-    let mut progress = ConsoleProgress::new(&store)?;
     eprintln!("rubyrace: results go to {}", dir.display());
-    let end = run_pending(
+    if args.live_report {
+        eprintln!(
+            "rubyrace: the report is rewritten after every block: {}",
+            crate::live_report::LiveReport::path(&dir).display()
+        );
+    }
+    let end = run_pending_shown(
         &mut store,
         kind,
-        &command_line(),
         args.fail_fast,
         &interrupt,
-        &mut progress,
+        args.live_report,
     );
-    progress.finish();
     let end = match end {
         Ok(end) => end,
         Err(e) => {

@@ -26,7 +26,8 @@
 //! - `run`: `rubyrace run` end to end;
 //! - `scenario`: user sessions;
 //! - `services`: real PostgreSQL and Redis;
-//! - `tls`: HTTPS against a real Puma.
+//! - `tls`: HTTPS against a real Puma;
+//! - `watch`: `rubyrace watch` beside a live run, and `run --live-report`.
 
 mod support;
 
@@ -51,3 +52,4 @@ mod run;
 mod scenario;
 mod services;
 mod tls;
+mod watch;

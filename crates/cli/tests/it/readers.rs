@@ -274,13 +274,18 @@ fn a_write_ahead_log_left_by_a_killed_run_is_read_without_changing_a_byte() {
         all - 1,
         "the log's deletion was not read"
     );
-    let run = rubyrace(&["report", s(&dir), "--format", "json"]);
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    assert_eq!(
-        fingerprint(&dir),
-        before,
-        "a reader changed the results directory"
-    );
+    for args in [
+        vec!["report", s(&dir), "--format", "json"],
+        vec!["watch", s(&dir), "--once"],
+    ] {
+        let run = rubyrace(&args);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        assert_eq!(
+            fingerprint(&dir),
+            before,
+            "{args:?} changed the results directory"
+        );
+    }
 
     std::fs::remove_file(&shm).unwrap();
     let before = fingerprint(&dir);
@@ -320,6 +325,7 @@ fn readers_change_no_byte_of_a_results_directory() {
         vec!["report", s(&dir), "--format", "benchstat"],
         vec!["export", s(&dir), "--json"],
         vec!["compare", s(&dir), "connections=1", "connections=2"],
+        vec!["watch", s(&dir), "--once"],
     ] {
         let run = rubyrace(&args);
         assert_eq!(run.code(), Some(0), "{run:?}");

@@ -24,18 +24,22 @@ pub(super) fn http_trial(
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
+    let s = &spec.settings;
+    crate::phase::set("starting the server", None, None);
     let Some(mut sut) = start_server(spec, interrupt, result)? else {
         return Ok(());
     };
+    crate::phase::set("load", Some(s.load.warmup), Some(s.load.duration));
     let mut outcome = measure(spec, &mut sut, interrupt, result);
-    let s = &spec.settings;
     if outcome.is_ok()
         && !s.profile.is_empty()
         && !s.profile_measured
         && result.status != TrialStatus::Failed
     {
+        crate::phase::set("profiling", None, Some(s.load.duration));
         outcome = profiled_phase(spec, &mut sut, interrupt, result);
     }
+    crate::phase::set("stopping the server", None, None);
     stop_server(sut, spec, result);
     outcome
 }

@@ -24,6 +24,7 @@ pub(super) fn script_trial(
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
+    crate::phase::set("script runs", None, None);
     let Some(script) = &s.script else {
         result.reason = Some("a script workload without a script".into());
         return Ok(());

@@ -1,0 +1,535 @@
+//! What one frame of `rubyrace watch` says, read from a results directory without writing
+//! to it: the store (read-only, beside a live writer, over its WAL), the report's analysis
+//! of the trials stored so far, the run's live file (`progress.json`) and a fleet's state.
+//! The same lines are drawn in the terminal (ratatui) and printed by `--once`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use results::progress::{now_unix, Progress as Live, RunState};
+use results::store::Store;
+use results::TrialStatus;
+
+/// How many recent trials the noise line looks at.
+const RECENT: usize = 6;
+/// Rows of warnings, failed trials and notes shown at most, each.
+const LISTED: usize = 6;
+/// A live file on another machine not rewritten for this long is taken as a dead run.
+const STALE_S: f64 = 30.0;
+
+/// What the directory holds now.
+pub struct Snapshot {
+    /// The run is still going (its process alive and the file `running`).
+    pub running: bool,
+    pub lines: Vec<Line<'static>>,
+}
+
+/// The results directory to watch under `dir`: `dir` itself when it holds a store, else
+/// the store below it (three levels at most: a bisection's `steps/NN/`) whose live file or
+/// database changed last.
+pub fn resolve(dir: &Path) -> Result<PathBuf> {
+    if dir.join(results::store::DB_FILE).is_file() {
+        return Ok(dir.to_path_buf());
+    }
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+    collect_stores(dir, 3, &mut found);
+    found.sort();
+    match found.pop() {
+        Some((_, store)) => Ok(store),
+        None if dir.is_dir() => anyhow::bail!(
+            "{} holds no results directory (no {} in it or up to three levels below)",
+            dir.display(),
+            results::store::DB_FILE
+        ),
+        None => anyhow::bail!("{} is not a directory", dir.display()),
+    }
+}
+
+fn collect_stores(dir: &Path, depth: u32, found: &mut Vec<(std::time::SystemTime, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if path.join(results::store::DB_FILE).is_file() {
+            let changed = [
+                results::progress::PROGRESS_FILE,
+                "results.db-wal",
+                results::store::DB_FILE,
+            ]
+            .iter()
+            .filter_map(|f| {
+                std::fs::metadata(path.join(f))
+                    .and_then(|m| m.modified())
+                    .ok()
+            })
+            .max()
+            .unwrap_or(std::time::UNIX_EPOCH);
+            found.push((changed, path));
+        } else if depth > 1 {
+            collect_stores(&path, depth - 1, found);
+        }
+    }
+}
+
+fn heading(text: &str) -> Line<'static> {
+    Line::from(Span::styled(
+        text.to_string(),
+        Style::default().add_modifier(Modifier::BOLD),
+    ))
+}
+
+fn plain(text: String) -> Line<'static> {
+    Line::from(text)
+}
+
+fn colored(text: String, color: Color) -> Line<'static> {
+    Line::from(Span::styled(text, Style::default().fg(color)))
+}
+
+fn ago(seconds: f64) -> String {
+    units::span(std::time::Duration::from_secs_f64(seconds.max(0.0)))
+}
+
+/// Reads `dir` (a results directory) and says what it holds.
+pub fn snapshot(dir: &Path) -> Result<Snapshot> {
+    let live = Live::read(dir).unwrap_or(None);
+    // A process holding the store's writer lock: a run without a live file yet (creating
+    // its store) or without one at all (a fleet's controller).
+    let writer = results::store::writer::current_writer(dir);
+    let running = match &live {
+        Some(l) => l.is_live(STALE_S),
+        None => writer.is_some(),
+    };
+    let mut lines = Vec::new();
+    let store = match Store::open_read_only(dir) {
+        Ok(store) => store,
+        // A run creating its store: the next frame will read it.
+        Err(e) if running || writer.is_some() => {
+            lines.push(heading(&format!("rubyrace watch · {}", dir.display())));
+            lines.push(plain(format!("the store cannot be read yet: {e:#}")));
+            return Ok(Snapshot { running, lines });
+        }
+        Err(e) => return Err(e),
+    };
+    let name = store.meta("experiment_name")?.unwrap_or_default();
+    let configs = store.configs()?;
+    let schedule = store.schedule()?;
+    let done = store.completed()?;
+    let design = store.design()?;
+    let per_block = configs.len().max(1);
+    let blocks_planned = schedule.len().div_ceil(per_block);
+    let blocks_done = (0..blocks_planned as u32)
+        .filter(|b| {
+            schedule
+                .iter()
+                .filter(|t| t.block == *b)
+                .all(|t| done.contains(&t.trial_id))
+        })
+        .count();
+
+    lines.push(heading(&format!("rubyrace watch · {}", dir.display())));
+    lines.push(state_line(&name, live.as_ref(), running, writer.as_ref()));
+    lines.push(plain(format!(
+        "design {} · {} · blocks {blocks_done} done of {blocks_planned} planned · trials {} of {} stored",
+        design.describe(),
+        units::count(configs.len(), "configuration"),
+        done.len(),
+        schedule.len()
+    )));
+    if let Some(l) = live.as_ref().filter(|_| running) {
+        lines.extend(now_lines(l));
+    }
+    if let Some(fleet) = fleet_line(dir) {
+        lines.push(fleet);
+    }
+
+    let options = report::Options::default();
+    match report::build(&[dir.to_path_buf()], &options) {
+        Ok((report, sources)) => {
+            let trials: Vec<&report::TrialData> =
+                sources.iter().flat_map(|s| s.trials.iter()).collect();
+            lines.push(plain(String::new()));
+            lines.extend(comparison_lines(&report));
+            if let Some(l) = &live {
+                lines.extend(precision_lines(l, running));
+            }
+            lines.extend(noise_lines(&trials));
+            lines.extend(trouble_lines(&trials));
+            lines.extend(warning_lines(&report));
+            lines.extend(services_and_profilers(&store, &trials));
+            lines.extend(host_lines(&report));
+        }
+        Err(e) => {
+            lines.push(plain(String::new()));
+            lines.push(plain(format!("No report yet: {e:#}")));
+        }
+    }
+    if let Some(l) = &live {
+        lines.extend(note_lines(l));
+    }
+    Ok(Snapshot { running, lines })
+}
+
+fn state_line(
+    name: &str,
+    live: Option<&Live>,
+    running: bool,
+    writer: Option<&results::store::writer::Writer>,
+) -> Line<'static> {
+    let Some(l) = live else {
+        return match writer {
+            Some(w) => colored(
+                format!("{name} · being written by pid {} (since {}), which keeps no live file", w.pid, w.since),
+                Color::Green,
+            ),
+            None => plain(format!(
+                "{name} · not running; no live file (a run older than rubyrace watch, or not started by `rubyrace run`)"
+            )),
+        };
+    };
+    let now = now_unix();
+    let since = ago(now - l.started_unix);
+    if running {
+        return colored(
+            format!(
+                "{name} · running (pid {} on {}) for {since} · updated {} ago",
+                l.pid,
+                l.host,
+                ago(now - l.updated_unix)
+            ),
+            Color::Green,
+        );
+    }
+    let ended = match l.state {
+        RunState::Running => format!(
+            "ended without a word: pid {} on {} is gone (killed?); `rubyrace run --resume` goes on",
+            l.pid, l.host
+        ),
+        state => format!(
+            "{}{} · {} ago",
+            state.as_str(),
+            l.ended_reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            ago(now - l.updated_unix)
+        ),
+    };
+    let color = match l.state {
+        RunState::Complete => Color::Cyan,
+        _ => Color::Yellow,
+    };
+    colored(format!("{name} · {ended}"), color)
+}
+
+/// The current trial or block and its phase, and the time left at this session's pace.
+fn now_lines(l: &Live) -> Vec<Line<'static>> {
+    let now = now_unix();
+    let mut out = Vec::new();
+    if let Some(c) = &l.current {
+        let what = match c.trial_id {
+            Some(id) => format!(
+                "trial {id} · block {} · {}",
+                c.block + 1,
+                c.labels.join(", ")
+            ),
+            None => format!("block {} · {}", c.block + 1, c.labels.join(", ")),
+        };
+        let phase = c.phase.as_ref().map_or_else(String::new, |p| {
+            let t = now - p.since_unix;
+            let step = match (p.warmup_s, p.measured_s) {
+                (Some(w), Some(_)) if t < w => format!("warming up {} of {}", ago(t), ago(w)),
+                (Some(w), Some(m)) => format!("measuring {} of {}", ago(t - w), ago(m)),
+                (None, Some(m)) => format!("{} {} of {}", p.name, ago(t), ago(m)),
+                _ => format!("{} ({})", p.name, ago(t)),
+            };
+            format!(" · {step}")
+        });
+        out.push(plain(format!("now: {what}{phase}")));
+    }
+    let session_done = l.done.saturating_sub(l.done_before);
+    let left = l.total.saturating_sub(l.done);
+    if session_done > 0 && left > 0 {
+        let per = (now - l.started_unix) / session_done as f64;
+        out.push(plain(format!(
+            "time left: about {} for the {} planned, at this session's pace",
+            ago(per * left as f64),
+            units::count(left, "trial")
+        )));
+    }
+    out
+}
+
+fn fleet_line(dir: &Path) -> Option<Line<'static>> {
+    let state = fleet::controller::FleetState::load(dir).ok()?;
+    if state.attempts.is_empty() {
+        return None;
+    }
+    let mut in_flight = Vec::new();
+    for (block, attempts) in &state.attempts {
+        if let Some(a) = attempts.last().filter(|a| !a.ended) {
+            let on = if a.nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", a.nodes)
+            };
+            in_flight.push(format!("block {} {}{on}", block + 1, a.state));
+        }
+    }
+    let missing = if state.missing.is_empty() {
+        String::new()
+    } else {
+        format!(" · missing: {}", state.missing.len())
+    };
+    Some(plain(format!(
+        "fleet: {}{missing}",
+        if in_flight.is_empty() {
+            "nothing in flight".to_string()
+        } else {
+            in_flight.join(", ")
+        }
+    )))
+}
+
+fn comparison_lines(report: &report::Report) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if report.comparisons.is_empty() {
+        out.push(plain(format!(
+            "{}: no comparison yet (one cohort, or too few trials)",
+            report.baseline
+        )));
+        return out;
+    }
+    out.push(heading(&format!(
+        "Comparisons (against {}, {} intervals)",
+        report.baseline,
+        report.confidence_label()
+    )));
+    let width = |f: fn(&report::model::Comparison) -> &str| {
+        report
+            .comparisons
+            .iter()
+            .map(|c| f(c).chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (cohorts, metrics) = (width(|c| &c.cohort), width(|c| &c.metric));
+    for c in &report.comparisons {
+        let color = if c.significant {
+            Color::Magenta
+        } else {
+            Color::Reset
+        };
+        out.push(colored(
+            format!(
+                "  {:<cohorts$}  {:<metrics$}  {} · ±{:.2}% · {}",
+                c.cohort,
+                c.metric,
+                c.verdict,
+                c.half_width_pct,
+                units::count(c.n, "block")
+            ),
+            color,
+        ));
+    }
+    out
+}
+
+/// The stopping rule's last look (adaptive runs).
+fn precision_lines(l: &Live, running: bool) -> Vec<Line<'static>> {
+    let Some(p) = &l.precision else {
+        return Vec::new();
+    };
+    let widest = p
+        .status
+        .widest
+        .as_ref()
+        .and_then(|w| w.half_width)
+        .map_or("not measurable yet".to_string(), |h| {
+            format!("±{:.2}%", 100.0 * h)
+        });
+    let next = if !p.added {
+        "the rule ended the run".to_string()
+    } else {
+        match p.status.blocks_left {
+            Some(n) => {
+                let budget = p.target.max_batches.saturating_sub(p.status.blocks_done) as usize;
+                if n > budget {
+                    format!("the budget (max_blocks = {}) ends the run before the target, which needs about {n} more blocks", p.target.max_batches)
+                } else {
+                    format!("about {} more", units::count(n, "block"))
+                }
+            }
+            None => "adding blocks until it can tell".to_string(),
+        }
+    };
+    let mut line = format!(
+        "Stopping rule after {} (target ±{}% on {}, 97.5% intervals): widest {widest} · {next}",
+        units::count(p.status.blocks_done as usize, "block"),
+        100.0 * p.target.target,
+        p.target.metric.name()
+    );
+    if !running && p.added {
+        line.push_str(" (when the run stopped)");
+    }
+    vec![plain(line)]
+}
+
+fn noise_lines(trials: &[&report::TrialData]) -> Vec<Line<'static>> {
+    let mut recent: Vec<&&report::TrialData> = trials.iter().collect();
+    recent.sort_by(|a, b| {
+        a.started_at
+            .cmp(&b.started_at)
+            .then(a.trial_id.cmp(&b.trial_id))
+    });
+    let recent: Vec<_> = recent.into_iter().rev().take(RECENT).collect();
+    let noise: Vec<&sys::noise::NoiseRecord> =
+        recent.iter().filter_map(|t| t.noise.as_ref()).collect();
+    if noise.is_empty() {
+        return Vec::new();
+    }
+    let max =
+        |f: fn(&sys::noise::NoiseRecord) -> f64| noise.iter().map(|n| f(n)).fold(0.0_f64, f64::max);
+    let median = |f: fn(&sys::noise::NoiseRecord) -> f64| {
+        let mut v: Vec<f64> = noise.iter().map(|n| f(n)).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    vec![plain(format!(
+        "Noise (last {}): other processes {:.1}% of a CPU (max {:.1}%) · steal {:.1}% (max {:.1}%)",
+        units::count(noise.len(), "trial"),
+        median(|n| n.other_percent),
+        max(|n| n.other_percent),
+        median(|n| n.steal_percent),
+        max(|n| n.steal_percent),
+    ))]
+}
+
+fn trouble_lines(trials: &[&report::TrialData]) -> Vec<Line<'static>> {
+    let bad: Vec<&&report::TrialData> = trials
+        .iter()
+        .filter(|t| t.status != TrialStatus::Valid)
+        .collect();
+    if bad.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![heading(&format!("Not valid ({})", bad.len()))];
+    for t in bad.iter().rev().take(LISTED) {
+        let status = if t.status == TrialStatus::Failed {
+            "FAILED"
+        } else {
+            "INVALID"
+        };
+        out.push(colored(
+            format!(
+                "  trial {} · block {} · {} · {status}: {}",
+                t.trial_id,
+                t.block + 1,
+                t.label,
+                t.reason.as_deref().unwrap_or("")
+            ),
+            Color::Red,
+        ));
+    }
+    out
+}
+
+fn warning_lines(report: &report::Report) -> Vec<Line<'static>> {
+    if report.warnings.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![heading(&format!("Warnings ({})", report.warnings.len()))];
+    for w in report.warnings.iter().take(LISTED) {
+        out.push(colored(
+            format!("  {}: {}", w.kind, w.message),
+            Color::Yellow,
+        ));
+    }
+    if report.warnings.len() > LISTED {
+        out.push(plain(format!(
+            "  and {} more (rubyrace report)",
+            report.warnings.len() - LISTED
+        )));
+    }
+    out
+}
+
+fn services_and_profilers(store: &Store, trials: &[&report::TrialData]) -> Vec<Line<'static>> {
+    let mut parts = Vec::new();
+    if let Ok(services) = store.services() {
+        if let Some(p) = &services.postgres {
+            parts.push(format!("postgres ({})", p.describe()));
+        }
+        if let Some(r) = &services.redis {
+            parts.push(format!("redis ({})", r.describe()));
+        }
+    }
+    let mut profiles = std::collections::BTreeMap::<String, (usize, usize)>::new();
+    for t in trials {
+        for p in &t.profiles {
+            let name = p.profiler.map_or("?", |p| p.as_str()).to_string();
+            let e = profiles.entry(name).or_default();
+            e.0 += 1;
+            e.1 += usize::from(p.error.is_some());
+        }
+    }
+    for (name, (n, failed)) in profiles {
+        parts.push(format!(
+            "{name}: {}{}",
+            units::count(n, "profile"),
+            if failed > 0 {
+                format!(", {failed} without samples")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if parts.is_empty() {
+        Vec::new()
+    } else {
+        vec![plain(parts.join(" · "))]
+    }
+}
+
+fn host_lines(report: &report::Report) -> Vec<Line<'static>> {
+    let Some(hosts) = &report.hosts else {
+        return Vec::new();
+    };
+    let rows: Vec<String> = hosts
+        .rows
+        .iter()
+        .map(|r| format!("{} ({})", r.host, units::count(r.blocks, "block")))
+        .collect();
+    vec![plain(format!("Hosts: {}", rows.join(" · ")))]
+}
+
+fn note_lines(l: &Live) -> Vec<Line<'static>> {
+    if l.notes.is_empty() {
+        return Vec::new();
+    }
+    let now = now_unix();
+    let mut out = vec![heading("Notes")];
+    let start = l.notes.len().saturating_sub(LISTED / 2);
+    for n in &l.notes[start..] {
+        out.push(plain(format!("  {} ago: {}", ago(now - n.at_unix), n.text)));
+    }
+    out
+}
+
+/// The frame as plain text, a line per line (what `--once` prints).
+pub fn text(lines: &[Line<'static>]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        for span in &line.spans {
+            out.push_str(&span.content);
+        }
+        out.push('\n');
+    }
+    out
+}
