@@ -446,8 +446,13 @@ fn warning_lines(report: &report::Report) -> Vec<Line<'static>> {
     }
     let mut out = vec![heading(&format!("Warnings ({})", report.warnings.len()))];
     for w in report.warnings.iter().take(LISTED) {
+        let cohort = w
+            .cohort
+            .as_ref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
         out.push(colored(
-            format!("  {}: {}", w.kind, w.message),
+            format!("  {}{cohort}: {}", w.kind, w.message),
             Color::Yellow,
         ));
     }
