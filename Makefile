@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 RUBYRACE := target/release/rubyrace
 
-.PHONY: setup build demo lint test bench check-rubies check-builds check-bisect-ruby clean
+.PHONY: setup build demo lint test bench soak check-rubies check-builds check-bisect-ruby clean
 
 setup:
 	@scripts/setup
@@ -24,6 +24,12 @@ test: setup lint
 
 bench: build
 	bench/loadgen
+
+# An hour of runs under seeded random faults (docs/RELIABILITY.md, "The soak"); a
+# three-minute version is part of `make test`. RUBYRACE_SOAK_SECONDS and RUBYRACE_SOAK_SEED
+# change its length and plan.
+soak: setup
+	$(CARGO) test --locked -p rubyrace-cli --test it -- --ignored --nocapture soak::an_hour_long_soak
 
 # Slow checks outside `make test`: every app on Debian's Ruby 3.1, 3.3 and 2.7; real CRuby
 # builds (with and without jemalloc) run through experiments; a bisection of a CRuby history

@@ -24,7 +24,7 @@ use crate::support::lab::{schedule, trials, Lab, TrialRow, INTERRUPTIBLE};
 use crate::support::{spawn, Run};
 use rusqlite::Connection;
 
-const FAULT_SERVER: &str = concat!(
+pub(crate) const FAULT_SERVER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/fault_server.rb"
 );
@@ -960,66 +960,16 @@ fn recorded_run(out: &Path, name: &str, args: &[&str]) -> Run {
 /// covers the same code paths everywhere.
 #[test]
 fn a_real_full_tmpfs_stops_the_run_with_enospc_and_resume_completes_it() {
-    let probe = Command::new("unshare")
-        .args(["--map-root-user", "--mount", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match &probe {
-        Ok(o) if o.status.success() => {}
-        other => {
-            println!(
-                "faults: disk full on a tmpfs: NOT RUN, this machine does not allow `unshare --map-root-user --mount`: {other:?}"
-            );
-            return;
-        }
-    }
     // Three sizes: which write meets the full disk first (the store, a latency histogram,
     // the server's output files) depends on the size and on the length of the paths
     // recorded, so it is not asserted; each must stop the run cleanly and resume to the end.
     for size in ["200k", "240k", "360k"] {
-        let lab = Lab::new(&format!("tmpfs-full-{size}"));
-        lab.experiment(&DISK_EXPERIMENT.replace("FAULT_SERVER", FAULT_SERVER));
-        let file = lab.dir.path("experiment.toml");
-        let mountpoint = lab.dir.path("tmpfs");
-        let out = lab.dir.path("copies");
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        let results = mountpoint.join("results");
-        let argv = [
-            "--map-root-user",
-            "--mount",
-            "ruby",
-            TMPFS_DISK_FULL,
-            mountpoint.to_str().unwrap(),
-            size,
-            out.to_str().unwrap(),
-            env!("CARGO_BIN_EXE_rubyrace"),
-            file.to_str().unwrap(),
-        ];
-        let mut cmd = Command::new("unshare");
-        cmd.args(argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let wrapper = wait_command(cmd, &argv, Duration::from_secs(120));
-        assert_eq!(wrapper.code(), Some(0), "{wrapper:?}");
-        let failed = recorded_run(&out, "full", &["run", "(on a full tmpfs)"]);
-        let stored = check_disk_full_then_resume(
-            &lab,
-            &failed,
-            &results,
-            &out.join("full"),
-            &["No space left on device", "database or disk is full"],
-            || {
-                (
-                    recorded_run(&out, "resumed", &["run", "--resume"]),
-                    out.join("resumed"),
-                )
-            },
-        );
+        let Some((stopped, failed)) = disk_full_on_a_tmpfs(&format!("tmpfs-full-{size}"), size)
+        else {
+            return;
+        };
         println!(
-            "faults: disk full (tmpfs {size}, ENOSPC): the run stopped after {stored} of 10 trials with {:?}; resume completed 10 of 10, trials lost 0, orphans 0",
+            "faults: disk full (tmpfs {size}, ENOSPC): the run stopped after {stopped} of 10 trials with {:?}; resume completed 10 of 10, trials lost 0, orphans 0",
             failed
                 .stderr
                 .lines()
@@ -1027,6 +977,79 @@ fn a_real_full_tmpfs_stops_the_run_with_enospc_and_resume_completes_it() {
                 .unwrap_or("")
         );
     }
+}
+
+/// Whether this machine allows `unshare --map-root-user --mount` (a private mount
+/// namespace without privileges); if not, says so once on stdout.
+pub(crate) fn private_mounts_allowed() -> bool {
+    let probe = Command::new("unshare")
+        .args(["--map-root-user", "--mount", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match &probe {
+        Ok(o) if o.status.success() => true,
+        other => {
+            println!(
+                "faults: disk full on a tmpfs: NOT RUN, this machine does not allow `unshare --map-root-user --mount`: {other:?}"
+            );
+            false
+        }
+    }
+}
+
+/// The disk-full disaster on a real full filesystem: a tmpfs of `size` in a private mount
+/// namespace (`unshare --map-root-user --mount`, no privileges needed where user namespaces
+/// are allowed) holds a 10-trial run, so its writes fail with ENOSPC; then the tmpfs grows
+/// and `--resume` completes the run (`check_disk_full_then_resume` asserts it all).
+/// Returns the trials stored when the run stopped, and its output; `None` where this
+/// machine forbids user namespaces (some containers): the RLIMIT_FSIZE test above covers
+/// the same code paths everywhere.
+pub(crate) fn disk_full_on_a_tmpfs(name: &str, size: &str) -> Option<(usize, Run)> {
+    if !private_mounts_allowed() {
+        return None;
+    }
+    let lab = Lab::new(name);
+    lab.experiment(&DISK_EXPERIMENT.replace("FAULT_SERVER", FAULT_SERVER));
+    let file = lab.dir.path("experiment.toml");
+    let mountpoint = lab.dir.path("tmpfs");
+    let out = lab.dir.path("copies");
+    std::fs::create_dir_all(&mountpoint).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let results = mountpoint.join("results");
+    let argv = [
+        "--map-root-user",
+        "--mount",
+        "ruby",
+        TMPFS_DISK_FULL,
+        mountpoint.to_str().unwrap(),
+        size,
+        out.to_str().unwrap(),
+        env!("CARGO_BIN_EXE_rubyrace"),
+        file.to_str().unwrap(),
+    ];
+    let mut cmd = Command::new("unshare");
+    cmd.args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let wrapper = wait_command(cmd, &argv, Duration::from_secs(120));
+    assert_eq!(wrapper.code(), Some(0), "{wrapper:?}");
+    let failed = recorded_run(&out, "full", &["run", "(on a full tmpfs)"]);
+    let stored = check_disk_full_then_resume(
+        &lab,
+        &failed,
+        &results,
+        &out.join("full"),
+        &["No space left on device", "database or disk is full"],
+        || {
+            (
+                recorded_run(&out, "resumed", &["run", "--resume"]),
+                out.join("resumed"),
+            )
+        },
+    );
+    Some((stored, failed))
 }
 
 /// The same fault with a deterministic victim: a worker of the fault server SIGKILLs itself

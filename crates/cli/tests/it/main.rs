@@ -26,6 +26,7 @@
 //! - `run`: `rubyrace run` end to end;
 //! - `scenario`: user sessions;
 //! - `services`: real PostgreSQL and Redis;
+//! - `soak`: the run for minutes (an hour with `make soak`) under seeded random faults;
 //! - `tls`: HTTPS against a real Puma;
 //! - `watch`: `rubyrace watch` beside a live run, and `run --live-report`.
 
@@ -51,5 +52,6 @@ mod ruby;
 mod run;
 mod scenario;
 mod services;
+mod soak;
 mod tls;
 mod watch;
