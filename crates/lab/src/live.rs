@@ -80,8 +80,7 @@ impl LiveFile {
     }
 
     /// The run ended as `end` says (or by the error `error`): the last write.
-    pub fn end(mut self, end: Result<&RunEnd, String>) {
-        self.halt();
+    pub fn end(self, end: Result<&RunEnd, String>) {
         let (state, reason) = match end {
             Ok(RunEnd::Complete) => (RunState::Complete, None),
             Ok(RunEnd::Interrupted) => (RunState::Interrupted, None),
@@ -91,6 +90,12 @@ impl LiveFile {
             ),
             Err(e) => (RunState::Stopped, Some(e)),
         };
+        self.end_with(state, reason);
+    }
+
+    /// The run ended in `state`, for `reason`: the last write.
+    pub fn end_with(mut self, state: RunState, reason: Option<String>) {
+        self.halt();
         self.update(|l| {
             l.state = state;
             l.ended_reason = reason;

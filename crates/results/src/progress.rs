@@ -31,6 +31,9 @@ pub enum RunState {
     StoppedAfterFailure,
     /// An error ended the run (a full disk, say): `ended_reason` says which.
     Stopped,
+    /// A fleet run's controller submitted the blocks and exited (`--detach`): they run on
+    /// the cluster; `rubyrace run --resume` attaches again.
+    Detached,
 }
 
 impl RunState {
@@ -41,6 +44,9 @@ impl RunState {
             RunState::Interrupted => "interrupted",
             RunState::StoppedAfterFailure => "stopped after a failure (--fail-fast)",
             RunState::Stopped => "stopped",
+            RunState::Detached => {
+                "detached (the blocks run on the cluster; `rubyrace run --resume` attaches again)"
+            }
         }
     }
 }

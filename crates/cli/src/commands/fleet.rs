@@ -9,6 +9,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use fleet::controller::{run_fleet, FleetEnd, Options};
+use lab::live::LiveFile;
+use lab::runner::Progress as _;
+use results::progress::RunState;
 use results::store::Store;
 
 use crate::invocation::{
@@ -79,6 +82,12 @@ pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> 
         .context("cannot find the rubyrace binary, which every node runs")?;
     let interrupt = install_run_interrupt(&format!("rubyrace run --resume {}", dir.display()))?;
     eprintln!("rubyrace: results go to {}", dir.display());
+    // The live file for `rubyrace watch`: the controller's notes and how it ended; the
+    // blocks in flight are in the fleet's state, which watch reads too.
+    let mut live = LiveFile::start(&dir, &command_line(), store.configs()?.len());
+    let total = store.schedule()?.len();
+    let blocks = total.div_ceil(store.configs()?.len().max(1)) as u32;
+    live.begin(total, store.completed()?.len(), blocks);
     let end = run_fleet(
         store,
         &Options {
@@ -88,8 +97,25 @@ pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> 
             binary,
         },
         &interrupt,
-        &mut |line| eprintln!("rubyrace: {line}"),
+        &mut |line| {
+            eprintln!("rubyrace: {line}");
+            live.note(line);
+        },
     );
+    let (state, reason) = match &end {
+        Ok(FleetEnd::Complete) => (RunState::Complete, None),
+        Ok(FleetEnd::Detached) => (RunState::Detached, None),
+        Ok(FleetEnd::Interrupted) => (RunState::Interrupted, None),
+        Ok(FleetEnd::Missing(m)) => (
+            RunState::Stopped,
+            Some(format!(
+                "{} missing after every retry",
+                units::count(m.len(), "block")
+            )),
+        ),
+        Err(e) => (RunState::Stopped, Some(format!("{e:#}"))),
+    };
+    live.end_with(state, reason);
     let end = match end {
         Ok(end) => end,
         Err(e)

@@ -224,6 +224,16 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
         4,
         "--by host,label: a cohort per host and label"
     );
+    // `rubyrace watch` on the finished fleet run: how the controller ended, the hosts.
+    let frame = rubyrace(&["watch", lab.results().to_str().unwrap(), "--once"]);
+    assert_eq!(frame.code(), Some(0), "{frame:?}");
+    assert!(
+        frame.stdout.contains("fleet-six · complete · "),
+        "{}",
+        frame.stdout
+    );
+    assert!(frame.stdout.contains("Hosts: n1 ("), "{}", frame.stdout);
+    assert!(frame.stdout.contains(" · n2 ("), "{}", frame.stdout);
 
     // The same file on this machine alone: the same verdict.
     let local = Lab::new_short("fleet-six-local");

@@ -253,10 +253,8 @@ fn now_lines(l: &Live) -> Vec<Line<'static>> {
         });
         out.push(plain(format!("now: {what}{phase}")));
     }
-    let session_done = l.done.saturating_sub(l.done_before);
     let left = l.total.saturating_sub(l.done);
-    if session_done > 0 && left > 0 {
-        let per = (now - l.started_unix) / session_done as f64;
+    if let Some(per) = pace_s(l).filter(|_| left > 0) {
         out.push(plain(format!(
             "time left: about {} for the {} planned, at this session's pace",
             ago(per * left as f64),
@@ -264,6 +262,12 @@ fn now_lines(l: &Live) -> Vec<Line<'static>> {
         )));
     }
     out
+}
+
+/// Seconds per trial this session, once a trial of it is stored.
+fn pace_s(l: &Live) -> Option<f64> {
+    let session_done = l.done.saturating_sub(l.done_before);
+    (session_done > 0).then(|| (now_unix() - l.started_unix) / session_done as f64)
 }
 
 fn fleet_line(dir: &Path) -> Option<Line<'static>> {
@@ -363,7 +367,16 @@ fn precision_lines(l: &Live, running: bool) -> Vec<Line<'static>> {
                 if n > budget {
                     format!("the budget (max_blocks = {}) ends the run before the target, which needs about {n} more blocks", p.target.max_batches)
                 } else {
-                    format!("about {} more", units::count(n, "block"))
+                    let per_block = l.blocks.max(1) as f64;
+                    let time = pace_s(l)
+                        .map(|t| {
+                            format!(
+                                " (~{} at this session's pace)",
+                                ago(t * n as f64 * l.total as f64 / per_block)
+                            )
+                        })
+                        .unwrap_or_default();
+                    format!("about {}{time}", units::count(n, "more block"))
                 }
             }
             None => "adding blocks until it can tell".to_string(),
