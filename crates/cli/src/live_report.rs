@@ -50,12 +50,8 @@ impl LiveReport {
             command: format!("rubyrace run --live-report (in {})", dir.display()),
             ..report::Options::default()
         };
-        let (report, sources) = report::build(&[dir.to_path_buf()], &options)?;
-        let trials: Vec<report::TrialData> = sources
-            .iter()
-            .flat_map(|s| s.trials.iter().cloned())
-            .collect();
-        let html = report::render::render(&report, report::render::Format::Html, &trials)?;
+        let html =
+            report::build_rendered(&[dir.to_path_buf()], &options, report::render::Format::Html)?;
         crate::output::write_file(&LiveReport::path(dir), html.as_bytes())
     }
 }

@@ -31,6 +31,20 @@ pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceD
     let report = analysis::analyze(&sources, options)?;
     Ok((report, sources))
 }
+/// Reads and analyses the results directories (`build`) and renders the report as `format`.
+pub fn build_rendered(
+    dirs: &[PathBuf],
+    options: &Options,
+    format: render::Format,
+) -> Result<String> {
+    let (report, sources) = build(dirs, options)?;
+    let trials: Vec<TrialData> = sources
+        .iter()
+        .flat_map(|s| s.trials.iter().cloned())
+        .collect();
+    render::render(&report, format, &trials)
+}
+
 /// The same results directory given twice would count every trial twice, as one cohort
 /// (`compare DIR DIR`) or as two identical ones: refused, with what to do instead.
 fn refuse_repeated_directories(dirs: &[PathBuf]) -> Result<()> {

@@ -268,15 +268,10 @@ fn summary(dir: &Path, end: &experiment::gate::GateEnd, experiment: &Experiment)
         baseline: Some("base".into()),
         ..report::Options::default()
     };
-    let (report, sources) = report::build(&[dir.to_path_buf()], &options)?;
-    let trials: Vec<report::TrialData> = sources
-        .iter()
-        .flat_map(|s| s.trials.iter().cloned())
-        .collect();
-    out.push_str(&report::render::render(
-        &report,
+    out.push_str(&report::build_rendered(
+        &[dir.to_path_buf()],
+        &options,
         report::render::Format::Markdown,
-        &trials,
     )?);
     Ok(out)
 }

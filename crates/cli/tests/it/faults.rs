@@ -1146,22 +1146,7 @@ fn faults_in_an_interleaved_block_are_seen_from_the_start_and_orphans_are_charge
 // Signals to rubyrace at random moments
 // ---------------------------------------------------------------------------------------
 
-/// splitmix64: a tiny seeded generator, so a failing sequence can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::support::rng::Rng;
 
 const SIGNAL_EXPERIMENT: &str = r#"
 name = "random-signals"

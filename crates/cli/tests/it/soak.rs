@@ -16,6 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::lab::{schedule, trials, Lab};
+use crate::support::rng::Rng;
 use crate::support::Running;
 
 const SERVICES_APP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/services_app");
@@ -23,32 +24,6 @@ const SERVICES_APP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/
 const SETTLED: usize = 20;
 /// Mean time between two faults.
 const FAULT_EVERY: Duration = Duration::from_secs(8);
-
-/// splitmix64: the plan's random numbers, fixed by the seed on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// An exponential wait of mean `mean`: faults arrive as a Poisson process.
-    fn wait(&mut self, mean: Duration) -> Duration {
-        mean.mul_f64(-(1.0 - self.unit()).ln()).min(mean * 4)
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
@@ -348,7 +323,7 @@ impl Soak {
                 "phase {name} still running after 30 minutes"
             );
             if Instant::now() >= next_fault && !faults.is_empty() {
-                let fault = faults[self.rng.below(faults.len())];
+                let fault = faults[self.rng.below(faults.len() as u64) as usize];
                 let done = self.inject(fault, &lab, run.pid(), control);
                 *if done {
                     &mut self.tally.injected
@@ -421,9 +396,7 @@ impl Soak {
                         _ => "garbage",
                     };
                     std::fs::write(control, how).unwrap();
-                    std::thread::sleep(Duration::from_millis(
-                        1000 + 3000 * self.rng.below(2) as u64,
-                    ));
+                    std::thread::sleep(Duration::from_millis(1000 + 3000 * self.rng.below(2)));
                     std::fs::write(control, "ok").unwrap();
                     return true;
                 }

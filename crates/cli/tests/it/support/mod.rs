@@ -16,6 +16,7 @@ pub mod http_server;
 pub mod lab;
 pub mod machine;
 pub mod puma;
+pub mod rng;
 pub mod slurm;
 
 pub use binary::*;
