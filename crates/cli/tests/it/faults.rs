@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::support::lab::{schedule, trials, Lab, TrialRow, INTERRUPTIBLE};
+use crate::support::lab::{
+    assert_store_equals_schedule, schedule, trials, Lab, TrialRow, INTERRUPTIBLE,
+};
 use crate::support::{spawn, Run};
 use rusqlite::Connection;
 
@@ -804,19 +806,6 @@ fn snapshot(db: &Connection) -> Vec<(i64, String, String)> {
         .unwrap()
         .map(Result::unwrap)
         .collect()
-}
-
-/// Checks the store equals the schedule: every trial exactly once, in order.
-fn assert_store_equals_schedule(db: &Connection) {
-    let rows = trials(db);
-    let planned = schedule(db);
-    assert_eq!(
-        rows.iter()
-            .map(|r| (r.trial_id, r.block, r.position, r.label.clone()))
-            .collect::<Vec<_>>(),
-        planned,
-        "the store does not equal the schedule"
-    );
 }
 
 /// After a failed write: the error names the path and the cause, the run exits 1, what

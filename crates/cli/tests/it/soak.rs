@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::lab::{schedule, trials, Lab};
+use crate::support::lab::{assert_store_equals_schedule, schedule, trials, Lab};
 use crate::support::rng::Rng;
 use crate::support::Running;
 
@@ -347,13 +347,7 @@ impl Soak {
         let stored = ids.len();
         ids.dedup();
         self.tally.duplicated += stored - ids.len();
-        assert_eq!(
-            rows.iter()
-                .map(|r| (r.trial_id, r.block, r.position, r.label.clone()))
-                .collect::<Vec<_>>(),
-            planned,
-            "the store does not equal the schedule"
-        );
+        assert_store_equals_schedule(&db);
         self.tally.phases += 1;
         self.tally.planned += planned.len();
         self.tally.stored += stored;

@@ -210,6 +210,19 @@ pub fn schedule(db: &Connection) -> Vec<(i64, i64, i64, String)> {
         .collect()
 }
 
+/// Checks the store equals the schedule: every trial exactly once, in order.
+pub fn assert_store_equals_schedule(db: &Connection) {
+    let rows = trials(db);
+    let planned = schedule(db);
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.trial_id, r.block, r.position, r.label.clone()))
+            .collect::<Vec<_>>(),
+        planned,
+        "the store does not equal the schedule"
+    );
+}
+
 /// A short Puma experiment (2 × 2 configurations × 3 blocks) that the run tests and the
 /// fault suite interrupt and resume.
 #[allow(dead_code)]
