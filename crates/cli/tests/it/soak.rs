@@ -70,6 +70,28 @@ struct Tally {
     /// descriptors once settled (5 s in) and their largest since.
     processes: Vec<ProcessSamples>,
     verdicts: Vec<String>,
+    /// Why runs stopped (rubyrace's own words, numbers as N), and why trials were not
+    /// valid, with how often.
+    stops: BTreeMap<String, usize>,
+    reasons: BTreeMap<String, usize>,
+}
+
+/// `text` with every run of digits as N, cut at 150 characters: reasons counted by kind.
+fn kind_of(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_digits = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('N');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out.chars().take(150).collect()
 }
 
 #[derive(Default, Debug)]
@@ -305,6 +327,13 @@ impl Soak {
                     Some(0) | Some(3) => break,
                     // Killed by the plan, or stopped by a fault (a dead service): resume.
                     None | Some(1) => {
+                        if let Some(why) = ended
+                            .stderr
+                            .lines()
+                            .find_map(|l| l.strip_prefix("rubyrace: the run stopped: "))
+                        {
+                            *self.tally.stops.entry(kind_of(why)).or_default() += 1;
+                        }
                         assert!(
                             ended.code().is_none()
                                 || ended.stderr.contains("rubyrace run --resume"),
@@ -351,7 +380,11 @@ impl Soak {
         self.tally.phases += 1;
         self.tally.planned += planned.len();
         self.tally.stored += stored;
-        self.tally.invalid_or_failed += rows.iter().filter(|r| r.status != "valid").count();
+        for r in rows.iter().filter(|r| r.status != "valid") {
+            self.tally.invalid_or_failed += 1;
+            let why = format!("{}: {}", r.status, r.reason.as_deref().unwrap_or(""));
+            *self.tally.reasons.entry(kind_of(&why)).or_default() += 1;
+        }
         lab
     }
 
@@ -544,6 +577,12 @@ fn soak(budget: Duration, seed: u64, blocks: u32) -> Tally {
     );
     for v in &t.verdicts {
         println!("soak: {v}");
+    }
+    for (why, n) in &t.stops {
+        println!("soak: run stopped ({n}×): {why}");
+    }
+    for (why, n) in &t.reasons {
+        println!("soak: trial {why} ({n}×)");
     }
     s.tally
 }
