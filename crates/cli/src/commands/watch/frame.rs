@@ -96,8 +96,55 @@ fn ago(seconds: f64) -> String {
     units::span(std::time::Duration::from_secs_f64(seconds.max(0.0)))
 }
 
-/// Reads `dir` (a results directory) and says what it holds.
-pub fn snapshot(dir: &Path) -> Result<Snapshot> {
+/// What the report says of the stored trials, as lines: the comparisons, then the rest
+/// (noise, trouble, warnings, services and profilers, hosts).
+pub struct Analysed {
+    reported: bool,
+    comparisons: Vec<Line<'static>>,
+    rest: Vec<Line<'static>>,
+}
+
+/// What tells that the store changed: the sizes and times of its database and log.
+pub type StoreKey = Vec<(u64, Option<std::time::SystemTime>)>;
+
+fn store_key(dir: &Path) -> StoreKey {
+    [results::store::DB_FILE, "results.db-wal"]
+        .iter()
+        .map(|f| {
+            std::fs::metadata(dir.join(f))
+                .map(|m| (m.len(), m.modified().ok()))
+                .unwrap_or((0, None))
+        })
+        .collect()
+}
+
+fn analyse(dir: &Path, store: &Store) -> Analysed {
+    match report::build(&[dir.to_path_buf()], &report::Options::default()) {
+        Ok((report, sources)) => {
+            let trials: Vec<&report::TrialData> =
+                sources.iter().flat_map(|s| s.trials.iter()).collect();
+            let mut rest = noise_lines(&trials);
+            rest.extend(trouble_lines(&trials));
+            rest.extend(warning_lines(&report));
+            rest.extend(services_and_profilers(store, &trials));
+            rest.extend(host_lines(&report));
+            Analysed {
+                reported: true,
+                comparisons: comparison_lines(&report),
+                rest,
+            }
+        }
+        Err(e) => Analysed {
+            reported: false,
+            comparisons: vec![plain(format!("No report yet: {e:#}"))],
+            rest: Vec::new(),
+        },
+    }
+}
+
+/// Reads `dir` (a results directory) and says what it holds; `cache` keeps the report's
+/// part between frames (a frame every second must not analyse an unchanged store again).
+pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<Snapshot> {
     let live = Live::read(dir).unwrap_or(None);
     // A process holding the store's writer lock: a run without a live file yet (creating
     // its store) or without one at all (a fleet's controller).
@@ -149,27 +196,19 @@ pub fn snapshot(dir: &Path) -> Result<Snapshot> {
         lines.push(fleet);
     }
 
-    let options = report::Options::default();
-    match report::build(&[dir.to_path_buf()], &options) {
-        Ok((report, sources)) => {
-            let trials: Vec<&report::TrialData> =
-                sources.iter().flat_map(|s| s.trials.iter()).collect();
-            lines.push(plain(String::new()));
-            lines.extend(comparison_lines(&report));
-            if let Some(l) = &live {
-                lines.extend(precision_lines(l, running));
-            }
-            lines.extend(noise_lines(&trials));
-            lines.extend(trouble_lines(&trials));
-            lines.extend(warning_lines(&report));
-            lines.extend(services_and_profilers(&store, &trials));
-            lines.extend(host_lines(&report));
-        }
-        Err(e) => {
-            lines.push(plain(String::new()));
-            lines.push(plain(format!("No report yet: {e:#}")));
-        }
+    // The report's part, analysed again only when the store changed.
+    let key = store_key(dir);
+    let analysed = match cache.take() {
+        Some((k, a)) if k == key => a,
+        _ => analyse(dir, &store),
+    };
+    lines.push(plain(String::new()));
+    lines.extend(analysed.comparisons.iter().cloned());
+    if let (Some(l), true) = (&live, analysed.reported) {
+        lines.extend(precision_lines(l, running));
     }
+    lines.extend(analysed.rest.iter().cloned());
+    *cache = Some((key, analysed));
     if let Some(l) = &live {
         lines.extend(note_lines(l));
     }

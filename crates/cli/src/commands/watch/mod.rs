@@ -38,7 +38,7 @@ pub struct WatchArgs {
 pub fn watch(args: WatchArgs) -> Result<ExitCode> {
     let dir = frame::resolve(&args.dir)?;
     if args.once {
-        let snapshot = frame::snapshot(&dir)?;
+        let snapshot = frame::snapshot(&dir, &mut None)?;
         print!("{}", frame::text(&snapshot.lines));
         return Ok(ExitCode::SUCCESS);
     }
@@ -67,8 +67,14 @@ fn follow(
 ) -> Result<Vec<Line<'static>>> {
     let mut scroll: u16 = 0;
     let mut ended_at: Option<Instant> = None;
+    let mut cache = None;
     loop {
-        let snapshot = frame::snapshot(&dir)?;
+        // A frame that cannot be read (the store being created, a disk gone) says so and
+        // is tried again at the next second.
+        let snapshot = frame::snapshot(&dir, &mut cache).unwrap_or_else(|e| frame::Snapshot {
+            running: true,
+            lines: vec![Line::from(format!("cannot read {}: {e:#}", dir.display()))],
+        });
         let mut lines = snapshot.lines.clone();
         if !snapshot.running {
             let since = *ended_at.get_or_insert_with(Instant::now);
@@ -76,6 +82,7 @@ fn follow(
             if let Some(next) = newer {
                 dir = next;
                 ended_at = None;
+                cache = None;
                 continue;
             }
             // A directory of runs: wait a little for the next one; a single run: done.
