@@ -526,7 +526,7 @@ fn soak(budget: Duration, seed: u64, blocks: u32) -> Tally {
         // The disk fills once a round, at a size the plan picks.
         let size = format!("{}k", 200 + 40 * s.rng.below(5));
         if let Some((stopped, _)) =
-            crate::faults::disk_full_on_a_tmpfs(&format!("soak-{round}-disk"), &size)
+            crate::faults::disk_full_on_a_tmpfs(&format!("soak-{round}-disk"), &size, false)
         {
             *s.tally.injected.entry(Fault::DiskFull).or_default() += 1;
             s.tally.phases += 1;
@@ -535,11 +535,20 @@ fn soak(budget: Duration, seed: u64, blocks: u32) -> Tally {
             s.tally.resumes += 1;
             println!("soak: disk full (tmpfs {size}): stopped after {stopped} of 10 trials, resumed to 10");
         }
+        if s.time_left() {
+            print_summary(&s.tally, started.elapsed(), round);
+        }
     }
-    let t = &s.tally;
+    print_summary(&s.tally, started.elapsed(), round);
+    s.tally
+}
+
+/// What the soak found so far (printed after every round, so a soak stopped early still
+/// has its figures, and at its end).
+fn print_summary(t: &Tally, elapsed: Duration, round: usize) {
     println!(
         "soak: {} in {} phases ({} rounds): trials planned {}, stored {}, lost {}, duplicated {}, not valid {} (the faults'), resumes {}, orphan checks {} with {} orphans",
-        humantime_span(started.elapsed()),
+        humantime_span(elapsed),
         t.phases,
         round,
         t.planned,
@@ -584,7 +593,6 @@ fn soak(budget: Duration, seed: u64, blocks: u32) -> Tally {
     for (why, n) in &t.reasons {
         println!("soak: trial {why} ({n}×)");
     }
-    s.tally
 }
 
 fn humantime_span(d: Duration) -> String {

@@ -245,7 +245,12 @@ pub(crate) fn verdict(
         (
             TrialStatus::Failed,
             if breakdown.is_empty() {
-                format!("no response was completed ({} errors)", report.errors.total)
+                // Nothing failed and nothing came back: the server was too slow for the
+                // measured phase.
+                format!(
+                    "no response was completed (no error; {} still in flight at the end of the measured phase): the server answered nothing in time",
+                    units::count(report.in_flight_at_end as usize, "request")
+                )
             } else {
                 format!(
                     "no response was completed ({} errors: {breakdown})",
