@@ -669,6 +669,59 @@ fn resume(lab: &Lab, within: Duration) -> crate::support::Run {
     .wait(within)
 }
 
+/// PostgreSQL killed mid-run (it lives through the run): the run stops before the next
+/// trial, saying the service died and how, with the resume command; nothing is left; the
+/// resume starts PostgreSQL afresh and completes the run, every trial stored once.
+#[test]
+fn a_service_that_dies_mid_run_stops_the_run_saying_so_and_the_resume_completes_it() {
+    let lab = Lab::new("services-died");
+    lab.experiment(&experiment(2, "2s", SERVICES));
+    let mut running = lab.spawn_marked_run(&[]);
+    let started = Instant::now();
+    while lab.stored_trials() < 1 {
+        assert!(
+            running.is_running(),
+            "the run ended before a trial was stored"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no trial stored"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_until_the_scan_sees_every_server(&lab, &mut running);
+    // The postmaster: the first PostgreSQL process of the lab (its children come after it).
+    let postmaster = lab
+        .leftovers()
+        .into_iter()
+        .filter(|pid| {
+            program_names(&[*pid])
+                .iter()
+                .any(|n| n.starts_with("postgres"))
+        })
+        .min()
+        .expect("PostgreSQL runs");
+    // SAFETY: a process of this lab (found by its marker), by pid.
+    unsafe { libc::kill(postmaster, libc::SIGKILL) };
+    let stopped = running.wait(Duration::from_secs(120));
+    assert_eq!(stopped.code(), Some(1), "{stopped:?}");
+    assert!(
+        stopped.stderr.contains(
+            "services.postgres: PostgreSQL died during the run (killed by signal 9 (SIGKILL); its log: "
+        ),
+        "{stopped:?}"
+    );
+    assert!(
+        stopped.stderr.contains("rubyrace run --resume"),
+        "{stopped:?}"
+    );
+    lab.assert_no_leftovers(Duration::from_secs(10));
+    let resumed = resume(&lab, Duration::from_secs(180));
+    assert!(matches!(resumed.code(), Some(0) | Some(3)), "{resumed:?}");
+    crate::support::lab::assert_store_equals_schedule(&lab.db());
+    lab.assert_no_leftovers(Duration::from_secs(10));
+}
+
 /// Stops a run mid-trial with `signal`, checks that nothing is left running, resumes it,
 /// and checks the whole run.
 fn interrupt_and_resume(name: &str, signal: i32) {

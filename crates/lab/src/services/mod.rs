@@ -109,6 +109,30 @@ impl Instances {
         Ok(started)
     }
 
+    /// A service of these that is no longer running, in words: which, how it ended, where
+    /// its log is.
+    fn died(&mut self) -> Option<String> {
+        if let Some(p) = self.postgres.as_mut() {
+            if let Some(status) = p.died() {
+                return Some(format!(
+                    "services.postgres: PostgreSQL died during the run ({}; its log: {})",
+                    sys::process::describe_status(status),
+                    p.record.log.display()
+                ));
+            }
+        }
+        if let Some(r) = self.redis.as_mut() {
+            if let Some(status) = r.died() {
+                return Some(format!(
+                    "services.redis: Redis died during the run ({}; its log: {})",
+                    sys::process::describe_status(status),
+                    r.record.log.display()
+                ));
+            }
+        }
+        None
+    }
+
     fn stop(&mut self) {
         if let Some(p) = self.postgres.take() {
             self.record.stopped.insert("postgres".into(), p.stop());
@@ -198,6 +222,9 @@ impl RunServices {
         trial_id: usize,
         interrupt: &AtomicBool,
     ) -> Result<PreparedTrial> {
+        if let Some(why) = self.run.died() {
+            bail!("{why}; `rubyrace run --resume` starts the services afresh");
+        }
         let key = SetupKey::of(settings);
         let key_number = self.keys.iter().position(|k| *k == key).map_or_else(
             || {

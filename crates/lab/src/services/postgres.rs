@@ -133,6 +133,11 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
 }
 
 impl Postgres {
+    /// How it ended, when it is no longer running (killed, crashed) though it should be.
+    pub fn died(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.as_mut().and_then(|p| p.exited())
+    }
+
     /// Creates a cluster under `home` (emptied first) and starts it; returns once a query
     /// is answered. `registry` registers the server's process group, as for app servers.
     /// A start that fails leaves its logs and nothing else (no `data/`, `socket/` or

@@ -104,6 +104,11 @@ enum Endpoint {
 }
 
 impl Redis {
+    /// How it ended, when it is no longer running (killed, crashed) though it should be.
+    pub fn died(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.as_mut().and_then(|p| p.exited())
+    }
+
     /// Starts redis-server with its files under `home` (emptied first); returns once it
     /// answers PING.
     /// A start that fails leaves its log and nothing else (no `data/` or private
