@@ -641,9 +641,9 @@ fn wait_until_the_scan_sees_every_server(lab: &Lab, running: &mut crate::support
     }
 }
 
-/// Starts the lab's run, waits (at most `within`) until a trial is stored and the scan sees
-/// PostgreSQL, Redis and Puma, then sends rubyrace `signal`; how it ended.
-fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> crate::support::Run {
+/// Starts the lab's run and waits (at most `within`) until a trial is stored and the scan
+/// sees PostgreSQL, Redis and Puma.
+fn running_with_a_trial_stored(lab: &Lab, within: Duration) -> crate::support::Running {
     let mut running = lab.spawn_marked_run(&[]);
     let started = Instant::now();
     while lab.stored_trials() < 1 {
@@ -655,6 +655,13 @@ fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> crate::support::Run
         std::thread::sleep(Duration::from_millis(100));
     }
     wait_until_the_scan_sees_every_server(lab, &mut running);
+    running
+}
+
+/// Starts the lab's run, waits (at most `within`) until a trial is stored and the scan sees
+/// PostgreSQL, Redis and Puma, then sends rubyrace `signal`; how it ended.
+fn stop_mid_run(lab: &Lab, signal: i32, within: Duration) -> crate::support::Run {
+    let running = running_with_a_trial_stored(lab, within);
     // SAFETY: the rubyrace this test started, by pid.
     unsafe { libc::kill(running.pid() as i32, signal) };
     running.wait(Duration::from_secs(30))
@@ -676,20 +683,7 @@ fn resume(lab: &Lab, within: Duration) -> crate::support::Run {
 fn a_service_that_dies_mid_run_stops_the_run_saying_so_and_the_resume_completes_it() {
     let lab = Lab::new("services-died");
     lab.experiment(&experiment(2, "2s", SERVICES));
-    let mut running = lab.spawn_marked_run(&[]);
-    let started = Instant::now();
-    while lab.stored_trials() < 1 {
-        assert!(
-            running.is_running(),
-            "the run ended before a trial was stored"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no trial stored"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    wait_until_the_scan_sees_every_server(&lab, &mut running);
+    let running = running_with_a_trial_stored(&lab, Duration::from_secs(120));
     // The postmaster: the first PostgreSQL process of the lab (its children come after it).
     let postmaster = lab
         .leftovers()
