@@ -79,6 +79,12 @@ impl LiveFile {
         write(&self.dir, &self.state);
     }
 
+    /// Changes the state without writing it: the writer thread writes it within a second.
+    /// For the events at slice edges, where a write would delay the next slice.
+    fn change(&mut self, change: impl FnOnce(&mut Live)) {
+        change(&mut lock(&self.state));
+    }
+
     /// The run ended as `end` says (or by the error `error`): the last write.
     pub fn end(self, end: Result<&RunEnd, String>) {
         let (state, reason) = match end {
@@ -175,7 +181,7 @@ impl Progress for LiveFile {
             BlockEvent::Starting { label } | BlockEvent::WarmingUp { label } => Some(label),
             BlockEvent::Slice { .. } => None,
         };
-        self.update(|l| {
+        self.change(|l| {
             let current = l.current.get_or_insert_with(|| Current {
                 block,
                 trial_id: None,
