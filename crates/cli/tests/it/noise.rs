@@ -431,8 +431,11 @@ duration = "1s"
     let rows = valid_trials(&lab);
     let quiet = &rows[0].result["quiet"];
     assert_eq!(quiet["quiet"], true, "{quiet}");
+    // It waited for the loop (at least until it ended, 3 s in, less a window) and found
+    // the machine quiet before max_wait. How long after the loop's end it took depends on
+    // the machine's other work: a CI machine was busy above 30% for 30 s more once.
     let waited = num(quiet, "waited_s");
-    assert!((1.5..30.0).contains(&waited), "{quiet}");
+    assert!((1.5..60.0).contains(&waited), "{quiet}\n{}", run.stderr);
     assert!(num(quiet, "other_percent") < 30.0, "{quiet}");
     lab.assert_no_leftovers(Duration::from_secs(2));
 
