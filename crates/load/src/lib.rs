@@ -26,9 +26,10 @@ pub mod spec;
 pub mod stats;
 mod timer;
 pub mod tls;
+pub mod windows;
 pub mod wire;
 
-pub use engine::{run, OpenPeak, RunOutcome};
+pub use engine::{run, run_in_windows, OpenPeak, RunOutcome};
 pub use hdrhistogram::Histogram;
 pub use plan::{parse_header, parse_url_mix, PlanError, RequestPlan, RequestTemplate, UrlLine};
 pub use raw::RawLog;
@@ -36,3 +37,4 @@ pub use report::LoadReport;
 pub use settings::{LoadSettings, Setting, SettingsError};
 pub use sockets::TimeWait;
 pub use spec::{ConnectionMode, LoadSpec, SpecOrigin, StopCondition};
+pub use windows::{Window, WindowStats};

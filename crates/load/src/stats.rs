@@ -217,6 +217,9 @@ pub struct ThreadStats {
     pub sessions_completed: u64,
     /// Scenario runs: sessions ended by a failed step.
     pub sessions_failed: u64,
+    /// Held-open slicing (`crate::windows`): one entry per window; empty otherwise.
+    #[serde(default)]
+    pub windows: Vec<crate::windows::WindowStats>,
 }
 
 impl ThreadStats {
@@ -246,6 +249,7 @@ impl ThreadStats {
             sessions_started: 0,
             sessions_completed: 0,
             sessions_failed: 0,
+            windows: Vec::new(),
         }
     }
 
@@ -323,6 +327,12 @@ impl ThreadStats {
         }
         for (mine, theirs) in self.steps.iter_mut().zip(other.steps.iter()) {
             mine.merge(theirs);
+        }
+        if self.windows.len() < other.windows.len() {
+            self.windows.resize(other.windows.len(), Default::default());
+        }
+        for (mine, theirs) in self.windows.iter_mut().zip(other.windows.iter()) {
+            *mine = mine.plus(*theirs);
         }
         self.sessions_started += other.sessions_started;
         if self.first_tls_error.is_none() {

@@ -110,6 +110,37 @@ pub fn run(
     raw: Option<&RawLog>,
     interrupt: Arc<AtomicBool>,
 ) -> io::Result<RunOutcome> {
+    run_with(spec, raw, interrupt, None)
+}
+
+/// Runs `spec`'s load held open over `windows` (crate::windows): its connections open at
+/// once and stay open, requests are sent only inside the windows, and each window's
+/// figures are kept apart (`stats.windows`). `spec.warmup` and `spec.stop` are not used:
+/// the windows say when to send and what is recorded; the run ends once the last window's
+/// requests are in (at most `windows::LAST_DRAIN` after its close). `recorded` is the
+/// windows' recorded time, summed.
+pub fn run_in_windows(
+    spec: &LoadSpec,
+    windows: Arc<[crate::windows::Window]>,
+    interrupt: Arc<AtomicBool>,
+) -> io::Result<RunOutcome> {
+    if windows.is_empty() {
+        return Err(io::Error::other("a held-open run needs at least one window"));
+    }
+    if spec.scenario.is_some() || spec.rate.is_some() || !matches!(spec.stop, StopCondition::Duration(_)) {
+        return Err(io::Error::other(
+            "a held-open run is closed loop over plain requests (no rate, scenario or request count)",
+        ));
+    }
+    run_with(spec, None, interrupt, Some(windows))
+}
+
+fn run_with(
+    spec: &LoadSpec,
+    raw: Option<&RawLog>,
+    interrupt: Arc<AtomicBool>,
+    windows: Option<Arc<[crate::windows::Window]>>,
+) -> io::Result<RunOutcome> {
     crate::limits::ensure_open_files(spec.connections, spec.threads)?;
     let per_thread: Vec<usize> = spec
         .connections_per_thread()
@@ -122,10 +153,17 @@ pub fn run(
         StopCondition::Duration(_) => None,
     };
     let origin = Instant::now();
-    let record_start = origin + spec.warmup;
-    let end = match spec.stop {
-        StopCondition::Duration(d) => Some(record_start + d),
-        StopCondition::Requests(_) => None,
+    let (record_start, end) = match windows.as_deref() {
+        Some([first, .., last]) => (first.record_from, Some(last.close)),
+        Some([only]) => (only.record_from, Some(only.close)),
+        _ => {
+            let record_start = origin + spec.warmup;
+            let end = match spec.stop {
+                StopCondition::Duration(d) => Some(record_start + d),
+                StopCondition::Requests(_) => None,
+            };
+            (record_start, end)
+        }
     };
 
     let mut handles = Vec::with_capacity(per_thread.len());
@@ -153,6 +191,7 @@ pub fn run(
             raw_writer,
             interrupt.clone(),
             gauge,
+            windows.clone().map(crate::windows::Schedule::new),
         )?;
         handles.push(
             std::thread::Builder::new()
@@ -223,11 +262,14 @@ pub fn run(
         exact,
     };
     let stats = merged.unwrap_or_else(|| ThreadStats::new(spec.rate.is_some()));
-    let recorded = Duration::from_nanos(
-        stats
-            .recording_ended_ns
-            .saturating_sub(stats.recording_started_ns),
-    );
+    let recorded = match windows {
+        Some(w) => crate::windows::Schedule::new(w).recorded(),
+        None => Duration::from_nanos(
+            stats
+                .recording_ended_ns
+                .saturating_sub(stats.recording_started_ns),
+        ),
+    };
     Ok(RunOutcome {
         stats,
         connections_per_thread: per_thread,

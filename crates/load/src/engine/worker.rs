@@ -28,6 +28,10 @@ use crate::scenario::VirtualUser;
 use crate::spec::{split_evenly, ConnectionMode, LoadSpec, StopCondition};
 use crate::stats::{ConnectFailure, ErrorKind, StepStats, ThreadStats, STATUS_SLOTS};
 use crate::timer::PreciseTimer;
+use crate::windows::{Gate, Schedule, LAST_DRAIN};
+
+/// `InFlight::window` of a request that belongs to no window.
+const NO_WINDOW: u32 = u32::MAX;
 
 /// The run's fixed points in time, shared by value with every thread.
 #[derive(Clone, Copy)]
@@ -49,6 +53,8 @@ struct InFlight {
     url: u32,
     /// Sent at or after the start of the recorded phase.
     recorded: bool,
+    /// Held-open slicing: the window whose recorded part sent it, or `NO_WINDOW`.
+    window: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -142,6 +148,8 @@ pub(super) struct Worker {
     /// Where `now_open` is published for the main thread, and what was published last.
     gauge: Arc<OpenGauge>,
     published: OpenCount,
+    /// Held-open slicing: the windows in which this run may send (crate::windows).
+    schedule: Option<Schedule>,
 }
 
 /// What the event handlers decide about a connection.
@@ -160,6 +168,7 @@ impl Worker {
         raw: Option<RawWriter>,
         interrupt: Arc<AtomicBool>,
         gauge: Arc<OpenGauge>,
+        schedule: Option<Schedule>,
     ) -> io::Result<Self> {
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
@@ -219,6 +228,9 @@ impl Worker {
                 .map(|_| StepStats::new())
                 .collect();
         }
+        if let Some(schedule) = &schedule {
+            stats.windows = vec![Default::default(); schedule.windows().len()];
+        }
         Ok(Worker {
             time,
             poll,
@@ -235,6 +247,7 @@ impl Worker {
             peak_answered: 0,
             gauge,
             published: OpenCount::default(),
+            schedule,
             spec,
         })
     }
@@ -254,14 +267,16 @@ impl Worker {
                     self.finish(now);
                     break;
                 }
-                if self.time.end.is_some_and(|end| now >= end) || self.quota_done() {
+                if self.time.end.is_some_and(|end| now >= end) && self.drained(now)
+                    || self.quota_done()
+                {
                     self.finish(now);
                     break;
                 }
                 self.scan_timers(now);
             }
             let wait = self.next_scan.saturating_duration_since(Instant::now());
-            let precise = self.send_interval.is_some();
+            let precise = self.send_interval.is_some() || self.schedule.is_some();
             let timeout = if precise && wait < Duration::from_millis(1) && !wait.is_zero() {
                 // epoll only sleeps in whole milliseconds; a timerfd wakes the open-loop
                 // schedule on time. Closed loop needs no sub-millisecond timer.
@@ -372,6 +387,38 @@ impl Worker {
         t.saturating_duration_since(self.time.origin).as_nanos() as u64
     }
 
+    /// Whether a run at its end may stop: always, unless it is held open and its last
+    /// window's requests are still coming in (for at most `LAST_DRAIN`).
+    fn drained(&self, now: Instant) -> bool {
+        let Some(end) = self.time.end else {
+            return true;
+        };
+        self.schedule.is_none()
+            || now >= end + LAST_DRAIN
+            || !self
+                .conns
+                .iter()
+                .any(|c| c.in_flight.iter().any(|f| f.recorded))
+    }
+
+    /// Held-open slicing: where `now` falls in the windows (always open otherwise).
+    fn gate(&mut self, now: Instant) -> Gate {
+        match &mut self.schedule {
+            Some(s) => s.gate(now),
+            None => Gate::Open {
+                index: NO_WINDOW as usize,
+                recorded: true,
+            },
+        }
+    }
+
+    /// Counts an error of a request sent in a window's recorded part to that window.
+    fn count_window_error(&mut self, f: &InFlight) {
+        if let Some(w) = self.stats.windows.get_mut(f.window as usize) {
+            w.errors += 1;
+        }
+    }
+
     fn quota_done(&self) -> bool {
         self.time.quota.is_some() && self.conns.iter().all(conn_quota_spent)
     }
@@ -392,9 +439,21 @@ impl Worker {
         if !self.recording {
             next = next.min(self.time.record_start);
         }
-        if let Some(end) = self.time.end {
+        if let Some(end) = self.time.end.filter(|&end| end > now) {
             next = next.min(end);
         }
+        // Held open: wake at every edge of the windows; inside one, every idle connection
+        // sends (closed loop: a window's open is what starts its requests).
+        let held_open = match &mut self.schedule {
+            Some(schedule) => {
+                let gate = schedule.gate(now);
+                if let Some(edge) = schedule.next_edge(now) {
+                    next = next.min(edge);
+                }
+                matches!(gate, Gate::Open { .. })
+            }
+            None => false,
+        };
         for index in 0..self.conns.len() {
             let conn = &self.conns[index];
             match conn.state {
@@ -443,6 +502,11 @@ impl Worker {
                         }
                         continue;
                     }
+                    if held_open && self.conns[index].in_flight.len() < self.spec.pipeline {
+                        if let Fate::Reset(kind) = self.send_due(index, now) {
+                            self.reset(index, kind, now);
+                        }
+                    }
                     if self.send_interval.is_some() {
                         let conn = &self.conns[index];
                         if conn.next_send <= now && conn.in_flight.len() < self.spec.pipeline {
@@ -472,6 +536,7 @@ impl Worker {
             // The wait so far is a lower bound of the latency; it is recorded, not dropped.
             self.record(index, f, now, 0, 0, Some(ErrorKind::Timeout));
             self.stats.count_error(ErrorKind::Timeout, 1);
+            self.count_window_error(f);
         }
         self.step_lost(index, &in_flight, ErrorKind::Timeout, now);
         if self.recording {
@@ -583,6 +648,11 @@ impl Worker {
         let pipeline = self.spec.pipeline;
         let interval = self.send_interval;
         let ended = self.time.end.is_some_and(|end| now >= end);
+        let (window, in_window_record) = match self.gate(now) {
+            Gate::Shut => return Fate::Keep,
+            Gate::Open { index, recorded } => (index as u32, recorded),
+        };
+        let held = self.schedule.is_some();
         let conn = &mut self.conns[index];
         if conn.state != ConnState::Open || ended || conn.peer_closed {
             // After the server's close (FIN) a new request would only be lost; on_eof
@@ -605,7 +675,11 @@ impl Worker {
                 }
                 None => now,
             };
-            let recorded = intended >= record_start && recording_now;
+            let recorded = if held {
+                in_window_record
+            } else {
+                intended >= record_start && recording_now
+            };
             if recorded {
                 match &mut conn.quota_left {
                     Some(0) => {
@@ -632,6 +706,7 @@ impl Worker {
                 sent: now,
                 url: url as u32,
                 recorded,
+                window: if held && recorded { window } else { NO_WINDOW },
             });
             queued = true;
         }
@@ -839,6 +914,14 @@ impl Worker {
             let status = usize::from(completed.status).min(STATUS_SLOTS - 1);
             self.stats.status[status] += 1;
             self.stats.responses += 1;
+            if let Some(w) = self.stats.windows.get_mut(request.window as usize) {
+                w.responses += 1;
+                let close = self.schedule.as_ref().expect("windows are held open").windows()
+                    [request.window as usize]
+                    .close;
+                let after = now.saturating_duration_since(close).as_nanos() as u64;
+                w.drained_ns = w.drained_ns.max(after);
+            }
             self.record(
                 index,
                 &request,
@@ -943,6 +1026,7 @@ impl Worker {
             self.step_lost(index, &lost, kind, now);
             for f in lost.iter().filter(|f| f.recorded) {
                 self.stats.count_error(kind, 1);
+                self.count_window_error(f);
                 let waited = now.saturating_duration_since(f.intended).as_nanos() as u64;
                 self.log_raw(index, f, waited, 0, 0, Some(kind));
             }
@@ -972,6 +1056,17 @@ impl Worker {
         self.set_state(index, ConnState::Closed { reconnect_at: now });
         if self.time.end.is_some_and(|end| now >= end) {
             return; // the run is over; finish() closes everything
+        }
+        // Held open and between windows: connect at the next window's open, not during
+        // another server's time.
+        if let Some(schedule) = &mut self.schedule {
+            if schedule.gate(now) == Gate::Shut {
+                if let Some(open) = schedule.next_open(now) {
+                    self.set_state(index, ConnState::Closed { reconnect_at: open });
+                    self.wake_at(open);
+                    return;
+                }
+            }
         }
         self.connect(index, now);
     }

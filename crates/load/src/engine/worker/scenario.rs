@@ -60,6 +60,7 @@ impl Worker {
             sent: now,
             url: step as u32,
             recorded,
+            window: super::NO_WINDOW,
         });
         self.flush_writes(index)
     }
