@@ -31,8 +31,16 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(500);
 /// The most configurations interleaved when the file writes no design: every server of an
 /// interleaved block is in memory at once.
 pub const MAX_DEFAULT_INTERLEAVED: usize = 8;
-/// Slices shorter than this are mostly connection set-up and scheduling.
-pub const MIN_SLICE: Duration = Duration::from_millis(100);
+/// Slices shorter than this are mostly lead-in and scheduling. Held-open slices (the load's
+/// connections kept open over the block) make 20 ms possible; docs/PRECISION.md measured
+/// how much of the machine's swing slices of 20 to 500 ms cancel.
+pub const MIN_SLICE: Duration = Duration::from_millis(20);
+/// A separate load host runs one load per slice on new connections: shorter slices would
+/// measure mostly connection set-up.
+pub const MIN_SLICE_SEPARATE_LOAD: Duration = Duration::from_millis(100);
+/// The shortest lead-in: the previous server's last requests complete in it, and this
+/// one's queue fills (a few requests of a few milliseconds each).
+pub const MIN_LEAD_IN: Duration = Duration::from_millis(5);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "design", rename_all = "lowercase")]
@@ -132,9 +140,10 @@ pub fn slicing_for(
 
 /// The unrecorded start of every slice: the load's connections are opened and the server's
 /// queue fills before the slice's recorded window (and its CPU reading) begins, so no
-/// configuration's slices are charged for a start from idle. A tenth of the slice.
+/// configuration's slices are charged for a start from idle, nor for the previous server's
+/// last requests. A tenth of the slice, and at least [`MIN_LEAD_IN`].
 pub fn lead_in(slice: Duration) -> Duration {
-    slice / 10
+    (slice / 10).max(MIN_LEAD_IN)
 }
 
 /// The load's seed in round `round`: every configuration's slice of a round replays the

@@ -292,8 +292,8 @@ impl Experiment {
                             p.error(
                                 &span,
                                 key,
-                                format!("a slice of {text} is shorter than {}: it would measure mostly connection set-up", humantime::format_duration(crate::design::MIN_SLICE)),
-                                Some("slices of 250ms to 2s suit most servers, e.g. slice = \"1s\"".into()),
+                                format!("a slice of {text} is shorter than {}: it would measure mostly its lead-in", humantime::format_duration(crate::design::MIN_SLICE)),
+                                Some("slices of 20ms to 2s suit most servers, e.g. slice = \"50ms\"".into()),
                             );
                         } else {
                             slice = Some((d, span.clone()));
@@ -744,6 +744,7 @@ impl Experiment {
         });
         let rounds_written = rounds.is_some();
         let design_written = written_design.is_some();
+        let slice_span: Span = slice.as_ref().and_then(|(_, span)| span.clone());
         let (design, design_note) = p.design(
             written_design,
             slice,
@@ -768,6 +769,20 @@ impl Experiment {
                         .into(),
                 ),
             );
+        }
+        if let (Some(fleet), Some((slice, _))) = (&fleet, design.slicing()) {
+            if fleet.separate_load() && slice < crate::design::MIN_SLICE_SEPARATE_LOAD {
+                p.error(
+                    &slice_span,
+                    "slice",
+                    format!(
+                        "a slice of {} with [fleet] load = \"separate\": a separate load host runs a load per slice on new connections, so slices shorter than {} would measure mostly connection set-up",
+                        humantime::format_duration(slice),
+                        humantime::format_duration(crate::design::MIN_SLICE_SEPARATE_LOAD)
+                    ),
+                    Some("slice = \"100ms\" or longer, or load = \"same\" (held-open slices)".into()),
+                );
+            }
         }
         if !p.errors.is_empty() {
             return Err(ExperimentErrors(p.errors));

@@ -4,10 +4,16 @@
 //! co-scheduled block (`design = "co-scheduled"`) is the same with every server loaded at
 //! once in each round: one window per round, shared.
 //!
-//! Every slice opens its connections afresh and starts with an unrecorded lead-in
-//! (experiment::design::lead_in), so its recorded window begins with the server already under
-//! load; the server tree's CPU time is read at that window's two edges, from the threads'
-//! nanosecond counters where it can be (sys::resources::read_tree_cpu).
+//! The load is held open (`load::windows`): every server's load runs once for the whole
+//! block, on connections opened before the first slice and kept, and sends only inside its
+//! slices, laid out before the first; so a slice can be tens of milliseconds. Each slice
+//! starts with an unrecorded lead-in (experiment::design::lead_in), in which the previous
+//! server's last requests complete and this server's queue fills, so its recorded window
+//! begins with the server already under load; the server tree's CPU time is read at that
+//! window's two edges, from the threads' nanosecond counters where it can be, its
+//! processes listed once per block (sys::resources::TreeCpuReader). With a separate load
+//! host (a fleet's `load = "separate"`) each slice is a load run of its own on new
+//! connections, as before held-open slices existed.
 //!
 //! What a trial of its own records, an interleaved trial records too, for its slices'
 //! recorded windows alone: requests, errors, a latency histogram (the slices' merged), CPU
@@ -33,7 +39,9 @@ use experiment::design::{lead_in, round_order, slice_seed, Design};
 use results::{InterleavedRecord, SliceRecord, TrialResult, TrialStatus};
 use sys::noise::{MachineCounters, NoiseRecord};
 use sys::process::{describe_status, kill_orphans, DeathWatch};
-use sys::resources::{read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler};
+use sys::resources::{
+    read_tree_cpu, tree_cpu, CpuReading, CpuTimes, CpuWindow, Sampler, TreeCpuReader,
+};
 
 /// What a block of servers up together is doing, as it happens (for the progress: a block
 /// is one long step otherwise, its trials all ending together).
@@ -86,6 +94,10 @@ struct Member<'a> {
     slice_cpu: Result<CpuTimes, String>,
     /// Each slice's whole span (lead-in and wind-down included) and its CPU time.
     spans: Vec<(Duration, Option<CpuTimes>)>,
+    /// Its slices were held open (one load run over the block).
+    held_open: bool,
+    /// Held open: the longest any slice's last request took to complete after its close.
+    drain_max: Option<Duration>,
 }
 
 impl Member<'_> {
@@ -160,6 +172,8 @@ pub fn run_interleaved_block(
                 slices: Vec::new(),
                 slice_cpu: Ok(CpuTimes::default()),
                 spans: Vec::new(),
+                held_open: false,
+                drain_max: None,
             }),
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
@@ -324,6 +338,32 @@ fn measure_block(
     // 4. The rounds: interleaved, one server at a time in the round's order; co-scheduled,
     //    every server at once (their loads started in the round's order).
     let block = members.first().map_or(0, |m| m.spec.block);
+    if crate::remote_load::installed().is_none() {
+        let plan = HeldPlan::lay_out(members, &measured, slice, rounds, together, seed, block);
+        run_rounds_held(members, &plan, phase_start, interrupt, events)?;
+    } else {
+        run_rounds_per_slice(
+            members,
+            &measured,
+            (slice, rounds, together, seed, block),
+            phase_start,
+            interrupt,
+            events,
+        )?;
+    }
+    finish_measured_phase(members, sampled, machine_start, phase_start, slice * rounds, slice, rounds)
+}
+
+/// The rounds with a load run of its own per slice, on new connections (a separate load
+/// host).
+fn run_rounds_per_slice(
+    members: &mut [Member<'_>],
+    measured: &[usize],
+    (slice, rounds, together, seed, block): (Duration, u32, bool, u64, u32),
+    phase_start: Instant,
+    interrupt: &Arc<AtomicBool>,
+    events: &mut dyn FnMut(BlockEvent),
+) -> Result<(), Stop> {
     let per_round = if together { 1 } else { measured.len() };
     let total = per_round * rounds as usize;
     let mut done = 0;
@@ -388,8 +428,20 @@ fn measure_block(
             done += 1;
         }
     }
+    Ok(())
+}
 
-    // 5. The end of the measured phase: resources, deaths, the probe's last snapshot.
+/// The end of the measured phase: resources, deaths, the probe's last snapshot, and each
+/// trial's figures from its slices.
+fn finish_measured_phase(
+    members: &mut [Member<'_>],
+    sampled: Vec<(usize, Sampler, Option<CpuTimes>)>,
+    machine_start: Option<MachineCounters>,
+    phase_start: Instant,
+    measured_time: Duration,
+    slice: Duration,
+    rounds: u32,
+) -> Result<(), Stop> {
     let machine_end = MachineCounters::read();
     let phase_s = phase_start.elapsed().as_secs_f64();
     let mut all_servers_cpu_us = 0u64;
@@ -412,7 +464,6 @@ fn measure_block(
     let noise = machine_start
         .zip(machine_end)
         .and_then(|(a, b)| NoiseRecord::between(&a, &b, all_servers_cpu_us));
-    let measured_time = slice * rounds;
     for (i, resources, phase_cpu) in ends {
         let m = &mut members[i];
         let Some(outcome) = m.outcome.take() else {
@@ -454,6 +505,8 @@ fn measure_block(
         m.result.interleaved = Some(InterleavedRecord {
             slice_s: slice.as_secs_f64(),
             lead_in_s: lead_in(slice).as_secs_f64(),
+            held_open: m.held_open,
+            drain_max_s: m.drain_max.map(|d| d.as_secs_f64()),
             rounds,
             block_trials: Vec::new(),
             slices: std::mem::take(&mut m.slices),
@@ -484,6 +537,241 @@ fn measure_block(
         }
     }
     Ok(())
+}
+
+/// How long before the first slice the held-open loads are started, so their connections
+/// are open when it begins.
+const HELD_CONNECT_AHEAD: Duration = Duration::from_millis(150);
+
+/// Held open: at most this often the block's progress is told (a slice can be 20 ms).
+const HELD_EVENT_EVERY: Duration = Duration::from_millis(250);
+
+/// Every slice of a held-open block, laid out before the first: one window per turn of
+/// each round (interleaved: one server's; co-scheduled: every server's at once).
+struct HeldPlan {
+    turns: Vec<HeldTurn>,
+    rounds: u32,
+}
+
+struct HeldTurn {
+    round: u32,
+    turn: usize,
+    window: load::Window,
+    /// The members loaded in this window.
+    on: Vec<usize>,
+}
+
+impl HeldPlan {
+    fn lay_out(
+        members: &[Member<'_>],
+        measured: &[usize],
+        slice: Duration,
+        rounds: u32,
+        together: bool,
+        seed: u64,
+        block: u32,
+    ) -> HeldPlan {
+        let lead = lead_in(slice);
+        let mut at = Instant::now() + HELD_CONNECT_AHEAD;
+        let mut turns = Vec::new();
+        for round in 0..rounds {
+            let order: Vec<usize> = round_order(members.len(), seed, block, round)
+                .into_iter()
+                .filter(|i| measured.contains(i))
+                .collect();
+            let groups: Vec<Vec<usize>> = if together {
+                vec![order]
+            } else {
+                order.into_iter().map(|i| vec![i]).collect()
+            };
+            for (turn, on) in groups.into_iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+                let window = load::Window {
+                    open: at,
+                    record_from: at + lead,
+                    close: at + lead + slice,
+                };
+                at = window.close;
+                turns.push(HeldTurn {
+                    round,
+                    turn,
+                    window,
+                    on,
+                });
+            }
+        }
+        HeldPlan { turns, rounds }
+    }
+
+    /// Member `i`'s windows, in time order.
+    fn windows_of(&self, i: usize) -> Vec<&HeldTurn> {
+        self.turns.iter().filter(|t| t.on.contains(&i)).collect()
+    }
+}
+
+/// The rounds on held-open connections: each server's load runs once over its windows
+/// (on a thread of its own), while this thread reads each server's CPU time at the edges
+/// of its recorded windows and tells the progress.
+fn run_rounds_held(
+    members: &mut [Member<'_>],
+    plan: &HeldPlan,
+    phase_start: Instant,
+    interrupt: &Arc<AtomicBool>,
+    events: &mut dyn FnMut(BlockEvent),
+) -> Result<(), Stop> {
+    let live: Vec<usize> = (0..members.len())
+        .filter(|&i| {
+            members[i].is_measured()
+                && members[i]
+                    .server
+                    .as_mut()
+                    .is_some_and(|sut| sut.server.exited().is_none())
+        })
+        .collect();
+    // Each live server's CPU reader (its tree listed now) and its load, with its windows.
+    let readers: Vec<(usize, Result<TreeCpuReader, String>)> = live
+        .iter()
+        .map(|&i| {
+            let pid = members[i].server.as_ref().expect("measured").server.pid();
+            (i, TreeCpuReader::new(pid, pid).map_err(|e| e.to_string()))
+        })
+        .collect();
+    let loads: Vec<(usize, load::LoadSpec, Arc<[load::Window]>)> = live
+        .iter()
+        .map(|&i| {
+            let windows: Vec<load::Window> =
+                plan.windows_of(i).iter().map(|t| t.window).collect();
+            (i, members[i].load_spec.clone().expect("measured"), windows.into())
+        })
+        .collect();
+    // Per turn and member on it: the CPU over its recorded window.
+    let mut cpu: Vec<Vec<Result<CpuWindow, String>>> = Vec::with_capacity(plan.turns.len());
+    let total = plan.turns.len();
+    let mut told = Instant::now() - HELD_EVENT_EVERY;
+    let outcomes: Vec<(usize, std::io::Result<load::RunOutcome>)> = std::thread::scope(|scope| {
+        let running: Vec<_> = loads
+            .iter()
+            .map(|(i, spec, windows)| {
+                let windows = windows.clone();
+                let interrupt = interrupt.clone();
+                (*i, scope.spawn(move || load::run_in_windows(spec, windows, interrupt)))
+            })
+            .collect();
+        let read = |i: usize| -> Result<CpuReading, String> {
+            let (_, reader) = readers.iter().find(|(j, _)| *j == i).expect("a live member");
+            match reader {
+                Ok(r) => r.read().map_err(|e| e.to_string()),
+                Err(e) => Err(e.clone()),
+            }
+        };
+        for (done, turn) in plan.turns.iter().enumerate() {
+            sleep_until(turn.window.record_from, interrupt);
+            let first: Vec<_> = turn.on.iter().map(|&i| read(i)).collect();
+            sleep_until(turn.window.close, interrupt);
+            if interrupt.load(Ordering::SeqCst) {
+                break;
+            }
+            let last: Vec<_> = turn.on.iter().map(|&i| read(i)).collect();
+            cpu.push(
+                first
+                    .into_iter()
+                    .zip(last)
+                    .map(|(a, b)| match (a, b) {
+                        (Ok(a), Ok(b)) => Ok(b.since(&a)),
+                        (Err(e), _) | (_, Err(e)) => Err(e),
+                    })
+                    .collect(),
+            );
+            if told.elapsed() >= HELD_EVENT_EVERY {
+                told = Instant::now();
+                events(BlockEvent::Slice {
+                    round: turn.round,
+                    rounds: plan.rounds,
+                    done: done + 1,
+                    total,
+                    on: turn
+                        .on
+                        .iter()
+                        .map(|&i| members[i].spec.label.clone())
+                        .collect(),
+                    last: None,
+                });
+            }
+        }
+        running
+            .into_iter()
+            .map(|(i, h)| {
+                (
+                    i,
+                    h.join().unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the load thread panicked"))
+                    }),
+                )
+            })
+            .collect()
+    });
+    if interrupt.load(Ordering::SeqCst) {
+        return Err(Stop::Interrupted);
+    }
+    for (i, outcome) in outcomes {
+        let m = &mut members[i];
+        m.held_open = true;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                m.result.reason = Some(format!("the load generator failed: {e}"));
+                continue;
+            }
+        };
+        let mine: Vec<(usize, &HeldTurn)> = plan
+            .turns
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.on.contains(&i))
+            .collect();
+        for ((k, turn), stats) in mine.iter().zip(&outcome.stats.windows) {
+            let at = turn.on.iter().position(|&j| j == i).expect("on this turn");
+            let window_cpu = cpu[*k][at].clone();
+            m.slice_cpu = match (&m.slice_cpu, &window_cpu) {
+                (Ok(sum), Ok(w)) => Ok(sum.plus(&w.times)),
+                (Err(e), _) => Err(e.clone()),
+                (Ok(_), Err(e)) => Err(format!(
+                    "the server's CPU time could not be read at the edges of round {}'s slice: {e}",
+                    turn.round + 1
+                )),
+            };
+            let drained = Duration::from_nanos(stats.drained_ns);
+            m.drain_max = Some(m.drain_max.map_or(drained, |d| d.max(drained)));
+            let w = window_cpu.ok();
+            m.slices.push(SliceRecord {
+                round: turn.round,
+                turn: turn.turn,
+                start_s: turn
+                    .window
+                    .open
+                    .saturating_duration_since(phase_start)
+                    .as_secs_f64(),
+                elapsed_s: turn.window.recorded().as_secs_f64(),
+                requests: stats.responses,
+                errors: stats.errors,
+                cpu_us: w.map(|w| w.times.total_us()),
+                cpu_fine: w.is_some_and(|w| w.fine),
+            });
+            m.spans.push((turn.window.close - turn.window.open, None));
+        }
+        m.outcome = Some(outcome);
+    }
+    Ok(())
+}
+
+/// Sleeps until `at`, or returns early on Ctrl-C.
+fn sleep_until(at: Instant, interrupt: &AtomicBool) {
+    while !interrupt.load(Ordering::SeqCst) {
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
 }
 
 /// What one slice measured, for one server.

@@ -280,6 +280,15 @@ pub struct InterleavedRecord {
     /// The unrecorded start of every slice (experiment::design::lead_in).
     #[serde(default)]
     pub lead_in_s: f64,
+    /// The load was held open: one load run over the block on connections kept open,
+    /// sending only in this configuration's slices (false: a load run per slice, on new
+    /// connections; a separate load host, and results stored before held-open slices).
+    #[serde(default)]
+    pub held_open: bool,
+    /// Held open: the longest any of its slices' last requests took to complete after the
+    /// slice's close, in the next slice's lead-in. Seconds.
+    #[serde(default)]
+    pub drain_max_s: Option<f64>,
     pub rounds: u32,
     /// The trials measured in the same seconds as this one (its block), this one included.
     pub block_trials: Vec<usize>,
