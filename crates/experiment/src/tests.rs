@@ -700,7 +700,7 @@ fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwi
         ("[settings]\nsetup = [[\"true\"]]\n[matrix]\nthreads = [1, 2]\n", Some("setup is set")),
         ("repeat_noisy = 1\n[matrix]\nthreads = [1, 2]\n", Some("repeat_noisy is set")),
         ("[[configs]]\nlabel = \"a\"\nduration = \"2s\"\n[[configs]]\nlabel = \"b\"\nduration = \"3s\"\n", Some("the configurations' durations differ")),
-        ("[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n", Some("duration is shorter than the shortest slice, 100ms")),
+        ("[settings]\nduration = \"10ms\"\n[matrix]\nthreads = [1, 2]\n", Some("duration is shorter than the shortest slice, 20ms")),
     ] {
         let e = parse(file).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(e.design, crate::design::Design::Blocks, "{file}");
@@ -730,10 +730,10 @@ fn an_interleaved_design_refuses_what_cannot_be_interleaved() {
         "{errs:#?}"
     );
     let errs = errors(
-        "design = \"interleaved\"\n[settings]\nduration = \"50ms\"\n[matrix]\nthreads = [1, 2]\n",
+        "design = \"interleaved\"\n[settings]\nduration = \"10ms\"\n[matrix]\nthreads = [1, 2]\n",
     );
     assert!(
-        errs[0].contains("design: duration = \"50ms\" is shorter than the shortest slice, 100ms"),
+        errs[0].contains("design: duration = \"10ms\" is shorter than the shortest slice, 20ms"),
         "{errs:#?}"
     );
     // slice and rounds where the design is blocks: written, or by default.
@@ -755,7 +755,7 @@ fn an_interleaved_design_refuses_what_cannot_be_interleaved() {
     );
     let errs = errors("design = \"interleaved\"\nslice = \"10ms\"\n[matrix]\nthreads = [1, 2]\n");
     assert!(
-        errs[0].contains("slice: a slice of 10ms is shorter than 100ms"),
+        errs[0].contains("slice: a slice of 10ms is shorter than 20ms"),
         "{errs:#?}"
     );
     let errs = errors("design = \"alternating\"\n[matrix]\nthreads = [1, 2]\n");
@@ -1392,6 +1392,14 @@ fn a_fleet_table_is_checked_key_by_key() {
         .fleet
         .unwrap();
     assert!(separate.separate_load());
+    // A separate load host runs a load per slice on new connections: no 20 ms slices.
+    let errs = errors("design = \"interleaved\"\nslice = \"50ms\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n");
+    assert!(
+        errs[0].contains("exp.toml:2:9: slice: a slice of 50ms with [fleet] load = \"separate\"")
+            && errs[0].contains("shorter than 100ms"),
+        "{errs:#?}"
+    );
+    assert!(parse("design = \"interleaved\"\nslice = \"100ms\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n").is_ok());
     assert!(
         all.contains("fleet.node: unknown key `node`") && all.contains("did you mean `nodes`?"),
         "{all}"

@@ -351,7 +351,15 @@ fn measure_block(
             events,
         )?;
     }
-    finish_measured_phase(members, sampled, machine_start, phase_start, slice * rounds, slice, rounds)
+    finish_measured_phase(
+        members,
+        sampled,
+        machine_start,
+        phase_start,
+        slice * rounds,
+        slice,
+        rounds,
+    )
 }
 
 /// The rounds with a load run of its own per slice, on new connections (a separate load
@@ -584,7 +592,11 @@ impl HeldPlan {
             } else {
                 order.into_iter().map(|i| vec![i]).collect()
             };
-            for (turn, on) in groups.into_iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            for (turn, on) in groups
+                .into_iter()
+                .enumerate()
+                .filter(|(_, g)| !g.is_empty())
+            {
                 let window = load::Window {
                     open: at,
                     record_from: at + lead,
@@ -638,9 +650,12 @@ fn run_rounds_held(
     let loads: Vec<(usize, load::LoadSpec, Arc<[load::Window]>)> = live
         .iter()
         .map(|&i| {
-            let windows: Vec<load::Window> =
-                plan.windows_of(i).iter().map(|t| t.window).collect();
-            (i, members[i].load_spec.clone().expect("measured"), windows.into())
+            let windows: Vec<load::Window> = plan.windows_of(i).iter().map(|t| t.window).collect();
+            (
+                i,
+                members[i].load_spec.clone().expect("measured"),
+                windows.into(),
+            )
         })
         .collect();
     // Per turn and member on it: the CPU over its recorded window.
@@ -653,17 +668,40 @@ fn run_rounds_held(
             .map(|(i, spec, windows)| {
                 let windows = windows.clone();
                 let interrupt = interrupt.clone();
-                (*i, scope.spawn(move || load::run_in_windows(spec, windows, interrupt)))
+                (
+                    *i,
+                    scope.spawn(move || load::run_in_windows(spec, windows, interrupt)),
+                )
             })
             .collect();
         let read = |i: usize| -> Result<CpuReading, String> {
-            let (_, reader) = readers.iter().find(|(j, _)| *j == i).expect("a live member");
+            let (_, reader) = readers
+                .iter()
+                .find(|(j, _)| *j == i)
+                .expect("a live member");
             match reader {
                 Ok(r) => r.read().map_err(|e| e.to_string()),
                 Err(e) => Err(e.clone()),
             }
         };
         for (done, turn) in plan.turns.iter().enumerate() {
+            // The slice's progress, told in its lead-in (its requests are counted by its
+            // load's thread and known at the block's end: no "last slice" rate here).
+            if told.elapsed() >= HELD_EVENT_EVERY {
+                told = Instant::now();
+                events(BlockEvent::Slice {
+                    round: turn.round,
+                    rounds: plan.rounds,
+                    done,
+                    total,
+                    on: turn
+                        .on
+                        .iter()
+                        .map(|&i| members[i].spec.label.clone())
+                        .collect(),
+                    last: None,
+                });
+            }
             sleep_until(turn.window.record_from, interrupt);
             let first: Vec<_> = turn.on.iter().map(|&i| read(i)).collect();
             sleep_until(turn.window.close, interrupt);
@@ -681,30 +719,14 @@ fn run_rounds_held(
                     })
                     .collect(),
             );
-            if told.elapsed() >= HELD_EVENT_EVERY {
-                told = Instant::now();
-                events(BlockEvent::Slice {
-                    round: turn.round,
-                    rounds: plan.rounds,
-                    done: done + 1,
-                    total,
-                    on: turn
-                        .on
-                        .iter()
-                        .map(|&i| members[i].spec.label.clone())
-                        .collect(),
-                    last: None,
-                });
-            }
         }
         running
             .into_iter()
             .map(|(i, h)| {
                 (
                     i,
-                    h.join().unwrap_or_else(|_| {
-                        Err(std::io::Error::other("the load thread panicked"))
-                    }),
+                    h.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("the load thread panicked"))),
                 )
             })
             .collect()

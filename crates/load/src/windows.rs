@@ -111,7 +111,10 @@ impl Schedule {
 
     /// The first window's recorded start and the last one's close.
     pub fn span(&self) -> Option<(Instant, Instant)> {
-        Some((self.windows.first()?.record_from, self.windows.last()?.close))
+        Some((
+            self.windows.first()?.record_from,
+            self.windows.last()?.close,
+        ))
     }
 
     /// The recorded time of every window, summed.
@@ -132,20 +135,46 @@ mod tests {
     fn the_gate_follows_the_windows_and_only_moves_forward() {
         let t = Instant::now();
         let windows: std::sync::Arc<[Window]> = vec![
-            Window { open: ms(t, 10), record_from: ms(t, 12), close: ms(t, 30) },
-            Window { open: ms(t, 50), record_from: ms(t, 52), close: ms(t, 70) },
+            Window {
+                open: ms(t, 10),
+                record_from: ms(t, 12),
+                close: ms(t, 30),
+            },
+            Window {
+                open: ms(t, 50),
+                record_from: ms(t, 52),
+                close: ms(t, 70),
+            },
         ]
         .into();
         let mut s = Schedule::new(windows);
         assert_eq!(s.gate(ms(t, 0)), Gate::Shut);
         assert_eq!(s.next_edge(ms(t, 0)), Some(ms(t, 10)));
-        assert_eq!(s.gate(ms(t, 11)), Gate::Open { index: 0, recorded: false });
-        assert_eq!(s.gate(ms(t, 12)), Gate::Open { index: 0, recorded: true });
+        assert_eq!(
+            s.gate(ms(t, 11)),
+            Gate::Open {
+                index: 0,
+                recorded: false
+            }
+        );
+        assert_eq!(
+            s.gate(ms(t, 12)),
+            Gate::Open {
+                index: 0,
+                recorded: true
+            }
+        );
         assert_eq!(s.next_edge(ms(t, 12)), Some(ms(t, 30)));
         // The close is the first instant outside.
         assert_eq!(s.gate(ms(t, 30)), Gate::Shut);
         assert_eq!(s.next_open(ms(t, 30)), Some(ms(t, 50)));
-        assert_eq!(s.gate(ms(t, 69)), Gate::Open { index: 1, recorded: true });
+        assert_eq!(
+            s.gate(ms(t, 69)),
+            Gate::Open {
+                index: 1,
+                recorded: true
+            }
+        );
         assert_eq!(s.gate(ms(t, 70)), Gate::Shut);
         assert_eq!(s.next_edge(ms(t, 70)), None);
         assert_eq!(s.next_open(ms(t, 70)), None);
@@ -244,10 +273,18 @@ mod tests {
             .iter()
             .filter(|&&a| !windows.iter().any(|w| a >= w.open && a <= w.close + slack))
             .collect();
-        assert!(outside.is_empty(), "{} of {} requests arrived outside the windows", outside.len(), arrivals.len());
+        assert!(
+            outside.is_empty(),
+            "{} of {} requests arrived outside the windows",
+            outside.len(),
+            arrivals.len()
+        );
         // Requests arrived in every window: each open started them again.
         for w in windows.iter() {
-            assert!(arrivals.iter().any(|&a| a >= w.open && a <= w.close), "{w:?}");
+            assert!(
+                arrivals.iter().any(|&a| a >= w.open && a <= w.close),
+                "{w:?}"
+            );
         }
         // The connections were opened once, before the first window, and kept.
         assert_eq!(server.accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
@@ -255,7 +292,13 @@ mod tests {
         // Each window's responses are its own; their sum is the run's.
         let per_window: Vec<u64> = outcome.stats.windows.iter().map(|w| w.responses).collect();
         assert_eq!(per_window.len(), 6);
-        assert!(per_window.iter().all(|&n| n > 0), "{per_window:?} responses {} errors {:?} in flight {}", outcome.stats.responses, outcome.stats.errors, outcome.stats.in_flight_at_end);
+        assert!(
+            per_window.iter().all(|&n| n > 0),
+            "{per_window:?} responses {} errors {:?} in flight {}",
+            outcome.stats.responses,
+            outcome.stats.errors,
+            outcome.stats.in_flight_at_end
+        );
         assert_eq!(per_window.iter().sum::<u64>(), outcome.stats.responses);
         assert_eq!(outcome.stats.in_flight_at_end, 0);
         // At 0.5 ms a request on 3 connections, about 25 ms recorded gives up to ~150 a

@@ -1057,20 +1057,32 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let reader = TreeCpuReader::new(g.pid(), g.pid()).unwrap();
         assert_eq!(reader.pids.len(), 2, "{:?}", reader.pids);
-        let (a_listed, a_full) = (reader.read().unwrap(), read_tree_cpu(g.pid(), g.pid()).unwrap());
+        let (a_listed, a_full) = (
+            reader.read().unwrap(),
+            read_tree_cpu(g.pid(), g.pid()).unwrap(),
+        );
         std::thread::sleep(Duration::from_millis(300));
-        let (b_listed, b_full) = (reader.read().unwrap(), read_tree_cpu(g.pid(), g.pid()).unwrap());
+        let (b_listed, b_full) = (
+            reader.read().unwrap(),
+            read_tree_cpu(g.pid(), g.pid()).unwrap(),
+        );
         let (listed, full) = (b_listed.since(&a_listed), b_full.since(&a_full));
         assert!(listed.fine && full.fine);
         let (l, f) = (listed.times.total_us() as i64, full.times.total_us() as i64);
         assert!(l > 100_000, "two busy processes ran {l} µs in 300 ms");
-        assert!((l - f).abs() <= 20_000, "listed once {l} µs, full listing {f} µs");
+        assert!(
+            (l - f).abs() <= 20_000,
+            "listed once {l} µs, full listing {f} µs"
+        );
         // SAFETY: plain syscall on a pid this test's group started.
         unsafe { libc::kill(worker, libc::SIGKILL) };
         std::thread::sleep(Duration::from_millis(100));
         let c = reader.read().unwrap();
         assert_eq!(c.processes, 1);
-        assert!(!c.since(&b_listed).fine, "a thread of the window ended: ticks");
+        assert!(
+            !c.since(&b_listed).fine,
+            "a thread of the window ended: ticks"
+        );
     }
 
     #[test]
@@ -1361,4 +1373,3 @@ mod tests {
         assert_eq!(ticks_to_us(1 << 50, 100), (1u64 << 50) * 10_000);
     }
 }
-

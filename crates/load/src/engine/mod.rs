@@ -125,9 +125,14 @@ pub fn run_in_windows(
     interrupt: Arc<AtomicBool>,
 ) -> io::Result<RunOutcome> {
     if windows.is_empty() {
-        return Err(io::Error::other("a held-open run needs at least one window"));
+        return Err(io::Error::other(
+            "a held-open run needs at least one window",
+        ));
     }
-    if spec.scenario.is_some() || spec.rate.is_some() || !matches!(spec.stop, StopCondition::Duration(_)) {
+    if spec.scenario.is_some()
+        || spec.rate.is_some()
+        || !matches!(spec.stop, StopCondition::Duration(_))
+    {
         return Err(io::Error::other(
             "a held-open run is closed loop over plain requests (no rate, scenario or request count)",
         ));
@@ -185,13 +190,13 @@ fn run_with(
                 record_start,
                 end,
                 quota,
+                schedule: windows.clone().map(crate::windows::Schedule::new),
             },
             first_connection,
             connections,
             raw_writer,
             interrupt.clone(),
             gauge,
-            windows.clone().map(crate::windows::Schedule::new),
         )?;
         handles.push(
             std::thread::Builder::new()

@@ -34,7 +34,7 @@ use crate::windows::{Gate, Schedule, LAST_DRAIN};
 const NO_WINDOW: u32 = u32::MAX;
 
 /// The run's fixed points in time, shared by value with every thread.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Timeline {
     pub(super) origin: Instant,
     pub(super) record_start: Instant,
@@ -42,6 +42,8 @@ pub(super) struct Timeline {
     pub(super) end: Option<Instant>,
     /// This thread's share of `-n` attempts.
     pub(super) quota: Option<u64>,
+    /// Held-open slicing: the windows in which the run may send (crate::windows).
+    pub(super) schedule: Option<Schedule>,
 }
 
 /// A request written (or being written) and not yet answered.
@@ -162,14 +164,15 @@ enum Fate {
 impl Worker {
     pub(super) fn new(
         spec: LoadSpec,
-        time: Timeline,
+        mut time: Timeline,
         first_connection: usize,
         connections: usize,
         raw: Option<RawWriter>,
         interrupt: Arc<AtomicBool>,
         gauge: Arc<OpenGauge>,
-        schedule: Option<Schedule>,
     ) -> io::Result<Self> {
+        let schedule = time.schedule.take();
+        let origin = time.origin;
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
         poll.registry().register(
@@ -240,7 +243,7 @@ impl Worker {
             raw,
             interrupt,
             send_interval,
-            next_scan: time.origin,
+            next_scan: origin,
             recording: false,
             now_open: OpenCount::default(),
             peak: OpenCount::default(),
@@ -916,8 +919,11 @@ impl Worker {
             self.stats.responses += 1;
             if let Some(w) = self.stats.windows.get_mut(request.window as usize) {
                 w.responses += 1;
-                let close = self.schedule.as_ref().expect("windows are held open").windows()
-                    [request.window as usize]
+                let close = self
+                    .schedule
+                    .as_ref()
+                    .expect("windows are held open")
+                    .windows()[request.window as usize]
                     .close;
                 let after = now.saturating_duration_since(close).as_nanos() as u64;
                 w.drained_ns = w.drained_ns.max(after);
