@@ -379,10 +379,11 @@ pub fn read_tree_cpu(root: i32, pgid: i32) -> io::Result<CpuReading> {
 }
 
 /// Reads a server tree's CPU time at many edges in a row (held-open slices' edges, every
-/// few tens of milliseconds). Listing a tree scans every process of the machine: 3.4 ms a
-/// read on this project's 2-CPU VM (a Rails Puma, 2026-11-27), which at two reads per
-/// 20 ms slice would take a quarter of the load generator's CPU. So the tree's processes
-/// are listed once, and each read takes only their `stat` and their threads' `schedstat`.
+/// few tens of milliseconds). Listing a tree scans every process of the machine: 3.3 ms of
+/// CPU a read on this project's 2-CPU VM (a Rails Puma, 2026-11-27), which at two reads
+/// per 20 ms slice would take a quarter of the load generator's CPU. So the tree's
+/// processes are listed once, and each read takes only their `stat` and their threads'
+/// `schedstat`: 0.28 ms for that Puma's 10 threads (`edge_read_cost` below).
 /// A listed process that ends drops out (its time leaves the counters, and `since` falls
 /// back to clock ticks as it does for any thread that ended); one started after the
 /// listing is not seen.
@@ -1371,5 +1372,45 @@ mod tests {
         assert_eq!(ticks_to_us(3, 1000), 3_000);
         // No intermediate overflow for large counts (ticks * 10^6 exceeds u64 here).
         assert_eq!(ticks_to_us(1 << 50, 100), (1u64 << 50) * 10_000);
+    }
+}
+
+/// What one read at a slice's edge costs (docs/PRECISION.md quotes it). Run by hand against
+/// a live server: `PROBE_PID=PID cargo test -p rubyrace-sys edge_read_cost -- --ignored
+/// --nocapture`.
+#[cfg(test)]
+mod edge_read_cost {
+    #[test]
+    #[ignore]
+    fn edge_read_cost() {
+        let pid: i32 = std::env::var("PROBE_PID")
+            .expect("PROBE_PID: a live server's pid")
+            .parse()
+            .unwrap();
+        let n = 2000u32;
+        let listed = super::TreeCpuReader::new(pid, pid).unwrap();
+        let cpu = || {
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: t is a valid, writable timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+        };
+        let (wall, used) = (std::time::Instant::now(), cpu());
+        for _ in 0..n {
+            listed.read().unwrap();
+        }
+        let (listed_wall, listed_cpu) = (wall.elapsed() / n, (cpu() - used) / n);
+        let (wall, used) = (std::time::Instant::now(), cpu());
+        for _ in 0..n / 10 {
+            super::read_tree_cpu(pid, pid).unwrap();
+        }
+        let (full_wall, full_cpu) = (wall.elapsed() / (n / 10), (cpu() - used) / (n / 10));
+        eprintln!(
+            "{} processes listed once: {listed_wall:?} a read ({listed_cpu:?} CPU); the tree listed at each read: {full_wall:?} ({full_cpu:?} CPU)",
+            listed.pids.len()
+        );
     }
 }
