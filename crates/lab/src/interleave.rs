@@ -98,6 +98,8 @@ struct Member<'a> {
     held_open: bool,
     /// Held open: the longest any slice's last request took to complete after its close.
     drain_max: Option<Duration>,
+    /// Its 99th percentile latency in warmup: how long its last requests of a slice run on.
+    tail: Option<Duration>,
 }
 
 impl Member<'_> {
@@ -133,6 +135,8 @@ impl Member<'_> {
             errors: outcome.stats.errors.iter().sum(),
             cpu_us: window.map(|w| w.times.total_us()),
             cpu_fine: window.is_some_and(|w| w.fine),
+            lead_in_s: None,
+            drain_s: None,
         });
         match &mut self.outcome {
             Some(all) => all.absorb(outcome),
@@ -174,6 +178,7 @@ pub fn run_interleaved_block(
                 spans: Vec::new(),
                 held_open: false,
                 drain_max: None,
+                tail: None,
             }),
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
@@ -287,8 +292,13 @@ fn measure_block(
         let mut warmup = spec.clone();
         warmup.stop = load::StopCondition::Duration(spec.warmup);
         warmup.warmup = Duration::ZERO;
-        // The warmup's figures are not kept; a failure shows in the slices.
-        let _ = crate::remote_load::run(&warmup, interrupt);
+        // The warmup's figures are not kept (a failure shows in the slices), but for its
+        // 99th percentile latency: how long this server's last requests of a slice take.
+        let warmed = crate::remote_load::run(&warmup, interrupt);
+        m.tail = warmed.ok().and_then(|o| {
+            (o.stats.responses > 0)
+                .then(|| Duration::from_nanos(o.stats.latency.value_at_quantile(0.99)))
+        });
         if interrupt.load(Ordering::SeqCst) {
             return Err(Stop::Interrupted);
         }
@@ -547,6 +557,9 @@ fn finish_measured_phase(
     Ok(())
 }
 
+/// The longest lead-in a slow previous server lengthens a slice's to.
+const MAX_TAIL_LEAD_IN: Duration = Duration::from_secs(1);
+
 /// How long before the first slice the held-open loads are started, so their connections
 /// are open when it begins.
 const HELD_CONNECT_AHEAD: Duration = Duration::from_millis(150);
@@ -579,9 +592,8 @@ impl HeldPlan {
         seed: u64,
         block: u32,
     ) -> HeldPlan {
-        let lead = lead_in(slice);
         let mut at = Instant::now() + HELD_CONNECT_AHEAD;
-        let mut turns = Vec::new();
+        let mut turns: Vec<HeldTurn> = Vec::new();
         for round in 0..rounds {
             let order: Vec<usize> = round_order(members.len(), seed, block, round)
                 .into_iter()
@@ -597,6 +609,17 @@ impl HeldPlan {
                 .enumerate()
                 .filter(|(_, g)| !g.is_empty())
             {
+                // The previous slice's servers' last requests complete in this lead-in: it
+                // lasts the design's, or the slowest of them's 99th percentile latency.
+                let tail = turns
+                    .last()
+                    .into_iter()
+                    .flat_map(|t| t.on.iter())
+                    .filter_map(|&j| members[j].tail)
+                    .max()
+                    .unwrap_or_default()
+                    .min(MAX_TAIL_LEAD_IN);
+                let lead = lead_in(slice).max(tail);
                 let window = load::Window {
                     open: at,
                     record_from: at + lead,
@@ -777,6 +800,8 @@ fn run_rounds_held(
                 errors: stats.errors,
                 cpu_us: w.map(|w| w.times.total_us()),
                 cpu_fine: w.is_some_and(|w| w.fine),
+                lead_in_s: Some((turn.window.record_from - turn.window.open).as_secs_f64()),
+                drain_s: Some(drained.as_secs_f64()),
             });
             m.spans.push((turn.window.close - turn.window.open, None));
         }

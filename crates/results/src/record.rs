@@ -329,4 +329,12 @@ pub struct SliceRecord {
     /// stored before slices read the threads' counters).
     #[serde(default)]
     pub cpu_fine: bool,
+    /// Held open: this slice's unrecorded lead-in, s: the design's, or longer when the
+    /// previous slice's server answers slowly (its 99th percentile latency in warmup, which
+    /// its last requests take to complete).
+    #[serde(default)]
+    pub lead_in_s: Option<f64>,
+    /// Held open: how long after this slice's close its last request completed, s.
+    #[serde(default)]
+    pub drain_s: Option<f64>,
 }

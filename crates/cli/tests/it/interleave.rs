@@ -169,7 +169,7 @@ fn an_interleaved_run_measures_every_configuration_of_a_block_in_the_same_second
             let (first, second) = if sa.1 < sb.1 { (sa, sb) } else { (sb, sa) };
             // Each slice's recorded window follows its unrecorded 30 ms lead-in.
             assert!(
-                second.2 >= first.2 + 0.03 + first.3,
+                second.2 >= first.2 + 0.03 + first.3 - 1e-9,
                 "slices overlap in round {round}: {first:?} {second:?}"
             );
             if round < 3 {
@@ -237,10 +237,13 @@ threads = [1, 2]
         );
         let requests: u64 = s.iter().map(|x| x.4).sum();
         assert_eq!(t.result["load"]["requests"].as_u64(), Some(requests));
-        for x in &s {
+        for (x, stored) in s.iter().zip(record["slices"].as_array().unwrap()) {
             assert!((x.3 - 0.02).abs() < 1e-9, "a recorded window of {} s", x.3);
-            // start_s is the slice's open: its recorded window is 5 ms later.
-            windows.push((x.2 + 0.005, x.2 + 0.025));
+            // start_s is the slice's open: its recorded window starts after its lead-in,
+            // the design's 5 ms or the previous server's tail.
+            let lead = stored["lead_in_s"].as_f64().unwrap();
+            assert!(lead >= 0.005 - 1e-9, "{stored}");
+            windows.push((x.2 + lead, x.2 + lead + 0.02));
         }
         let fine = record["slices"]
             .as_array()
@@ -260,6 +263,75 @@ threads = [1, 2]
             "recorded windows overlap: {w:?}"
         );
     }
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}
+
+/// A slice after a slow server's has a longer lead-in: the slow server's last requests
+/// (its 99th percentile latency in warmup, here many milliseconds of pure-Ruby work per
+/// request) complete before the next server's recorded window opens; after the fast
+/// server's, the lead-in is shorter.
+#[test]
+fn a_slow_servers_tail_lengthens_the_next_slices_lead_in() {
+    let lab = Lab::new("interleaved-tail");
+    lab.experiment(
+        r#"
+name = "interleaved-tail"
+batches = 1
+design = "interleaved"
+slice = "20ms"
+rounds = 20
+
+[settings]
+app = "known-effect"
+threads = 1
+connections = 2
+warmup = "1s"
+
+[matrix]
+env = [
+  { label = "fast", value = { RUBYRACE_WORK_ITERATIONS = "100" } },
+  { label = "slow", value = { RUBYRACE_WORK_ITERATIONS = "600000" } },
+]
+"#,
+    );
+    let by_block = run_to_valid_blocks(&lab, 2);
+    let pair = &by_block[&0];
+    // Every slice of both, in time order: (open, its lead-in, whose).
+    let mut all: Vec<(f64, f64, String)> = Vec::new();
+    for t in pair {
+        for x in t.result["interleaved"]["slices"].as_array().unwrap() {
+            let lead = x["lead_in_s"].as_f64().unwrap();
+            assert!(lead >= 0.005 - 1e-9, "{x}");
+            assert!(x["drain_s"].as_f64().is_some(), "{x}");
+            all.push((x["start_s"].as_f64().unwrap(), lead, t.label.clone()));
+        }
+    }
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let after = |whose: &str| -> Vec<f64> {
+        all.windows(2)
+            .filter(|w| w[0].2 == whose && w[1].2 != whose)
+            .map(|w| w[1].1)
+            .collect()
+    };
+    let (after_slow, after_fast) = (after("slow"), after("fast"));
+    assert!(!after_slow.is_empty() && !after_fast.is_empty(), "{all:?}");
+    // 600,000 iterations are over 10 ms of CPU a request, and two connections queue behind
+    // one thread: the slow server's p99 is well above 10 ms, and every lead-in after it is
+    // that long. The fast one's is under a millisecond on a quiet machine (then the lead-in
+    // is the design's 5 ms; a busy one's warmup can stall some requests for longer), and
+    // under the slow one's on any.
+    assert!(
+        after_slow.iter().all(|&l| l > 0.010),
+        "lead-ins after the slow server: {after_slow:?}"
+    );
+    let (longest_fast, shortest_slow) = (
+        after_fast.iter().copied().fold(0.0, f64::max),
+        after_slow.iter().copied().fold(f64::MAX, f64::min),
+    );
+    assert!(
+        longest_fast < shortest_slow,
+        "after the fast server {after_fast:?}, after the slow one {after_slow:?}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
