@@ -349,7 +349,18 @@ fn measure_block(
     //    every server at once (their loads started in the round's order).
     let block = members.first().map_or(0, |m| m.spec.block);
     if crate::remote_load::installed().is_none() {
-        let plan = HeldPlan::lay_out(members, &measured, slice, rounds, together, seed, block);
+        // A server that exited in its warmup is left out; its verdict says so.
+        let live: Vec<usize> = measured
+            .iter()
+            .copied()
+            .filter(|&i| {
+                members[i]
+                    .server
+                    .as_mut()
+                    .is_some_and(|sut| sut.server.exited().is_none())
+            })
+            .collect();
+        let plan = HeldPlan::lay_out(members, &live, slice, rounds, together, seed, block);
         run_rounds_held(members, &plan, phase_start, interrupt, events)?;
     } else {
         run_rounds_per_slice(
@@ -653,15 +664,14 @@ fn run_rounds_held(
     interrupt: &Arc<AtomicBool>,
     events: &mut dyn FnMut(BlockEvent),
 ) -> Result<(), Stop> {
-    let live: Vec<usize> = (0..members.len())
-        .filter(|&i| {
-            members[i].is_measured()
-                && members[i]
-                    .server
-                    .as_mut()
-                    .is_some_and(|sut| sut.server.exited().is_none())
-        })
+    // The servers laid out in the plan (those up when it was made).
+    let mut live: Vec<usize> = plan
+        .turns
+        .iter()
+        .flat_map(|t| t.on.iter().copied())
         .collect();
+    live.sort_unstable();
+    live.dedup();
     // Each live server's CPU reader (its tree listed now) and its load, with its windows.
     let readers: Vec<(usize, Result<TreeCpuReader, String>)> = live
         .iter()
@@ -698,13 +708,10 @@ fn run_rounds_held(
             })
             .collect();
         let read = |i: usize| -> Result<CpuReading, String> {
-            let (_, reader) = readers
-                .iter()
-                .find(|(j, _)| *j == i)
-                .expect("a live member");
-            match reader {
-                Ok(r) => r.read().map_err(|e| e.to_string()),
-                Err(e) => Err(e.clone()),
+            match readers.iter().find(|(j, _)| *j == i).map(|(_, r)| r) {
+                Some(Ok(r)) => r.read().map_err(|e| e.to_string()),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("the server was not up when the block's slices were laid out".into()),
             }
         };
         for (done, turn) in plan.turns.iter().enumerate() {
