@@ -26,8 +26,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The slice when none is written (the length the designs were measured with).
-pub const DEFAULT_SLICE: Duration = Duration::from_millis(500);
+/// The slice when none is written, for an interleaved design whose load runs beside the
+/// servers (held-open connections, `load::windows`): on this project's machine, slices of
+/// 20 and 50 ms left 2 to 4 times less of the machine's swing in a block's ratios than
+/// 500 ms slices and agreed with blocks; 50 ms was as narrow as 20 ms and spends half the
+/// loaded time in lead-ins (docs/PRECISION.md, finer slices).
+pub const DEFAULT_SLICE: Duration = Duration::from_millis(50);
+/// The slice when none is written where each slice is a load run of its own on new
+/// connections (a separate load host), and the window of a co-scheduled design (every
+/// server loaded at once: nothing is cancelled by alternating faster): the length those
+/// designs were measured with.
+pub const DEFAULT_LONG_SLICE: Duration = Duration::from_millis(500);
 /// The most configurations interleaved when the file writes no design: every server of an
 /// interleaved block is in memory at once.
 pub const MAX_DEFAULT_INTERLEAVED: usize = 8;
@@ -113,15 +122,27 @@ impl Design {
     }
 }
 
+/// The slice when none is written: [`DEFAULT_SLICE`] for an interleaved design on held-open
+/// connections, [`DEFAULT_LONG_SLICE`] for co-scheduled windows and for slices run from a
+/// separate load host.
+pub fn default_slice(co_scheduled: bool, separate_load: bool) -> Duration {
+    if co_scheduled || separate_load {
+        DEFAULT_LONG_SLICE
+    } else {
+        DEFAULT_SLICE
+    }
+}
+
 /// The slice and the rounds of a sliced design that measures each configuration for
 /// `duration` per block, from what the file wrote: both written, they are used; a slice
-/// alone gives as many rounds as fill the duration; rounds alone get the default slice; and
-/// neither cuts the duration into equal slices of at most [`DEFAULT_SLICE`], so each
+/// alone gives as many rounds as fill the duration; rounds alone get `default_slice`; and
+/// neither cuts the duration into equal slices of at most `default_slice`, so each
 /// configuration is measured for exactly its duration.
 pub fn slicing_for(
     duration: Duration,
     slice: Option<Duration>,
     rounds: Option<u32>,
+    default_slice: Duration,
 ) -> (Duration, u32) {
     let rounds_to_fill = |slice: Duration| {
         let n = duration.as_nanos().div_ceil(slice.as_nanos().max(1));
@@ -130,9 +151,9 @@ pub fn slicing_for(
     match (slice, rounds) {
         (Some(slice), Some(rounds)) => (slice, rounds),
         (Some(slice), None) => (slice, rounds_to_fill(slice)),
-        (None, Some(rounds)) => (DEFAULT_SLICE, rounds),
+        (None, Some(rounds)) => (default_slice, rounds),
         (None, None) => {
-            let rounds = rounds_to_fill(DEFAULT_SLICE);
+            let rounds = rounds_to_fill(default_slice);
             (duration / rounds, rounds)
         }
     }

@@ -64,13 +64,21 @@ impl Experiment {
         ) {
             Some(_) => crate::design::Design::Blocks,
             None => {
-                let (slice, rounds) =
-                    crate::design::slicing_for(configs[0].settings.load.duration, None, None);
+                let separate_load = self.fleet.as_ref().is_some_and(|f| f.separate_load());
+                let (slice, rounds) = crate::design::slicing_for(
+                    configs[0].settings.load.duration,
+                    None,
+                    None,
+                    crate::design::default_slice(false, separate_load),
+                );
                 crate::design::Design::Interleaved { slice, rounds }
             }
         }
     }
 }
+
+/// The most a smoke run's sliced block measures each configuration for.
+const SMOKE_MEASURED: Duration = Duration::from_secs(1);
 
 impl Experiment {
     /// Reads and checks an experiment file.
@@ -753,6 +761,7 @@ impl Experiment {
             &written,
             conditions.repeat_noisy,
             !services.is_empty(),
+            fleet.as_ref().is_some_and(|f| f.separate_load()),
         );
         if design != crate::design::Design::Blocks && rounds_written {
             // Measured for the rounds written × slice: the duration's default does not apply.
@@ -812,16 +821,18 @@ impl Experiment {
     }
 
     /// The same experiment cut down to a quick check: two short blocks (never adaptive).
+    /// A sliced design measures each configuration for at most [`SMOKE_MEASURED`] a block.
     pub fn smoke(mut self) -> Experiment {
         self.batches = 2;
         self.precision = None;
-        // Interleaved: 2 rounds of at most 500 ms, so each configuration is measured for
-        // at most a second per block, as a smoke trial is for two.
+        // Interleaved: slices of at most 500 ms, and as many rounds as measure each
+        // configuration for at most a second per block, as a smoke trial is for two.
         if let crate::design::Design::Interleaved { slice, rounds }
         | crate::design::Design::CoScheduled { slice, rounds } = &mut self.design
         {
-            *slice = (*slice).min(Duration::from_millis(500));
-            *rounds = (*rounds).min(2);
+            *slice = (*slice).min(crate::design::DEFAULT_LONG_SLICE);
+            let fit = SMOKE_MEASURED.as_nanos() / slice.as_nanos().max(1);
+            *rounds = (*rounds).min(fit.clamp(1, u128::from(u32::MAX)) as u32);
         }
         for c in &mut self.configs {
             let load = &mut c.settings.load;

@@ -627,9 +627,9 @@ fn interleaved(slice_ms: u64, rounds: u32) -> crate::design::Design {
 
 #[test]
 fn an_interleaved_design_takes_its_rounds_from_the_duration_unless_written() {
-    // The default duration, 10 s, in 500 ms slices.
+    // The default duration, 10 s, in the default 50 ms slices (held-open connections).
     let e = parse("design = \"interleaved\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
-    assert_eq!(e.design, interleaved(500, 20));
+    assert_eq!(e.design, interleaved(50, 200));
     assert!(
         e.defaults.contains(&"duration = \"10s\"".to_string()),
         "the duration's default measures it: {:?}",
@@ -643,33 +643,52 @@ fn an_interleaved_design_takes_its_rounds_from_the_duration_unless_written() {
     // A slice alone: as many rounds as fill the duration (rounded up).
     let e = parse("design = \"interleaved\"\nslice = \"300ms\"\n[settings]\nduration = \"1s\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
     assert_eq!(e.design, interleaved(300, 4));
-    // Neither: equal slices of at most 500 ms that add up to the duration exactly.
+    // Neither: equal slices of at most 50 ms that add up to the duration exactly (1008 ms
+    // is 20.16 slices of 50 ms: 21 of 48 ms).
     let e = parse(
-        "design = \"interleaved\"\n[settings]\nduration = \"1200ms\"\n[matrix]\nthreads = [1, 2]\n",
+        "design = \"interleaved\"\n[settings]\nduration = \"1008ms\"\n[matrix]\nthreads = [1, 2]\n",
     )
     .unwrap();
-    assert_eq!(e.design, interleaved(400, 3));
+    assert_eq!(e.design, interleaved(48, 21));
     // Rounds written: the duration does not apply, and its default is not named.
     let e = parse("design = \"interleaved\"\nrounds = 6\n[matrix]\nthreads = [1, 2]\n").unwrap();
-    assert_eq!(e.design, interleaved(500, 6));
+    assert_eq!(e.design, interleaved(50, 6));
     assert!(
         !e.defaults.iter().any(|d| d.starts_with("duration")),
         "{:?}",
         e.defaults
     );
-    let smoke = parse("design = \"interleaved\"\nrounds = 20\n[matrix]\nthreads = [1, 2]\n")
+    // A smoke run measures each configuration for at most a second a block: 20 slices of
+    // 50 ms, or 2 of 500 ms.
+    let smoke = parse("design = \"interleaved\"\nrounds = 100\n[matrix]\nthreads = [1, 2]\n")
         .unwrap()
         .smoke();
+    assert_eq!(smoke.design, interleaved(50, 20));
+    let smoke =
+        parse("design = \"interleaved\"\nslice = \"2s\"\nrounds = 5\n[matrix]\nthreads = [1, 2]\n")
+            .unwrap()
+            .smoke();
     assert_eq!(smoke.design, interleaved(500, 2));
+    // A separate load host runs a load per slice on new connections: its default slice is
+    // 500 ms, not one it would refuse.
+    let e = parse("design = \"interleaved\"\n[settings]\nduration = \"2s\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+    assert_eq!(e.design, interleaved(500, 4));
+    let e = parse(
+        "[settings]\nduration = \"2s\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n",
+    )
+    .unwrap();
+    assert_eq!(e.design, interleaved(500, 4), "the default design too");
+    assert_eq!(e.default_design(&e.configs), interleaved(500, 4));
 }
 
 #[test]
 fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwise() {
     let e = parse("[settings]\nduration = \"3s\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
-    assert_eq!(e.design, interleaved(500, 6));
+    assert_eq!(e.design, interleaved(50, 60));
+    assert_eq!(e.default_design(&e.configs), interleaved(50, 60));
     assert!(
         e.defaults
-            .contains(&"design = \"interleaved\" (6 rounds of 500ms slices)".to_string()),
+            .contains(&"design = \"interleaved\" (60 rounds of 50ms slices)".to_string()),
         "the default design is named with the other defaults: {:?}",
         e.defaults
     );
@@ -678,7 +697,7 @@ fn two_to_eight_http_configurations_are_interleaved_unless_the_file_says_otherwi
     assert_eq!(e.design, interleaved(250, 4));
     // Eight are interleaved, nine are not.
     let eight = parse("[matrix]\nthreads = [1, 2, 3, 4, 5, 6, 7, 8]\n").unwrap();
-    assert_eq!(eight.design, interleaved(500, 20));
+    assert_eq!(eight.design, interleaved(50, 200));
     let nine = parse("[matrix]\nthreads = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n").unwrap();
     assert_eq!(nine.design, crate::design::Design::Blocks);
     assert!(
@@ -786,6 +805,18 @@ fn a_co_scheduled_design_reads_like_an_interleaved_one_and_names_itself_in_error
         crate::design::Design::CoScheduled {
             slice: Duration::from_millis(500),
             rounds: 2
+        }
+    );
+    // Co-scheduled windows keep the 500 ms they were measured with when no slice is written.
+    let e = parse(
+        "design = \"co-scheduled\"\n[settings]\nduration = \"2s\"\n[matrix]\nthreads = [1, 2]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        e.design,
+        crate::design::Design::CoScheduled {
+            slice: Duration::from_millis(500),
+            rounds: 4
         }
     );
     let errs = errors("design = \"co-scheduled\"\n[settings]\nport = 9000\nrequests = 100\n");

@@ -100,6 +100,9 @@ struct Member<'a> {
     drain_max: Option<Duration>,
     /// Its 99th percentile latency in warmup: how long its last requests of a slice run on.
     tail: Option<Duration>,
+    /// The requests it answered over the measured phase, its slices' lead-ins included: what
+    /// the probe's figures per request divide by, its snapshots bracketing the phase.
+    answered: Option<u64>,
 }
 
 impl Member<'_> {
@@ -179,6 +182,7 @@ pub fn run_interleaved_block(
                 held_open: false,
                 drain_max: None,
                 tail: None,
+                answered: None,
             }),
             Err(what) => return BlockOutcome::WriteFailed(what),
         }
@@ -242,7 +246,8 @@ fn stop_all(members: &mut [Member<'_>]) {
         Orphans::OneOfTheBlock
     };
     for (i, s) in stopped {
-        record_stopped(s, orphans.clone(), whose, &mut members[i].result);
+        let answered = members[i].answered;
+        record_stopped(s, orphans.clone(), whose, answered, &mut members[i].result);
     }
 }
 
@@ -510,6 +515,7 @@ fn finish_measured_phase(
         let mut spec = m.load_spec.clone().expect("measured");
         spec.stop = load::StopCondition::Duration(measured_time);
         let report = load::LoadReport::new(&spec, &m.url, &outcome);
+        m.answered = Some(outcome.stats.responses + outcome.stats.unrecorded_responses);
         write_latency_log(&m.spec.out_dir, &outcome.stats.latency, report.elapsed_s)?;
         // The trial's CPU and its wall time are its slices' recorded windows alone; what the
         // server did the rest of the phase is recorded apart. Memory and context switches
@@ -691,8 +697,10 @@ fn run_rounds_held(
             )
         })
         .collect();
-    // Per turn and member on it: the CPU over its recorded window.
-    let mut cpu: Vec<Vec<Result<CpuWindow, String>>> = Vec::with_capacity(plan.turns.len());
+    // Per turn and member on it: the CPU over its recorded window, and over its whole slice
+    // (lead-in included; what the slice's lead-in used is the difference).
+    type TurnCpu = (Result<CpuWindow, String>, Option<CpuTimes>);
+    let mut cpu: Vec<Vec<TurnCpu>> = Vec::with_capacity(plan.turns.len());
     let total = plan.turns.len();
     let mut told = Instant::now() - HELD_EVENT_EVERY;
     let outcomes: Vec<(usize, std::io::Result<load::RunOutcome>)> = std::thread::scope(|scope| {
@@ -732,6 +740,8 @@ fn run_rounds_held(
                     last: None,
                 });
             }
+            sleep_until(turn.window.open, interrupt);
+            let opened: Vec<_> = turn.on.iter().map(|&i| read(i).ok()).collect();
             sleep_until(turn.window.record_from, interrupt);
             let first: Vec<_> = turn.on.iter().map(|&i| read(i)).collect();
             sleep_until(turn.window.close, interrupt);
@@ -740,12 +750,17 @@ fn run_rounds_held(
             }
             let last: Vec<_> = turn.on.iter().map(|&i| read(i)).collect();
             cpu.push(
-                first
+                opened
                     .into_iter()
+                    .zip(first)
                     .zip(last)
-                    .map(|(a, b)| match (a, b) {
-                        (Ok(a), Ok(b)) => Ok(b.since(&a)),
-                        (Err(e), _) | (_, Err(e)) => Err(e),
+                    .map(|((o, a), b)| {
+                        let span = o.zip(b.as_ref().ok()).map(|(o, b)| b.since(&o).times);
+                        let window = match (a, b) {
+                            (Ok(a), Ok(b)) => Ok(b.since(&a)),
+                            (Err(e), _) | (_, Err(e)) => Err(e),
+                        };
+                        (window, span)
                     })
                     .collect(),
             );
@@ -782,7 +797,7 @@ fn run_rounds_held(
             .collect();
         for ((k, turn), stats) in mine.iter().zip(&outcome.stats.windows) {
             let at = turn.on.iter().position(|&j| j == i).expect("on this turn");
-            let window_cpu = cpu[*k][at].clone();
+            let (window_cpu, span_cpu) = cpu[*k][at].clone();
             m.slice_cpu = match (&m.slice_cpu, &window_cpu) {
                 (Ok(sum), Ok(w)) => Ok(sum.plus(&w.times)),
                 (Err(e), _) => Err(e.clone()),
@@ -810,7 +825,8 @@ fn run_rounds_held(
                 lead_in_s: Some((turn.window.record_from - turn.window.open).as_secs_f64()),
                 drain_s: Some(drained.as_secs_f64()),
             });
-            m.spans.push((turn.window.close - turn.window.open, None));
+            m.spans
+                .push((turn.window.close - turn.window.open, span_cpu));
         }
         m.outcome = Some(outcome);
     }

@@ -178,6 +178,10 @@ pub struct ThreadStats {
     pub latency_uncorrected: Option<Histogram<u64>>,
     /// Complete responses, whatever their status.
     pub responses: u64,
+    /// Complete responses to requests sent outside the recorded phase (the warmup's, a
+    /// held-open window's lead-in): work the server did that no recorded figure counts.
+    #[serde(default)]
+    pub unrecorded_responses: u64,
     #[serde(with = "crate::wire::status_counts")]
     pub status: Box<[u64; STATUS_SLOTS]>,
     pub errors: [u64; ErrorKind::ALL.len()],
@@ -228,6 +232,7 @@ impl ThreadStats {
             latency: new_latency_histogram(),
             latency_uncorrected: open_loop.then(new_latency_histogram),
             responses: 0,
+            unrecorded_responses: 0,
             status: Box::new([0; STATUS_SLOTS]),
             errors: [0; ErrorKind::ALL.len()],
             bytes_read: 0,
@@ -296,6 +301,7 @@ impl ThreadStats {
                 .expect("auto-resizing histograms always merge");
         }
         self.responses += other.responses;
+        self.unrecorded_responses += other.unrecorded_responses;
         for (mine, theirs) in self.status.iter_mut().zip(other.status.iter()) {
             *mine += theirs;
         }

@@ -69,19 +69,38 @@ pub struct TrialData {
     pub pinning: Option<results::conditions::PinningRecord>,
     /// `repeat_noisy`: attempts of this trial measured in noise and set aside.
     pub noisy_attempts: u32,
-    /// An interleaved trial's server CPU outside its recorded windows, µs per second.
+    /// An interleaved trial's server CPU outside its recorded windows and their lead-ins
+    /// (its background work: timers, GC threads, a JIT), µs per second outside its windows.
     pub idle_cpu_per_s: Option<f64>,
     /// That CPU as a share of the CPU in its recorded windows (0.02: 2% more work than its
     /// CPU per request counts).
     pub idle_cpu_share: Option<f64>,
-    /// CPU per request charged with that CPU too, µs: (window CPU + idle CPU) / requests.
+    /// CPU per request charged with all the CPU outside its recorded windows too (lead-ins
+    /// included), µs: (window CPU + idle CPU) / requests.
     pub cpu_per_request_with_idle: Option<f64>,
+    /// A held-open interleaved trial's slices, as far as their edges go (empty for other
+    /// trials and for results stored before slices recorded their lead-in and drain).
+    pub held_slices: Vec<HeldSlice>,
     /// The trial's profiles (`profile = ...`), their files relative to `dir`.
     pub profiles: Vec<results::profile::ProfileRecord>,
     /// The trial's own directory (`trials/NNNNN`).
     pub dir: PathBuf,
     /// Scenario runs: each step's figures in this trial.
     pub steps: Vec<StepPoint>,
+}
+
+/// One slice of a held-open interleaved trial, at its edges. Seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HeldSlice {
+    /// When the slice (its lead-in) began, from the start of the block's measured phase,
+    /// which the block's trials share.
+    pub start_s: f64,
+    /// Its unrecorded lead-in.
+    pub lead_in_s: f64,
+    /// How long its last requests took to complete after its close.
+    pub drain_s: f64,
+    /// Its recorded window.
+    pub recorded_s: f64,
 }
 
 /// One scenario step in one trial.
@@ -391,13 +410,21 @@ fn trial_data(
     let bytes = |v: Option<u64>| v.map(|b| b as f64);
     let script = r.script.as_ref();
     let window_cpu_us = resources.map(|x| (x.cpu_user_us + x.cpu_system_us) as f64);
-    let idle_cpu_share = r
-        .interleaved
-        .as_ref()
-        .and_then(|i| i.idle_cpu_us)
-        .zip(window_cpu_us)
-        .filter(|&(_, window)| window > 0.0)
-        .map(|(idle, window)| idle as f64 / window);
+    // All the CPU outside the recorded windows (charged by cpu_per_request_with_idle), and
+    // the part of it that was not the slices' own lead-ins: the server's background work,
+    // which the idle figures and their warning are about (the lead-ins' requests are in no
+    // figure either, so their CPU leaves no figure per request wrong).
+    let idle_share_of = |idle: Option<u64>| {
+        idle.zip(window_cpu_us)
+            .filter(|&(_, window)| window > 0.0)
+            .map(|(idle, window)| idle as f64 / window)
+    };
+    let idle_cpu_all = r.interleaved.as_ref().and_then(|i| i.idle_cpu_us);
+    let background_cpu = r.interleaved.as_ref().and_then(|i| {
+        i.idle_cpu_us
+            .map(|idle| idle.saturating_sub(i.lead_in_cpu_us.unwrap_or(0)))
+    });
+    let idle_cpu_share = idle_share_of(background_cpu);
     TrialData {
         source: index,
         trial_id: r.trial_id,
@@ -441,18 +468,35 @@ fn trial_data(
         quiet: r.quiet,
         pinning: r.pinning,
         noisy_attempts: r.noisy_attempts,
-        idle_cpu_per_s: r
-            .interleaved
-            .as_ref()
-            .and_then(|i| i.idle_cpu_us.map(|us| us as f64).zip(i.idle_s))
+        idle_cpu_per_s: background_cpu
+            .map(|us| us as f64)
+            .zip(r.interleaved.as_ref().and_then(|i| i.idle_s))
             .filter(|&(_, s)| s > 0.0)
             .map(|(us, s)| us / s),
         idle_cpu_share,
         cpu_per_request_with_idle: r
             .derived
             .cpu_us_per_request
-            .zip(idle_cpu_share)
+            .zip(idle_share_of(idle_cpu_all))
             .map(|(cpu, share)| cpu * (1.0 + share)),
+        held_slices: r
+            .interleaved
+            .as_ref()
+            .filter(|i| i.held_open)
+            .map(|i| {
+                i.slices
+                    .iter()
+                    .filter_map(|s| {
+                        Some(HeldSlice {
+                            start_s: s.start_s,
+                            lead_in_s: s.lead_in_s?,
+                            drain_s: s.drain_s?,
+                            recorded_s: s.elapsed_s,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         profiles: r.profiles,
         dir: trial_dir.to_path_buf(),
         steps,

@@ -225,6 +225,12 @@ threads = [1, 2]
         assert_eq!(record["held_open"], true);
         assert_eq!(record["lead_in_s"], 0.005, "the 5 ms minimum lead-in");
         assert!(record["drain_max_s"].as_f64().is_some(), "{record}");
+        // The CPU is read at each slice's open too: the lead-ins' part of the idle CPU.
+        let lead_in_cpu = record["lead_in_cpu_us"].as_u64().expect("read apart");
+        assert!(
+            lead_in_cpu > 0 && lead_in_cpu <= record["idle_cpu_us"].as_u64().unwrap(),
+            "{record}"
+        );
         // Two connections, opened once for the whole block (the warmup's own are apart).
         let actual = &t.result["load"]["actual"];
         assert_eq!(actual["connections_opened"], 2, "{actual}");
@@ -237,6 +243,18 @@ threads = [1, 2]
         );
         let requests: u64 = s.iter().map(|x| x.4).sum();
         assert_eq!(t.result["load"]["requests"].as_u64(), Some(requests));
+        // The probe's snapshots bracket the whole phase, lead-ins included (5 ms before
+        // every 20 ms window, a quarter as many requests again): its figures per request
+        // divide by every request the server answered between them, not the recorded
+        // ones alone (which made objects per request a fifth too high at these slices).
+        let measured = &t.result["probe"]["measured"];
+        let objects = measured["allocated_objects"].as_f64().unwrap();
+        let per_request = measured["allocated_objects_per_request"].as_f64().unwrap();
+        let answered = objects / per_request;
+        assert!(
+            answered > 1.1 * requests as f64 && answered < 1.8 * requests as f64,
+            "the probe divided by {answered:.0} requests, {requests} recorded: {measured}"
+        );
         for (x, stored) in s.iter().zip(record["slices"].as_array().unwrap()) {
             assert!((x.3 - 0.02).abs() < 1e-9, "a recorded window of {} s", x.3);
             // start_s is the slice's open: its recorded window starts after its lead-in,
@@ -586,25 +604,31 @@ threads = [1, 2]
             .contains("does not set these, so their defaults apply: ")
             && run
                 .stderr
-                .contains(", design = \"interleaved\" (2 rounds of 450ms slices)\n"),
+                .contains(", design = \"interleaved\" (18 rounds of 50ms slices)\n"),
         "{run:?}"
     );
     let stored = trials(&lab.db());
     assert_eq!(stored.len(), 2);
     for t in &stored {
         assert_eq!(t.status, "valid", "{:?}", t.reason);
+        // The default slice, 50 ms, on connections held open for the block.
+        assert_eq!(t.result["interleaved"]["held_open"], true);
         let s = slices(t);
-        assert_eq!(s.len(), 2, "trial {}: {s:?}", t.trial_id);
-        for (_, _, _, elapsed, requests) in s {
-            assert!((0.44..0.6).contains(&elapsed), "a slice of {elapsed} s");
-            assert!(requests > 0);
+        assert_eq!(s.len(), 18, "trial {}: {s:?}", t.trial_id);
+        for (_, _, _, elapsed, _) in &s {
+            assert!((elapsed - 0.05).abs() < 1e-9, "a slice of {elapsed} s");
         }
+        let answered = s.iter().filter(|x| x.4 > 0).count();
+        assert!(
+            answered >= 15,
+            "{answered} of 18 slices had a response: {s:?}"
+        );
     }
     assert!(
         lab.report_json()["sources"][0]["design"]
             .as_str()
             .unwrap()
-            .starts_with("interleaved: 2 rounds of 450ms slices"),
+            .starts_with("interleaved: 18 rounds of 50ms slices"),
         "{}",
         lab.report_json()["sources"]
     );

@@ -248,8 +248,8 @@ script_args = [["1000"], ["300000"]]
     );
 }
 
-/// The defaults note names the file's defaults (20 rounds), and `--smoke`
-/// says what it runs instead (2 rounds), so the two do not contradict each other unsaid.
+/// The defaults note names the file's defaults (200 rounds of 50 ms), and `--smoke`
+/// says what it runs instead (20 rounds: a second per configuration), so the two do not contradict each other unsaid.
 #[test]
 fn smoke_mode_says_what_it_runs_after_the_defaults() {
     let lab = Lab::new("smoke-note");
@@ -258,14 +258,14 @@ fn smoke_mode_says_what_it_runs_after_the_defaults() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     let notes: Vec<&str> = run.stderr.lines().collect();
     assert!(
-        notes[0].contains("design = \"interleaved\" (20 rounds of 500ms slices)"),
+        notes[0].contains("design = \"interleaved\" (200 rounds of 50ms slices)"),
         "{run:?}"
     );
     assert!(
-        notes[1].starts_with("rubyrace: --smoke shortens the run, whatever the file and its defaults say: 2 blocks, warmup at most 1s and duration at most 2s per trial, 2 rounds of 500ms slices"),
+        notes[1].starts_with("rubyrace: --smoke shortens the run, whatever the file and its defaults say: 2 blocks, warmup at most 1s and duration at most 2s per trial, 20 rounds of 50ms slices"),
         "{run:?}"
     );
-    assert!(run.stdout.contains("2 rounds of 500ms each"), "{run:?}");
+    assert!(run.stdout.contains("20 rounds of 50ms each"), "{run:?}");
 }
 
 #[test]

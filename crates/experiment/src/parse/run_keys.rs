@@ -28,6 +28,7 @@ impl<'a> Parser<'a> {
         written: &std::collections::BTreeSet<&str>,
         repeat_noisy: u32,
         has_services: bool,
+        separate_load: bool,
     ) -> (crate::design::Design, Option<String>) {
         let by_default = written_design.is_none();
         let (name, span) = match written_design {
@@ -134,8 +135,12 @@ impl<'a> Parser<'a> {
             ));
         }
         let duration = durations.first().copied().unwrap_or_default();
-        let (slice, rounds) =
-            crate::design::slicing_for(duration, slice.map(|s| s.0), rounds.map(|r| r.0));
+        let (slice, rounds) = crate::design::slicing_for(
+            duration,
+            slice.map(|s| s.0),
+            rounds.map(|r| r.0),
+            crate::design::default_slice(together, separate_load),
+        );
         if slice < crate::design::MIN_SLICE {
             problems.push(problem(
                 format!(

@@ -229,7 +229,7 @@ pub(crate) fn start_server(
 pub(super) fn stop_server(sut: ServerUnderTest, spec: &TrialSpec, result: &mut TrialResult) {
     let stopped = stop_process(sut, spec);
     let orphans = kill_orphans(&[stopped.pid]);
-    record_stopped(stopped, orphans, Orphans::Its, result);
+    record_stopped(stopped, orphans, Orphans::Its, None, result);
 }
 
 /// A server whose processes are stopped, not recorded yet.
@@ -271,11 +271,15 @@ pub(crate) fn stop_process(sut: ServerUnderTest, spec: &TrialSpec) -> StoppedSer
 
 /// Records a stopped server in its trial's result, with the orphans found once it (and any
 /// other server up with it) had stopped; then the probe's summary and the verification of
-/// the settings, for a measured trial.
+/// the settings, for a measured trial. The probe's figures per request divide by
+/// `answered`, the requests the server answered between its two snapshots, when the
+/// trial's recorded requests are not all of them (an interleaved trial's lead-ins are
+/// answered inside its measured phase).
 pub(crate) fn record_stopped(
     stopped: StoppedServer,
     orphans: Vec<Orphan>,
     whose: Orphans,
+    answered: Option<u64>,
     result: &mut TrialResult,
 ) {
     let StoppedServer {
@@ -287,7 +291,7 @@ pub(crate) fn record_stopped(
     record.orphans = orphans.clone();
     result.server = Some(record);
     if result.load.is_some() {
-        let requests = result.load.as_ref().map(|l| l.requests);
+        let requests = answered.or(result.load.as_ref().map(|l| l.requests));
         let summary = probe::summarize(&probe::read_records(&probe_dir), &maps, requests);
         probe::apply(result, summary);
     }

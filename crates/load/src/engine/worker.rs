@@ -940,6 +940,8 @@ impl Worker {
                 // The run may be over: check now rather than at the next tick.
                 self.wake_at(now);
             }
+        } else {
+            self.stats.unrecorded_responses += 1;
         }
         if self.conns[index].user.is_some() {
             if let Some(fate) = self.step_answered(index, &request, completed.status, now) {

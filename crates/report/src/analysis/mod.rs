@@ -45,7 +45,8 @@ use metrics::{http_metrics, script_metrics, summary, Metric};
 use overhead::overhead;
 use warnings::{
     differing_sides_warnings, idle_cpu_warnings, incomplete_warnings, latency_file_warnings,
-    mixed_configurations_warnings, pooled_warnings, shape_warnings, too_few_warnings,
+    mixed_configurations_warnings, pooled_warnings, shape_warnings, slice_tail_warnings,
+    too_few_warnings,
 };
 
 pub use metrics::script_metric_higher_is_better;
@@ -340,6 +341,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     incomplete_warnings(sources, &baseline, &mut warnings);
     if interleaved {
         idle_cpu_warnings(&cohorts, &mut warnings);
+        slice_tail_warnings(sources, &mut warnings);
     }
     latency_file_warnings(&order, &members, &mut warnings);
     mixed_configurations_warnings(&order, &members, &mut warnings);

@@ -92,6 +92,60 @@ fn blocked_data_are_compared_by_block() {
     assert_eq!(c.p_value, Some(2.0 / 256.0));
 }
 
+/// A held-open interleaved run whose "fast" server's last requests run `fast_drain_ms`
+/// past each of its slices: 10 slices each per block, alternating, 5 ms lead-ins.
+fn held_run(fast_drain_ms: f64, design: experiment::design::Design) -> Report {
+    let mut trials = blocked(|_| "m1");
+    for t in &mut trials {
+        let (first, drain_s) = if t.label == "base" {
+            (0, 0.002)
+        } else {
+            (1, fast_drain_ms / 1000.0)
+        };
+        t.held_slices = (0..10)
+            .map(|k| crate::input::HeldSlice {
+                start_s: f64::from(2 * k + first) * 0.055,
+                lead_in_s: 0.005,
+                drain_s,
+                recorded_s: 0.05,
+            })
+            .collect();
+    }
+    let mut s = source(trials);
+    s.design = design;
+    analyze(&[s], &Options::default()).unwrap()
+}
+
+/// A slice whose previous server was still answering after its lead-in is counted against
+/// the slices that followed another, per block: 9 of 19 here when "fast"'s tail is 8 ms
+/// (3 ms into 50 ms windows: 2.8% of the recorded time), none when it is 4 ms;
+/// co-scheduled windows are not looked at.
+#[test]
+fn interleaved_runs_warn_when_the_previous_servers_tail_runs_past_the_lead_in() {
+    let interleaved = experiment::design::Design::Interleaved {
+        slice: std::time::Duration::from_millis(50),
+        rounds: 10,
+    };
+    let r = held_run(8.0, interleaved);
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.kind == "slice-tails")
+        .expect("9 of 19 slices");
+    assert!(
+        w.message
+            .starts_with("in 72 of 152 slices of /r, the previous server's last requests were still being answered after the slice's recorded window opened (by a median of 3.0 ms, at most 3.0 ms): 2.8% of the recorded time"),
+        "{}",
+        w.message
+    );
+    assert!(!kinds(&held_run(4.0, interleaved)).contains(&"slice-tails"));
+    let together = experiment::design::Design::CoScheduled {
+        slice: std::time::Duration::from_millis(50),
+        rounds: 10,
+    };
+    assert!(!kinds(&held_run(8.0, together)).contains(&"slice-tails"));
+}
+
 /// Memory per worker is compared only where the servers had workers: a run of single
 /// processes has no such line, a cluster run has both (PSS and USS) in the blocked
 /// design and USS alone side by side, where a process's PSS depends on its neighbours.

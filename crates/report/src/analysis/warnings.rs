@@ -54,10 +54,80 @@ pub(super) fn idle_cpu_warnings(cohorts: &[Cohort], warnings: &mut Vec<Warning>)
         kind: "idle-cpu-differs".into(),
         cohort: None,
         message: format!(
-            "outside their recorded slices (between them, and in their lead-ins), the servers of these interleaved trials used different shares of the CPU they were charged for ({}): that work is in neither throughput nor CPU per request, and a blocks design would have charged it; cpu_per_request_with_idle charges it",
+            "outside their recorded slices and those slices' lead-ins (which runs before 2026-11-27 counted with them), the servers of these interleaved trials used different shares of the CPU they were charged for ({}): that work is in neither throughput nor CPU per request, and a blocks design would have charged it; cpu_per_request_with_idle charges it",
             listed.join("; ")
         ),
     });
+}
+
+/// The share of a held-open interleaved run's recorded time in which the previous slice's
+/// server was still answering, above which the report warns. On the demo (four Rails
+/// servers, 50 ms slices, lead-ins as long as the previous server's 99th percentile
+/// latency) 8% of the slices had such a tail, of 2.9 ms (median): about 0.5% of the
+/// recorded time (docs/PRECISION.md).
+const TAIL_TIME_WARN: f64 = 0.01;
+
+/// Where the slices of held-open interleaved blocks met the previous slice's tail: how
+/// many slices followed another, by how much each previous server's last requests ran
+/// past the lead-in into this slice's recorded window (seconds, only those that did), and
+/// the recorded time of the slices that followed another.
+pub(super) fn slice_tails(trials: &[&TrialData]) -> (usize, Vec<f64>, f64) {
+    let mut blocks: BTreeMap<(usize, u32), Vec<crate::input::HeldSlice>> = BTreeMap::new();
+    for t in trials {
+        blocks
+            .entry((t.source, t.block))
+            .or_default()
+            .extend(t.held_slices.iter().copied());
+    }
+    let mut followed = 0;
+    let mut past = Vec::new();
+    let mut recorded = 0.0;
+    for slices in blocks.values_mut() {
+        slices.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        for pair in slices.windows(2) {
+            followed += 1;
+            recorded += pair[1].recorded_s;
+            if pair[0].drain_s > pair[1].lead_in_s {
+                past.push(pair[0].drain_s - pair[1].lead_in_s);
+            }
+        }
+    }
+    (followed, past, recorded)
+}
+
+/// Interleaved slices follow each other on the same CPUs: where the previous server's last
+/// requests ran past the next slice's lead-in, both servers were busy in the start of
+/// its recorded window, which pulls a throughput ratio towards 1. Warns when that was
+/// more than [`TAIL_TIME_WARN`] of the recorded time (co-scheduled windows share their
+/// seconds anyway and are not looked at).
+pub(super) fn slice_tail_warnings(sources: &[SourceData], warnings: &mut Vec<Warning>) {
+    for s in sources
+        .iter()
+        .filter(|s| matches!(s.design, experiment::design::Design::Interleaved { .. }))
+    {
+        let trials: Vec<&TrialData> = s.trials.iter().collect();
+        let (followed, mut past, recorded) = slice_tails(&trials);
+        let shared: f64 = past.iter().sum();
+        if followed == 0 || recorded <= 0.0 || shared <= TAIL_TIME_WARN * recorded {
+            continue;
+        }
+        past.sort_by(f64::total_cmp);
+        let median = past[past.len() / 2];
+        let max = past[past.len() - 1];
+        warnings.push(Warning {
+            kind: "slice-tails".into(),
+            cohort: None,
+            message: format!(
+                "in {} of {} slices of {}, the previous server's last requests were still being answered after the slice's recorded window opened (by a median of {:.1} ms, at most {:.1} ms): {:.1}% of the recorded time, in which both servers shared the CPU, which pulls a throughput ratio towards 1; longer slices make that a smaller part of each window (the lead-in already lasts the previous server's 99th percentile latency in its warmup)",
+                past.len(),
+                followed,
+                s.dir.display(),
+                1000.0 * median,
+                1000.0 * max,
+                100.0 * shared / recorded
+            ),
+        });
+    }
 }
 
 /// Names the cohorts whose comparisons cannot be significant whatever the data: the
