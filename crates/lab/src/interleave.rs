@@ -10,7 +10,7 @@
 //! starts with an unrecorded lead-in (experiment::design::lead_in), in which the previous
 //! server's last requests complete and this server's queue fills, so its recorded window
 //! begins with the server already under load; the server tree's CPU time is read at that
-//! window's two edges, from the threads' nanosecond counters where it can be, its
+//! window's two edges (and at the slice's open, so the lead-in's CPU is known apart), from the threads' nanosecond counters where it can be, its
 //! processes listed once per block (sys::resources::TreeCpuReader). With a separate load
 //! host (a fleet's `load = "separate"`) each slice is a load run of its own on new
 //! connections, as before held-open slices existed.
