@@ -184,32 +184,96 @@ pub struct GateEnd {
 }
 
 impl GateEnd {
-    /// One line: the verdict and its figures.
+    /// One line, in the direction the report's tables use (the head's value of the metric
+    /// over the base's: for throughput, higher is faster): the verdict, the ratio in words
+    /// ("2.5% faster"), its interval at the gate's own confidence, labelled, and the limit
+    /// allowed in the same direction. A person reading a pull request sees one direction
+    /// in the headline and the tables below it (check.md says why).
     pub fn describe(&self) -> String {
         let d = &self.decision;
+        let metric = self.metric;
+        let limit = metric_ratio(metric, 1.0 + self.max_slowdown);
+        let allowed = format!(
+            "{} {limit:.4}× (at most {:.2}% slower)",
+            if metric == PrecisionMetric::Throughput {
+                "at least"
+            } else {
+                "at most"
+            },
+            100.0 * self.max_slowdown
+        );
         let figures = match (d.factor, d.low, d.high) {
-            (Some(f), Some(lo), Some(hi)) => format!(
-                "head/base slowdown on {} {:.4}× [{:.4}–{:.4}] ({:.2}% interval), {} blocks",
-                self.metric.name(),
-                f,
-                lo,
-                hi,
-                100.0 * d.confidence,
-                d.blocks
-            ),
-            _ => format!("{} blocks, too few paired values for an interval", d.blocks),
-        };
-        let allowed = format!("{:.4}×", 1.0 + self.max_slowdown);
-        let verdict = match d.verdict {
-            GateVerdict::Pass => format!("pass: no slowdown beyond {allowed}"),
-            GateVerdict::Fail => format!("fail: slower than {allowed} with confidence"),
-            GateVerdict::Inconclusive => {
-                format!("inconclusive: the interval still holds {allowed} at the budget")
+            (Some(f), Some(lo), Some(hi)) => {
+                let (r, a, b) = (
+                    metric_ratio(metric, f),
+                    metric_ratio(metric, lo),
+                    metric_ratio(metric, hi),
+                );
+                format!(
+                    "head/base {} {r:.4}× ({}) [{:.4}–{:.4}] ({:.2}% interval), {}",
+                    metric.name(),
+                    change_words(metric, r),
+                    a.min(b),
+                    a.max(b),
+                    100.0 * d.confidence,
+                    blocks(d.blocks)
+                )
             }
+            _ => format!(
+                "{}, too few paired values for an interval",
+                blocks(d.blocks)
+            ),
+        };
+        let verdict = match d.verdict {
+            GateVerdict::Pass => {
+                format!("pass: the whole interval is within the allowed {allowed}")
+            }
+            GateVerdict::Fail => {
+                format!("fail: the whole interval is past the allowed {allowed}")
+            }
+            GateVerdict::Inconclusive => format!(
+                "inconclusive: at the budget the interval still holds the allowed {allowed}"
+            ),
             GateVerdict::Continue => "not decided".to_string(),
         };
         format!("{verdict}; {figures}")
     }
+}
+
+fn blocks(n: u32) -> String {
+    if n == 1 {
+        "1 block".into()
+    } else {
+        format!("{n} blocks")
+    }
+}
+
+/// The head's value of `metric` over the base's, from the head's cost factor (`factor` >
+/// 1: the head did worse): its inverse for throughput, the factor itself for the rest.
+pub fn metric_ratio(metric: PrecisionMetric, factor: f64) -> f64 {
+    if metric == PrecisionMetric::Throughput {
+        1.0 / factor
+    } else {
+        factor
+    }
+}
+
+/// A head/base ratio of `metric` in words, as the report's comparisons word it: "2.5%
+/// faster", "14.9% slower", "3.1% more CPU per request", "no change".
+pub fn change_words(metric: PrecisionMetric, ratio: f64) -> String {
+    let pct = (ratio - 1.0) * 100.0;
+    if format!("{:.1}", pct.abs()) == "0.0" {
+        return "no change".into();
+    }
+    let (more, less) = match metric {
+        PrecisionMetric::Throughput => ("faster", "slower"),
+        PrecisionMetric::CpuPerRequest => ("more CPU per request", "less CPU per request"),
+        PrecisionMetric::LatencyP50 => ("higher p50 latency", "lower p50 latency"),
+        PrecisionMetric::LatencyP99 => ("higher p99 latency", "lower p99 latency"),
+        PrecisionMetric::PssEnd => ("more memory (PSS)", "less memory (PSS)"),
+        PrecisionMetric::Wall => ("slower", "faster"),
+    };
+    format!("{:.1}% {}", pct.abs(), if pct > 0.0 { more } else { less })
 }
 
 /// The block counts at which a rule that stops on where an interval lies looks: `min`
@@ -389,6 +453,70 @@ mod tests {
         eprintln!(
             "unchanged: pass {:.3} after a median {} blocks; 10% slower: fail {:.3} after {}; at the threshold: inconclusive {:.3}",
             unchanged.pass, unchanged.median_blocks, slow.fail, slow.median_blocks, edge.inconclusive
+        );
+    }
+}
+
+/// The one line a pull request reads: the direction of the report's tables, words a person
+/// writes, the interval's confidence labelled.
+#[cfg(test)]
+mod words {
+    use super::*;
+
+    fn end(verdict: GateVerdict, metric: PrecisionMetric, f: (f64, f64, f64)) -> GateEnd {
+        GateEnd {
+            decision: GateDecision {
+                verdict,
+                blocks: 6,
+                factor: Some(f.0),
+                low: Some(f.1),
+                high: Some(f.2),
+                confidence: 0.9929,
+            },
+            max_slowdown: 0.03,
+            metric,
+        }
+    }
+
+    #[test]
+    fn the_headline_says_throughput_the_way_the_table_does() {
+        // The issue's case: a cost factor 0.9754× [0.9384–1.0138] is throughput 1.0252×.
+        let pass = end(
+            GateVerdict::Pass,
+            PrecisionMetric::Throughput,
+            (0.9754, 0.9384, 1.0138),
+        )
+        .describe();
+        assert_eq!(
+            pass,
+            "pass: the whole interval is within the allowed at least 0.9709× (at most 3.00% slower); \
+head/base throughput 1.0252× (2.5% faster) [0.9864–1.0656] (99.29% interval), 6 blocks"
+        );
+        let inconclusive = end(
+            GateVerdict::Inconclusive,
+            PrecisionMetric::Throughput,
+            (1.175, 1.02, 1.35),
+        )
+        .describe();
+        assert!(
+            inconclusive.contains("head/base throughput 0.8511× (14.9% slower)"),
+            "{inconclusive}"
+        );
+        let cpu = end(
+            GateVerdict::Fail,
+            PrecisionMetric::CpuPerRequest,
+            (1.10, 1.05, 1.15),
+        )
+        .describe();
+        assert!(cpu.starts_with("fail: the whole interval is past the allowed at most 1.0300×"));
+        assert!(
+            cpu.contains("(10.0% more CPU per request) [1.0500–1.1500]"),
+            "{cpu}"
+        );
+        assert_eq!(change_words(PrecisionMetric::Wall, 0.98), "2.0% faster");
+        assert_eq!(
+            change_words(PrecisionMetric::Throughput, 1.0004),
+            "no change"
         );
     }
 }

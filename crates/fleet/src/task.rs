@@ -156,6 +156,9 @@ pub fn run_block(
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
         Ok(RunEnd::StoppedAfterFailure { trial_id }) => format!("stopped after trial {trial_id}"),
+        Ok(end @ RunEnd::CannotBoot { .. }) => {
+            format!("cannot run: {}", end.cannot_boot_lines().join("; "))
+        }
         Err(e) => format!("failed: {e:#}"),
     };
     let trials = store.trial_results()?;

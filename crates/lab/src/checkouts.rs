@@ -17,6 +17,31 @@ pub fn checkout_path(results_dir: &Path, commit: &str) -> PathBuf {
         .join(&commit[..commit.len().min(12)])
 }
 
+/// `text` (a trial's reason, a server's error line) with the paths inside the checkouts of
+/// a run in `results_dir` said as the repository says them: `checkouts/<commit>/app/x.rb`
+/// becomes `app/x.rb`, since the checkout is gone once the session ends and the path
+/// inside the repository is what a person opens.
+pub fn in_repository_terms(text: &str, results_dir: &Path) -> String {
+    let root = format!("{}/", results_dir.join("checkouts").display());
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&root) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + root.len()..];
+        match after.find('/') {
+            Some(slash) if after[..slash].chars().all(|c| c.is_ascii_hexdigit()) => {
+                rest = &after[slash + 1..];
+            }
+            _ => {
+                out.push_str(&root);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `settings` moved into its commit's checkout under `results_dir` (unchanged without
 /// `app_commit`).
 pub fn settings_in_checkout(results_dir: &Path, settings: &ConfigSettings) -> ConfigSettings {
@@ -69,5 +94,25 @@ impl Drop for Checkouts {
                 let _ = std::fs::remove_dir(parent);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_names_the_file_in_the_repository_not_in_the_checkout() {
+        let dir = Path::new("/r/results/x");
+        assert_eq!(
+            in_repository_terms(
+                "the server exited: /r/results/x/checkouts/0123456789ab/app/config.ru:3: syntax error",
+                dir
+            ),
+            "the server exited: app/config.ru:3: syntax error"
+        );
+        // Anything else is as it was.
+        let other = "from /r/results/x/checkouts/notes/a.rb and /elsewhere/app.rb";
+        assert_eq!(in_repository_terms(other, dir), other);
     }
 }

@@ -94,6 +94,13 @@ impl LiveFile {
                 RunState::StoppedAfterFailure,
                 Some(format!("trial {trial_id} was not valid")),
             ),
+            Ok(end @ RunEnd::CannotBoot { block, .. }) => (
+                RunState::Stopped,
+                Some(format!(
+                    "nothing could run in block {block}: {}",
+                    end.cannot_boot_lines().join("; ")
+                )),
+            ),
             Err(e) => (RunState::Stopped, Some(e)),
         };
         self.end_with(state, reason);

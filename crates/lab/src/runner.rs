@@ -98,6 +98,29 @@ pub enum RunEnd {
     Interrupted,
     /// `--fail-fast` and a trial failed or was invalid.
     StoppedAfterFailure { trial_id: usize },
+    /// What the run measures cannot boot, so another block would fail the same way: after
+    /// `block` (from 1, as people count), a gate's base or head has failed every trial
+    /// (it does not build or boot), or no trial of a run has run at all. Every trial is
+    /// stored; a resume goes on with the next block.
+    CannotBoot {
+        block: u32,
+        /// Each configuration that cannot run, by label, with the reason of its first
+        /// failed trial (the server's error line where it printed one).
+        failures: Vec<(String, String)>,
+    },
+}
+
+impl RunEnd {
+    /// For [`RunEnd::CannotBoot`]: who cannot run and why, one line each.
+    pub fn cannot_boot_lines(&self) -> Vec<String> {
+        match self {
+            RunEnd::CannotBoot { failures, .. } => failures
+                .iter()
+                .map(|(label, reason)| format!("{label}: {reason}"))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The plan of a run as one JSON document (schema `rubyrace.plan/1`, what `rubyrace run
@@ -387,6 +410,10 @@ pub fn run_pending(
         Ok(RunEnd::StoppedAfterFailure { trial_id }) => {
             format!("stopped after trial {trial_id} (--fail-fast)")
         }
+        Ok(end @ RunEnd::CannotBoot { block, .. }) => format!(
+            "stopped after block {block}: cannot run ({})",
+            end.cannot_boot_lines().join("; ")
+        ),
         Err(e) => format!("failed: {e:#}"),
     };
     if let Some(services) = run.services.take() {
@@ -477,22 +504,32 @@ fn profiler_failures(
 /// The first configuration with a failed trial and no valid one (it does not build or
 /// boot), with the failure's reason.
 fn never_ran(trials: &[TrialResult]) -> Option<(usize, String)> {
-    let failed = trials.iter().filter(|t| t.status == TrialStatus::Failed);
-    failed
-        .filter(|f| {
-            !trials
-                .iter()
-                .any(|t| t.config_id == f.config_id && t.status == TrialStatus::Valid)
-        })
-        .min_by_key(|f| f.config_id)
-        .map(|f| {
-            (
+    never_ran_all(trials).into_iter().next()
+}
+
+/// Every configuration with a failed trial and no valid one, in configuration order, each
+/// with the reason of its first failure.
+fn never_ran_all(trials: &[TrialResult]) -> Vec<(usize, String)> {
+    let mut found: Vec<(usize, String)> = Vec::new();
+    let mut failed: Vec<&TrialResult> = trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Failed)
+        .collect();
+    failed.sort_by_key(|t| (t.config_id, t.trial_id));
+    for f in failed {
+        let ran = trials
+            .iter()
+            .any(|t| t.config_id == f.config_id && t.status == TrialStatus::Valid);
+        if !ran && !found.iter().any(|(c, _)| *c == f.config_id) {
+            found.push((
                 f.config_id,
                 f.reason
                     .clone()
                     .unwrap_or_else(|| "its trial failed".into()),
-            )
-        })
+            ));
+        }
+    }
+    found
 }
 
 /// What became of one scheduled trial.
@@ -555,7 +592,9 @@ impl Run<'_> {
                         }
                     );
                 }
-                end = BisectEnd::Unmeasurable { reason };
+                end = BisectEnd::Unmeasurable {
+                    reason: crate::checkouts::in_repository_terms(&reason, run.store.dir()),
+                };
             }
             if !end.decided() && blocks_done >= target.rule.max_blocks {
                 // Invalid trials left fewer values than blocks: the budget is blocks run.
@@ -641,7 +680,11 @@ impl Run<'_> {
         if self.design.slicing().is_some() {
             return self.run_interleaved(schedule, done);
         }
-        for trial in schedule.iter().filter(|t| !done.contains(&t.trial_id)) {
+        let pending: Vec<&ScheduledTrial> = schedule
+            .iter()
+            .filter(|t| !done.contains(&t.trial_id))
+            .collect();
+        for (i, trial) in pending.iter().enumerate() {
             if self.interrupt.load(Ordering::SeqCst) {
                 return Ok(RunEnd::Interrupted);
             }
@@ -655,8 +698,57 @@ impl Run<'_> {
                     }
                 }
             }
+            let block_ends = pending
+                .get(i + 1)
+                .is_none_or(|next| next.block != trial.block);
+            if block_ends {
+                if let Some(end) = self.cannot_boot(trial.block)? {
+                    return Ok(end);
+                }
+            }
         }
         Ok(RunEnd::Complete)
+    }
+
+    /// After block `block` (from 0) is stored: [`RunEnd::CannotBoot`] when what the run
+    /// measures cannot run, so every further block would fail the same way. A gate stops
+    /// when its base or head has failed every trial so far (a head that does not boot must
+    /// not pass, nor spend the budget failing); any other run when no trial of it has run
+    /// at all (a run that has measured something goes on: a passing cause, or one
+    /// configuration of many, marks its trials, not the night). A bisection's own rule
+    /// decides (a candidate that does not boot is skipped, an end stops the search).
+    fn cannot_boot(&self, block: u32) -> Result<Option<RunEnd>> {
+        if self.store.bisect()?.is_some() {
+            return Ok(None);
+        }
+        let trials = self.store.trial_results()?;
+        let failed = if self.store.gate()?.is_some() {
+            never_ran_all(&trials)
+        } else if !trials.is_empty() && trials.iter().all(|t| t.status == TrialStatus::Failed) {
+            never_ran_all(&trials)
+        } else {
+            Vec::new()
+        };
+        if failed.is_empty() {
+            return Ok(None);
+        }
+        let label = |id: usize| {
+            self.configs
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| c.label.clone())
+                .unwrap_or_else(|| format!("configuration {id}"))
+        };
+        Ok(Some(RunEnd::CannotBoot {
+            block: block + 1,
+            failures: failed
+                .into_iter()
+                .map(|(id, reason)| {
+                    let reason = crate::checkouts::in_repository_terms(&reason, self.store.dir());
+                    (label(id), reason)
+                })
+                .collect(),
+        }))
     }
 
     /// The interleaved and co-scheduled designs: the pending trials of each block run
@@ -730,6 +822,9 @@ impl Run<'_> {
                 return Ok(RunEnd::StoppedAfterFailure {
                     trial_id: bad.trial_id,
                 });
+            }
+            if let Some(end) = self.cannot_boot(block)? {
+                return Ok(end);
             }
         }
         Ok(RunEnd::Complete)

@@ -51,7 +51,105 @@ pub fn commit_of(repo: &Path, rev: &str) -> Result<String, String> {
             &format!("{rev}^{{commit}}"),
         ],
     )
-    .map_err(|_| format!("no commit {rev:?} in {}", repo.display()))
+    .map_err(|_| {
+        let mut message = format!("no commit {rev:?} in {}", repo.display());
+        if is_shallow(repo) {
+            message.push_str(
+                ": this clone is shallow (it holds only the newest commits: `git clone --depth`, \
+or actions/checkout without `fetch-depth: 0`); fetch the history with `git fetch --unshallow` \
+or check out with `fetch-depth: 0`",
+            );
+        }
+        message
+    })
+}
+
+/// Whether the repository is a shallow clone (`git clone --depth N`): older commits are
+/// missing, so a ref to them names nothing.
+pub fn is_shallow(repo: &Path) -> bool {
+    git(repo, &["rev-parse", "--is-shallow-repository"]).is_ok_and(|out| out == "true")
+}
+
+/// The paths (from the repository's top) that HEAD does not hold as they are: modified,
+/// staged, deleted and untracked files (ignored ones are not changes), sorted.
+pub fn uncommitted_changes(repo: &Path) -> Result<Vec<String>, String> {
+    let changed = git(repo, &["diff", "--name-only", "HEAD", "--"])?;
+    let untracked = git(
+        repo,
+        &["ls-files", "--others", "--exclude-standard", "--full-name"],
+    )?;
+    let mut paths: Vec<String> = changed
+        .lines()
+        .chain(untracked.lines())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// A commit of the working tree as it is now, as `git add -A && git commit` would make it
+/// (tracked changes and untracked files; ignored files left out), on top of HEAD, made
+/// without touching the working tree, the index, any branch or the stash: it is written
+/// through a private index file, and no ref names it (git keeps such a commit for its
+/// `gc.pruneExpire`, two weeks by default, long enough for a resume).
+pub fn snapshot_worktree(repo: &Path, private_index: &Path) -> Result<String, String> {
+    let with_index = |args: &[&str]| -> Result<String, String> {
+        let out = git_command(repo)
+            .env("GIT_INDEX_FILE", private_index)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("git could not be started: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(format!(
+                "git {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    let head = commit_of(repo, "HEAD")?;
+    let made = (|| {
+        with_index(&["read-tree", &head])?;
+        with_index(&["add", "--all", "--", "."])?;
+        let tree = with_index(&["write-tree"])?;
+        git_command(repo)
+            .args(["commit-tree", &tree, "-p", &head, "-m"])
+            .arg(format!(
+                "rubyrace: the working tree on {} (uncommitted changes)",
+                &head[..12]
+            ))
+            .env("GIT_AUTHOR_NAME", "rubyrace")
+            .env("GIT_AUTHOR_EMAIL", "rubyrace@localhost")
+            .env("GIT_COMMITTER_NAME", "rubyrace")
+            .env("GIT_COMMITTER_EMAIL", "rubyrace@localhost")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("git could not be started: {e}"))
+            .and_then(|out| {
+                if out.status.success() {
+                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+                } else {
+                    Err(format!(
+                        "git commit-tree: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            })
+    })();
+    let _ = std::fs::remove_file(private_index);
+    made.map_err(|e| {
+        format!(
+            "cannot snapshot the working tree of {}: {e}",
+            repo.display()
+        )
+    })
 }
 
 /// Whether `path` (relative to the repository's top) is a file at `commit`.
@@ -198,6 +296,72 @@ mod tests {
         );
         let list = git(&repo, &["worktree", "list", "--porcelain"]).unwrap();
         assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    }
+
+    /// The working tree as a commit: an edited file, a new file and a new untracked file
+    /// are in it, an ignored file is not; the working tree, the index (one staged change),
+    /// the branch and the stash are as they were. A shallow clone's missing commit says so.
+    #[test]
+    fn the_working_tree_is_snapshot_without_touching_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("app")).unwrap();
+        run(&repo, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::write(repo.join(".gitignore"), "log/\n").unwrap();
+        std::fs::write(repo.join("app/config.ru"), "one").unwrap();
+        run(&repo, &["add", "."]);
+        run(&repo, &["commit", "--quiet", "-m", "first"]);
+        run(
+            &repo,
+            &["commit", "--quiet", "--allow-empty", "-m", "second"],
+        );
+        let head = commit_of(&repo, "HEAD").unwrap();
+        assert!(uncommitted_changes(&repo).unwrap().is_empty());
+        std::fs::write(repo.join("app/config.ru"), "edited").unwrap();
+        std::fs::write(repo.join("app/staged.rb"), "staged").unwrap();
+        run(&repo, &["add", "app/staged.rb"]);
+        std::fs::write(repo.join("app/new.rb"), "untracked").unwrap();
+        std::fs::create_dir_all(repo.join("log")).unwrap();
+        std::fs::write(repo.join("log/dev.log"), "ignored").unwrap();
+        let mut changes = uncommitted_changes(&repo).unwrap();
+        changes.sort();
+        assert_eq!(changes, ["app/config.ru", "app/new.rb", "app/staged.rb"]);
+        let status = git(&repo, &["status", "--porcelain"]).unwrap();
+
+        let snapshot = snapshot_worktree(&repo, &dir.path().join("index")).unwrap();
+        assert_ne!(snapshot, head);
+        let show = |path: &str| git(&repo, &["show", &format!("{snapshot}:{path}")]);
+        assert_eq!(show("app/config.ru").unwrap(), "edited");
+        assert_eq!(show("app/new.rb").unwrap(), "untracked");
+        assert_eq!(show("app/staged.rb").unwrap(), "staged");
+        assert!(show("log/dev.log").is_err(), "ignored files stay out");
+        assert_eq!(
+            git(&repo, &["rev-parse", &format!("{snapshot}^1")]).unwrap(),
+            head
+        );
+        assert!(!dir.path().join("index").exists());
+        assert_eq!(git(&repo, &["status", "--porcelain"]).unwrap(), status);
+        assert_eq!(commit_of(&repo, "HEAD").unwrap(), head);
+        assert_eq!(git(&repo, &["stash", "list"]).unwrap(), "");
+
+        let shallow = dir.path().join("shallow");
+        run(
+            dir.path(),
+            &[
+                "clone",
+                "--quiet",
+                "--depth",
+                "1",
+                &format!("file://{}", repo.display()),
+                "shallow",
+            ],
+        );
+        assert!(is_shallow(&shallow));
+        assert!(!is_shallow(&repo));
+        let missing = commit_of(&shallow, "HEAD~1").unwrap_err();
+        assert!(missing.contains("this clone is shallow"), "{missing}");
+        assert!(missing.contains("fetch-depth: 0"), "{missing}");
+        assert!(!commit_of(&repo, "nope").unwrap_err().contains("shallow"));
     }
 
     /// A history with a merge: the first-parent line from good to bad, the merge one commit

@@ -89,7 +89,13 @@ pub struct BisectArgs {
 
 pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     let (dir, mut record) = match &args.resume {
-        Some(dir) => (dir.clone(), BisectRecord::read(dir)?),
+        Some(dir) => match not_a_bisection(dir) {
+            Some(message) => {
+                eprintln!("rubyrace bisect: {message}");
+                return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+            }
+            None => (dir.clone(), BisectRecord::read(dir)?),
+        },
         None => match start(&args) {
             Ok(started) => started,
             Err(message) => {
@@ -99,13 +105,14 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         },
     };
     let dir = std::path::absolute(&dir).context("the bisection's directory")?;
-    let (experiment, config) = match searched(&record.experiment, Some(&record.config)) {
-        Ok(found) => found,
-        Err(message) => {
-            eprintln!("{message}");
-            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-        }
-    };
+    let (experiment, config) =
+        match searched(&record.experiment, Some(&record.config), NO_PRECISION) {
+            Ok(found) => found,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+            }
+        };
     let resume_hint = format!("rubyrace bisect --resume {}", dir.display());
     let interrupt = install_run_interrupt(&resume_hint)?;
     eprintln!(
@@ -226,10 +233,46 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     ))
 }
 
+/// What `dir` is when it is not a bisection's directory (for `--resume`): a step of one,
+/// a check, a run, or nothing rubyrace wrote.
+fn not_a_bisection(dir: &Path) -> Option<String> {
+    if dir.join(BISECT_FILE).is_file() {
+        return None;
+    }
+    let shown = dir.display();
+    if !dir.is_dir() {
+        return Some(format!(
+            "{shown} does not exist: it is not a bisection's directory"
+        ));
+    }
+    if !dir.join(results::store::DB_FILE).is_file() {
+        return Some(format!(
+            "{shown} holds no {BISECT_FILE} and no results: it is not a bisection's directory"
+        ));
+    }
+    let store = Store::open_read_only(dir).ok();
+    let what = match &store {
+        Some(s) if s.bisect().ok().flatten().is_some() => {
+            let search = dir.ancestors().nth(2).unwrap_or(dir);
+            return Some(format!(
+                "{shown} is one step of a bisection: go on with `rubyrace bisect --resume {}`",
+                search.display()
+            ));
+        }
+        Some(s) if s.gate().ok().flatten().is_some() => {
+            format!("a check: go on with `rubyrace check --resume {shown}`")
+        }
+        _ => format!("a run: go on with `rubyrace run --resume {shown}`"),
+    };
+    Some(format!(
+        "{shown} is not a bisection's directory; it holds {what}"
+    ))
+}
+
 /// A new bisection: its history resolved, its directory made, its record written.
 fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
     let file = args.experiment.clone().expect("clap requires it");
-    let (experiment, config) = searched(&file, args.config.as_deref())?;
+    let (experiment, config) = searched(&file, args.config.as_deref(), NO_PRECISION)?;
     let (repo, history_of) = match (&args.app_repo, &args.ruby_repo) {
         (Some(app), _) => (app.clone(), HistoryOf::App),
         (None, Some(ruby)) => (ruby.clone(), HistoryOf::Ruby),
@@ -266,9 +309,10 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
             }
         })
         .collect();
-    let dir = args.output.clone().unwrap_or_else(|| {
-        super::run::default_output(&format!("{}-bisect", experiment.name), false)
-    });
+    let dir = match &args.output {
+        Some(dir) => dir.clone(),
+        None => super::run::default_output_made(&format!("{}-bisect", experiment.name), false)?,
+    };
     if dir.join(BISECT_FILE).exists() {
         return Err(format!(
             "{} holds a bisection already: go on with `rubyrace bisect --resume {}`, or choose another -o",
@@ -301,16 +345,22 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
     Ok((dir, record))
 }
 
-/// The experiment and the configuration whose history is searched: its only one, or the
-/// one labelled `label`.
-fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), String> {
+/// Why a bisection's file cannot have `precision`.
+const NO_PRECISION: &str =
+    "bisect decides when each step stops by its own rule; remove `precision` (or give --precision)";
+
+/// The experiment and the configuration whose history is searched (or, for `check`,
+/// gated): its only one, or the one labelled `label`. A file with `precision` is refused
+/// with `no_precision`, why the command does not take it.
+pub(super) fn searched(
+    file: &Path,
+    label: Option<&str>,
+    no_precision: &str,
+) -> Result<(Experiment, Config), String> {
     let experiment = Experiment::load_building(file, &super::ruby::experiment_ruby)
         .map_err(|e| e.to_string())?;
     if experiment.precision.is_some() {
-        return Err(format!(
-            "{}: bisect decides when each step stops by its own rule; remove `precision` (or give --precision)",
-            file.display()
-        ));
+        return Err(format!("{}: {no_precision}", file.display()));
     }
     let labels = || {
         experiment
@@ -336,7 +386,7 @@ fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), St
         None if experiment.configs.len() == 1 => experiment.configs[0].clone(),
         None => {
             return Err(format!(
-                "{}: {} configurations; name the one whose history is searched with --config (one of {})",
+                "{}: {} configurations; name the one to measure with --config (one of {})",
                 file.display(),
                 experiment.configs.len(),
                 labels()
@@ -345,7 +395,7 @@ fn searched(file: &Path, label: Option<&str>) -> Result<(Experiment, Config), St
     };
     if config.settings.app_commit.is_some() {
         return Err(format!(
-            "{}: the configuration {:?} names a `ref`; bisect chooses the commits",
+            "{}: the configuration {:?} names a `ref`; the commits are chosen on the command line",
             file.display(),
             config.label
         ));
@@ -486,8 +536,8 @@ impl Step<'_> {
             match end {
                 Ok(RunEnd::Complete) => {}
                 Ok(RunEnd::Interrupted) => return Err(Stopped::Interrupted),
-                Ok(RunEnd::StoppedAfterFailure { .. }) => {
-                    unreachable!("a bisection never fails fast")
+                Ok(RunEnd::StoppedAfterFailure { .. }) | Ok(RunEnd::CannotBoot { .. }) => {
+                    unreachable!("a bisection never fails fast, and its own rule decides on a commit that does not boot")
                 }
                 Err(e) => return Err(Stopped::Failed(e)),
             }

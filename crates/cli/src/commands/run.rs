@@ -1,7 +1,7 @@
 //! `rubyrace run`: an experiment file (or a results directory to resume) to a stored run,
 //! with the dry run, the plan as JSON and the end-of-run summary. The work is in `lab`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -93,6 +93,32 @@ pub(crate) fn default_output(name: &str, smoke: bool) -> PathBuf {
     PathBuf::from("results").join(format!("{}{smoke}-{compact}", directory_name(name)))
 }
 
+/// [`default_output`], with its `results` directory made if need be: one rubyrace makes
+/// holds a `.gitignore` of `*`, so results written inside a repository (a CI job's
+/// checkout, the app's own tree) are never untracked files in `git status`. A `results`
+/// directory that was there already is left as it is (its owner may commit to it).
+pub(crate) fn default_output_made(name: &str, smoke: bool) -> Result<PathBuf, String> {
+    let dir = default_output(name, smoke);
+    make_results_root(&dir)?;
+    Ok(dir)
+}
+
+/// Makes the `results` directory that holds `dir` (a [`default_output`]) with its
+/// `.gitignore`, when it is not there yet.
+fn make_results_root(dir: &Path) -> Result<(), String> {
+    let root = dir.parent().expect("results/NAME");
+    if !root.exists() {
+        std::fs::create_dir_all(root)
+            .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+        std::fs::write(
+            root.join(".gitignore"),
+            "# Made by rubyrace: results stay out of git (docs/results.md).\n*\n",
+        )
+        .map_err(|e| format!("cannot write {}: {e}", root.join(".gitignore").display()))?;
+    }
+    Ok(())
+}
+
 /// An experiment's name as a directory name: letters and digits of any script kept
 /// (`ünïcode-тест` stays as it is), every other character a `-`, runs of them one, and
 /// never a leading `-` or `.`, which the shell or the CLI would read as a flag or a hidden
@@ -116,7 +142,30 @@ fn directory_name(name: &str) -> String {
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut store, kind) = if let Some(dir) = &args.resume {
+        if dir.join(results::bisect::BISECT_FILE).exists() {
+            eprintln!(
+                "rubyrace: {} holds a bisection: go on with `rubyrace bisect --resume {}` (a run's resume would finish one step outside the search)",
+                dir.display(),
+                dir.display()
+            );
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
         let store = Store::open(dir)?;
+        if store.gate()?.is_some() {
+            drop(store);
+            return super::check::resume_from_run(dir);
+        }
+        if store.bisect()?.is_some() {
+            // A step's directory: DIR/steps/NN-…
+            let search = dir.ancestors().nth(2).unwrap_or(dir);
+            eprintln!(
+                "rubyrace: {} is a step of the bisection in {}: go on with `rubyrace bisect --resume {}` (a run's resume would finish this step outside the search)",
+                dir.display(),
+                search.display(),
+                search.display()
+            );
+            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+        }
         // The services are stored with the run: one this machine cannot start would fail
         // every resume the same way.
         let problems = lab::services::check(&store.services()?);
@@ -202,6 +251,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             print_dry_run(&experiment, &plan)?;
             return Ok(ExitCode::SUCCESS);
         }
+        if args.output.is_none() {
+            make_results_root(&dir).map_err(anyhow::Error::msg)?;
+        }
         (
             Store::create(&dir, &experiment, &plan, args.smoke)?,
             "start",
@@ -272,6 +324,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         RunEnd::StoppedAfterFailure { trial_id } => {
             eprintln!(
                 "\nStopped after trial {trial_id} (--fail-fast): {completed} of {total} trials are stored. Resume with:\n  rubyrace run --resume {}",
+                dir.display()
+            );
+            Ok(ExitCode::from(EXIT_TRIALS_FAILED))
+        }
+        RunEnd::CannotBoot { block, .. } => {
+            eprintln!(
+                "\nrubyrace: stopped after block {block}: no trial of the run could run, so every further block would fail the same way:\n  {}\n{completed} of {total} trials are stored. Fix the cause, then resume with:\n  rubyrace run --resume {}",
+                end.cannot_boot_lines().join("\n  "),
                 dir.display()
             );
             Ok(ExitCode::from(EXIT_TRIALS_FAILED))

@@ -35,6 +35,7 @@ mod support;
 mod architecture;
 mod bisect;
 mod build;
+mod check;
 mod commits;
 mod doctor;
 mod examples;

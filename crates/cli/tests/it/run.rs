@@ -738,6 +738,59 @@ fn a_failed_boot_shows_the_exception_line_and_the_logs_path() {
     assert!(log.is_file());
 }
 
+/// (46.20) A run whose first block boots nothing (two configurations of an app that
+/// raises at boot, four blocks planned) stops after that block with exit 3, each
+/// configuration's error line and the resume command, rather than failing all eight
+/// trials one after another; a resume runs one more block and stops the same way.
+/// One configuration that boots keeps the run going (the fault tests' runs).
+#[test]
+fn a_run_whose_first_block_boots_nothing_stops_after_it() {
+    let dir = crate::support::TempDir::new("boots-nothing");
+    let app = dir.path("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(
+        app.join("config.ru"),
+        "raise \"no database\"\nrun ->(_) { [200, {}, [\"ok\"]] }\n",
+    )
+    .unwrap();
+    let file = dir.write(
+        "experiment.toml",
+        format!(
+            "batches = 4\n[settings]\napp = \"{}\"\nwarmup = \"200ms\"\nduration = \"500ms\"\n[matrix]\nthreads = [1, 2]\n",
+            app.display()
+        ),
+    );
+    let out = dir.path("results");
+    let o = out.to_str().unwrap();
+    let run = rubyrace(&["run", file.to_str().unwrap(), "-o", o]);
+    assert_eq!(run.code(), Some(3), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("stopped after block 1: no trial of the run could run"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("threads=1: the server exited"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("no database (RuntimeError)"), "{run:?}");
+    assert!(run.stderr.contains("2 of 8 trials are stored"), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!("rubyrace run --resume {o}")),
+        "{run:?}"
+    );
+    let resumed = rubyrace(&["run", "--resume", o]);
+    assert_eq!(resumed.code(), Some(3), "{resumed:?}");
+    assert!(
+        resumed.stderr.contains("stopped after block 2"),
+        "{resumed:?}"
+    );
+    assert!(
+        resumed.stderr.contains("4 of 8 trials are stored"),
+        "{resumed:?}"
+    );
+}
+
 /// A scenario with `method` in an experiment file is refused in the
 /// file's words (it said `--method and --body`, the options of `rubyrace load`).
 #[test]

@@ -89,10 +89,14 @@ fn provenance(report: &Report) -> String {
         .iter()
         .flat_map(|s| s.machines.clone())
         .collect();
-    format!(
-        "rubyrace {} · {} · machine {}",
-        env!("CARGO_PKG_VERSION"),
-        report.command,
-        machines.join(", ")
-    )
+    // A field with nothing to say is left out (a report built by `check` has no command
+    // of its own; it once printed `rubyrace 0.1.0 ·  · machine vm`).
+    let mut parts = vec![format!("rubyrace {}", env!("CARGO_PKG_VERSION"))];
+    if !report.command.trim().is_empty() {
+        parts.push(report.command.clone());
+    }
+    if !machines.is_empty() {
+        parts.push(format!("machine {}", machines.join(", ")));
+    }
+    parts.join(" · ")
 }

@@ -36,6 +36,16 @@ impl Store {
         Ok(())
     }
 
+    /// Sets `key` in the meta table to `value` (a command's own record, such as the
+    /// options `check --resume` keeps).
+    pub fn record_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
     pub fn record_gate_end(&self, end: &experiment::gate::GateEnd) -> Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('gate_end', ?1)",

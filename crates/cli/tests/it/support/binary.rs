@@ -135,9 +135,23 @@ pub fn spawn<S: AsRef<str>>(args: &[S]) -> Running {
 
 /// Starts `rubyrace ARGS...` with `env` added to its environment.
 pub fn spawn_with_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Running {
+    spawn_in(None, args, env)
+}
+
+/// Starts `rubyrace ARGS...` in the working directory `cwd` (the test's own without),
+/// with `env` added to its environment.
+pub fn spawn_in<S: AsRef<str>>(
+    cwd: Option<&std::path::Path>,
+    args: &[S],
+    env: &[(&str, &str)],
+) -> Running {
     let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
     let machine = shared();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rubyrace"));
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command
         .args(&args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
