@@ -393,6 +393,10 @@ pub enum BisectEnd {
     /// The candidate could not be measured (it does not build or boot): skipped, with why.
     Unmeasurable {
         reason: String,
+        /// The blocks that showed it (one, for a candidate that does not boot; none for
+        /// one whose Ruby does not build). Absent in records of an older rubyrace.
+        #[serde(default)]
+        blocks: u32,
     },
 }
 
@@ -426,12 +430,13 @@ impl BisectEnd {
         }
     }
 
-    /// Blocks with a value of every configuration.
+    /// Blocks with a value of every configuration; for a skipped candidate, the blocks
+    /// that showed it cannot be measured.
     pub fn blocks(&self) -> u32 {
         match self {
             BisectEnd::Ends(d) => d.blocks,
             BisectEnd::Step(d) => d.blocks,
-            BisectEnd::Unmeasurable { .. } => 0,
+            BisectEnd::Unmeasurable { blocks, .. } => *blocks,
         }
     }
 
@@ -481,7 +486,7 @@ impl BisectEnd {
                     d.blocks
                 )
             }
-            BisectEnd::Unmeasurable { reason } => format!("skipped: {reason}"),
+            BisectEnd::Unmeasurable { reason, .. } => format!("skipped: {reason}"),
         }
     }
 }

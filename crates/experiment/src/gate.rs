@@ -194,13 +194,14 @@ impl GateEnd {
         let metric = self.metric;
         let limit = metric_ratio(metric, 1.0 + self.max_slowdown);
         let allowed = format!(
-            "{} {limit:.4}× (at most {:.2}% slower)",
+            "at most {:.2}% slower: {} {} {limit:.4}×",
+            100.0 * self.max_slowdown,
+            metric.name(),
             if metric == PrecisionMetric::Throughput {
-                "at least"
+                "≥"
             } else {
-                "at most"
+                "≤"
             },
-            100.0 * self.max_slowdown
         );
         let figures = match (d.factor, d.low, d.high) {
             (Some(f), Some(lo), Some(hi)) => {
@@ -226,13 +227,11 @@ impl GateEnd {
         };
         let verdict = match d.verdict {
             GateVerdict::Pass => {
-                format!("pass: the whole interval is within the allowed {allowed}")
+                format!("pass: within the allowed slowdown ({allowed}) with confidence")
             }
-            GateVerdict::Fail => {
-                format!("fail: the whole interval is past the allowed {allowed}")
-            }
+            GateVerdict::Fail => format!("fail: slower than allowed ({allowed}) with confidence"),
             GateVerdict::Inconclusive => format!(
-                "inconclusive: at the budget the interval still holds the allowed {allowed}"
+                "inconclusive: at the budget the interval still holds the limit ({allowed})"
             ),
             GateVerdict::Continue => "not decided".to_string(),
         };
@@ -489,8 +488,8 @@ mod words {
         .describe();
         assert_eq!(
             pass,
-            "pass: the whole interval is within the allowed at least 0.9709× (at most 3.00% slower); \
-head/base throughput 1.0252× (2.5% faster) [0.9864–1.0656] (99.29% interval), 6 blocks"
+            "pass: within the allowed slowdown (at most 3.00% slower: throughput ≥ 0.9709×) with \
+confidence; head/base throughput 1.0252× (2.5% faster) [0.9864–1.0656] (99.29% interval), 6 blocks"
         );
         let inconclusive = end(
             GateVerdict::Inconclusive,
@@ -508,7 +507,12 @@ head/base throughput 1.0252× (2.5% faster) [0.9864–1.0656] (99.29% interval),
             (1.10, 1.05, 1.15),
         )
         .describe();
-        assert!(cpu.starts_with("fail: the whole interval is past the allowed at most 1.0300×"));
+        assert!(
+            cpu.starts_with(
+                "fail: slower than allowed (at most 3.00% slower: cpu_per_request ≤ 1.0300×)"
+            ),
+            "{cpu}"
+        );
         assert!(
             cpu.contains("(10.0% more CPU per request) [1.0500–1.1500]"),
             "{cpu}"

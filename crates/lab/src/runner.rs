@@ -594,6 +594,7 @@ impl Run<'_> {
                 }
                 end = BisectEnd::Unmeasurable {
                     reason: crate::checkouts::in_repository_terms(&reason, run.store.dir()),
+                    blocks: blocks_done,
                 };
             }
             if !end.decided() && blocks_done >= target.rule.max_blocks {

@@ -89,7 +89,7 @@ pub fn rows(record: &BisectRecord) -> Vec<StepRow> {
                         .push_str("; part of its range's regression only: both sides searched");
                 }
             }
-            Some(BisectEnd::Unmeasurable { reason }) => {
+            Some(BisectEnd::Unmeasurable { reason, .. }) => {
                 row.decision = format!("skipped: {}", first_line(reason));
             }
             None => {}

@@ -320,6 +320,15 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
             dir.display()
         ));
     }
+    if args.min_blocks < 3 || args.max_blocks < args.min_blocks.max(3) {
+        eprintln!(
+            "rubyrace: each decision looks at {} to {} blocks (an interval needs at least 3; the budget is at least the first look), not --min-blocks {} --max-blocks {}",
+            args.min_blocks.max(3),
+            args.max_blocks.max(args.min_blocks.max(3)),
+            args.min_blocks,
+            args.max_blocks
+        );
+    }
     std::fs::create_dir_all(dir.join("steps"))
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let record = BisectRecord {
@@ -419,7 +428,7 @@ fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
                 record.more_than_one_change |= d.partial;
                 search.record(record.ends_of(step), c, d.verdict, d.partial);
             }
-            (Some(BisectEnd::Unmeasurable { reason }), Some(c)) => {
+            (Some(BisectEnd::Unmeasurable { reason, .. }), Some(c)) => {
                 search.skip(c);
                 record.skipped.push((c, reason.clone()));
             }
@@ -510,7 +519,7 @@ impl Step<'_> {
                 Ok(experiment) => experiment,
                 Err(NotRun::Unmeasurable(reason)) => {
                     return Ok(Decided {
-                        end: BisectEnd::Unmeasurable { reason },
+                        end: BisectEnd::Unmeasurable { reason, blocks: 0 },
                         measuring_s: 0.0,
                         earlier: false,
                     })

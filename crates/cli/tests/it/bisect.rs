@@ -195,6 +195,23 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
             && resumed.stdout.contains("commit 9 does not boot"),
         "{resumed:?}"
     );
+    // (46.17) The reason names the file in the repository, not the deleted checkout, and
+    // the skipped step counts the block that showed it.
+    let why = r["skipped"][0][1].as_str().unwrap();
+    assert!(
+        why.contains("app/config.ru:") && !why.contains("checkouts/"),
+        "{why}"
+    );
+    let skipped_step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["end"]["unmeasurable"].is_object())
+        .expect("the skipped step");
+    assert_eq!(
+        skipped_step["end"]["unmeasurable"]["blocks"], 1,
+        "{skipped_step}"
+    );
     // About log2(20) steps: 4 or 5, one more for the skipped commit, the ends apart.
     let steps = r["steps"].as_array().unwrap().len() - 1;
     assert!((5..=7).contains(&steps), "{steps} steps");
@@ -211,6 +228,8 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
     let html = std::fs::read_to_string(out.join("bisect.html")).unwrap();
     assert!(html.contains("data-chart=\"bisect\"") && html.contains("data-answer=\"13-13\""));
     assert!(html.contains("data-skipped=\"9\""));
+    // Ruby's "in `<main>'" keeps its backtick in the page (every backtick was dropped).
+    assert!(html.contains("in `"), "{html}");
     assert!(std::fs::read_to_string(out.join("bisect.md"))
         .unwrap()
         .contains("| step | commit |"));

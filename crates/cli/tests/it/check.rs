@@ -300,7 +300,7 @@ fn a_resumed_check_keeps_its_exit_status_and_summary() {
     let said = &resumed.stdout;
     assert!(said.contains("## rubyrace check: ❌ fail"), "{said}");
     assert!(
-        said.contains("fail: the whole interval is past the allowed at least 0.9709× (at most 3.00% slower); head/base throughput 0."),
+        said.contains("fail: slower than allowed (at most 3.00% slower: throughput ≥ 0.9709×) with confidence; head/base throughput 0."),
         "{said}"
     );
     assert!(said.contains("% slower) ["), "{said}");

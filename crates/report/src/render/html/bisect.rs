@@ -2,7 +2,7 @@
 //! order, and the steps' table, self-contained like the report's page (its style sheet,
 //! no script, no network).
 
-use maud::{html, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 use results::bisect::BisectRecord;
 
 use super::trusted;
@@ -39,9 +39,9 @@ pub fn page(record: &BisectRecord) -> String {
                         h2 { "The answer" }
                         @for paragraph in answer.split("\n\n").filter(|p| !p.trim().is_empty()) {
                             @if let Some(item) = paragraph.trim().strip_prefix("- ") {
-                                ul { li { (item.replace("**", "").replace('`', "")) } }
+                                ul { li { (inline(&item.replace("**", ""))) } }
                             } @else {
-                                p { (paragraph.replace("**", "").replace('`', "")) }
+                                p { (inline(&paragraph.replace("**", ""))) }
                             }
                         }
                     }
@@ -77,4 +77,91 @@ pub fn page(record: &BisectRecord) -> String {
         "\n"
     };
     page.into_string()
+}
+
+/// A piece of the Markdown answer: plain text, or a code span.
+enum Inline<'a> {
+    Text(&'a str),
+    Code(&'a str),
+}
+
+/// Markdown's code spans as CommonMark reads them: a run of backticks opens one, the next
+/// run of the same length closes it; a run with no partner is literal text. So the
+/// answer's `` `HASH` `` becomes code, and a reason quoting Ruby's `` `eval' `` keeps its
+/// backtick (every backtick was once dropped).
+fn spans(text: &str) -> Vec<Inline<'_>> {
+    let run_at = |i: usize| text[i..].bytes().take_while(|&b| b == b'`').count();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < text.len() {
+        if text.as_bytes()[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let n = run_at(i);
+        // The closing run: the next run of exactly n backticks.
+        let mut j = i + n;
+        let close = loop {
+            match text[j..].find('`') {
+                None => break None,
+                Some(k) => {
+                    let m = run_at(j + k);
+                    if m == n {
+                        break Some(j + k);
+                    }
+                    j += k + m;
+                }
+            }
+        };
+        match close {
+            Some(c) => {
+                if start < i {
+                    out.push(Inline::Text(&text[start..i]));
+                }
+                let inner = &text[i + n..c];
+                let trimmed = if inner.len() > 1 && inner.starts_with(' ') && inner.ends_with(' ') {
+                    &inner[1..inner.len() - 1]
+                } else {
+                    inner
+                };
+                out.push(Inline::Code(trimmed));
+                i = c + n;
+                start = i;
+            }
+            None => i += n,
+        }
+    }
+    if start < text.len() {
+        out.push(Inline::Text(&text[start..]));
+    }
+    out
+}
+
+fn inline(text: &str) -> Markup {
+    html! {
+        @for piece in spans(text) {
+            @match piece {
+                Inline::Text(t) => (t),
+                Inline::Code(c) => code { (c) },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_spans_are_code_and_a_lone_backtick_stays() {
+        assert_eq!(
+            inline("commit `abc123` failed: from config.ru:1:in `eval'").into_string(),
+            "commit <code>abc123</code> failed: from config.ru:1:in `eval'"
+        );
+        assert_eq!(
+            inline("`` `eval' `` and `x`").into_string(),
+            "<code>`eval'</code> and <code>x</code>"
+        );
+        assert_eq!(inline("no code").into_string(), "no code");
+    }
 }
