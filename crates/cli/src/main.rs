@@ -36,6 +36,7 @@ mod invocation;
 mod live_report;
 mod output;
 mod progress;
+mod results_dir;
 mod run_end;
 
 use std::process::ExitCode;

@@ -311,7 +311,9 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         .collect();
     let dir = match &args.output {
         Some(dir) => dir.clone(),
-        None => super::run::default_output_made(&format!("{}-bisect", experiment.name), false)?,
+        None => {
+            crate::results_dir::default_output_made(&format!("{}-bisect", experiment.name), false)?
+        }
     };
     if dir.join(BISECT_FILE).exists() {
         return Err(format!(

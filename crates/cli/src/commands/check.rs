@@ -191,10 +191,11 @@ fn checked(args: &CheckArgs) -> Result<ExitCode, Refused> {
             let experiment = gate_experiment(args)?;
             let dir = match &args.output {
                 Some(dir) => dir.clone(),
-                None => {
-                    super::run::default_output_made(&format!("{}-check", experiment.name), false)
-                        .map_err(|e| Refused(e, EXIT_BAD_EXPERIMENT))?
-                }
+                None => crate::results_dir::default_output_made(
+                    &format!("{}-check", experiment.name),
+                    false,
+                )
+                .map_err(|e| Refused(e, EXIT_BAD_EXPERIMENT))?,
             };
             fresh_output(&dir)?;
             let plan = schedule(
