@@ -240,11 +240,7 @@ impl Slurm {
                 );
             }
         }
-        let out = output(
-            "sinfo",
-            &["--noheader".into(), "--format=%P".into()],
-        )
-        .map_err(|e| {
+        let out = output("sinfo", &["--noheader".into(), "--format=%P".into()]).map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach the Slurm cluster with the configuration in {}: {e:#}",
                 conf_file()

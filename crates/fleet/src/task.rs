@@ -237,7 +237,10 @@ fn make_scratch(block: u32, attempt: &str) -> Result<(tempfile::TempDir, Flock<F
 pub fn remove_abandoned_scratch(root: &Path) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        if !entry.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX)
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(SCRATCH_PREFIX)
             || !entry.file_type().is_ok_and(|t| t.is_dir())
         {
             continue;

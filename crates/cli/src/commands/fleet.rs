@@ -85,7 +85,10 @@ pub struct ClusterPlan {
 
 /// `run --slurm`, before its results directory is made: Slurm is reached and the partition
 /// exists (fleet::slurm::Slurm::check). With `dry_run`, also the partition's nodes.
-pub fn check_cluster(fleet: &experiment::fleet::Fleet, dry_run: bool) -> Result<Option<ClusterPlan>> {
+pub fn check_cluster(
+    fleet: &experiment::fleet::Fleet,
+    dry_run: bool,
+) -> Result<Option<ClusterPlan>> {
     let slurm = fleet::slurm::Slurm {
         partition: fleet.partition.clone(),
     };

@@ -832,7 +832,11 @@ fn the_test_cluster_script_starts_a_cluster_a_dry_run_plans_on_and_stops_it() {
     ] {
         assert!(run.stdout.contains(line), "{line:?} in {}", run.stdout);
     }
-    assert!(!lab.results().exists(), "a dry run made {:?}", lab.results());
+    assert!(
+        !lab.results().exists(),
+        "a dry run made {:?}",
+        lab.results()
+    );
     let queue = std::process::Command::new("squeue")
         .args(["--noheader", "--states=all"])
         .env("SLURM_CONF", &conf)
@@ -878,8 +882,8 @@ fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
     let mut env = cluster.env();
     env.push(("TMPDIR", scratch.path("").display().to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let detached = spawn_with_env(&args(&lab, &["--slurm", "--detach"]), &env)
-        .wait(Duration::from_secs(120));
+    let detached =
+        spawn_with_env(&args(&lab, &["--slurm", "--detach"]), &env).wait(Duration::from_secs(120));
     assert_eq!(detached.code(), Some(0), "{detached:?}");
     let started = Instant::now();
     let serving = |node: &str| {
@@ -931,7 +935,10 @@ fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
     )
     .wait(Duration::from_secs(300));
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
-    assert!(resumed.stderr.contains("attaching to job(s)"), "{resumed:?}");
+    assert!(
+        resumed.stderr.contains("attaching to job(s)"),
+        "{resumed:?}"
+    );
     let retries: Vec<&str> = resumed
         .stderr
         .lines()

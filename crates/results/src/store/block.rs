@@ -198,9 +198,9 @@ impl Store {
     /// The failed attempts of a fleet run's blocks, in block order, each block's in the
     /// order they failed.
     pub fn fleet_failures(&self) -> Result<Vec<serde_json::Value>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1",
-        )?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1")?;
         let rows = stmt.query_map(params![FAILURE_PREFIX], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
