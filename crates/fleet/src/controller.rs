@@ -128,6 +128,10 @@ pub fn run_fleet(
     let slurm = Slurm {
         partition: fleet.partition.clone(),
     };
+    // Slurm reached and the partition there, or a clear word on which file is wrong.
+    slurm
+        .check()
+        .map_err(|e| e.context("nothing was submitted"))?;
     let dir = store.dir().to_path_buf();
     std::fs::create_dir_all(dir.join("fleet").join("logs"))?;
     // Attaching to jobs in flight (after --detach, Ctrl-C of a killed controller): their
@@ -145,11 +149,21 @@ pub fn run_fleet(
         ));
     }
     let session = store.begin_session(options.kind, options.command)?;
+    let state = FleetState::load(&dir)?;
+    // An attempt in flight that this session attaches to is its first of the block: a
+    // failure of it is retry 1, as in the session that submitted it.
+    let mut session_attempts: HashMap<u32, u32> = HashMap::new();
+    for (b, attempts) in &state.attempts {
+        let in_flight = attempts.iter().filter(|a| !a.ended).count() as u32;
+        if in_flight > 0 {
+            session_attempts.insert(*b, in_flight);
+        }
+    }
     let mut controller = Controller {
         dir: dir.clone(),
         block_trials: HashMap::new(),
-        state: FleetState::load(&dir)?,
-        session_attempts: HashMap::new(),
+        state,
+        session_attempts,
         slurm,
         fleet,
         binary: options.binary.clone(),
@@ -159,6 +173,9 @@ pub fn run_fleet(
             .filter(|_| store.precision_end().ok().flatten().is_none()),
         store,
         running_told: BTreeSet::new(),
+        running_lines: Vec::new(),
+        order_told: BTreeSet::new(),
+        cancelling: false,
         stored_on: BTreeMap::new(),
         waiting_told: None,
     };
@@ -353,6 +370,13 @@ struct Controller<'a> {
     target: Option<PrecisionTarget>,
     /// Attempts whose start on a node was told.
     running_told: BTreeSet<String>,
+    /// Starts seen by the last poll, told after the blocks that poll saw end are stored:
+    /// a node's next block starts only after its last one ended.
+    running_lines: Vec<String>,
+    /// Blocks of an adaptive run told to wait, finished, for the blocks before them.
+    order_told: BTreeSet<u32>,
+    /// Ctrl-C: the jobs are being cancelled by the user, whose attempts are not failures.
+    cancelling: bool,
     /// The blocks this session stored, per node (the progress per host).
     stored_on: BTreeMap<String, Vec<u32>>,
     /// The last "waiting in Slurm's queue" line, and when it was told.
@@ -371,6 +395,7 @@ impl Controller<'_> {
         // first, so nothing is submitted twice.
         self.poll(events)?;
         self.import_ready(events)?;
+        self.tell_running(events);
         let pending = self.unsubmitted_blocks()?;
         self.submit(&pending, events)?;
         if detach {
@@ -389,6 +414,7 @@ impl Controller<'_> {
             last_poll = Instant::now();
             let resubmit = self.poll(events)?;
             self.import_ready(events)?;
+            self.tell_running(events);
             if !resubmit.is_empty() {
                 self.submit(&resubmit, events)?;
             }
@@ -585,7 +611,7 @@ impl Controller<'_> {
                             a.nodes = s.nodes.clone();
                         }
                         if s.state == "RUNNING" && self.running_told.insert(name.clone()) {
-                            events(&format!(
+                            self.running_lines.push(format!(
                                 "block {} running on {} (job {name})",
                                 block + 1,
                                 a.nodes
@@ -619,12 +645,30 @@ impl Controller<'_> {
                 };
                 if let Some(why) = failure {
                     a.failure = Some(why.clone());
+                    let (nodes, state) = (a.nodes.clone(), a.state.clone());
                     let tries = self.session_attempts.get(&block).copied().unwrap_or(0);
-                    if tries <= self.fleet.retries {
+                    let retry = !self.cancelling && tries <= self.fleet.retries;
+                    if !self.cancelling {
+                        // Kept with the run, for the report (docs/results.md).
+                        self.store.record_fleet_failure(
+                            block,
+                            &serde_json::json!({
+                                "block": block,
+                                "attempt": i + 1,
+                                "job": name,
+                                "nodes": nodes,
+                                "state": state,
+                                "reason": found.as_ref().map(|s| s.reason.clone()),
+                                "failure": why,
+                                "retried": retry,
+                                "at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                            }),
+                        )?;
+                    }
+                    if retry {
                         events(&format!(
-                            "block {} failed ({why}): submitted again ({} of {} retries)",
+                            "block {} failed ({why}): submitted again (retry {tries} of {})",
                             block + 1,
-                            tries,
                             self.fleet.retries
                         ));
                         resubmit.push(block);
@@ -636,6 +680,13 @@ impl Controller<'_> {
             }
         }
         Ok(resubmit)
+    }
+
+    /// Tells the starts the last poll saw (after what it saw end is stored).
+    fn tell_running(&mut self, events: &mut dyn FnMut(&str)) {
+        for line in std::mem::take(&mut self.running_lines) {
+            events(&line);
+        }
     }
 
     /// Says why blocks wait in Slurm's queue (the nodes are busy, the partition is down...),
@@ -695,6 +746,21 @@ impl Controller<'_> {
                 }
             };
             let Some((block, i)) = next else {
+                // An adaptive run's finished blocks that wait for earlier ones, told once.
+                if self.target.is_some() {
+                    let stored = self.stored_blocks()?;
+                    let prefix = (0..).find(|b| !stored.contains(b)).unwrap_or(0);
+                    for (b, i) in ready {
+                        if self.order_told.insert(b) {
+                            events(&format!(
+                                "block {} finished on {}; it is stored after block {} (the rule looks at blocks in order)",
+                                b + 1,
+                                self.state.attempts[&b][i].nodes,
+                                prefix + 1
+                            ));
+                        }
+                    }
+                }
                 return Ok(());
             };
             self.import(block, i, events)?;
@@ -903,6 +969,7 @@ impl Controller<'_> {
     /// Ctrl-C: cancels every job in flight, waits for Slurm to end them (their tasks stop
     /// their trial and exit), stores every block that finished.
     fn cancel(&mut self, events: &mut dyn FnMut(&str)) -> Result<FleetEnd> {
+        self.cancelling = true;
         let jobs = self.state.active_jobs();
         if !jobs.is_empty() {
             events(&format!("cancelling job(s) {}", jobs.join(" ")));

@@ -88,6 +88,24 @@ pub fn answer(dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Whether a node in `sinfo`'s state `state` (`idle`, `down*`, `drained`...) gets no job.
+pub fn unusable(state: &str) -> bool {
+    let word = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+    matches!(
+        word,
+        "down"
+            | "drained"
+            | "draining"
+            | "fail"
+            | "failing"
+            | "future"
+            | "maint"
+            | "reserved"
+            | "unknown"
+            | "not_responding"
+    )
+}
+
 /// The controller's side: probes every node of the partition that can take jobs and
 /// returns their reports, or every problem found, each naming its node.
 pub fn probe_nodes(
@@ -126,21 +144,9 @@ pub fn probe_nodes(
     )?;
     let mut problems = Vec::new();
     let mut jobs: Vec<(String, String)> = Vec::new();
-    for (node, state) in slurm.nodes()? {
-        let state_word = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
-        if matches!(
-            state_word,
-            "down"
-                | "drained"
-                | "draining"
-                | "fail"
-                | "failing"
-                | "future"
-                | "maint"
-                | "reserved"
-                | "unknown"
-                | "not_responding"
-        ) {
+    let nodes = slurm.nodes()?;
+    for (node, state) in nodes.clone() {
+        if unusable(&state) {
             note(&format!(
                 "node {node} is {state}: not probed, and Slurm gives it no block"
             ));
@@ -160,10 +166,23 @@ pub fn probe_nodes(
         })?;
         jobs.push((node, job));
     }
-    anyhow::ensure!(
-        !jobs.is_empty(),
-        "no node of the partition can take a job (sinfo)"
-    );
+    if jobs.is_empty() {
+        let partition = slurm
+            .partition
+            .as_ref()
+            .map_or("the cluster's default partition".to_string(), |p| {
+                format!("partition {p:?}")
+            });
+        let states: Vec<String> = nodes.iter().map(|(n, s)| format!("{n} {s}")).collect();
+        anyhow::bail!(
+            "no node of {partition} can take a job ({}); nothing was submitted",
+            if states.is_empty() {
+                "sinfo lists none".to_string()
+            } else {
+                format!("sinfo: {}", states.join(", "))
+            }
+        );
+    }
     note(&format!(
         "probing {} node(s): {}",
         jobs.len(),

@@ -85,6 +85,23 @@ pub struct Slurm {
     pub partition: Option<String>,
 }
 
+/// The configuration file Slurm's commands read, in words: `SLURM_CONF`, or Slurm's
+/// default when it is not set.
+pub fn conf_file() -> String {
+    match std::env::var_os("SLURM_CONF").filter(|v| !v.is_empty()) {
+        Some(conf) => format!("{} (SLURM_CONF)", Path::new(&conf).display()),
+        None => "/etc/slurm/slurm.conf (Slurm's default: SLURM_CONF is not set)".into(),
+    }
+}
+
+/// The cluster as `sinfo` shows it before anything is submitted: its partitions, and the
+/// one a run without `partition` goes to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Partitions {
+    pub names: Vec<String>,
+    pub default: Option<String>,
+}
+
 /// Runs a Slurm command and returns its standard output; a failure names the command and
 /// gives its standard error.
 fn output(program: &str, args: &[String]) -> Result<String> {
@@ -103,7 +120,7 @@ fn output(program: &str, args: &[String]) -> Result<String> {
 }
 
 /// `sbatch --time` takes minutes (rounded up here, at least one).
-fn minutes(d: Duration) -> u64 {
+pub fn minutes(d: Duration) -> u64 {
     d.as_secs().div_ceil(60).max(1)
 }
 
@@ -208,6 +225,44 @@ impl Slurm {
         output("scancel", jobs).map(|_| ())
     }
 
+    /// Checks, before a results directory is made or anything is submitted, that Slurm's
+    /// commands reach the cluster and that the partition the experiment names exists.
+    /// Errors name Slurm's configuration file and what Slurm said, or the partitions the
+    /// cluster has (with the nearest name).
+    pub fn check(&self) -> Result<Partitions> {
+        if let Some(conf) = std::env::var_os("SLURM_CONF").filter(|v| !v.is_empty()) {
+            // Slurm's commands retry a missing file for a minute before they say so.
+            let path = Path::new(&conf);
+            if let Err(e) = std::fs::metadata(path) {
+                bail!(
+                    "cannot reach the Slurm cluster: SLURM_CONF names {}, which cannot be read ({e})",
+                    path.display()
+                );
+            }
+        }
+        let out = output("sinfo", &["--noheader".into(), "--format=%P".into()]).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the Slurm cluster with the configuration in {}: {e:#}",
+                conf_file()
+            )
+        })?;
+        let partitions = parse_partitions(&out);
+        if let Some(p) = &self.partition {
+            if !partitions.names.contains(p) {
+                let known: Vec<&str> = partitions.names.iter().map(String::as_str).collect();
+                let hint = experiment::did_you_mean(p, &known)
+                    .map(|n| format!("; did you mean `{n}`?"))
+                    .unwrap_or_default();
+                bail!(
+                    "[fleet] partition = {p:?}: the cluster has no partition of that name (its partitions: {}{hint}; Slurm's configuration: {})",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") },
+                    conf_file()
+                );
+            }
+        }
+        Ok(partitions)
+    }
+
     /// The partition's nodes and their state (`sinfo -N`), each once.
     pub fn nodes(&self) -> Result<Vec<(String, String)>> {
         let mut args: Vec<String> = vec![
@@ -276,6 +331,21 @@ fn node_addr_field(line: &str) -> Option<&str> {
         .filter(|a| !a.is_empty())
 }
 
+/// The lines of `sinfo --format=%P`: a partition per line, the default one marked `*`.
+fn parse_partitions(out: &str) -> Partitions {
+    let mut p = Partitions::default();
+    for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let name = line.trim_end_matches('*').to_string();
+        if line.ends_with('*') {
+            p.default = Some(name.clone());
+        }
+        if !p.names.contains(&name) {
+            p.names.push(name);
+        }
+    }
+    p
+}
+
 /// One line of `squeue --format=%F|%K|%T|%N|%r`; a pending array's task range ("[2-5%2]")
 /// is expanded by `--array`, so each line is one task.
 fn parse_state_line(line: &str) -> Option<TaskState> {
@@ -321,6 +391,14 @@ mod tests {
         let line = "NodeName=n2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.77.0.12 NodeHostName=localhost Version=22.05.8 State=IDLE\n";
         assert_eq!(node_addr_field(line), Some("10.77.0.12"));
         assert_eq!(node_addr_field("NodeName=n2 State=IDLE"), None);
+    }
+
+    #[test]
+    fn sinfo_lists_partitions_with_the_default_marked() {
+        let p = parse_partitions("bench*\ndebug\nbench*\n");
+        assert_eq!(p.names, ["bench", "debug"]);
+        assert_eq!(p.default.as_deref(), Some("bench"));
+        assert_eq!(parse_partitions(""), Partitions::default());
     }
 
     #[test]

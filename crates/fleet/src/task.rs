@@ -9,13 +9,21 @@
 //! on the first, its servers listening on the node's address (`NodeAddr`), and the load
 //! comes from a load agent on the second, started as a job step (`srun --overlap`) and
 //! kept for the whole block (`lab::remote_load`).
+//!
+//! The scratch directory is locked (`flock` on its `task.lock`) for the task's whole life.
+//! A task killed with its node leaves it behind, with its results.db and trials; the next
+//! task on the node removes every scratch directory whose lock nobody holds (the kernel
+//! released it when its owner died), never one whose owner may still run.
 
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use lab::runner::{run_pending, Progress, RunEnd};
+use nix::fcntl::{Flock, FlockArg};
 use results::store::Store;
 use results::TrialResult;
 use serde::{Deserialize, Serialize};
@@ -25,6 +33,10 @@ pub const BLOCK_SCHEMA: &str = "rubyrace.block/1";
 pub use results::store::block::{block_dir, BLOCK_FILE};
 /// The plan of a block, beside its attempts.
 pub const PLAN_FILE: &str = "plan.db";
+/// How a task's scratch directory's name begins (in the node's TMPDIR).
+pub const SCRATCH_PREFIX: &str = "rubyrace-block-";
+/// The lock file of a scratch directory, held by its task while it lives.
+pub const SCRATCH_LOCK: &str = "task.lock";
 
 /// What a task leaves for the controller (docs/fleet.md, "The block file").
 #[derive(Debug, Serialize, Deserialize)]
@@ -111,10 +123,13 @@ pub fn run_block(
     let attempt = attempt_name();
     let out = block_dir(dir, block).join(&attempt);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("rubyrace-block-{}-", block + 1))
-        .tempdir()
-        .context("cannot make a scratch directory on this node (TMPDIR)")?;
+    for gone in remove_abandoned_scratch(&std::env::temp_dir()) {
+        log(&format!(
+            "removed {}, the scratch directory of a task that is gone (its node died, or it was killed)",
+            gone.display()
+        ));
+    }
+    let (scratch, _lock) = make_scratch(block, &attempt)?;
     let plan = block_dir(dir, block).join(PLAN_FILE);
     std::fs::copy(&plan, scratch.path().join(results::store::DB_FILE))
         .with_context(|| format!("cannot copy {} to this node", plan.display()))?;
@@ -191,6 +206,61 @@ pub fn run_block(
     write_atomically(&out.join(BLOCK_FILE), &serde_json::to_vec_pretty(&file)?)?;
     log(&format!("block {}: {outcome}", block + 1));
     Ok(outcome)
+}
+
+/// A new scratch directory for `block` in the node's TMPDIR, and the lock that says its
+/// task lives. The lock file is locked before it takes its name, so a sweep never finds
+/// it unlocked while its task runs.
+fn make_scratch(block: u32, attempt: &str) -> Result<(tempfile::TempDir, Flock<File>)> {
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("{SCRATCH_PREFIX}{}-", block + 1))
+        .tempdir()
+        .context("cannot make a scratch directory on this node (TMPDIR)")?;
+    let pending = scratch.path().join(format!(".{SCRATCH_LOCK}.new"));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&pending)
+        .with_context(|| format!("cannot create {}", pending.display()))?;
+    let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", pending.display()))?;
+    writeln!(lock, "{} {attempt} {}", std::process::id(), node_name())
+        .with_context(|| format!("cannot write {}", pending.display()))?;
+    let path = scratch.path().join(SCRATCH_LOCK);
+    std::fs::rename(&pending, &path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    Ok((scratch, lock))
+}
+
+/// Removes the scratch directories in `root` whose task is gone: those whose lock file
+/// exists and is held by nobody (the kernel releases a lock when its process dies, however
+/// it dies). A directory without a lock file is left alone (its task may be making it).
+/// Returns what it removed.
+pub fn remove_abandoned_scratch(root: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(SCRATCH_PREFIX)
+            || !entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(file) = File::open(dir.join(SCRATCH_LOCK)) else {
+            continue;
+        };
+        // Held while the directory is removed, so that nothing else judges it meanwhile.
+        let Ok(_gone) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+            continue;
+        };
+        if std::fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
 }
 
 /// The load agent of a two-node job: on the node that is not this one, started as a job
@@ -301,5 +371,41 @@ impl Progress for LogProgress<'_> {
 
     fn note(&mut self, message: &str) {
         (self.log)(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory in `root` whose lock is held while the returned lock lives.
+    fn scratch_in(root: &Path, name: &str) -> (PathBuf, Flock<File>) {
+        let dir = root.join(format!("{SCRATCH_PREFIX}{name}"));
+        std::fs::create_dir_all(dir.join("trials")).unwrap();
+        std::fs::write(dir.join("results.db"), b"").unwrap();
+        let file = File::create(dir.join(SCRATCH_LOCK)).unwrap();
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        (dir, lock)
+    }
+
+    #[test]
+    fn only_the_scratch_of_a_gone_task_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let (live, _held) = scratch_in(root.path(), "1-live");
+        let (gone, released) = scratch_in(root.path(), "2-gone");
+        drop(released);
+        // Being made: no lock file yet.
+        let unlocked = root.path().join(format!("{SCRATCH_PREFIX}3-new"));
+        std::fs::create_dir_all(&unlocked).unwrap();
+        // Not a scratch directory, though unlocked.
+        let other = root.path().join("other-dir");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(SCRATCH_LOCK), b"").unwrap();
+
+        assert_eq!(remove_abandoned_scratch(root.path()), vec![gone.clone()]);
+        assert!(!gone.exists());
+        assert!(live.join("results.db").exists());
+        assert!(unlocked.exists());
+        assert!(other.exists());
     }
 }

@@ -140,6 +140,35 @@ pub struct SourceData {
     /// A fleet run: blocks (0-based) that finished on their nodes and are not imported
     /// into the store yet (`run --detach`; `run --resume` imports them).
     pub unimported_blocks: Vec<u32>,
+    /// A fleet run: the attempts of its blocks that failed (meta `fleet.failure.*`).
+    pub fleet_failures: Vec<FleetFailure>,
+}
+
+/// A failed attempt of a fleet block, as the controller recorded it (docs/results.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetFailure {
+    /// 0-based.
+    pub block: u32,
+    /// The node(s) Slurm gave it.
+    pub nodes: String,
+    /// Slurm's state of the task (NODE_FAIL, CANCELLED, TIMEOUT, FAILED...).
+    pub state: String,
+    /// Why it gave no block, in the controller's words.
+    pub failure: String,
+    /// Whether the block was submitted again (else it was named missing).
+    pub retried: bool,
+}
+
+impl FleetFailure {
+    fn from_record(v: &Value) -> FleetFailure {
+        FleetFailure {
+            block: v["block"].as_u64().unwrap_or(0) as u32,
+            nodes: v["nodes"].as_str().unwrap_or("").to_string(),
+            state: v["state"].as_str().unwrap_or("").to_string(),
+            failure: v["failure"].as_str().unwrap_or("").to_string(),
+            retried: v["retried"].as_bool().unwrap_or(false),
+        }
+    }
 }
 
 /// A JSON value as a grouping key's text: strings as they are, lists joined by spaces.
@@ -205,8 +234,18 @@ fn read_store(store: &results::store::Store, index: usize) -> Result<SourceData>
     } else {
         Vec::new()
     };
+    let fleet_failures = if store.fleet()?.is_some() {
+        store
+            .fleet_failures()?
+            .iter()
+            .map(FleetFailure::from_record)
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(SourceData {
         unimported_blocks,
+        fleet_failures,
         writer: results::store::writer::current_writer(store.dir()),
         design: store.design()?,
         adaptive: store.precision_target()?.is_some(),

@@ -416,6 +416,11 @@ pub struct HostRow {
     pub load_hosts: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_rtt_us: Option<f64>,
+    /// A fleet's attempts on this host that failed (its node died, the task was cancelled,
+    /// ran past its time limit...), each "block N: STATE"; their blocks ran again or are
+    /// missing. A host with failures only has a row with no block.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_attempts: Vec<String>,
 }
 
 /// One scenario step of one cohort, over the cohort's valid trials.

@@ -74,6 +74,112 @@ pub fn load_agent() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `run --slurm --dry-run` shows of the cluster.
+pub struct ClusterPlan {
+    /// The partition the blocks go to, and whether it is the cluster's default.
+    pub partition: Option<String>,
+    pub default: bool,
+    /// Its nodes and their state (`sinfo -N`).
+    pub nodes: Vec<(String, String)>,
+}
+
+/// `run --slurm`, before its results directory is made: Slurm is reached and the partition
+/// exists (fleet::slurm::Slurm::check). With `dry_run`, also the partition's nodes.
+pub fn check_cluster(
+    fleet: &experiment::fleet::Fleet,
+    dry_run: bool,
+) -> Result<Option<ClusterPlan>> {
+    let slurm = fleet::slurm::Slurm {
+        partition: fleet.partition.clone(),
+    };
+    let partitions = slurm.check()?;
+    if !dry_run {
+        return Ok(None);
+    }
+    let partition = fleet.partition.clone().or(partitions.default.clone());
+    let nodes = fleet::slurm::Slurm {
+        partition: partition.clone(),
+    }
+    .nodes()?;
+    Ok(Some(ClusterPlan {
+        default: fleet.partition.is_none(),
+        partition,
+        nodes,
+    }))
+}
+
+/// The fleet's plan, as `run --slurm --dry-run` prints it after the schedule: where the
+/// blocks would go and how they would be submitted.
+pub fn describe_plan(experiment: &experiment::Experiment, plan: &ClusterPlan) -> String {
+    let Some(fleet) = &experiment.fleet else {
+        return String::new();
+    };
+    let estimate = experiment::estimated_block_time(&experiment.configs, &experiment.design);
+    let limit = fleet.block_time_limit(estimate);
+    let blocks: Vec<u32> = (0..experiment.batches).collect();
+    let per_task = if fleet.separate_load() { 2 } else { 1 };
+    let mut out = String::from("\nFleet (--slurm; --dry-run submits nothing):\n");
+    out += &format!(
+        "  partition: {}\n",
+        match (&plan.partition, plan.default) {
+            (Some(p), true) => format!("{p} (the cluster's default)"),
+            (Some(p), false) => p.clone(),
+            (None, _) => "the cluster's default (sinfo marks none)".into(),
+        }
+    );
+    let usable = plan
+        .nodes
+        .iter()
+        .filter(|(_, s)| !fleet::probe::unusable(s))
+        .count();
+    out += &format!(
+        "  nodes: {} ({usable} can take a block; each is probed before anything is submitted)\n",
+        if plan.nodes.is_empty() {
+            "none".to_string()
+        } else {
+            plan.nodes
+                .iter()
+                .map(|(n, s)| format!("{n} {s}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    out += &format!(
+        "  job array: {} as --array={}%{} (the array task id is the block), each task --exclusive --no-requeue --nodes={per_task}{}\n",
+        units::count(blocks.len(), "block"),
+        units::ranges(&blocks),
+        fleet.nodes,
+        if fleet.separate_load() {
+            " (the load from the second node)"
+        } else {
+            ""
+        }
+    );
+    out += &format!(
+        "  time limit per block: --time={} min ({})\n",
+        fleet::slurm::minutes(limit),
+        match fleet.time_limit {
+            Some(_) => "[fleet] time_limit".to_string(),
+            None => format!(
+                "3 × the block's estimate of {} + 10 min",
+                humantime::format_duration(std::time::Duration::from_secs(estimate.as_secs()))
+            ),
+        }
+    );
+    out += &format!(
+        "  retries: {} per block; probe_timeout: {}\n",
+        fleet.retries,
+        humantime::format_duration(fleet.probe_timeout)
+    );
+    if !fleet.sbatch.is_empty() {
+        out += &format!("  more sbatch arguments: {}\n", fleet.sbatch.join(" "));
+    }
+    if experiment.precision.is_some() {
+        out += "  adaptive: more blocks are submitted while the rule has not decided, one whenever a node is free\n";
+    }
+    out
+}
+
 /// The controller of `run --slurm` and of `run --resume` on a fleet run's directory.
 pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> {
     let dir = store.dir().to_path_buf();

@@ -72,7 +72,9 @@ pub struct RunArgs {
 
     /// Run the blocks on a Slurm cluster, one array task per block on a node of its own,
     /// as the file's [fleet] says (docs/fleet.md).
-    #[arg(long, conflicts_with_all = ["resume", "dry_run"])]
+    /// With --dry-run: the fleet's plan too (partition, nodes, job array, time limit),
+    /// submitting nothing.
+    #[arg(long, conflicts_with_all = ["resume"])]
     pub slurm: bool,
 
     /// With --slurm (or --resume of a fleet run): submit, then exit; `run --resume DIR`
@@ -184,12 +186,27 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             }
             return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
         }
+        // The cluster, before a results directory is made: a partition that does not exist
+        // or a Slurm that cannot be reached would fail every resume the same way.
+        let fleet_plan = match &experiment.fleet {
+            Some(fleet) => match super::fleet::check_cluster(fleet, args.dry_run) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    eprintln!("rubyrace: {}: {e:#}; nothing was submitted and no results directory was made", file.display());
+                    return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
+                }
+            },
+            None => None,
+        };
         if args.dry_run && args.json {
             print_plan_json(&experiment, &plan, &dir, args.smoke)?;
             return Ok(ExitCode::SUCCESS);
         }
         if args.dry_run {
             print_dry_run(&experiment, &plan)?;
+            if let Some(plan) = fleet_plan {
+                write_stdout(&super::fleet::describe_plan(&experiment, &plan))?;
+            }
             return Ok(ExitCode::SUCCESS);
         }
         if args.output.is_none() {

@@ -108,6 +108,31 @@ fn assert_clean(cluster: &Cluster, lab: &Lab) {
     lab.assert_no_leftovers(Duration::from_secs(10));
 }
 
+/// (46.15) The controller's lines tell one block at a time per node: a block's start on a
+/// node comes after the block that ran there before it was stored, failed or finished.
+fn assert_one_block_at_a_time_per_node(stderr: &str) {
+    let mut running: std::collections::BTreeMap<String, String> = Default::default();
+    for line in stderr.lines() {
+        let Some(rest) = line.strip_prefix("rubyrace: block ") else {
+            continue;
+        };
+        let Some((block, rest)) = rest.split_once(' ') else {
+            continue;
+        };
+        if let Some(on) = rest.strip_prefix("running on ") {
+            let node = on.split(' ').next().unwrap().to_string();
+            if let Some(before) = running.insert(node.clone(), block.to_string()) {
+                panic!("block {block} is told running on {node} before block {before}, which ran there, is told stored or failed:\n{stderr}");
+            }
+        } else if ["stored: ", "failed (", "is missing", "finished on "]
+            .iter()
+            .any(|w| rest.starts_with(w))
+        {
+            running.retain(|_, b| b != block);
+        }
+    }
+}
+
 /// The issue's first test: six blocks of two configurations over two nodes: trials on
 /// both hosts, every block stored once, the report's per-host table, and the verdict of
 /// the same file run on this machine alone.
@@ -129,6 +154,7 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
         "{run:?}"
     );
     assert!(run.stdout.contains("All 12 trials are stored"), "{run:?}");
+    assert_one_block_at_a_time_per_node(&run.stderr);
     let trials = export(&lab.results());
     assert_eq!(trials.len(), 12);
     let mut ids: Vec<u64> = trials
@@ -674,5 +700,323 @@ fn a_separate_load_host_sends_the_load_across_the_network() {
             "{t}"
         );
     }
+    assert_clean(&cluster, &lab);
+}
+
+/// (46.13) A partition that does not exist, and a SLURM_CONF that Slurm cannot use: exit
+/// status 2 before a results directory is made or anything is submitted, naming the
+/// partitions the cluster has (with the nearest one) or the file and what Slurm said, and
+/// no resume command (a resume would fail the same way).
+#[test]
+fn a_partition_typo_or_a_broken_slurm_conf_is_refused_before_anything_is_made() {
+    let cluster = Cluster::start(vec![Node::new("n1")]);
+    let lab = Lab::new_short("fleet-typo");
+    lab.experiment(&experiment("fleet-typo", 2, "partition = \"benh\""));
+    for extra in [&["--slurm"][..], &["--slurm", "--dry-run"][..]] {
+        let run = run_on(&cluster, &args(&lab, extra), Duration::from_secs(60));
+        assert_eq!(run.code(), Some(2), "{run:?}");
+        assert!(
+            run.stderr.contains(
+                "[fleet] partition = \"benh\": the cluster has no partition of that name (its partitions: bench; did you mean `bench`?"
+            ),
+            "{run:?}"
+        );
+        assert!(run.stderr.contains("nothing was submitted"), "{run:?}");
+        assert!(!run.stderr.contains("--resume"), "{run:?}");
+        assert!(
+            !lab.results().exists(),
+            "a results directory was left: {run:?}"
+        );
+    }
+    assert!(
+        cluster.active_jobs().is_empty(),
+        "{:?}",
+        cluster.active_jobs()
+    );
+
+    lab.experiment(&experiment("fleet-typo", 2, ""));
+    let missing = lab.dir.path("no-such-slurm.conf");
+    let garbage = lab
+        .dir
+        .write("broken-slurm.conf", "ClusterName=x\nthis is not slurm\n");
+    for (conf, said) in [
+        (&missing, "which cannot be read"),
+        (&garbage, "Parse error in file"),
+    ] {
+        let started = Instant::now();
+        let run = spawn_with_env(
+            &args(&lab, &["--slurm"]),
+            &[("SLURM_CONF", conf.to_str().unwrap())],
+        )
+        .wait(Duration::from_secs(60));
+        assert_eq!(run.code(), Some(2), "{run:?}");
+        assert!(
+            run.stderr.contains("cannot reach the Slurm cluster")
+                && run.stderr.contains(&conf.display().to_string())
+                && run.stderr.contains(said),
+            "{run:?}"
+        );
+        assert!(!run.stderr.contains("--resume"), "{run:?}");
+        assert!(!lab.results().exists(), "{run:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "Slurm's minute of retries for a missing file: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// (46.14) `scripts/slurm-test-cluster start 2` starts a cluster from the template the
+/// tests use (its SLURM_CONF printed), `run --slurm --dry-run` shows the fleet's plan on
+/// it (partition, nodes, job array, time limit) and submits nothing, and `stop` ends every
+/// daemon it started.
+#[test]
+fn the_test_cluster_script_starts_a_cluster_a_dry_run_plans_on_and_stops_it() {
+    /// Stops the script's cluster, however the test ends.
+    struct Stop(std::path::PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new(script())
+                .arg("stop")
+                .env("RUBYRACE_SLURM_DIR", &self.0)
+                .output();
+        }
+    }
+    fn script() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-test-cluster")
+    }
+    let tmp = crate::support::TempDir::new_in("rrsc", Path::new("/tmp"));
+    let home = tmp.path("c");
+    let start = std::process::Command::new(script())
+        .args(["start", "2"])
+        .env("RUBYRACE_SLURM_DIR", &home)
+        .output()
+        .unwrap();
+    let _stop = Stop(home.clone());
+    let stdout = String::from_utf8_lossy(&start.stdout);
+    assert!(start.status.success(), "{start:?}");
+    let conf = home.join("slurm.conf");
+    assert!(
+        stdout.contains(&format!("export SLURM_CONF={}", conf.display())),
+        "{stdout}"
+    );
+    let pids: Vec<i32> = std::fs::read_dir(home.join("pids"))
+        .unwrap()
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(pids.len(), 4, "munged, slurmctld and two slurmd");
+
+    let lab = Lab::new_short("fleet-dry");
+    lab.experiment(&experiment("fleet-dry", 4, "retries = 1"));
+    let run = spawn_with_env(
+        &args(&lab, &["--slurm", "--dry-run"]),
+        &[("SLURM_CONF", conf.to_str().unwrap())],
+    )
+    .wait(Duration::from_secs(60));
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    for line in [
+        "Fleet (--slurm; --dry-run submits nothing):",
+        "  partition: bench (the cluster's default)",
+        "  nodes: n1 idle, n2 idle (2 can take a block",
+        "  job array: 4 blocks as --array=0-3%2",
+        "--exclusive --no-requeue --nodes=1",
+        "  time limit per block: --time=",
+        "3 × the block's estimate of",
+        "  retries: 1 per block",
+    ] {
+        assert!(run.stdout.contains(line), "{line:?} in {}", run.stdout);
+    }
+    assert!(
+        !lab.results().exists(),
+        "a dry run made {:?}",
+        lab.results()
+    );
+    let queue = std::process::Command::new("squeue")
+        .args(["--noheader", "--states=all"])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    assert!(queue.status.success(), "{queue:?}");
+    assert!(
+        queue.stdout.is_empty(),
+        "the dry run submitted: {}",
+        String::from_utf8_lossy(&queue.stdout)
+    );
+
+    let stop = std::process::Command::new(script())
+        .arg("stop")
+        .env("RUBYRACE_SLURM_DIR", &home)
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    for p in pids {
+        assert!(
+            !Path::new(&format!("/proc/{p}")).exists(),
+            "pid {p} still runs after stop"
+        );
+    }
+}
+
+/// (46.15, 46.16, 46.21) Failed attempts, attached to after `--detach`: the task on n1 is
+/// cancelled (scancel) and node n2 dies (its slurmd and job processes killed) while their
+/// blocks run. `run --resume` attaches and submits both blocks again with the same words
+/// a first session uses ("retry 1 of 2"), and tells one block at a time per node. The
+/// failures are stored (meta `fleet.failure.*`: node, Slurm's state) and the report shows
+/// them: a warning naming the node that went down, and the per-host table's "failed
+/// attempts". The dead task's scratch directory (results.db, trials) was left in the
+/// node's TMPDIR; the next task removes it.
+#[test]
+fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
+    let _alone = crate::support::machine::alone();
+    let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
+    let lab = Lab::new_short("fleet-retry");
+    lab.experiment(&experiment("fleet-retry", 4, "retries = 2"));
+    // The nodes' TMPDIR (both are this machine): the tasks' scratch directories.
+    let scratch = crate::support::TempDir::new_in("fleet-scratch", Path::new("/tmp"));
+    let mut env = cluster.env();
+    env.push(("TMPDIR", scratch.path("").display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let detached =
+        spawn_with_env(&args(&lab, &["--slurm", "--detach"]), &env).wait(Duration::from_secs(120));
+    assert_eq!(detached.code(), Some(0), "{detached:?}");
+    let started = Instant::now();
+    let serving = |node: &str| {
+        cluster
+            .job_processes()
+            .iter()
+            .any(|(_, n, cmd)| n == node && cmd.contains("puma"))
+    };
+    while !(serving("n1") && serving("n2")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no block ran on both nodes at once"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let queue = cluster
+        .command("squeue")
+        .args(["--noheader", "--array", "--format=%i|%N|%T"])
+        .output()
+        .unwrap();
+    let on_n1 = String::from_utf8_lossy(&queue.stdout)
+        .lines()
+        .find(|l| l.ends_with("|n1|RUNNING"))
+        .map(|l| l.split('|').next().unwrap().to_string())
+        .expect("a task running on n1");
+    let cancelled = cluster.command("scancel").arg(&on_n1).output().unwrap();
+    assert!(cancelled.status.success(), "{cancelled:?}");
+    cluster.kill_node("n2");
+    let left = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("rubyrace-block-"))
+            .collect()
+    };
+    assert!(
+        !left(&scratch.path("")).is_empty(),
+        "the killed task's scratch directory is not there to remove"
+    );
+
+    let resumed = spawn_with_env(
+        &[
+            "run".to_string(),
+            "--resume".into(),
+            lab.results().display().to_string(),
+        ],
+        &env,
+    )
+    .wait(Duration::from_secs(300));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    assert!(
+        resumed.stderr.contains("attaching to job(s)"),
+        "{resumed:?}"
+    );
+    let retries: Vec<&str> = resumed
+        .stderr
+        .lines()
+        .filter(|l| l.contains("submitted again"))
+        .collect();
+    assert!(
+        retries.iter().any(|l| l.contains("CANCELLED on n1"))
+            && retries.iter().any(|l| l.contains("NODE_FAIL on n2")),
+        "{resumed:?}"
+    );
+    for l in &retries {
+        assert!(l.ends_with("submitted again (retry 1 of 2)"), "{l}");
+    }
+    assert_one_block_at_a_time_per_node(&resumed.stderr);
+    assert_eq!(export(&lab.results()).len(), 8);
+
+    // Stored with the run.
+    let db = lab.db();
+    let mut stmt = db
+        .prepare("SELECT value FROM meta WHERE key LIKE 'fleet.failure.%'")
+        .unwrap();
+    let failures: Vec<Value> = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(|v| serde_json::from_str(&v.unwrap()).unwrap())
+        .collect();
+    let has = |state: &str, node: &str| {
+        failures
+            .iter()
+            .any(|f| f["state"] == state && f["nodes"] == node && f["retried"] == true)
+    };
+    assert!(
+        has("CANCELLED", "n1") && has("NODE_FAIL", "n2"),
+        "{failures:?}"
+    );
+    // Shown by the report.
+    let report = lab.report_json();
+    let warning = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "fleet-failed-attempts")
+        .unwrap_or_else(|| panic!("no warning of the failures: {}", report["warnings"]))
+        .clone();
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains("node n2 went down (NODE_FAIL)")
+            && message.contains("on n1 ended CANCELLED, run again"),
+        "{message}"
+    );
+    for (host, state) in [("n1", "CANCELLED"), ("n2", "NODE_FAIL")] {
+        let row = report["hosts"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == host)
+            .unwrap_or_else(|| panic!("no row of {host}: {}", report["hosts"]))
+            .clone();
+        assert!(
+            row["failed_attempts"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|f| f.as_str().unwrap().ends_with(state))),
+            "{row}"
+        );
+    }
+    let text = rubyrace(&["report", lab.results().to_str().unwrap()]);
+    assert!(text.stdout.contains("failed attempts"), "{text:?}");
+
+    // The dead task's scratch is gone, removed by a task that said so.
+    assert_eq!(left(&scratch.path("")), Vec::<String>::new());
+    let said = std::fs::read_dir(lab.results().join("fleet/logs"))
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .contains("the scratch directory of a task that is gone")
+        });
+    assert!(said, "no task log says it removed the dead task's scratch");
     assert_clean(&cluster, &lab);
 }

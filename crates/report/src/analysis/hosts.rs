@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use results::TrialStatus;
 
-use crate::input::TrialData;
+use crate::input::{FleetFailure, TrialData};
 use crate::model::{HostRow, HostTable, Warning};
 
 /// One block's values of the compared figure, per cohort.
@@ -22,9 +22,11 @@ const MIN_HOST_BLOCKS: usize = 3;
 
 /// The per-host table and its warnings, when the trials come from more than one host or
 /// from a fleet. `main` is the figure compared (throughput or wall time), `cohort_of` names
-/// a trial's cohort.
+/// a trial's cohort, `failures` are a fleet's failed attempts.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn hosts(
     all: &[&TrialData],
+    failures: &[&FleetFailure],
     order: &[String],
     baseline: &str,
     main: fn(&TrialData) -> Option<f64>,
@@ -33,12 +35,14 @@ pub(super) fn hosts(
     warnings: &mut Vec<Warning>,
 ) -> Option<HostTable> {
     let host = |t: &TrialData| t.keys.get("host").cloned().unwrap_or_default();
-    let hosts: BTreeSet<String> = all.iter().map(|t| host(t)).collect();
+    let trial_hosts: BTreeSet<String> = all.iter().map(|t| host(t)).collect();
+    let mut hosts = trial_hosts.clone();
+    hosts.extend(failures.iter().map(|f| f.nodes.clone()));
     let fleet = all.iter().any(|t| t.keys.contains_key("fleet"));
     if hosts.len() < 2 && !fleet {
         return None;
     }
-    differ_warnings(all, &hosts, warnings);
+    differ_warnings(all, &trial_hosts, warnings);
     // Each block's value per cohort: (source, block) -> cohort -> values.
     let mut blocks: BTreeMap<(usize, u32), (String, BlockValues)> = BTreeMap::new();
     for t in all.iter().filter(|t| t.status == TrialStatus::Valid) {
@@ -76,6 +80,11 @@ pub(super) fn hosts(
             ratios.push(stats::median(&lr).map(f64::exp));
             log_ratios.entry(c).or_default().insert(h.clone(), lr);
         }
+        let failed_attempts: Vec<String> = failures
+            .iter()
+            .filter(|f| &f.nodes == h)
+            .map(|f| format!("block {}: {}", f.block + 1, f.state))
+            .collect();
         let first = trials.first();
         rows.push(HostRow {
             host: h.clone(),
@@ -109,6 +118,7 @@ pub(super) fn hosts(
                     .filter_map(|t| t.load_rtt_us)
                     .collect::<Vec<_>>(),
             ),
+            failed_attempts,
         });
     }
     for (c, per_host) in &log_ratios {
@@ -215,4 +225,52 @@ fn which_hosts(values: &BTreeMap<&str, BTreeSet<&str>>) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// `fleet-failed-attempts`: the attempts of a fleet's blocks that gave no block (a node
+/// that went down, a cancelled task, a time limit), each with its node and Slurm's word,
+/// and whether the block ran again. The stored blocks are complete attempts only, so the
+/// figures hide them; this says they happened, and where.
+pub(super) fn failures_warning(source: &crate::input::SourceData) -> Warning {
+    let failures = &source.fleet_failures;
+    let down: BTreeSet<&str> = failures
+        .iter()
+        .filter(|f| f.state == "NODE_FAIL")
+        .map(|f| f.nodes.as_str())
+        .collect();
+    let each: Vec<String> = failures
+        .iter()
+        .map(|f| {
+            format!(
+                "block {} on {} ended {}{}",
+                f.block + 1,
+                if f.nodes.is_empty() { "?" } else { &f.nodes },
+                f.state,
+                if f.retried {
+                    ", run again"
+                } else {
+                    ", not run again (missing, or resumed later)"
+                }
+            )
+        })
+        .collect();
+    let retried = failures.iter().filter(|f| f.retried).count();
+    Warning {
+        kind: "fleet-failed-attempts".into(),
+        cohort: None,
+        message: format!(
+            "{} of the fleet's blocks gave no block ({retried} run again): {}{}; the stored blocks are attempts that finished (the per-host table counts each host's failed attempts; fleet.failure.* in {} has Slurm's words)",
+            units::count(failures.len(), "attempt"),
+            each.join("; "),
+            if down.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; node {} went down (NODE_FAIL)",
+                    down.into_iter().collect::<Vec<_>>().join(", ")
+                )
+            },
+            source.dir.display()
+        ),
+    }
 }

@@ -348,8 +348,11 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     if by == ["source"] {
         differing_sides_warnings(&order, &members, &mut warnings);
     }
+    let failures: Vec<&crate::input::FleetFailure> =
+        sources.iter().flat_map(|s| &s.fleet_failures).collect();
     let host_table = hosts::hosts(
         &all,
+        &failures,
         &order,
         &baseline,
         main,
@@ -357,6 +360,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         &|t| cohort_name(t, &by),
         &mut warnings,
     );
+    for s in sources.iter().filter(|s| !s.fleet_failures.is_empty()) {
+        warnings.push(hosts::failures_warning(s));
+    }
     for s in sources.iter().filter(|s| !s.unimported_blocks.is_empty()) {
         warnings.push(Warning {
             kind: "fleet-blocks-not-imported".into(),

@@ -47,6 +47,7 @@ fn source(trials: Vec<TrialData>) -> SourceData {
         design: experiment::design::Design::Blocks,
         writer: None,
         unimported_blocks: Vec::new(),
+        fleet_failures: Vec::new(),
         trials,
     }
 }

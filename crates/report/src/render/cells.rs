@@ -631,6 +631,8 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
     };
     // `load = "separate"`: where each host's load came from, and the round trip to it.
     let separate = h.rows.iter().any(|r| !r.load_hosts.is_empty());
+    // A fleet whose attempts failed: each host's failed attempts.
+    let failed = h.rows.iter().any(|r| !r.failed_attempts.is_empty());
     let rows = h
         .rows
         .iter()
@@ -655,6 +657,17 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
                     None => r.load_hosts.join(", "),
                 });
             }
+            if failed {
+                row.push(if r.failed_attempts.is_empty() {
+                    "0".into()
+                } else {
+                    format!(
+                        "{} ({})",
+                        r.failed_attempts.len(),
+                        r.failed_attempts.join(", ")
+                    )
+                });
+            }
             row
         })
         .collect();
@@ -668,6 +681,9 @@ pub fn hosts_table(report: &Report) -> Option<(Vec<&'static str>, Vec<Vec<String
     ];
     if separate {
         header.push("load from");
+    }
+    if failed {
+        header.push("failed attempts");
     }
     Some((header, rows))
 }

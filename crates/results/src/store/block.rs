@@ -59,10 +59,13 @@ fn controller_only(key: &str) -> bool {
     ) || key.starts_with(DOCTOR_PREFIX)
         || key.starts_with(SERVICES_PREFIX)
         || key.starts_with(BLOCK_PREFIX)
+        || key.starts_with(FAILURE_PREFIX)
 }
 
 /// Meta key prefix of an imported block's record (`fleet.block.<block>`).
 pub const BLOCK_PREFIX: &str = "fleet.block.";
+/// Meta key prefix of a failed attempt's record (`fleet.failure.<block>.<n>`, n from 1).
+pub const FAILURE_PREFIX: &str = "fleet.failure.";
 
 impl Store {
     /// Writes the plan of block `block` (0-based) into a new results database `dest`: the
@@ -169,6 +172,49 @@ impl Store {
         )?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         rows.map(|r| Ok(serde_json::from_str(&r?)?)).collect()
+    }
+
+    /// Records a failed attempt of block `block` (0-based): its task ended without a
+    /// complete block file (its node died, it was cancelled, it ran past its time limit,
+    /// it failed), as meta `fleet.failure.<block>.<n>`, n counting the block's failures
+    /// from 1 over every session.
+    pub fn record_fleet_failure(&mut self, block: u32, record: &serde_json::Value) -> Result<()> {
+        let prefix = format!("{FAILURE_PREFIX}{block}.");
+        let before: i64 = self.conn.query_row(
+            "SELECT count(*) FROM meta WHERE substr(key, 1, length(?1)) = ?1",
+            params![prefix],
+            |r| r.get(0),
+        )?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![
+                format!("{prefix}{}", before + 1),
+                serde_json::to_string(record)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The failed attempts of a fleet run's blocks, in block order, each block's in the
+    /// order they failed.
+    pub fn fleet_failures(&self) -> Result<Vec<serde_json::Value>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1")?;
+        let rows = stmt.query_map(params![FAILURE_PREFIX], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out: Vec<((u64, u64), serde_json::Value)> = Vec::new();
+        for row in rows {
+            let (key, value) = row?;
+            let mut n = key[FAILURE_PREFIX.len()..]
+                .split('.')
+                .map(|x| x.parse::<u64>().unwrap_or(u64::MAX));
+            let order = (n.next().unwrap_or(0), n.next().unwrap_or(0));
+            out.push((order, serde_json::from_str(&value)?));
+        }
+        out.sort_by_key(|(k, _)| *k);
+        Ok(out.into_iter().map(|(_, v)| v).collect())
     }
 
     /// Removes the trials of blocks after `last` (0-based) that are planned and not stored:

@@ -2,7 +2,8 @@
 //! `slurmd -N NAME` per node, started as plain foreground processes with a private
 //! configuration (ports, spool directories, munge socket and key of their own) and stopped
 //! by pid when dropped. Debian's packages (slurm-wlm, munge; scripts/setup) with
-//! `ProctrackType=proctrack/linuxproc`, as the issue's recipe.
+//! `ProctrackType=proctrack/linuxproc`, as the issue's recipe. Its slurm.conf comes from
+//! the template scripts/slurm-test-cluster fills in for users (`slurm_conf`).
 //!
 //! A node can be given paths that it must not see: its slurmd runs in a mount namespace of
 //! its own where an empty tmpfs covers each (what a node without the shared storage, or
@@ -202,35 +203,22 @@ impl Cluster {
         let controller = network
             .as_ref()
             .map_or("127.0.0.1".to_string(), |n| n.controller.to_string());
-        let mut conf = format!(
-            "ClusterName=rrtest\nSlurmctldHost=localhost({controller})\nSlurmctldPort={ctld_port}\nSlurmUser=root\nSlurmdUser=root\n\
-AuthType=auth/munge\nAuthInfo=socket={sock}\nCredType=cred/munge\nStateSaveLocation={state}\n\
-SlurmdSpoolDir={spool}/%n\nSlurmctldPidFile={dir}/slurmctld.pid\nSlurmdPidFile={dir}/slurmd-%n.pid\n\
-SlurmctldLogFile={dir}/log/slurmctld.log\nSlurmdLogFile={dir}/log/slurmd-%n.log\n\
-ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n\
-AccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\nSchedulerType=sched/backfill\n\
-SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nReturnToService=2\nMinJobAge=3600\n\
-SlurmdTimeout=5\nKillWait=5\nMpiDefault=none\nSchedulerParameters=sched_interval=1\n",
-            sock = d("munge.sock").display(),
-            state = d("state").display(),
-            spool = d("spool").display(),
-            dir = dir.path("").display(),
-        );
-        let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
-        for n in &nodes {
-            let address = network.as_ref().map_or("127.0.0.1".to_string(), |net| {
-                net.address(n.name).to_string()
-            });
-            conf += &format!(
-                "NodeName={} NodeHostname=localhost NodeAddr={address} Port={} CPUs={} State=UNKNOWN\n",
-                n.name,
-                free_port(),
-                std::thread::available_parallelism().map_or(1, |c| c.get())
-            );
-        }
-        conf += &format!(
-            "PartitionName=bench Nodes={} Default=YES MaxTime=INFINITE State=UP\n",
-            names.join(",")
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let node_lines: Vec<(String, String, u16)> = nodes
+            .iter()
+            .map(|n| {
+                let address = network.as_ref().map_or("127.0.0.1".to_string(), |net| {
+                    net.address(n.name).to_string()
+                });
+                (n.name.to_string(), address, free_port())
+            })
+            .collect();
+        let conf = slurm_conf(
+            &dir.path("").display().to_string(),
+            &controller,
+            ctld_port,
+            &node_lines,
+            cpus,
         );
         let conf_path = dir.write("slurm.conf", conf);
         wait_for(
@@ -455,6 +443,46 @@ impl Drop for Cluster {
             let _ = child.wait();
         }
     }
+}
+
+/// The test cluster's slurm.conf, from the template scripts/slurm-test-cluster fills in
+/// too (one home for it): `dir` holds the cluster's files; each node is (name, NodeAddr,
+/// slurmd's port).
+pub fn slurm_conf(
+    dir: &str,
+    controller: &str,
+    controller_port: u16,
+    nodes: &[(String, String, u16)],
+    cpus: usize,
+) -> String {
+    const TEMPLATE: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/slurm-test-cluster.conf"
+    ));
+    let dir = dir.trim_end_matches('/');
+    let names: Vec<&str> = nodes.iter().map(|n| n.0.as_str()).collect();
+    let mut conf = String::new();
+    for line in TEMPLATE.lines().filter(|l| !l.starts_with('#')) {
+        if line.contains("@NODE@") {
+            for (name, address, port) in nodes {
+                conf += &line
+                    .replace("@NODE@", name)
+                    .replace("@NODE_ADDR@", address)
+                    .replace("@NODE_PORT@", &port.to_string())
+                    .replace("@CPUS@", &cpus.to_string());
+                conf.push('\n');
+            }
+        } else {
+            conf += &line
+                .replace("@DIR@", dir)
+                .replace("@CONTROLLER_ADDR@", controller)
+                .replace("@CONTROLLER_PORT@", &controller_port.to_string())
+                .replace("@NODES@", &names.join(","));
+            conf.push('\n');
+        }
+    }
+    assert!(!conf.contains('@'), "a word of the template left: {conf}");
+    conf
 }
 
 fn wait_for(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {

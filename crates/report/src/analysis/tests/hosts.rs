@@ -66,6 +66,52 @@ fn a_fleet_gets_a_host_table_and_pools_its_hosts() {
     assert!(analyzed(blocked(|_| "m1")).hosts.is_none());
 }
 
+/// (46.16) A fleet's failed attempts (a node that went down, a cancelled task): a warning
+/// naming each with its node and Slurm's state, and a column of the host table; a host
+/// with failures only gets a row with no block.
+#[test]
+fn failed_fleet_attempts_are_warned_about_and_counted_per_host() {
+    let mut noise = || 1.0;
+    let mut s = source(fleet_run(4, |_| 1.1, &mut noise, |_| "EPYC"));
+    let failure = |block, nodes: &str, state: &str| crate::input::FleetFailure {
+        block,
+        nodes: nodes.into(),
+        state: state.into(),
+        failure: format!("its task ended {state} on {nodes} without a block file"),
+        retried: true,
+    };
+    s.fleet_failures = vec![failure(1, "n2", "NODE_FAIL"), failure(2, "n3", "CANCELLED")];
+    let r = analyze(&[s], &Options::default()).unwrap();
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.kind == "fleet-failed-attempts")
+        .expect("a warning of the failures");
+    assert!(
+        w.message.starts_with("2 attempts of the fleet's blocks gave no block (2 run again): block 2 on n2 ended NODE_FAIL, run again; block 3 on n3 ended CANCELLED, run again; node n2 went down (NODE_FAIL)"),
+        "{}",
+        w.message
+    );
+    let h = r.hosts.as_ref().unwrap();
+    let rows: Vec<(&str, usize, Vec<String>)> = h
+        .rows
+        .iter()
+        .map(|r| (r.host.as_str(), r.blocks, r.failed_attempts.clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("n1", 2, vec![]),
+            ("n2", 2, vec!["block 2: NODE_FAIL".to_string()]),
+            ("n3", 0, vec!["block 3: CANCELLED".to_string()]),
+        ]
+    );
+    let (headers, cells) = crate::render::cells::hosts_table(&r).unwrap();
+    assert_eq!(headers.last(), Some(&"failed attempts"));
+    assert_eq!(cells[1].last().unwrap(), "1 (block 2: NODE_FAIL)");
+    assert_eq!(cells[0].last().unwrap(), "0");
+}
+
 #[test]
 fn hosts_that_differ_and_a_ratio_that_depends_on_the_host_are_warned_about() {
     let mut i = 0u32;
