@@ -427,6 +427,31 @@ pub fn server_check_command(
     }))
 }
 
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Paths go into argv as UTF-8 strings; a path that is not UTF-8 is refused rather than
+/// mangled.
+fn path_string(path: &Path) -> anyhow::Result<String> {
+    path.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("path {} is not valid UTF-8", path.display()))
+}
+
+/// The directory whose scripts `ruby -S` should prefer: the directory of the Ruby
+/// executable, symlinks resolved (`/usr/bin/ruby` -> `/usr/bin/ruby3.1`; a link to
+/// `/opt/rubies/3.3.0/bin/ruby` -> `/opt/rubies/3.3.0/bin`), as given if it cannot be
+/// resolved. None for a bare name found through PATH ("ruby").
+fn ruby_bin_dir(ruby: &str) -> Option<PathBuf> {
+    let path = Path::new(ruby);
+    if !path.is_absolute() {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    resolved.parent().map(Path::to_path_buf)
+}
+
 /// Unicorn's config: the only place unicorn takes its worker count. The values are numbers
 /// and a fixed address, so nothing needs quoting.
 fn unicorn_config(launch: &ServerLaunch) -> String {

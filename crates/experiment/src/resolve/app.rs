@@ -333,7 +333,7 @@ pub(super) fn check_server_in_bundle(
     let shown = command.argv.join(" ");
     match p.server_check(&command.argv, &pairs) {
         Err(e) => {
-            let help = server_gem_help(gemfile, executable, gem, server);
+            let help = server_gem_help(app_dir, gemfile, executable, gem, server);
             p.error(
                 &l.span_of(chosen_by),
                 &l.key_of(chosen_by),
@@ -371,16 +371,22 @@ pub(super) fn check_server_in_bundle(
 /// How to add a server's gem to an app's bundle without editing the app: a Gemfile of the
 /// experiment written by `rubyrace gemfile`, or the app's own `Gemfile.local` when its
 /// Gemfile loads one.
-fn server_gem_help(gemfile: &Path, executable: &str, gem: &str, server: ServerKind) -> String {
-    let dir = gemfile.parent().unwrap_or(Path::new("."));
+fn server_gem_help(
+    app_dir: &Path,
+    gemfile: &Path,
+    executable: &str,
+    gem: &str,
+    server: ServerKind,
+) -> String {
     let mut help = format!(
-        "if {gem} is not in the app's bundle, add it without editing the app: `rubyrace gemfile {} --server {server}` writes Gemfile.rubyrace (the app's Gemfile through eval_gemfile, plus gem {gem:?}); install it (BUNDLE_GEMFILE=Gemfile.rubyrace ruby -S bundle install) and set gemfile = \"Gemfile.rubyrace\"",
-        dir.display()
+        "if {gem} is not in the app's bundle, add it without editing the app: `rubyrace gemfile {} --server {server}` writes Gemfile.rubyrace (the app's Gemfile through eval_gemfile, plus gem {gem:?}); install it (BUNDLE_GEMFILE=$PWD/Gemfile.rubyrace ruby -S bundle install) and set gemfile = \"Gemfile.rubyrace\"",
+        app_dir.display()
     );
     if gemfile_loads_local(gemfile) {
+        let local = gemfile.with_file_name("Gemfile.local");
         help.push_str(&format!(
             "; or, as this app's Gemfile loads Gemfile.local, add gem {gem:?} to {}",
-            dir.join("Gemfile.local").display()
+            local.display()
         ));
     }
     if executable != gem {
@@ -391,7 +397,7 @@ fn server_gem_help(gemfile: &Path, executable: &str, gem: &str, server: ServerKi
 
 /// Whether a Gemfile loads a `Gemfile.local` beside it (a common convention for local
 /// additions that are not committed).
-pub(crate) fn gemfile_loads_local(gemfile: &Path) -> bool {
+fn gemfile_loads_local(gemfile: &Path) -> bool {
     std::fs::read_to_string(gemfile).is_ok_and(|text| {
         text.lines()
             .filter(|l| !l.trim_start().starts_with('#'))
