@@ -99,7 +99,10 @@ mod tests {
         let text = std::fs::read_to_string(&out).unwrap();
         let app_gemfile = app.canonicalize().unwrap().join("Gemfile");
         assert!(
-            text.ends_with(&format!("eval_gemfile {:?}\ngem \"rack\"\n", app_gemfile.display().to_string())),
+            text.ends_with(&format!(
+                "eval_gemfile {:?}\ngem \"rack\"\n",
+                app_gemfile.display().to_string()
+            )),
             "{text}"
         );
         assert_eq!(

@@ -1178,7 +1178,10 @@ mod tests {
         assert_eq!(server_command(&l).unwrap().rubyopt, None);
         l.bundle_exec = true;
         let cmd = server_command(&l).unwrap();
-        assert_eq!(cmd.argv[..6], s(&["/usr/bin/ruby", "--yjit", "-W0", "-S", "bundle", "exec"]));
+        assert_eq!(
+            cmd.argv[..6],
+            s(&["/usr/bin/ruby", "--yjit", "-W0", "-S", "bundle", "exec"])
+        );
         assert_eq!(cmd.rubyopt.as_deref(), Some("--yjit -W0"));
         assert_eq!(prepend_rubyopt("--yjit", Some(" -w ")), "--yjit -w");
         assert_eq!(prepend_rubyopt("--yjit", Some("")), "--yjit");
@@ -1193,7 +1196,16 @@ mod tests {
             .unwrap();
         assert_eq!(
             check.argv,
-            s(&["/usr/bin/ruby", "--yjit", "-W0", "-S", "bundle", "exec", "rackup", "--version"])
+            s(&[
+                "/usr/bin/ruby",
+                "--yjit",
+                "-W0",
+                "-S",
+                "bundle",
+                "exec",
+                "rackup",
+                "--version"
+            ])
         );
         assert_eq!(check.rubyopt.as_deref(), Some("--yjit -W0"));
         assert_eq!(check.cwd, app);

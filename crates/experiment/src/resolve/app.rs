@@ -307,7 +307,11 @@ pub(super) fn check_server_in_bundle(
             Ok(Some(c)) => c,
             Ok(None) => return,
             Err(e) => {
-                let key = if l.get("ruby_opts").is_some() { "ruby_opts" } else { "ruby" };
+                let key = if l.get("ruby_opts").is_some() {
+                    "ruby_opts"
+                } else {
+                    "ruby"
+                };
                 p.error(&l.span_of(key), &l.key_of(key), format!("{e:#}"), None);
                 return;
             }
@@ -390,7 +394,9 @@ fn server_gem_help(
         ));
     }
     if executable != gem {
-        help.push_str(&format!(" ({executable} is an executable of the gem {gem})"));
+        help.push_str(&format!(
+            " ({executable} is an executable of the gem {gem})"
+        ));
     }
     help
 }

@@ -19,7 +19,9 @@ mod app;
 mod load_settings;
 mod ruby;
 
-use app::{check_server_in_bundle, resolve_app, resolve_app_commit, resolve_gemfile, resolve_script};
+use app::{
+    check_server_in_bundle, resolve_app, resolve_app_commit, resolve_gemfile, resolve_script,
+};
 use load_settings::resolve_load;
 use ruby::{choose_ruby, resolve_knobs, resolve_ruby_commit, Knobs};
 

@@ -348,7 +348,11 @@ pub fn bundled_server_check(
         Some(o) => format!("-r{script} {o}"),
         None => format!("-r{script}"),
     };
-    let mut env: Vec<(String, String)> = env.iter().filter(|(k, _)| k != "RUBYOPT").cloned().collect();
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "RUBYOPT")
+        .cloned()
+        .collect();
     env.push(("RUBYOPT".to_string(), rubyopt));
     let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let (lines, _, _) = query_lines(&argv, &env, &[], SERVER_CHECK_TIMEOUT)?;
@@ -356,7 +360,11 @@ pub fn bundled_server_check(
     for line in &lines {
         match line.split_once('=') {
             Some(("jits_enabled", v)) => {
-                answer.jits_enabled = v.split(',').filter(|j| !j.is_empty()).map(str::to_string).collect()
+                answer.jits_enabled = v
+                    .split(',')
+                    .filter(|j| !j.is_empty())
+                    .map(str::to_string)
+                    .collect()
             }
             Some(("gems", v)) => {
                 answer.gems = v
