@@ -49,7 +49,7 @@ fn rails_new_app(dir: &Path, with_puma: bool) -> PathBuf {
         } else if line.starts_with("gem 'rails'") {
             kept.push("gem 'railties', '~> 6.1.7'".to_string());
             kept.push("gem 'activerecord', '~> 6.1.7'".to_string());
-        } else if !(line.starts_with("gem 'puma'") && !with_puma) {
+        } else if with_puma || !line.starts_with("gem 'puma'") {
             kept.push(line.to_string());
         }
     }
