@@ -165,6 +165,25 @@ fn a_jit_is_in_force_through_bundle_exec_in_a_rails_app_with_a_gemfile() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert_jit_in_force_through_bundle_exec(&lab, 2);
     lab.assert_no_leftovers(Duration::from_secs(10));
+
+    // A RUBYOPT of the configuration's that turns YJIT off again reaches only the Ruby that
+    // `bundle exec` starts anew (the command line's --yjit wins in the first): the check
+    // before the run asks that Ruby, and refuses.
+    std::fs::remove_dir_all(lab.results()).unwrap();
+    lab.experiment(&format!(
+        "[settings]\napp = \"{}\"\n\n[[configs]]\njit = \"yjit\"\nenv = {{ RUBYOPT = \"--disable=yjit\" }}\n",
+        app.display()
+    ));
+    let run = lab.run(&["--dry-run"], Duration::from_secs(120));
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "configs[0].jit: jit = \"yjit\" is not in force in the Ruby that runs puma under `bundle exec` with {}: no JIT on in `",
+            app.join("Gemfile").display()
+        )),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
