@@ -84,6 +84,9 @@ enum Command {
     Rubies(commands::rubies::RubiesArgs),
     /// Check this machine for what makes benchmarks noisy or wrong, and what to do about it.
     Doctor(commands::doctor::DoctorArgs),
+    /// Write a Gemfile that loads an app's Gemfile and adds the app server rubyrace starts
+    /// (for an app whose bundle has no puma), without editing the app.
+    Gemfile(commands::gemfile::GemfileArgs),
     /// Build a CRuby into rubyrace's cache, to name in experiments.
     #[command(subcommand)]
     Ruby(commands::ruby::RubyCommand),
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::Watch(args) => commands::watch::watch(args),
         Command::Profile(args) => commands::profile::profile(args),
         Command::Rubies(args) => commands::rubies::rubies(args),
+        Command::Gemfile(args) => commands::gemfile::gemfile(args),
         Command::Ruby(command) => commands::ruby::run(command),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::FleetTask(args) => commands::fleet::task(args),

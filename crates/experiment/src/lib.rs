@@ -21,6 +21,7 @@ pub mod design;
 mod error;
 pub mod fleet;
 pub mod gate;
+pub mod gemfile;
 mod matrix;
 mod model;
 mod parse;

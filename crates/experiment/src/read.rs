@@ -169,6 +169,7 @@ impl Experiment {
             errors: Vec::new(),
             capabilities: HashMap::new(),
             bundles: HashMap::new(),
+            server_checks: HashMap::new(),
             ruby_all: None,
             rejected: Default::default(),
             failed_rubies: Vec::new(),

@@ -33,7 +33,15 @@
 //! * WEBrick (through rackup) serves each connection on its own thread, up to its
 //!   `MaxClients` (100): there is no thread count to set, so processes and threads must be
 //!   1. Rackup's defaults turn WEBrick's access log off.
-//! * With a Gemfile (`bundle_exec`), `-S <server>` becomes `-S bundle exec <server>`.
+//! * With a Gemfile (`bundle_exec`), `-S <server>` becomes `-S bundle exec <server>`, and the
+//!   Ruby's flags (`--yjit`, `--mjit`, `ruby_opts`...) also go into `RUBYOPT`
+//!   ([`ServerCommand::rubyopt`]): Bundler loads the server's executable into its own
+//!   process only when the executable's shebang is `#!/usr/bin/env ruby` or `Gem.ruby`'s;
+//!   otherwise it execs a new Ruby, which keeps the environment but not the command line
+//!   (Debian's `/usr/bin/puma` says `#!/usr/bin/ruby` where `Gem.ruby` is `/usr/bin/ruby3.1`,
+//!   so `ruby --yjit -S bundle exec puma` served without YJIT). The check before the run
+//!   starts that same command with `--version` ([`server_check_command`]) and asks the Ruby
+//!   that runs the executable which JITs are on.
 //! * Every built-in server binds `host` only: 127.0.0.1, or on a fleet with a separate load
 //!   host the node's routable address (docs/fleet.md). Every server, custom ones too, gets
 //!   `RACK_ENV`, `RAILS_ENV` and `APP_ENV` (Sinatra) set to the environment, besides the
@@ -156,6 +164,11 @@ pub struct ServerCommand {
     pub env: Vec<(String, String)>,
     /// The working directory: the app directory.
     pub cwd: PathBuf,
+    /// With a Gemfile: the Ruby's flags (everything after the executable in the Ruby's
+    /// argv), to be put in front of the server's `RUBYOPT` (after the probe's `-r`, before
+    /// any RUBYOPT of the user's, see [`prepend_rubyopt`]), so that a Ruby that `bundle
+    /// exec` starts anew has them too. None without a Gemfile or without flags.
+    pub rubyopt: Option<String>,
 }
 
 /// The name of the unicorn config file written into the scratch directory.
@@ -250,16 +263,7 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
     let config_ru = path_string(&config_ru)?;
     let env = launch.environment.to_string();
     let mut argv: Vec<String> = Vec::new();
-    let via_ruby = |server: &str| {
-        let mut v = launch.ruby.to_vec();
-        v.push("-S".to_string());
-        if launch.bundle_exec {
-            v.push("bundle".to_string());
-            v.push("exec".to_string());
-        }
-        v.push(server.to_string());
-        v
-    };
+    let via_ruby = |server: &str| through_ruby(launch.ruby, launch.bundle_exec, server);
 
     match kind {
         ServerKind::Puma => {
@@ -318,19 +322,109 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         ServerKind::Custom => argv = expand_custom(launch)?,
     }
 
-    let mut vars = vec![
-        ("RACK_ENV".to_string(), env.clone()),
-        ("RAILS_ENV".to_string(), env.clone()),
-        ("APP_ENV".to_string(), env),
-    ];
-    if let Some(dir) = launch.ruby.first().and_then(|r| ruby_bin_dir(r)) {
-        vars.push(("RUBYPATH".to_string(), path_string(&dir)?));
-    }
+    let vars = server_env(launch.ruby, &env)?;
+    let rubyopt = match launch.bundle_exec {
+        true => carried_rubyopt(launch.ruby)?,
+        false => None,
+    };
     Ok(ServerCommand {
         argv,
         env: vars,
         cwd: launch.app_dir.to_path_buf(),
+        rubyopt,
     })
+}
+
+/// The variables every server gets: the environment's name for Rack, Rails and Sinatra, and
+/// `RUBYPATH` (where `-S` looks first) when the Ruby is given by an absolute path.
+fn server_env(ruby: &[String], environment: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let mut vars = vec![
+        ("RACK_ENV".to_string(), environment.to_string()),
+        ("RAILS_ENV".to_string(), environment.to_string()),
+        ("APP_ENV".to_string(), environment.to_string()),
+    ];
+    if let Some(dir) = ruby.first().and_then(|r| ruby_bin_dir(r)) {
+        vars.push(("RUBYPATH".to_string(), path_string(&dir)?));
+    }
+    Ok(vars)
+}
+
+/// `<ruby...> -S [bundle exec] <executable>`: how every built-in server is started.
+fn through_ruby(ruby: &[String], bundle_exec: bool, executable: &str) -> Vec<String> {
+    let mut v = ruby.to_vec();
+    v.push("-S".to_string());
+    if bundle_exec {
+        v.push("bundle".to_string());
+        v.push("exec".to_string());
+    }
+    v.push(executable.to_string());
+    v
+}
+
+/// The Ruby's flags (its argv after the executable) as `RUBYOPT` text, so that they reach
+/// a Ruby that `bundle exec` execs; None when there are none. RUBYOPT splits on spaces, so
+/// a flag holding whitespace cannot be carried and is an error. Whether the Ruby accepts a
+/// flag in RUBYOPT (it refuses `-e`, `-x`, `--dump`...) is asked of the Ruby itself by the
+/// check before the run ([`server_check_command`]).
+pub fn carried_rubyopt(ruby: &[String]) -> anyhow::Result<Option<String>> {
+    let flags = ruby.get(1..).unwrap_or_default();
+    if let Some(bad) = flags
+        .iter()
+        .find(|f| f.is_empty() || f.chars().any(char::is_whitespace))
+    {
+        bail!(
+            "the Ruby option {bad:?} holds a space (or is empty), so RUBYOPT cannot carry it \
+             through `bundle exec`"
+        );
+    }
+    Ok((!flags.is_empty()).then(|| flags.join(" ")))
+}
+
+/// `flags` in front of an existing RUBYOPT (the user's, if any).
+pub fn prepend_rubyopt(flags: &str, existing: Option<&str>) -> String {
+    match existing.map(str::trim).filter(|e| !e.is_empty()) {
+        Some(e) => format!("{flags} {e}"),
+        None => flags.to_string(),
+    }
+}
+
+/// The executable a built-in server is started as (`-S <executable>`) and the gem it
+/// belongs to; None for a custom server. WEBrick runs through rack's `rackup`.
+pub fn server_executable(kind: ServerKind) -> Option<(&'static str, &'static str)> {
+    match kind {
+        ServerKind::Puma => Some(("puma", "puma")),
+        ServerKind::Unicorn => Some(("unicorn", "unicorn")),
+        ServerKind::Thin => Some(("thin", "thin")),
+        ServerKind::Webrick => Some(("rackup", "rack")),
+        ServerKind::Custom => None,
+    }
+}
+
+/// The check of a built-in server under a Gemfile: the trial's own command up to the
+/// server's executable, then `--version` (which each of puma, unicorn, thin and rackup
+/// answers, then exits), with the trial's variables, working directory and RUBYOPT flags,
+/// so the same Bundler, shebang and exec decide which Ruby runs it. None for a custom
+/// server.
+pub fn server_check_command(
+    kind: ServerKind,
+    ruby: &[String],
+    app_dir: &Path,
+    environment: &str,
+) -> anyhow::Result<Option<ServerCommand>> {
+    let Some((executable, _)) = server_executable(kind) else {
+        return Ok(None);
+    };
+    if ruby.is_empty() {
+        bail!("{kind}: no Ruby given (the Ruby argv prefix is empty)");
+    }
+    let mut argv = through_ruby(ruby, true, executable);
+    argv.push("--version".to_string());
+    Ok(Some(ServerCommand {
+        argv,
+        env: server_env(ruby, environment)?,
+        cwd: app_dir.to_path_buf(),
+        rubyopt: carried_rubyopt(ruby)?,
+    }))
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -1074,5 +1168,48 @@ mod tests {
         assert_eq!(unknown_placeholder("{1}{ a }{}{{port}}"), None);
         assert_eq!(unknown_placeholder("{"), None);
         assert_eq!(unknown_placeholder("{é}"), None);
+    }
+
+    #[test]
+    fn with_a_gemfile_the_ruby_flags_also_go_into_rubyopt() {
+        let ruby = s(&["/usr/bin/ruby", "--yjit", "-W0"]);
+        let scratch = tempfile::Builder::new().prefix("unit").tempdir().unwrap();
+        let mut l = launch(ServerKind::Puma, &ruby, scratch.path(), &[], 1, 1);
+        assert_eq!(server_command(&l).unwrap().rubyopt, None);
+        l.bundle_exec = true;
+        let cmd = server_command(&l).unwrap();
+        assert_eq!(
+            cmd.argv[..6],
+            s(&["/usr/bin/ruby", "--yjit", "-W0", "-S", "bundle", "exec"])
+        );
+        assert_eq!(cmd.rubyopt.as_deref(), Some("--yjit -W0"));
+        assert_eq!(prepend_rubyopt("--yjit", Some(" -w ")), "--yjit -w");
+        assert_eq!(prepend_rubyopt("--yjit", Some("")), "--yjit");
+        // A plain Ruby carries nothing; a flag with a space cannot be carried.
+        assert_eq!(carried_rubyopt(&s(&["/usr/bin/ruby"])).unwrap(), None);
+        let spaced = s(&["/usr/bin/ruby", "-I/srv/my lib"]);
+        let err = carried_rubyopt(&spaced).unwrap_err().to_string();
+        assert!(err.contains("\"-I/srv/my lib\" holds a space"), "{err}");
+        let app = Path::new("/srv/app");
+        let check = server_check_command(ServerKind::Webrick, &ruby, app, "production")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            check.argv,
+            s(&[
+                "/usr/bin/ruby",
+                "--yjit",
+                "-W0",
+                "-S",
+                "bundle",
+                "exec",
+                "rackup",
+                "--version"
+            ])
+        );
+        assert_eq!(check.rubyopt.as_deref(), Some("--yjit -W0"));
+        assert_eq!(check.cwd, app);
+        let custom = server_check_command(ServerKind::Custom, &ruby, app, "production");
+        assert_eq!(custom.unwrap(), None);
     }
 }

@@ -6,6 +6,7 @@ pub mod check;
 pub mod doctor;
 pub mod export;
 pub mod fleet;
+pub mod gemfile;
 pub mod load;
 pub mod profile;
 pub mod report;

@@ -14,6 +14,8 @@
 //! - `examples`: every ready-made experiment in smoke mode, and every study's README;
 //! - `faults`: servers that crash, hang or answer garbage; signals; a full disk;
 //! - `fleet`: `run --slurm` on a real Slurm cluster the tests start (support::slurm);
+//! - `gemfile_app`: a `rails new` app with a Gemfile on PostgreSQL: flags through `bundle
+//!   exec`, a server outside the app's bundle, `rubyrace gemfile`;
 //! - `golden`: every output format on stored results, byte for byte;
 //! - `interleave`: the interleaved and co-scheduled designs;
 //! - `load`: `rubyrace load` against loopback servers;
@@ -41,6 +43,7 @@ mod doctor;
 mod examples;
 mod faults;
 mod fleet;
+mod gemfile_app;
 mod golden;
 mod interleave;
 mod load;

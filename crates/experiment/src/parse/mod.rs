@@ -106,6 +106,9 @@ pub(crate) struct Parser<'a> {
     pub(crate) errors: Vec<ExperimentError>,
     /// `bundle check` for each Ruby and environment (BUNDLE_GEMFILE), run once.
     pub(crate) bundles: HashMap<RubyKey, Result<(), String>>,
+    /// A built-in server's `--version` through `bundle exec`, for each command and
+    /// environment (`ruby/server_check.rb`'s answer), run once.
+    pub(crate) server_checks: HashMap<RubyKey, Result<rubies::discovery::BundledServer, String>>,
     /// What each Ruby (argv and environment) answered, asked once.
     pub(crate) capabilities: HashMap<RubyKey, Result<RubyCapabilities, String>>,
     /// Where `[matrix]` says `ruby = "all"`, if it does.

@@ -298,4 +298,19 @@ impl<'a> Parser<'a> {
             })
             .clone()
     }
+
+    /// What the Ruby that runs a server's executable under `bundle exec` says (`argv` ends
+    /// in the server's `--version`; `env` names the Gemfile), asked once.
+    pub(crate) fn server_check(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<rubies::discovery::BundledServer, String> {
+        self.server_checks
+            .entry((argv.to_vec(), env.to_vec()))
+            .or_insert_with(|| {
+                rubies::discovery::bundled_server_check(argv, env).map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+    }
 }

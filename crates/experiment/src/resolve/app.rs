@@ -280,3 +280,133 @@ pub(super) fn resolve_app_commit(
         }
     }
 }
+
+/// With a Gemfile and a built-in server: the trial's server command, up to the server's
+/// executable, run now with `--version` under the app's bundle (`servers::server_check_command`).
+/// It fails when the server's gem is not in the bundle ("puma is not currently included in
+/// the bundle", which `bundle check` cannot see) or when the Ruby refuses a flag in RUBYOPT;
+/// and the Ruby that ran the executable (after any exec by `bundle exec`) must have the
+/// configuration's JIT on, and no other.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check_server_in_bundle(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    server: ServerKind,
+    ruby_argv: &[String],
+    env: &BTreeMap<String, String>,
+    app_dir: &Path,
+    gemfile: &Path,
+    jit: Option<rubies::knobs::Jit>,
+) {
+    let Some((executable, gem)) = crate::servers::server_executable(server) else {
+        return;
+    };
+    let command =
+        match crate::servers::server_check_command(server, ruby_argv, app_dir, "production") {
+            Ok(Some(c)) => c,
+            Ok(None) => return,
+            Err(e) => {
+                let key = if l.get("ruby_opts").is_some() {
+                    "ruby_opts"
+                } else {
+                    "ruby"
+                };
+                p.error(&l.span_of(key), &l.key_of(key), format!("{e:#}"), None);
+                return;
+            }
+        };
+    // The trial's environment: the server's variables, then the configuration's, with the
+    // Ruby's flags in front of RUBYOPT.
+    let mut vars: BTreeMap<String, String> = command.env.iter().cloned().collect();
+    vars.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if let Some(flags) = &command.rubyopt {
+        let existing = vars
+            .get("RUBYOPT")
+            .cloned()
+            .or_else(|| std::env::var("RUBYOPT").ok());
+        let rubyopt = crate::servers::prepend_rubyopt(flags, existing.as_deref());
+        vars.insert("RUBYOPT".into(), rubyopt);
+    }
+    let pairs: Vec<(String, String)> = vars.into_iter().collect();
+    let chosen_by = if l.get("gemfile").is_some() {
+        "gemfile"
+    } else {
+        "app"
+    };
+    let shown = command.argv.join(" ");
+    match p.server_check(&command.argv, &pairs) {
+        Err(e) => {
+            let help = server_gem_help(app_dir, gemfile, executable, gem, server);
+            p.error(
+                &l.span_of(chosen_by),
+                &l.key_of(chosen_by),
+                format!(
+                    "the server {server} (gem {gem:?}) does not start under the bundle of {} for Ruby {ruby:?}: {e}",
+                    gemfile.display()
+                ),
+                Some(help),
+            );
+        }
+        Ok(answer) => {
+            let Some(jit) = jit else { return };
+            let on = &answer.jits_enabled;
+            let in_force = match jit {
+                rubies::knobs::Jit::None => on.is_empty(),
+                j => on.iter().any(|o| o == j.as_str()) && on.len() == 1,
+            };
+            if !in_force {
+                p.error(
+                    &l.span_of("jit"),
+                    &l.key_of("jit"),
+                    format!(
+                        "jit = {:?} is not in force in the Ruby that runs {executable} under `bundle exec` with {}: {} on in `{shown}`",
+                        jit.as_str(),
+                        gemfile.display(),
+                        if on.is_empty() { "no JIT".to_string() } else { on.join(", ") },
+                    ),
+                    Some("the Ruby's flags go to that Ruby through RUBYOPT; a RUBYOPT or RUBY_YJIT_ENABLE of this configuration's `env` may override them".into()),
+                );
+            }
+        }
+    }
+}
+
+/// How to add a server's gem to an app's bundle without editing the app: a Gemfile of the
+/// experiment written by `rubyrace gemfile`, or the app's own `Gemfile.local` when its
+/// Gemfile loads one.
+fn server_gem_help(
+    app_dir: &Path,
+    gemfile: &Path,
+    executable: &str,
+    gem: &str,
+    server: ServerKind,
+) -> String {
+    let mut help = format!(
+        "if {gem} is not in the app's bundle, add it without editing the app: `rubyrace gemfile {} --server {server}` writes Gemfile.rubyrace (the app's Gemfile through eval_gemfile, plus gem {gem:?}); install it (BUNDLE_GEMFILE=$PWD/Gemfile.rubyrace ruby -S bundle install) and set gemfile = \"Gemfile.rubyrace\"",
+        app_dir.display()
+    );
+    if gemfile_loads_local(gemfile) {
+        let local = gemfile.with_file_name("Gemfile.local");
+        help.push_str(&format!(
+            "; or, as this app's Gemfile loads Gemfile.local, add gem {gem:?} to {}",
+            local.display()
+        ));
+    }
+    if executable != gem {
+        help.push_str(&format!(
+            " ({executable} is an executable of the gem {gem})"
+        ));
+    }
+    help
+}
+
+/// Whether a Gemfile loads a `Gemfile.local` beside it (a common convention for local
+/// additions that are not committed).
+fn gemfile_loads_local(gemfile: &Path) -> bool {
+    std::fs::read_to_string(gemfile).is_ok_and(|text| {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .any(|l| l.contains("Gemfile.local"))
+    })
+}

@@ -19,7 +19,9 @@ mod app;
 mod load_settings;
 mod ruby;
 
-use app::{resolve_app, resolve_app_commit, resolve_gemfile, resolve_script};
+use app::{
+    check_server_in_bundle, resolve_app, resolve_app_commit, resolve_gemfile, resolve_script,
+};
 use load_settings::resolve_load;
 use ruby::{choose_ruby, resolve_knobs, resolve_ruby_commit, Knobs};
 
@@ -271,6 +273,15 @@ pub(crate) fn resolve(
         workload,
         &app_dir,
     );
+
+    // The server under the app's bundle, as a trial will start it: only when nothing it
+    // is built from has an error already (a failed `bundle check` says more).
+    if let Some(g) = gemfile.as_ref().filter(|g| g.is_file()) {
+        let clean = p.errors.len() == errors_before && !rejected.contains("server");
+        if workload == Workload::Http && caps.is_some() && clean {
+            check_server_in_bundle(p, &l, &ruby, server, &ruby_argv, &env, &app_dir, g, jit);
+        }
+    }
 
     let load = resolve_load(p, &l, workload, processes, threads, ruby_engine.as_deref());
 

@@ -140,6 +140,18 @@ pub(crate) fn start_server(
     let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
     env.extend(spec.service_env.clone());
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // With a Gemfile, the Ruby's flags also go through RUBYOPT, for a Ruby that `bundle
+    // exec` starts anew; the probe then goes in front of them.
+    if let Some(flags) = &command.rubyopt {
+        let existing = env
+            .get("RUBYOPT")
+            .cloned()
+            .or_else(|| std::env::var("RUBYOPT").ok());
+        env.insert(
+            "RUBYOPT".to_string(),
+            experiment::servers::prepend_rubyopt(flags, existing.as_deref()),
+        );
+    }
     let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
     if let Err(e) = probe::add_to_env(&mut env, &probe_dir, s.compact) {
         result.reason = Some(e);

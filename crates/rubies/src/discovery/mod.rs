@@ -20,7 +20,8 @@ mod resolve;
 pub use candidates::{ManagerDir, SearchRoots, RUBYRACE_BUILDS};
 pub use process::{run_captured, Captured};
 pub use query::{
-    bundle_check, ruby_capabilities, ruby_description, RubyCapabilities, DESCRIPTION_TIMEOUT,
+    bundle_check, bundled_server_check, ruby_capabilities, ruby_description, BundledServer,
+    RubyCapabilities, DESCRIPTION_TIMEOUT, SERVER_CHECK_TIMEOUT,
 };
 pub use resolve::resolve_executable;
 

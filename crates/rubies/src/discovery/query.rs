@@ -1,6 +1,7 @@
 //! Asking a Ruby what it is: a script run with `-e` whose answer follows a marker line,
 //! for the description and version (discovery's queries, [`ruby_description`]) and for
-//! what the Ruby can do ([`ruby_capabilities`]); and `bundle check` through a Ruby. Each
+//! what the Ruby can do ([`ruby_capabilities`]); `bundle check` through a Ruby; and which
+//! Ruby really runs a server's executable under `bundle exec` ([`bundled_server_check`]). Each
 //! Ruby is run from an argv, never a shell, with a timeout ([`run_captured`]).
 
 use std::ffi::OsString;
@@ -302,4 +303,78 @@ pub fn bundle_check(argv_prefix: &[String], env: &[(String, String)]) -> anyhow:
         );
     }
     Ok(())
+}
+
+/// How long [`bundled_server_check`] waits: Bundler resolves the app's whole bundle first.
+pub const SERVER_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the Ruby that ran a server's executable under `bundle exec` said as it exited
+/// (`ruby/server_check.rb`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BundledServer {
+    /// Which JITs were on in that Ruby.
+    pub jits_enabled: Vec<String>,
+    /// The gems it had loaded, name to version.
+    pub gems: std::collections::BTreeMap<String, String>,
+}
+
+/// Runs `argv` (a server's command through `bundle exec`, ending in the server's
+/// `--version`) with `env`, and `-r<ruby/server_check.rb>` in front of `RUBYOPT` (the
+/// env's, else this process's): which JITs are on in the Ruby that ran the executable and
+/// which gems it loaded. Fails with the argv, the exit status and what Bundler or the server
+/// said (a server gem that is not in the bundle: "can't find executable puma for gem puma"),
+/// or after [`SERVER_CHECK_TIMEOUT`].
+pub fn bundled_server_check(
+    argv: &[String],
+    env: &[(String, String)],
+) -> anyhow::Result<BundledServer> {
+    if argv.is_empty() {
+        bail!("bundled_server_check: empty argv");
+    }
+    let script = crate::support::ruby_support_dir().join("server_check.rb");
+    let script = script
+        .to_str()
+        .filter(|s| !s.chars().any(char::is_whitespace))
+        .ok_or_else(|| anyhow!("the path {} cannot go into RUBYOPT", script.display()))?
+        .to_string();
+    let existing = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "RUBYOPT")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("RUBYOPT").ok())
+        .filter(|o| !o.trim().is_empty());
+    let rubyopt = match existing {
+        Some(o) => format!("-r{script} {o}"),
+        None => format!("-r{script}"),
+    };
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "RUBYOPT")
+        .cloned()
+        .collect();
+    env.push(("RUBYOPT".to_string(), rubyopt));
+    let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let (lines, _, _) = query_lines(&argv, &env, &[], SERVER_CHECK_TIMEOUT)?;
+    let mut answer = BundledServer::default();
+    for line in &lines {
+        match line.split_once('=') {
+            Some(("jits_enabled", v)) => {
+                answer.jits_enabled = v
+                    .split(',')
+                    .filter(|j| !j.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
+            Some(("gems", v)) => {
+                answer.gems = v
+                    .split(',')
+                    .filter_map(|g| g.split_once(':'))
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    Ok(answer)
 }
