@@ -634,7 +634,8 @@ impl Run<'_> {
             }
             self.store.append_block(&next)?;
             self.progress.planned(schedule.len() + next.len());
-            self.progress.at_least(self.store.next_look(blocks_done + 1)?);
+            self.progress
+                .at_least(self.store.next_look(blocks_done + 1)?);
             let done = self.store.completed()?;
             match self.run_schedule(&next, &done)? {
                 RunEnd::Complete => continue,

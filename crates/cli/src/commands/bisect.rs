@@ -166,10 +166,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
                 )
             }
         };
-        eprintln!(
-            "rubyrace: {what}; {}",
-            outlook(&record, &search).describe()
-        );
+        eprintln!("rubyrace: {what}; {}", outlook(&record, &search).describe());
         let step = Step {
             dir: &dir,
             record: &record,
@@ -487,7 +484,9 @@ impl Outlook {
             let decisions = self.steps_left + usize::from(self.ends_pending);
             text.push_str(&format!(
                 "; ~{} at {blocks:.0} blocks and {} of measuring per decision so far",
-                units::span(std::time::Duration::from_secs_f64(seconds * decisions as f64)),
+                units::span(std::time::Duration::from_secs_f64(
+                    seconds * decisions as f64
+                )),
                 units::span(std::time::Duration::from_secs_f64(seconds))
             ));
         }

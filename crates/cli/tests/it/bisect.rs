@@ -39,7 +39,11 @@ pub(crate) fn work_app(work: u64, boot: &str) -> String {
 
 /// A repository `repo/` in the lab with 20 commits of `app/config.ru`, commit `i` doing
 /// `work(i)` iterations per request and raising at boot when `broken(i)`; the hashes.
-pub(crate) fn history(lab: &Lab, work: impl Fn(usize) -> u64, broken: impl Fn(usize) -> bool) -> Vec<String> {
+pub(crate) fn history(
+    lab: &Lab,
+    work: impl Fn(usize) -> u64,
+    broken: impl Fn(usize) -> bool,
+) -> Vec<String> {
     let repo = lab.dir.path("repo");
     std::fs::create_dir_all(repo.join("app")).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);

@@ -157,7 +157,10 @@ fn watch_follows_a_live_run_and_the_live_report_is_rewritten_after_every_block()
     );
     assert!(html.contains("threads=2"));
     // (46.10) Once the run has ended, the page stays still.
-    assert!(!html.contains("http-equiv=\"refresh\""), "the ended run's report still reloads");
+    assert!(
+        !html.contains("http-equiv=\"refresh\""),
+        "the ended run's report still reloads"
+    );
     // (46.11) The progress lines say the count is a minimum, and it never reads as a
     // smaller plan than the rule's next look: "[1/≥12]", not "[1/4]".
     assert!(end.stderr.contains("[1/≥12] block 1 · "), "{end:?}");
@@ -354,18 +357,24 @@ fn watch_shows_a_bisections_search_and_its_resume_command() {
     assert_eq!(end.code(), Some(130), "{end:?}");
     assert!(after.contains(" · interrupted · "), "{after}");
     assert!(
-        after.contains(&format!("`rubyrace bisect --resume {}` goes on", out.display())),
+        after.contains(&format!(
+            "`rubyrace bisect --resume {}` goes on",
+            out.display()
+        )),
         "{after}"
     );
     assert!(!after.contains("rubyrace run --resume"), "{after}");
     // bisect's own words: the steps left before and at each step, the plan a minimum.
     assert!(
-        end.stderr.contains("the ends: good against bad; then about 5 steps (18 commits to test"),
+        end.stderr
+            .contains("the ends: good against bad; then about 5 steps (18 commits to test"),
         "{end:?}"
     );
     assert!(
         end.stderr.contains("step 1: commit 9 of 19 (0 .. 19), ")
-            && end.stderr.contains("; about 5 steps left, this one included (18 commits left to test"),
+            && end
+                .stderr
+                .contains("; about 5 steps left, this one included (18 commits left to test"),
         "{end:?}"
     );
     assert!(end.stderr.contains("/≥6] block 1 · "), "{end:?}");
@@ -415,7 +424,10 @@ fn watch_shows_a_checks_gate_and_its_resume_command() {
     assert_eq!(end.code(), Some(130), "{end:?}");
     assert!(after.contains(" · interrupted · "), "{after}");
     assert!(
-        after.contains(&format!("`rubyrace check --resume {}` goes on", out.display())),
+        after.contains(&format!(
+            "`rubyrace check --resume {}` goes on",
+            out.display()
+        )),
         "{after}"
     );
     assert!(!after.contains("rubyrace run --resume"), "{after}");

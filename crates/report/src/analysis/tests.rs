@@ -46,6 +46,7 @@ fn source(trials: Vec<TrialData>) -> SourceData {
         unfinished: vec![],
         design: experiment::design::Design::Blocks,
         writer: None,
+        resume_command: "rubyrace run --resume DIR".into(),
         unimported_blocks: Vec::new(),
         trials,
     }

@@ -190,6 +190,22 @@ impl Store {
             .transpose()
     }
 
+    /// The command that goes on with this run: a step of a bisection goes on with the
+    /// bisection (`bisect --resume` of its directory: a `run --resume` of the step would
+    /// finish it outside the search), a check's directory (its stored gate) with `check
+    /// --resume`, any other with `run --resume` (a fleet run's too: it attaches).
+    pub fn resume_command(&self) -> String {
+        if let Some(bisection) = crate::bisect::bisection_of(self.dir()) {
+            return format!("rubyrace bisect --resume {}", bisection.display());
+        }
+        let command = if self.gate().ok().flatten().is_some() {
+            "check"
+        } else {
+            "run"
+        };
+        format!("rubyrace {command} --resume {}", self.dir().display())
+    }
+
     /// A run that decides when to stop (adaptive precision, a gate, a bisection's
     /// decision) and has not decided yet: the blocks at its rule's next look, which is the
     /// fewest blocks the run will have, `scheduled` being the blocks its schedule holds

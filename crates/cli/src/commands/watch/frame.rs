@@ -165,7 +165,7 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
         Err(e) => return Err(e),
     };
     let name = store.meta("experiment_name")?.unwrap_or_default();
-    let resume = resume_command(dir, &store);
+    let resume = store.resume_command();
     let fleet = FleetProgress::read(dir, &store);
     // A detached fleet run has no controller: its blocks run on the cluster by themselves,
     // and watch follows their block files until every block submitted has one.
@@ -230,7 +230,7 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
     if let Some(gate) = store.gate().ok().flatten() {
         lines.extend(gate_lines(&store, &gate, blocks_done, at_least));
     }
-    if let Some(bisection) = bisection_of(dir) {
+    if let Some(bisection) = results::bisect::bisection_of(dir) {
         lines.extend(bisection_lines(&bisection, dir, &store, at_least));
     }
 
@@ -254,31 +254,6 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
         running: following,
         lines,
     })
-}
-
-/// The command that goes on with the run in `dir`: a step of a bisection goes on with the
-/// bisection (`bisect --resume` of its directory: a `run --resume` of the step would
-/// finish it outside the search), a check's directory (its stored gate) with `check
-/// --resume`, anything else with `run --resume` (a fleet run's too: it attaches).
-pub fn resume_command(dir: &Path, store: &Store) -> String {
-    if let Some(bisection) = bisection_of(dir) {
-        return format!("rubyrace bisect --resume {}", bisection.display());
-    }
-    let command = if store.gate().ok().flatten().is_some() {
-        "check"
-    } else {
-        "run"
-    };
-    format!("rubyrace {command} --resume {}", dir.display())
-}
-
-/// The bisection whose step `dir` is (`BISECTION/steps/NN-…`), if it is one.
-fn bisection_of(dir: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(dir).ok()?;
-    let steps = absolute.parent()?;
-    let top = steps.parent()?;
-    (steps.file_name()? == "steps" && top.join(results::bisect::BISECT_FILE).is_file())
-        .then(|| top.to_path_buf())
 }
 
 fn state_line(
@@ -418,7 +393,12 @@ fn gate_lines(
         _ => "no interval yet".to_string(),
     };
     let next = at_least
-        .map(|n| format!(" · its next look after {}", units::count(n as usize, "block")))
+        .map(|n| {
+            format!(
+                " · its next look after {}",
+                units::count(n as usize, "block")
+            )
+        })
         .unwrap_or_default();
     out.push(plain(format!(
         "gate after {}: {so_far}{next}",
@@ -474,7 +454,12 @@ fn bisection_lines(
     if let Some(figures) = figures {
         let next = at_least
             .filter(|_| decided.is_none())
-            .map(|n| format!(" · its next look after {}", units::count(n as usize, "block")))
+            .map(|n| {
+                format!(
+                    " · its next look after {}",
+                    units::count(n as usize, "block")
+                )
+            })
             .unwrap_or_default();
         out.push(plain(format!("  {figures}{next}")));
     }
@@ -576,7 +561,9 @@ impl FleetProgress {
         let mut in_flight = Vec::new();
         let mut out = Vec::new();
         for (block, attempts) in &state.attempts {
-            let Some(last) = attempts.last() else { continue };
+            let Some(last) = attempts.last() else {
+                continue;
+            };
             if imported.contains(block) || finished_blocks.contains(block) {
                 continue;
             }
