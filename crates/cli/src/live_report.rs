@@ -1,7 +1,10 @@
 //! `rubyrace run --live-report`: `DIR/report.html` rewritten after every complete block, to
 //! a temporary file renamed over the old one, so a browser tab reloaded at any moment
 //! shows a whole report of the blocks done so far. A report that cannot be built or
-//! written is said once on stderr and never stops the run.
+//! written is said once on stderr and never stops the run. While the run is live the page
+//! reloads itself (`<meta http-equiv="refresh">`, every [`REFRESH_S`] seconds); when the
+//! run ends, however it ends, it is written once more without it, so a finished report
+//! stays still.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -10,6 +13,9 @@ use experiment::schedule::ScheduledTrial;
 use lab::runner::Progress;
 use results::store::Store;
 use results::TrialResult;
+
+/// How often the live page reloads itself, seconds.
+pub const REFRESH_S: u32 = 15;
 
 pub struct LiveReport {
     /// The results directory; `None` without `--live-report` (then nothing is done).
@@ -45,14 +51,30 @@ impl LiveReport {
             .all(|t| done.contains(&t.trial_id)))
     }
 
-    fn write(dir: &Path) -> anyhow::Result<()> {
+    /// Writes the report; `live`: the run goes on, so the page reloads itself.
+    fn write(dir: &Path, live: bool) -> anyhow::Result<()> {
         let options = report::Options {
             command: format!("rubyrace run --live-report (in {})", dir.display()),
             ..report::Options::default()
         };
-        let html =
+        let mut html =
             report::build_rendered(&[dir.to_path_buf()], &options, report::render::Format::Html)?;
+        if live {
+            html = reloading(&html);
+        }
         crate::output::write_file(&LiveReport::path(dir), html.as_bytes())
+    }
+
+    /// The run ended (complete, interrupted or stopped): the report of what is stored,
+    /// once more, without the reload, if any block was reported live.
+    pub fn finish(&mut self) {
+        let Some(dir) = &self.dir else { return };
+        if self.reported.is_empty() {
+            return;
+        }
+        if let Err(e) = LiveReport::write(dir, false) {
+            eprintln!("rubyrace: the last live report was not written: {e:#}");
+        }
     }
 }
 
@@ -68,7 +90,7 @@ impl Progress for LiveReport {
         }
         let written = LiveReport::block_complete(dir, result.block).and_then(|complete| {
             if complete {
-                LiveReport::write(dir)?;
+                LiveReport::write(dir, true)?;
             }
             Ok(complete)
         });
@@ -88,5 +110,18 @@ impl Progress for LiveReport {
                 }
             }
         }
+    }
+}
+
+/// The page with a reload every [`REFRESH_S`] seconds, right after its charset.
+fn reloading(html: &str) -> String {
+    let charset = "<meta charset=\"utf-8\">";
+    let refresh = format!("<meta http-equiv=\"refresh\" content=\"{REFRESH_S}\">");
+    match html.find(charset) {
+        Some(at) => {
+            let end = at + charset.len();
+            format!("{}{refresh}{}", &html[..end], &html[end..])
+        }
+        None => html.to_string(),
     }
 }

@@ -38,6 +38,7 @@ pub fn run_pending_shown(
         &mut Both(&mut console, &mut Both(&mut live, &mut report)),
     );
     console.finish();
+    report.finish();
     live.end(end.as_ref().map_err(|e| format!("{e:#}")));
     end
 }
@@ -64,6 +65,10 @@ pub struct ConsoleProgress {
     /// slices done (0 to 1), so the ETA moves within it.
     block_trials: usize,
     block_fraction: f64,
+    /// A run that decides when to stop (adaptive, a gate, a bisection's step): the blocks
+    /// at its rule's next look, so the counts shown are minimums ("≥") and the time left
+    /// is "at least" (the time to that look).
+    at_least: Option<u32>,
 }
 
 impl ConsoleProgress {
@@ -87,6 +92,7 @@ impl ConsoleProgress {
             dir: store.dir().to_path_buf(),
             finished_elapsed: Duration::ZERO,
             block_fraction: 0.0,
+            at_least: None,
         })
     }
 
@@ -94,6 +100,40 @@ impl ConsoleProgress {
         match &self.bar {
             Some(bar) => bar.println(text),
             None => eprintln!("{text}"),
+        }
+    }
+
+    /// Trials planned: the schedule's, or at least those to the rule's next look.
+    fn planned_trials(&self) -> usize {
+        match self.at_least {
+            Some(blocks) => self.total.max(blocks as usize * self.block_trials.max(1)),
+            None => self.total,
+        }
+    }
+
+    /// "12", or "≥12" for a run whose rule decides when it stops.
+    fn at_least_mark(&self) -> &'static str {
+        if self.at_least.is_some() {
+            "≥"
+        } else {
+            ""
+        }
+    }
+
+    /// Blocks planned, as shown: "7", or "≥7".
+    fn blocks_shown(&self) -> String {
+        let blocks = self.blocks.max(self.at_least.unwrap_or(0));
+        format!("{}{blocks}", self.at_least_mark())
+    }
+
+    /// The time left as shown: "ETA 40s", or "ETA ≥ 40s" (to the rule's next look) for a
+    /// run that decides when to stop.
+    fn eta_shown(&self) -> String {
+        let eta = units::span(self.eta());
+        if self.at_least.is_some() {
+            format!("ETA ≥ {eta}")
+        } else {
+            format!("ETA {eta}")
         }
     }
 
@@ -106,9 +146,21 @@ impl ConsoleProgress {
         } else {
             self.estimate_per_trial
         };
-        let left = self.total.saturating_sub(self.done) as f64
+        let left = self.planned_trials().saturating_sub(self.done) as f64
             - self.block_fraction * self.block_trials as f64;
         per.mul_f64(left.max(0.0))
+    }
+
+    /// The bar's counts: "3/12", or "3/≥12".
+    fn show_counts(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_prefix(format!(
+                "{}/{}{}",
+                self.done,
+                self.at_least_mark(),
+                self.planned_trials()
+            ));
+        }
     }
 
     fn show(&self, msg: String) {
@@ -160,26 +212,27 @@ impl Progress for ConsoleProgress {
         if io::stderr().is_terminal() {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
-                ProgressStyle::with_template("{bar:24.cyan/blue} {pos}/{len} trials · {msg}")
+                ProgressStyle::with_template("{bar:24.cyan/blue} {prefix} trials · {msg}")
                     .expect("a valid progress template"),
             );
             bar.set_position(done as u64);
             bar.enable_steady_tick(Duration::from_millis(500));
             self.bar = Some(bar);
+            self.show_counts();
         }
     }
 
     fn trial_started(&mut self, trial: &ScheduledTrial, label: &str) {
-        let eta = units::span(self.eta());
+        let eta = self.eta_shown();
         let last = if self.last.is_empty() {
             String::new()
         } else {
             format!(" · last: {}", self.last)
         };
         self.show(format!(
-            "block {}/{} · ETA {eta} · {label}{last}",
+            "block {}/{} · {eta} · {label}{last}",
             trial.block + 1,
-            self.blocks
+            self.blocks_shown()
         ));
     }
 
@@ -209,9 +262,10 @@ impl Progress for ConsoleProgress {
             })
             .unwrap_or_default();
         self.line(format!(
-            "[{}/{}] block {} · {} · {what}",
+            "[{}/{}{}] block {} · {} · {what}",
             self.done,
-            self.total,
+            self.at_least_mark(),
+            self.planned_trials(),
             r.block + 1,
             r.label
         ));
@@ -231,6 +285,7 @@ impl Progress for ConsoleProgress {
         if let Some(bar) = &self.bar {
             bar.set_position(self.done as u64);
         }
+        self.show_counts();
     }
 
     fn note(&mut self, message: &str) {
@@ -238,19 +293,13 @@ impl Progress for ConsoleProgress {
     }
 
     fn block_event(&mut self, block: u32, event: &BlockEvent) {
-        let head = format!("block {}/{}", block + 1, self.blocks);
+        let head = format!("block {}/{}", block + 1, self.blocks_shown());
         let msg = match event {
             BlockEvent::Starting { label } => {
-                format!(
-                    "{head} · ETA {} · starting {label}",
-                    units::span(self.eta())
-                )
+                format!("{head} · {} · starting {label}", self.eta_shown())
             }
             BlockEvent::WarmingUp { label } => {
-                format!(
-                    "{head} · ETA {} · warming up {label}",
-                    units::span(self.eta())
-                )
+                format!("{head} · {} · warming up {label}", self.eta_shown())
             }
             BlockEvent::Slice {
                 done,
@@ -270,9 +319,9 @@ impl Progress for ConsoleProgress {
                     .map(|(label, rate)| format!(" · last slice: {label} {rate:.0} req/s"))
                     .unwrap_or_default();
                 format!(
-                    "{head} · {unit} {}/{total} · ETA {} · {on}{last}",
+                    "{head} · {unit} {}/{total} · {} · {on}{last}",
                     done + 1,
-                    units::span(self.eta())
+                    self.eta_shown()
                 )
             }
         };
@@ -357,7 +406,16 @@ impl Progress for ConsoleProgress {
             .blocks
             .max(total.div_ceil(self.block_trials.max(1)) as u32);
         if let Some(bar) = &self.bar {
-            bar.set_length(self.total as u64);
+            bar.set_length(self.planned_trials() as u64);
         }
+        self.show_counts();
+    }
+
+    fn at_least(&mut self, blocks: Option<u32>) {
+        self.at_least = blocks;
+        if let Some(bar) = &self.bar {
+            bar.set_length(self.planned_trials() as u64);
+        }
+        self.show_counts();
     }
 }

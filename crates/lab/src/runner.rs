@@ -39,6 +39,10 @@ pub trait Progress {
     /// another block, whose trials make the schedule `total` long).
     /// A run that decides when to stop added a block: the schedule is `total` trials long.
     fn planned(&mut self, _total: usize) {}
+    /// A run that decides when to stop and has not yet (`Store::next_look`): it will have
+    /// at least `blocks` blocks (its rule's next look), so a count of blocks or trials
+    /// planned, and the time left, are minimums. None: the plan is what will run.
+    fn at_least(&mut self, _blocks: Option<u32>) {}
     fn precision(
         &mut self,
         _status: &PrecisionStatus,
@@ -76,6 +80,10 @@ impl Progress for Both<'_> {
     fn planned(&mut self, total: usize) {
         self.0.planned(total);
         self.1.planned(total);
+    }
+    fn at_least(&mut self, blocks: Option<u32>) {
+        self.0.at_least(blocks);
+        self.1.at_least(blocks);
     }
     fn precision(
         &mut self,
@@ -322,6 +330,7 @@ pub fn run_pending(
         .collect();
     let conditions = store.conditions()?;
     progress.begin(schedule.len(), done.len(), blocks);
+    progress.at_least(store.next_look(blocks)?);
     let session = store.begin_session(kind, command)?;
     // What makes this machine noisy right now, recorded with the session (quick: no CPU
     // sampling, no Ruby queries; about 50 ms).
@@ -665,6 +674,8 @@ impl Run<'_> {
             }
             self.store.append_block(&next)?;
             self.progress.planned(schedule.len() + next.len());
+            self.progress
+                .at_least(self.store.next_look(blocks_done + 1)?);
             let done = self.store.completed()?;
             match self.run_schedule(&next, &done)? {
                 RunEnd::Complete => continue,

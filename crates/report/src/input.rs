@@ -137,6 +137,9 @@ pub struct SourceData {
     pub design: experiment::design::Design,
     /// The run writing it now, if one is (results::store::writer).
     pub writer: Option<results::store::writer::Writer>,
+    /// The command that finishes it (`Store::resume_command`: a bisection's step, a check
+    /// and a run each have their own).
+    pub resume_command: String,
     /// A fleet run: blocks (0-based) that finished on their nodes and are not imported
     /// into the store yet (`run --detach`; `run --resume` imports them).
     pub unimported_blocks: Vec<u32>,
@@ -244,6 +247,7 @@ fn read_store(store: &results::store::Store, index: usize) -> Result<SourceData>
         Vec::new()
     };
     Ok(SourceData {
+        resume_command: store.resume_command(),
         unimported_blocks,
         fleet_failures,
         writer: results::store::writer::current_writer(store.dir()),

@@ -132,7 +132,8 @@ pub fn noisy_blocks_warning(trials: &[&TrialData]) -> Option<Warning> {
         .iter()
         .map(|((source, block), (count, other, steal))| {
             format!(
-                "{source}:block {block} ({}; other processes {other:.0}% of a CPU, steal {steal:.1}%)",
+                "{source}:block {} ({}; other processes {other:.0}% of a CPU, steal {steal:.1}%)",
+                block + 1,
                 units::count(*count, "trial")
             )
         })

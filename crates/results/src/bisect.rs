@@ -13,6 +13,15 @@ use serde::{Deserialize, Serialize};
 pub const BISECT_SCHEMA: &str = "rubyrace.bisect/1";
 pub const BISECT_FILE: &str = "bisect.json";
 
+/// The bisection whose step `dir` is (`BISECTION/steps/NN-…`, beside `bisect.json`), if
+/// it is one.
+pub fn bisection_of(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(dir).ok()?;
+    let steps = absolute.parent()?;
+    let top = steps.parent()?;
+    (steps.file_name()? == "steps" && top.join(BISECT_FILE).is_file()).then(|| top.to_path_buf())
+}
+
 /// A commit of the history searched.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommitInfo {

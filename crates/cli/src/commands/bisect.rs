@@ -173,7 +173,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
                 )
             }
         };
-        eprintln!("rubyrace: {what}");
+        eprintln!("rubyrace: {what}; {}", outlook(&record, &search).describe());
         let step = Step {
             dir: &dir,
             record: &record,
@@ -416,7 +416,7 @@ pub(super) fn searched(
 
 /// The search so far, from the decided steps in order: the ranges left, and the outcome
 /// once there is one. Fills in the record's skipped commits and its partial flag.
-fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
+pub(crate) fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
     let mut search = Bisection::new(record.commits.len());
     record.skipped.clear();
     record.more_than_one_change = false;
@@ -475,6 +475,84 @@ fn replay(record: &mut BisectRecord) -> (Bisection, Option<BisectOutcome>) {
         },
     };
     (search, Some(outcome))
+}
+
+/// What is left of a search: the steps still to come (the one running included), about
+/// ⌈log₂(n + 1)⌉ for each range still searched with n commits left to test in it (a split
+/// adds a range, a skipped commit a step), and the measuring time per step so far.
+pub(crate) struct Outlook {
+    /// The ends are not decided yet (the steps come after them).
+    pub ends_pending: bool,
+    pub steps_left: usize,
+    /// Commits still to test, over every range left.
+    pub commits_left: usize,
+    /// Blocks and seconds of measuring per decision so far (the ends and measured steps).
+    pub per_step: Option<(f64, f64)>,
+}
+
+pub(crate) fn outlook(record: &BisectRecord, search: &Bisection) -> Outlook {
+    let mut steps_left = 0;
+    let mut commits_left = 0;
+    for &(good, bad) in &search.open {
+        let n = (good + 1..bad)
+            .filter(|c| !search.skipped.contains(c))
+            .count();
+        commits_left += n;
+        steps_left += ((n + 1) as f64).log2().ceil() as usize;
+    }
+    let measured: Vec<(u32, f64)> = record
+        .steps
+        .iter()
+        .filter_map(|s| match &s.end {
+            Some(end @ (BisectEnd::Ends(_) | BisectEnd::Step(_))) => {
+                Some((end.blocks(), s.measuring_s))
+            }
+            _ => None,
+        })
+        .collect();
+    let per_step = (!measured.is_empty()).then(|| {
+        let n = measured.len() as f64;
+        (
+            measured.iter().map(|m| f64::from(m.0)).sum::<f64>() / n,
+            measured.iter().map(|m| m.1).sum::<f64>() / n,
+        )
+    });
+    Outlook {
+        ends_pending: record.ends().is_none(),
+        steps_left,
+        commits_left,
+        per_step,
+    }
+}
+
+impl Outlook {
+    /// "about 4 steps left, this one included (13 commits left to test: ⌈log₂ n⌉ steps for
+    /// n); ~6m at 9 blocks and 1m30s of measuring per decision so far".
+    pub fn describe(&self) -> String {
+        let steps = units::count(self.steps_left, "step");
+        let mut text = if self.ends_pending {
+            format!(
+                "then about {steps} ({} to test: about ⌈log₂(n + 1)⌉ steps for n)",
+                units::count(self.commits_left, "commit")
+            )
+        } else {
+            format!(
+                "about {steps} left, this one included ({} left to test: about ⌈log₂(n + 1)⌉ steps for n)",
+                units::count(self.commits_left, "commit")
+            )
+        };
+        if let Some((blocks, seconds)) = self.per_step {
+            let decisions = self.steps_left + usize::from(self.ends_pending);
+            text.push_str(&format!(
+                "; ~{} at {blocks:.0} blocks and {} of measuring per decision so far",
+                units::span(std::time::Duration::from_secs_f64(
+                    seconds * decisions as f64
+                )),
+                units::span(std::time::Duration::from_secs_f64(seconds))
+            ));
+        }
+        text
+    }
 }
 
 /// `steps/NN-ends` or `steps/NN-commit-C-HASH12`.

@@ -39,7 +39,11 @@ pub(crate) fn work_app(work: u64, boot: &str) -> String {
 
 /// A repository `repo/` in the lab with 20 commits of `app/config.ru`, commit `i` doing
 /// `work(i)` iterations per request and raising at boot when `broken(i)`; the hashes.
-fn history(lab: &Lab, work: impl Fn(usize) -> u64, broken: impl Fn(usize) -> bool) -> Vec<String> {
+pub(crate) fn history(
+    lab: &Lab,
+    work: impl Fn(usize) -> u64,
+    broken: impl Fn(usize) -> bool,
+) -> Vec<String> {
     let repo = lab.dir.path("repo");
     std::fs::create_dir_all(repo.join("app")).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);
@@ -72,7 +76,7 @@ warmup = "300ms"
 duration = "1s"
 "#;
 
-fn bisect_args(lab: &Lab, out: &Path, extra: &[&str]) -> Vec<String> {
+pub(crate) fn bisect_args(lab: &Lab, out: &Path, extra: &[&str]) -> Vec<String> {
     let file = lab.experiment(EXPERIMENT);
     let mut args: Vec<String> = vec![
         "bisect".into(),

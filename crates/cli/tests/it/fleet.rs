@@ -1020,3 +1020,87 @@ fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
     assert!(said, "no task log says it removed the dead task's scratch");
     assert_clean(&cluster, &lab);
 }
+
+/// (46.8) `rubyrace watch` on a detached run: no controller, so watch says so and how to
+/// attach; it follows the blocks by their block files (read-only: not a byte of the
+/// directory changes), names each finished block's node and trials before any is stored,
+/// and once a resume has imported them, the run is complete.
+#[test]
+fn watch_follows_a_detached_run_by_its_block_files() {
+    let _alone = crate::support::machine::alone();
+    let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
+    let lab = Lab::new_short("fleet-watch-detached");
+    lab.experiment(&experiment("fleet-watch", 2, ""));
+    let run = run_on(
+        &cluster,
+        &args(&lab, &["--slurm", "--detach"]),
+        Duration::from_secs(180),
+    );
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let dir = lab.results();
+    let resume_command = format!("`rubyrace run --resume {}`", dir.display());
+
+    // At once: detached, how to attach, and the blocks still out.
+    let frame = crate::watch::watch_once(&dir);
+    assert!(frame.contains("fleet-watch · detached "), "{frame}");
+    assert!(
+        frame.contains(&format!(
+            "no controller is running, the blocks run on the cluster by themselves and are stored when one attaches: {resume_command}"
+        )),
+        "{frame}"
+    );
+    assert!(
+        frame.contains("fleet: still out (submitted, no block file yet): blocks 1, 2"),
+        "{frame}"
+    );
+
+    // Both blocks finished on their nodes, and the jobs are gone from the queue.
+    let started = Instant::now();
+    while !(cluster.active_jobs().is_empty()
+        && (1..=2).all(|b| {
+            std::fs::read_dir(lab.results().join(format!("fleet/blocks/{b:04}")))
+                .map(|d| d.flatten().any(|a| a.path().join("block.json").is_file()))
+                .unwrap_or(false)
+        }))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the blocks never finished"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let before = crate::readers::fingerprint(&dir);
+    let frame = crate::watch::watch_once(&dir);
+    assert_eq!(
+        crate::readers::fingerprint(&dir),
+        before,
+        "watch changed the directory"
+    );
+    assert!(
+        frame.contains("blocks 0 done of 2 planned · trials 0 of 4 stored"),
+        "{frame}"
+    );
+    assert!(
+        frame.contains(&format!(
+            "fleet: 2 blocks finished on the cluster and not stored yet (their block files are read; a controller imports them: {resume_command}): block 1 on n"
+        )) && frame.contains("(2 trials), block 2 on n"),
+        "{frame}"
+    );
+    assert!(
+        frame.contains(&format!(
+            "fleet: every block submitted has finished on the cluster; {resume_command} stores them"
+        )),
+        "{frame}"
+    );
+
+    let run = resume(&cluster, &lab);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let frame = crate::watch::watch_once(&dir);
+    assert!(frame.contains("fleet-watch · complete · "), "{frame}");
+    assert!(
+        frame.contains("blocks 2 done of 2 planned · trials 4 of 4 stored"),
+        "{frame}"
+    );
+    assert!(!frame.contains("not stored yet"), "{frame}");
+    assert_clean(&cluster, &lab);
+}

@@ -79,7 +79,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Every file under `dir` with a hash of its bytes and its modification time.
-fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, (u64, u64, std::time::SystemTime)> {
+pub(crate) fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, (u64, u64, std::time::SystemTime)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -4,7 +4,6 @@
 //! report.html replaced whole after every block.
 
 use std::io::Write as _;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,21 +35,23 @@ threads = [1, 2]
     )
 }
 
-fn watch_once(dir: &Path) -> String {
+pub(crate) fn watch_once(dir: &Path) -> String {
     let run = rubyrace(&["watch", dir.to_str().unwrap(), "--once"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     run.stdout
 }
 
 /// Frames of `watch --once` until one satisfies `done` (every frame seen is returned).
+/// Before `dir` holds a results directory (or one below it), a frame is watch's refusal.
 fn frames_until(dir: &Path, within: Duration, done: impl Fn(&str) -> bool) -> Vec<String> {
     let start = Instant::now();
     let mut frames = Vec::new();
     loop {
-        let frame = if dir.join("results.db").exists() {
-            watch_once(dir)
+        let run = rubyrace(&["watch", dir.to_str().unwrap(), "--once"]);
+        let frame = if run.code() == Some(0) {
+            run.stdout
         } else {
-            String::new()
+            format!("(watch exited {:?}: {})", run.code(), run.stderr)
         };
         let ok = done(&frame);
         frames.push(frame);
@@ -64,10 +65,6 @@ fn frames_until(dir: &Path, within: Duration, done: impl Fn(&str) -> bool) -> Ve
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-}
-
-fn inode(path: &Path) -> u64 {
-    std::fs::metadata(path).unwrap().ino()
 }
 
 #[test]
@@ -110,7 +107,29 @@ fn watch_follows_a_live_run_and_the_live_report_is_rewritten_after_every_block()
     );
     let report = dir.join("report.html");
     assert!(report.is_file(), "no live report after six blocks");
-    let first_report = inode(&report);
+    let first_report = std::fs::read_to_string(&report).unwrap();
+    // (46.10) While the run is live, the page reloads itself.
+    assert!(
+        std::fs::read_to_string(&report)
+            .unwrap()
+            .contains("<meta http-equiv=\"refresh\" content=\"15\">"),
+        "the live report does not reload itself"
+    );
+    // (46.11) Before its rule's first look, the plan is a minimum, and so is the time left.
+    assert!(
+        frames.iter().any(|f| f.contains(
+            " done of at least 6 planned (its rule decides when it stops; its next look after 6 blocks) · trials "
+        ) && f.contains(" of at least 12 stored")),
+        "{}",
+        frames.join("\n----\n")
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.contains("time left: at least ") && f.contains("to the rule's next look")),
+        "{}",
+        frames.join("\n----\n")
+    );
 
     let end = run.wait(Duration::from_secs(300));
     assert_eq!(end.code(), Some(0), "{end:?}");
@@ -119,19 +138,27 @@ fn watch_follows_a_live_run_and_the_live_report_is_rewritten_after_every_block()
             .contains("the report is rewritten after every block"),
         "{end:?}"
     );
-    // Rewritten (a new file renamed over the old) after the later blocks; whole.
-    assert_ne!(
-        inode(&report),
-        first_report,
-        "report.html was not rewritten"
-    );
+    // Rewritten after the later blocks (and once more at the end, without the reload;
+    // an inode freed by one rename may come back with the next, so the text is compared);
+    // whole.
     let html = std::fs::read_to_string(&report).unwrap();
+    assert_ne!(html, first_report, "report.html was not rewritten");
     assert!(
         html.trim_end().ends_with("</html>"),
         "{}",
         &html[html.len() - 200..]
     );
     assert!(html.contains("threads=2"));
+    // (46.10) Once the run has ended, the page stays still.
+    assert!(
+        !html.contains("http-equiv=\"refresh\""),
+        "the ended run's report still reloads"
+    );
+    // (46.11) The progress lines say the count is a minimum, and it never reads as a
+    // smaller plan than the rule's next look: "[1/≥12]", not "[1/4]".
+    assert!(end.stderr.contains("[1/≥12] block 1 · "), "{end:?}");
+    assert!(end.stderr.contains("[14/≥14] block 7 · "), "{end:?}");
+    assert!(!end.stderr.contains("[1/4]"), "{end:?}");
 
     // The finished run: its end, and the rule's last word.
     let last = watch_once(&dir);
@@ -163,7 +190,13 @@ fn a_run_killed_without_a_word_is_told_and_the_last_run_of_a_directory_is_watche
         frame.contains(&format!("ended without a word: pid {pid} on ")),
         "{frame}"
     );
-    assert!(frame.contains("`rubyrace run --resume` goes on"), "{frame}");
+    assert!(
+        frame.contains(&format!(
+            "`rubyrace run --resume {}` goes on",
+            dir.display()
+        )),
+        "{frame}"
+    );
     lab.assert_no_leftovers(Duration::from_secs(5));
 
     // A directory of runs: the one written last is watched. An older copy beside it,
@@ -261,5 +294,141 @@ fn on_a_terminal_watch_quits_on_q_and_exits_when_the_run_ends() {
     let (code, drawn) = output(follower);
     assert_eq!(code, Some(0), "{drawn}");
     assert!(drawn.contains("watched · complete · "), "{drawn}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+}
+
+/// Frames of `watch --once` of a search or a gate, killed with SIGINT once `ready` is seen:
+/// the last frame while it ran, and the frame after.
+fn interrupted_when(
+    running: crate::support::Running,
+    dir: &Path,
+    within: Duration,
+    ready: impl Fn(&str) -> bool,
+) -> (String, String, crate::support::Run) {
+    let frames = frames_until(dir, within, ready);
+    // SAFETY: the pid of the rubyrace this test started.
+    assert_eq!(unsafe { libc::kill(running.pid() as i32, libc::SIGINT) }, 0);
+    let end = running.wait(within + Duration::from_secs(120));
+    (frames.last().unwrap().clone(), watch_once(dir), end)
+}
+
+/// (46.9, 46.10, 46.11) A bisection's step, watched from the bisection's directory: which
+/// step, its range, θ so far, the rule's next look, the steps and commits left, the answer
+/// so far; interrupted, the command that goes on is the bisection's, not `run --resume`
+/// (which would finish one step outside the search). bisect's own progress estimates the
+/// steps left and counts its plan as a minimum.
+#[test]
+fn watch_shows_a_bisections_search_and_its_resume_command() {
+    let lab = Lab::new("watch-bisect");
+    let work = crate::bisect::WORK;
+    crate::bisect::history(&lab, |i| if i >= 13 { work * 2 } else { work }, |_| false);
+    let out = lab.dir.path("search");
+    let args = crate::bisect::bisect_args(&lab, &out, &["--min-blocks", "3", "--max-blocks", "6"]);
+    let running = crate::support::spawn(&args);
+    let (frame, after, end) = interrupted_when(running, &out, Duration::from_secs(400), |f| {
+        f.contains("  step 1: commit ") && f.contains("blocks 1 done of ")
+    });
+    let step = std::fs::read_dir(out.join("steps"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("01-"))
+        .expect("the first step's directory");
+    assert!(
+        frame.starts_with(&format!("rubyrace watch · {}\n", step.display())),
+        "{frame}"
+    );
+    for expected in [
+        format!(
+            "Bisection of 20 commits (main~19 .. main) on throughput: {}",
+            out.display()
+        ),
+        "  step 1: commit 9 (".to_string(),
+        "the middle of its range 0..19: the first bad commit is one of commits 1–19".into(),
+        "  so far: not decided: θ".into(),
+        " · its next look after 3 blocks".into(),
+        "blocks 1 done of at least 3 planned (its rule decides when it stops; its next look after 3 blocks) · trials 3 of at least 9 stored".into(),
+        "  about 5 steps left, this one included (18 commits left to test: about ⌈log₂(n + 1)⌉ steps for n); ~".into(),
+        "of measuring per decision so far".into(),
+        "  answer so far: still searched: one of commits 1–19".into(),
+    ] {
+        assert!(frame.contains(&expected), "{expected:?} not in:\n{frame}");
+    }
+    assert_eq!(end.code(), Some(130), "{end:?}");
+    assert!(after.contains(" · interrupted · "), "{after}");
+    assert!(
+        after.contains(&format!(
+            "`rubyrace bisect --resume {}` goes on",
+            out.display()
+        )),
+        "{after}"
+    );
+    assert!(!after.contains("rubyrace run --resume"), "{after}");
+    // bisect's own words: the steps left before and at each step, the plan a minimum.
+    assert!(
+        end.stderr
+            .contains("the ends: good against bad; then about 5 steps (18 commits to test"),
+        "{end:?}"
+    );
+    assert!(
+        end.stderr.contains("step 1: commit 9 of 19 (0 .. 19), ")
+            && end
+                .stderr
+                .contains("; about 5 steps left, this one included (18 commits left to test"),
+        "{end:?}"
+    );
+    assert!(end.stderr.contains("/≥6] block 1 · "), "{end:?}");
+    lab.assert_no_leftovers(Duration::from_secs(5));
+}
+
+/// (46.9, 46.10, 46.11) A check's results directory, watched: the threshold, the looks, the
+/// head's slowdown so far and the next look, the plan a minimum; interrupted, the command
+/// that goes on is `check --resume DIR` (told by the stored gate).
+#[test]
+fn watch_shows_a_checks_gate_and_its_resume_command() {
+    let lab = Lab::new("watch-check");
+    let work = crate::bisect::WORK;
+    crate::bisect::history(&lab, |i| if i >= 13 { work * 2 } else { work }, |_| false);
+    let file = lab.experiment(
+        "name = \"gate\"\n\n[settings]\napp = \"repo/app\"\nwarmup = \"300ms\"\nduration = \"1s\"\n",
+    );
+    let out = lab.dir.path("gate");
+    let running = crate::support::spawn(&[
+        "check",
+        file.to_str().unwrap(),
+        "--app-repo",
+        lab.dir.path("repo").to_str().unwrap(),
+        "--base",
+        "main~19",
+        "--head",
+        "main",
+        "--min-blocks",
+        "4",
+        "--max-blocks",
+        "6",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (frame, after, end) = interrupted_when(running, &out, Duration::from_secs(300), |f| {
+        f.contains("blocks 1 done of ") && f.contains("time left: ")
+    });
+    for expected in [
+        "blocks 1 done of at least 4 planned (its rule decides when it stops; its next look after 4 blocks) · trials 2 of at least 8 stored",
+        "time left: at least ",
+        "gate: the head may be at most 3% slower than the base on throughput (a slowdown factor up to 1.0300×) · looks after 4, 6 blocks",
+        "gate after 1 block: ",
+        " · its next look after 4 blocks",
+    ] {
+        assert!(frame.contains(expected), "{expected:?} not in:\n{frame}");
+    }
+    assert_eq!(end.code(), Some(130), "{end:?}");
+    assert!(after.contains(" · interrupted · "), "{after}");
+    assert!(
+        after.contains(&format!(
+            "`rubyrace check --resume {}` goes on",
+            out.display()
+        )),
+        "{after}"
+    );
+    assert!(!after.contains("rubyrace run --resume"), "{after}");
     lab.assert_no_leftovers(Duration::from_secs(5));
 }

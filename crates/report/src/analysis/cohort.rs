@@ -202,7 +202,7 @@ pub(super) fn block_ratio_outliers(
                 let (block, [a, b], log) = &series[i];
                 format!(
                     "block {} ({:.2}×; trials {}:{} and {}:{})",
-                    block,
+                    block + 1,
                     log.exp(),
                     a.source,
                     a.trial_id,

@@ -46,6 +46,7 @@ fn source(trials: Vec<TrialData>) -> SourceData {
         unfinished: vec![],
         design: experiment::design::Design::Blocks,
         writer: None,
+        resume_command: "rubyrace run --resume DIR".into(),
         unimported_blocks: Vec::new(),
         fleet_failures: Vec::new(),
         trials,
@@ -277,7 +278,7 @@ fn interleaved_runs_name_their_design_and_warn_when_idle_cpu_differs() {
             && said[0].message.starts_with("2 block(s) measured in noise")
             && said[0]
                 .message
-                .contains("0:block 0 (2 trials; other processes 120% of a CPU"),
+                .contains("0:block 1 (2 trials; other processes 120% of a CPU"),
         "{said:?}"
     );
     // Co-scheduled servers are loaded at once: what is outside their windows is the slices'
@@ -453,7 +454,7 @@ fn drift_noise_outliers_and_differing_rubies_are_warned_about() {
     assert!(
         r.warnings.iter().any(|w| w.kind == "outliers"
             && w.cohort.is_none()
-            && w.message.contains("block 4 (3.26×; trials 0:8 and 0:9)")),
+            && w.message.contains("block 5 (3.26×; trials 0:8 and 0:9)")),
         "{:?}",
         r.warnings
     );

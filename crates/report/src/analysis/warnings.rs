@@ -207,11 +207,11 @@ pub(super) fn incomplete_warnings(
                 missing.join(", "),
             ),
             None => format!(
-                "{} is incomplete: {stored} of {} planned trials are stored ({}){absent}; finish it with `rubyrace run --resume {}`",
+                "{} is incomplete: {stored} of {} planned trials are stored ({}){absent}; finish it with `{}`",
                 s.dir.display(),
                 s.scheduled,
                 missing.join(", "),
-                s.dir.display()
+                s.resume_command
             ),
         };
         warnings.push(Warning {

@@ -190,6 +190,58 @@ impl Store {
             .transpose()
     }
 
+    /// The command that goes on with this run: a step of a bisection goes on with the
+    /// bisection (`bisect --resume` of its directory: a `run --resume` of the step would
+    /// finish it outside the search), a check's directory (its stored gate) with `check
+    /// --resume`, any other with `run --resume` (a fleet run's too: it attaches).
+    pub fn resume_command(&self) -> String {
+        if let Some(bisection) = crate::bisect::bisection_of(self.dir()) {
+            return format!("rubyrace bisect --resume {}", bisection.display());
+        }
+        let command = if self.gate().ok().flatten().is_some() {
+            "check"
+        } else {
+            "run"
+        };
+        format!("rubyrace {command} --resume {}", self.dir().display())
+    }
+
+    /// A run that decides when to stop (adaptive precision, a gate, a bisection's
+    /// decision) and has not decided yet: the blocks at its rule's next look, which is the
+    /// fewest blocks the run will have, `scheduled` being the blocks its schedule holds
+    /// now. None for a run of a fixed plan, or one whose rule has decided. Progress counts
+    /// and times left of such a run are minimums ("at least"), never a promise.
+    pub fn next_look(&self, scheduled: u32) -> Result<Option<u32>> {
+        let next = |looks: Vec<u32>| {
+            looks
+                .iter()
+                .copied()
+                .find(|l| *l >= scheduled)
+                .unwrap_or(scheduled)
+        };
+        if let Some(target) = self.precision_target()? {
+            if self.precision_end()?.is_none() {
+                // From its first look on, the rule looks after every block.
+                let first = target.first_stop(self.configs()?.len());
+                return Ok(Some(scheduled.max(first)));
+            }
+        }
+        if let Some(gate) = self.gate()? {
+            if self.gate_end()?.is_none() {
+                return Ok(Some(next(gate.rule.looks())));
+            }
+        }
+        if let Some(bisect) = self.bisect()? {
+            if self.bisect_end()?.is_none() {
+                return Ok(Some(next(experiment::gate::planned_looks(
+                    bisect.rule.min_blocks,
+                    bisect.rule.max_blocks,
+                ))));
+            }
+        }
+        Ok(None)
+    }
+
     /// The valid trials' values of `metric`, for the precision rule.
     pub fn observations(
         &self,

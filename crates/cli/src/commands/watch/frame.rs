@@ -165,6 +165,12 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
         Err(e) => return Err(e),
     };
     let name = store.meta("experiment_name")?.unwrap_or_default();
+    let resume = store.resume_command();
+    let fleet = FleetProgress::read(dir, &store);
+    // A detached fleet run has no controller: its blocks run on the cluster by themselves,
+    // and watch follows their block files until every block submitted has one.
+    let detached = live.as_ref().is_some_and(|l| l.state == RunState::Detached);
+    let following = running || (detached && fleet.as_ref().is_some_and(|f| !f.out.is_empty()));
     let configs = store.configs()?;
     let schedule = store.schedule()?;
     let done = store.completed()?;
@@ -181,19 +187,51 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
         .count();
 
     lines.push(heading(&format!("rubyrace watch · {}", dir.display())));
-    lines.push(state_line(&name, live.as_ref(), running, writer.as_ref()));
+    lines.push(state_line(
+        &name,
+        live.as_ref(),
+        running,
+        writer.as_ref(),
+        &resume,
+    ));
+    // A run whose rule decides when it stops: the plan is a minimum, to its next look.
+    let at_least = store.next_look(blocks_planned as u32).ok().flatten();
+    let (blocks_shown, trials_shown, min_trials) = match at_least {
+        Some(n) => {
+            let trials = schedule.len().max(n as usize * per_block);
+            (
+                format!(
+                    "at least {} planned (its rule decides when it stops; its next look after {})",
+                    (n as usize).max(blocks_planned),
+                    units::count(n as usize, "block")
+                ),
+                format!("at least {trials}"),
+                Some(trials),
+            )
+        }
+        None => (
+            format!("{blocks_planned} planned"),
+            schedule.len().to_string(),
+            None,
+        ),
+    };
     lines.push(plain(format!(
-        "design {} · {} · blocks {blocks_done} done of {blocks_planned} planned · trials {} of {} stored",
+        "design {} · {} · blocks {blocks_done} done of {blocks_shown} · trials {} of {trials_shown} stored",
         design.describe(),
         units::count(configs.len(), "configuration"),
         done.len(),
-        schedule.len()
     )));
     if let Some(l) = live.as_ref().filter(|_| running) {
-        lines.extend(now_lines(l));
+        lines.extend(now_lines(l, min_trials));
     }
-    if let Some(fleet) = fleet_line(dir) {
-        lines.push(fleet);
+    if let Some(fleet) = &fleet {
+        lines.extend(fleet.lines(detached, &resume));
+    }
+    if let Some(gate) = store.gate().ok().flatten() {
+        lines.extend(gate_lines(&store, &gate, blocks_done, at_least));
+    }
+    if let Some(bisection) = results::bisect::bisection_of(dir) {
+        lines.extend(bisection_lines(&bisection, dir, &store, at_least));
     }
 
     // The report's part, analysed again only when the store changed.
@@ -212,7 +250,10 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
     if let Some(l) = &live {
         lines.extend(note_lines(l));
     }
-    Ok(Snapshot { running, lines })
+    Ok(Snapshot {
+        running: following,
+        lines,
+    })
 }
 
 fn state_line(
@@ -220,6 +261,7 @@ fn state_line(
     live: Option<&Live>,
     running: bool,
     writer: Option<&results::store::writer::Writer>,
+    resume: &str,
 ) -> Line<'static> {
     let Some(l) = live else {
         return match writer {
@@ -247,11 +289,16 @@ fn state_line(
     }
     let ended = match l.state {
         RunState::Running => format!(
-            "ended without a word: pid {} on {} is gone (killed?); `rubyrace run --resume` goes on",
+            "ended without a word: pid {} on {} is gone (killed?); `{resume}` goes on",
             l.pid, l.host
         ),
+        RunState::Detached => format!(
+            "detached {} ago: no controller is running, the blocks run on the cluster by themselves and are stored when one attaches: `{resume}` (it imports the blocks that finished and watches the rest)",
+            ago(now - l.updated_unix)
+        ),
+        RunState::Complete => format!("complete · {} ago", ago(now - l.updated_unix)),
         state => format!(
-            "{}{} · {} ago",
+            "{}{} · {} ago · `{resume}` goes on",
             state.as_str(),
             l.ended_reason
                 .as_ref()
@@ -262,13 +309,16 @@ fn state_line(
     };
     let color = match l.state {
         RunState::Complete => Color::Cyan,
+        RunState::Detached => Color::Green,
         _ => Color::Yellow,
     };
     colored(format!("{name} · {ended}"), color)
 }
 
-/// The current trial or block and its phase, and the time left at this session's pace.
-fn now_lines(l: &Live) -> Vec<Line<'static>> {
+/// The current trial or block and its phase, and the time left at this session's pace
+/// (`min_trials`: a run whose rule decides when it stops, which has at least these many
+/// trials: then the time left is the least, to the rule's next look).
+fn now_lines(l: &Live, min_trials: Option<usize>) -> Vec<Line<'static>> {
     let now = now_unix();
     let mut out = Vec::new();
     if let Some(c) = &l.current {
@@ -292,15 +342,174 @@ fn now_lines(l: &Live) -> Vec<Line<'static>> {
         });
         out.push(plain(format!("now: {what}{phase}")));
     }
-    let left = l.total.saturating_sub(l.done);
+    let left = l.total.max(min_trials.unwrap_or(0)).saturating_sub(l.done);
     if let Some(per) = pace_s(l).filter(|_| left > 0) {
+        out.push(plain(match min_trials {
+            Some(_) => format!(
+                "time left: at least {} for the {} to the rule's next look, at this session's pace (the rule may add blocks after it)",
+                ago(per * left as f64),
+                units::count(left, "trial")
+            ),
+            None => format!(
+                "time left: about {} for the {} planned, at this session's pace",
+                ago(per * left as f64),
+                units::count(left, "trial")
+            ),
+        }));
+    }
+    out
+}
+
+/// A check's gate: the slowdown allowed, its looks, and the head's slowdown so far (or how
+/// the gate ended).
+fn gate_lines(
+    store: &Store,
+    gate: &experiment::gate::GateTarget,
+    blocks_done: usize,
+    at_least: Option<u32>,
+) -> Vec<Line<'static>> {
+    let looks: Vec<String> = gate.rule.looks().iter().map(u32::to_string).collect();
+    let mut out = vec![plain(format!(
+        "gate: the head may be at most {}% slower than the base on {} (a slowdown factor up to {:.4}×) · looks after {} blocks",
+        trim_float(100.0 * gate.rule.max_slowdown),
+        gate.metric.name(),
+        1.0 + gate.rule.max_slowdown,
+        looks.join(", ")
+    ))];
+    if let Some(end) = store.gate_end().ok().flatten() {
+        out.push(colored(format!("gate: {}", end.describe()), Color::Cyan));
+        return out;
+    }
+    let worse = store
+        .observations(gate.metric)
+        .map(|o| gate.worse_by_block(&o))
+        .unwrap_or_default();
+    let decision = gate.rule.decide(&worse);
+    let so_far = match (decision.factor, decision.low, decision.high) {
+        (Some(f), Some(lo), Some(hi)) => format!(
+            "slowdown so far {f:.4}× [{lo:.4}–{hi:.4}] ({:.2}% interval, as the rule's looks use)",
+            100.0 * decision.confidence
+        ),
+        _ => "no interval yet".to_string(),
+    };
+    let next = at_least
+        .map(|n| {
+            format!(
+                " · its next look after {}",
+                units::count(n as usize, "block")
+            )
+        })
+        .unwrap_or_default();
+    out.push(plain(format!(
+        "gate after {}: {so_far}{next}",
+        units::count(blocks_done, "block")
+    )));
+    out
+}
+
+/// A bisection's search, seen from its step `dir`: which step, its range, the commits and
+/// steps left, θ so far, the answer so far.
+fn bisection_lines(
+    bisection: &Path,
+    dir: &Path,
+    store: &Store,
+    at_least: Option<u32>,
+) -> Vec<Line<'static>> {
+    let Ok(mut record) = results::bisect::BisectRecord::read(bisection) else {
+        return Vec::new();
+    };
+    let name = dir.file_name();
+    let Some(index) = record.steps.iter().position(|s| s.dir.file_name() == name) else {
+        return Vec::new();
+    };
+    let step = record.steps[index].clone();
+    let (mut search, outcome) = crate::commands::bisect::replay(&mut record);
+    let _ = search.next_step();
+    let mut out = vec![heading(&format!(
+        "Bisection of {} commits ({} .. {}) on {}: {}",
+        record.commits.len(),
+        record.good_ref,
+        record.bad_ref,
+        record.metric.name(),
+        bisection.display()
+    ))];
+    let (good, bad) = record.ends_of(&step);
+    out.push(plain(match step.commit {
+        None => "  the ends: good against bad (is there a regression to find?)".to_string(),
+        Some(c) => format!(
+            "  step {index}: commit {c} ({}), the middle of its range {good}..{bad}: the first bad commit is one of commits {}–{bad}",
+            record.short(c),
+            good + 1
+        ),
+    }));
+    let decided = store.bisect_end().ok().flatten();
+    let figures = match (&decided, store.bisect().ok().flatten()) {
+        (Some(end), _) => Some(format!("decided: {}", end.describe())),
+        (None, Some(target)) => store
+            .observations(target.metric)
+            .ok()
+            .map(|o| format!("so far: {}", target.decide(&o).describe())),
+        _ => None,
+    };
+    if let Some(figures) = figures {
+        let next = at_least
+            .filter(|_| decided.is_none())
+            .map(|n| {
+                format!(
+                    " · its next look after {}",
+                    units::count(n as usize, "block")
+                )
+            })
+            .unwrap_or_default();
+        out.push(plain(format!("  {figures}{next}")));
+    }
+    if outcome.is_none() {
         out.push(plain(format!(
-            "time left: about {} for the {} planned, at this session's pace",
-            ago(per * left as f64),
-            units::count(left, "trial")
+            "  {}",
+            crate::commands::bisect::outlook(&record, &search).describe()
+        )));
+    }
+    let settled: Vec<String> = search
+        .answers()
+        .iter()
+        .map(|a| match a {
+            experiment::bisect::BisectAnswer::Commit(c) => {
+                format!("commit {c} ({})", record.short(*c))
+            }
+            experiment::bisect::BisectAnswer::Range { first, last, .. } => {
+                format!("one of commits {first}–{last}")
+            }
+        })
+        .collect();
+    let open: Vec<String> = search
+        .open
+        .iter()
+        .map(|(g, b)| format!("one of commits {}–{b}", g + 1))
+        .collect();
+    let mut answer = Vec::new();
+    if !settled.is_empty() {
+        answer.push(format!("found {}", settled.join(", ")));
+    }
+    if !open.is_empty() {
+        answer.push(format!("still searched: {}", open.join(", ")));
+    }
+    if !answer.is_empty() {
+        out.push(plain(format!("  answer so far: {}", answer.join("; "))));
+    }
+    for (c, why) in &record.skipped {
+        out.push(plain(format!(
+            "  skipped commit {c} ({}): {}",
+            record.short(*c),
+            why.lines().next().unwrap_or("")
         )));
     }
     out
+}
+
+/// 3 for 3.0, 2.5 for 2.5.
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Seconds per trial this session, once a trial of it is stored.
@@ -309,35 +518,138 @@ fn pace_s(l: &Live) -> Option<f64> {
     (session_done > 0).then(|| (now_unix() - l.started_unix) / session_done as f64)
 }
 
-fn fleet_line(dir: &Path) -> Option<Line<'static>> {
-    let state = fleet::controller::FleetState::load(dir).ok()?;
-    if state.attempts.is_empty() {
-        return None;
-    }
-    let mut in_flight = Vec::new();
-    for (block, attempts) in &state.attempts {
-        if let Some(a) = attempts.last().filter(|a| !a.ended) {
-            let on = if a.nodes.is_empty() {
-                String::new()
-            } else {
-                format!(" on {}", a.nodes)
+/// A fleet run's blocks as its directory shows them (read-only): those in flight by the
+/// controller's record (`fleet/state.json`, with Slurm's last word), and those whose task
+/// left a block file that no controller has imported yet (a detached run's, or an
+/// adaptive run's waiting for an earlier block).
+pub struct FleetProgress {
+    /// In flight by the record: (block, Slurm's state, nodes).
+    in_flight: Vec<(u32, String, String)>,
+    /// Finished on the cluster, not stored: (block, node, trials, how it ended).
+    finished: Vec<(u32, String, usize, String)>,
+    /// Submitted and neither finished nor stored (no block file yet).
+    out: Vec<u32>,
+    missing: usize,
+}
+
+impl FleetProgress {
+    fn read(dir: &Path, store: &Store) -> Option<FleetProgress> {
+        store.fleet().ok().flatten()?;
+        let state = fleet::controller::FleetState::load(dir).unwrap_or_default();
+        let imported: Vec<u32> = store
+            .fleet_blocks()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|b| b["block"].as_u64().map(|n| n as u32))
+            .collect();
+        let finished_blocks = results::store::block::finished_unimported_blocks(dir, &imported);
+        let mut finished = Vec::new();
+        for &block in &finished_blocks {
+            let file = std::fs::read_dir(fleet::task::block_dir(dir, block))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|a| a.path().join(fleet::task::BLOCK_FILE))
+                .filter(|f| f.is_file())
+                .max_by_key(|f| f.metadata().and_then(|m| m.modified()).ok());
+            let read = file.map(|f| fleet::task::BlockFile::read(&f));
+            finished.push(match read {
+                Some(Ok(b)) => (block, b.node, b.trials.len(), b.outcome),
+                _ => (block, "?".into(), 0, "unreadable".into()),
+            });
+        }
+        let mut in_flight = Vec::new();
+        let mut out = Vec::new();
+        for (block, attempts) in &state.attempts {
+            let Some(last) = attempts.last() else {
+                continue;
             };
-            in_flight.push(format!("block {} {}{on}", block + 1, a.state));
+            if imported.contains(block) || finished_blocks.contains(block) {
+                continue;
+            }
+            if !last.ended {
+                in_flight.push((*block, last.state.clone(), last.nodes.clone()));
+                out.push(*block);
+            }
         }
+        Some(FleetProgress {
+            in_flight,
+            finished,
+            out,
+            missing: state.missing.len(),
+        })
     }
-    let missing = if state.missing.is_empty() {
-        String::new()
-    } else {
-        format!(" · missing: {}", state.missing.len())
-    };
-    Some(plain(format!(
-        "fleet: {}{missing}",
-        if in_flight.is_empty() {
-            "nothing in flight".to_string()
-        } else {
-            in_flight.join(", ")
+
+    /// Its lines; `detached`: no controller watches the queue, so Slurm's states in the
+    /// record are those of the moment it detached.
+    fn lines(&self, detached: bool, resume: &str) -> Vec<Line<'static>> {
+        let mut out = Vec::new();
+        if !self.finished.is_empty() {
+            let each: Vec<String> = self
+                .finished
+                .iter()
+                .map(|(block, node, trials, outcome)| {
+                    let how = if outcome == "complete" {
+                        String::new()
+                    } else {
+                        format!(", {outcome}")
+                    };
+                    format!(
+                        "block {} on {node} ({}{how})",
+                        block + 1,
+                        units::count(*trials, "trial")
+                    )
+                })
+                .collect();
+            out.push(plain(format!(
+                "fleet: {} finished on the cluster and not stored yet (their block files are read; a controller imports them: `{resume}`): {}",
+                units::count(self.finished.len(), "block"),
+                each.join(", ")
+            )));
         }
-    )))
+        if detached {
+            if self.out.is_empty() {
+                out.push(plain(format!(
+                    "fleet: every block submitted has finished on the cluster; `{resume}` stores them"
+                )));
+            } else {
+                let blocks: Vec<String> = self.out.iter().map(|b| (b + 1).to_string()).collect();
+                out.push(plain(format!(
+                    "fleet: still out (submitted, no block file yet): {} {} (watch reads the directory only, not Slurm's queue; q quits)",
+                    if self.out.len() == 1 { "block" } else { "blocks" },
+                    blocks.join(", ")
+                )));
+            }
+        } else if !self.in_flight.is_empty() || self.finished.is_empty() {
+            let each: Vec<String> = self
+                .in_flight
+                .iter()
+                .map(|(block, state, nodes)| {
+                    let on = if nodes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" on {nodes}")
+                    };
+                    format!("block {} {state}{on}", block + 1)
+                })
+                .collect();
+            out.push(plain(format!(
+                "fleet: {}",
+                if each.is_empty() {
+                    "nothing in flight".to_string()
+                } else {
+                    each.join(", ")
+                }
+            )));
+        }
+        if self.missing > 0 {
+            out.push(plain(format!(
+                "fleet: {} missing after every retry",
+                units::count(self.missing, "block")
+            )));
+        }
+        out
+    }
 }
 
 fn comparison_lines(report: &report::Report) -> Vec<Line<'static>> {
