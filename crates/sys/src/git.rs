@@ -10,8 +10,14 @@ use crate::environment::git_command;
 
 /// Runs `git -C dir ARGS`; its trimmed stdout, or what it said on failure.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    git_with(dir, args, &[])
+}
+
+/// [`git`] with `env` added to git's environment (a private index, an identity).
+fn git_with(dir: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<String, String> {
     let out = git_command(dir)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,53 +101,31 @@ pub fn uncommitted_changes(repo: &Path) -> Result<Vec<String>, String> {
 /// through a private index file, and no ref names it (git keeps such a commit for its
 /// `gc.pruneExpire`, two weeks by default, long enough for a resume).
 pub fn snapshot_worktree(repo: &Path, private_index: &Path) -> Result<String, String> {
-    let with_index = |args: &[&str]| -> Result<String, String> {
-        let out = git_command(repo)
-            .env("GIT_INDEX_FILE", private_index)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| format!("git could not be started: {e}"))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "git {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    };
+    let index = [("GIT_INDEX_FILE", private_index.as_os_str())];
     let head = commit_of(repo, "HEAD")?;
+    let message = format!(
+        "rubyrace: the working tree on {} (uncommitted changes)",
+        &head[..12]
+    );
+    let (name, email) = (
+        std::ffi::OsStr::new("rubyrace"),
+        std::ffi::OsStr::new("rubyrace@localhost"),
+    );
+    let identity = [
+        ("GIT_AUTHOR_NAME", name),
+        ("GIT_AUTHOR_EMAIL", email),
+        ("GIT_COMMITTER_NAME", name),
+        ("GIT_COMMITTER_EMAIL", email),
+    ];
     let made = (|| {
-        with_index(&["read-tree", &head])?;
-        with_index(&["add", "--all", "--", "."])?;
-        let tree = with_index(&["write-tree"])?;
-        git_command(repo)
-            .args(["commit-tree", &tree, "-p", &head, "-m"])
-            .arg(format!(
-                "rubyrace: the working tree on {} (uncommitted changes)",
-                &head[..12]
-            ))
-            .env("GIT_AUTHOR_NAME", "rubyrace")
-            .env("GIT_AUTHOR_EMAIL", "rubyrace@localhost")
-            .env("GIT_COMMITTER_NAME", "rubyrace")
-            .env("GIT_COMMITTER_EMAIL", "rubyrace@localhost")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("git could not be started: {e}"))
-            .and_then(|out| {
-                if out.status.success() {
-                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-                } else {
-                    Err(format!(
-                        "git commit-tree: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ))
-                }
-            })
+        git_with(repo, &["read-tree", &head], &index)?;
+        git_with(repo, &["add", "--all", "--", "."], &index)?;
+        let tree = git_with(repo, &["write-tree"], &index)?;
+        git_with(
+            repo,
+            &["commit-tree", &tree, "-p", &head, "-m", &message],
+            &identity,
+        )
     })();
     let _ = std::fs::remove_file(private_index);
     made.map_err(|e| {

@@ -14,15 +14,7 @@ use crate::commits::git;
 use crate::support::lab::{trials, Lab};
 use crate::support::{spawn, spawn_in, Run};
 
-/// One configuration, short trials (as `commits::GATE`).
-const GATE: &str = r#"
-name = "gate"
-
-[settings]
-app = "repo/app"
-warmup = "300ms"
-duration = "1s"
-"#;
+use crate::commits::GATE;
 
 /// A config.ru Ruby cannot parse.
 const BROKEN: &str = "run ->(env) { [200, {}, [\"unclosed\"]]\n";

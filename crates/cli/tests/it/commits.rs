@@ -144,7 +144,7 @@ fn a_ref_that_names_no_commit_is_an_error_of_the_file() {
 }
 
 /// The experiment `rubyrace check` runs at two commits: one configuration, short trials.
-const GATE: &str = r#"
+pub(crate) const GATE: &str = r#"
 name = "gate"
 
 [settings]
