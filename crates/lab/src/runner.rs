@@ -734,9 +734,9 @@ impl Run<'_> {
             return Ok(None);
         }
         let trials = self.store.trial_results()?;
-        let failed = if self.store.gate()?.is_some() {
-            never_ran_all(&trials)
-        } else if !trials.is_empty() && trials.iter().all(|t| t.status == TrialStatus::Failed) {
+        let nothing_ran =
+            !trials.is_empty() && trials.iter().all(|t| t.status == TrialStatus::Failed);
+        let failed = if self.store.gate()?.is_some() || nothing_ran {
             never_ran_all(&trials)
         } else {
             Vec::new()
