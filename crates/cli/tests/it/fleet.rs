@@ -758,8 +758,10 @@ fn a_partition_typo_or_a_broken_slurm_conf_is_refused_before_anything_is_made() 
         );
         assert!(!run.stderr.contains("--resume"), "{run:?}");
         assert!(!lab.results().exists(), "{run:?}");
+        // Slurm's own tools retry a missing file for a minute; well under it is "at once"
+        // on a machine the other tests load (22.7 s was seen in a full `make test`).
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(45),
             "Slurm's minute of retries for a missing file: {:?}",
             started.elapsed()
         );
