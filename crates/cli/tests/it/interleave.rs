@@ -231,8 +231,8 @@ threads = [1, 2]
         // they can pass the idle figure (one difference) by a few ticks (7.8 ms over 50
         // slices was seen in a full `make test`): allowed up to 4 sd of that sum.
         let lead_in_cpu = record["lead_in_cpu_us"].as_u64().expect("read apart");
-        let slices = record["slices"].as_array().unwrap().len() as f64;
-        let ticks = 1.0 + 4.0 * 0.41 * slices.sqrt();
+        let count = record["slices"].as_array().unwrap().len() as f64;
+        let ticks = 1.0 + 4.0 * 0.41 * count.sqrt();
         let allowed = record["idle_cpu_us"].as_u64().unwrap() as f64 + ticks * 10_000.0;
         assert!(
             lead_in_cpu > 0 && (lead_in_cpu as f64) <= allowed,
