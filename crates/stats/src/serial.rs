@@ -82,6 +82,18 @@ pub fn serial_check(x: &[f64], alpha: f64) -> Option<SerialCheck> {
 /// strongly dependent short series (docs/methodology.md gives the measured coverage).
 /// `None` below 3 values.
 pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, f64, f64)> {
+    dependent_mean_interval_beyond(x, confidence, 0.0)
+}
+
+/// [`dependent_mean_interval`] with the dependence it widens for taken `margin` standard
+/// errors of r₁ (1/√n) below its bias-corrected estimate: with `margin` 1, independent
+/// series are widened rarely and a little (their r₁ is within its noise), while a series
+/// that wanders still is (a gate's cost on clean blocks, docs/methodology.md).
+pub fn dependent_mean_interval_beyond(
+    x: &[f64],
+    confidence: f64,
+    margin: f64,
+) -> Option<(f64, f64, f64, f64)> {
     let n = x.len();
     if n < 3 || !(confidence > 0.0 && confidence < 1.0) {
         return None;
@@ -90,7 +102,7 @@ pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, 
     let mean = x.iter().sum::<f64>() / nf;
     let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0);
     let r = lag1_autocorrelation(x).unwrap_or(0.0);
-    let phi = (r + (1.0 + 3.0 * r) / nf).clamp(0.0, 0.95);
+    let phi = (r + (1.0 + 3.0 * r) / nf - margin / nf.sqrt()).clamp(0.0, 0.95);
     let f = 1.0
         + 2.0
             * (1..n)

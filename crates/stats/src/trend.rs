@@ -3,6 +3,7 @@
 //!
 //! - `mann_kendall`: the Mann–Kendall trend test (is there a monotonic trend?).
 //! - `sen_slope`: the Theil–Sen slope (how much per step?), robust to outliers.
+//! - `pettitt`: Pettitt's test for one change of level (a step) at an unknown point.
 
 use crate::dist::normal_sf;
 use crate::ranktest::TestResult;
@@ -79,9 +80,66 @@ pub fn sen_slope(values: &[f64]) -> Option<f64> {
     Some(crate::summary::quantile(&slopes, 0.5))
 }
 
+/// Pettitt's (1979) test for one change of level in `values_in_time_order` at an unknown
+/// point, two-sided: the statistic is K = maxₜ |Uₜ| with Uₜ = Σ_{i≤t<j} sign(xᵢ − xⱼ), and
+/// its approximate p-value 2·exp(−6K²/(n³ + n²)) (capped at 1), as in Pettitt's paper and
+/// the `pyhomogeneity` and R `trend` packages. Returns the p-value and t, the number of
+/// values before the change. Non-finite values are ignored. `None` below 4 values.
+pub fn pettitt(values_in_time_order: &[f64]) -> Option<(f64, usize)> {
+    let x: Vec<f64> = values_in_time_order
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .collect();
+    let n = x.len();
+    if n < 4 {
+        return None;
+    }
+    let sign = |d: f64| -> i64 {
+        if d > 0.0 {
+            1
+        } else if d < 0.0 {
+            -1
+        } else {
+            0
+        }
+    };
+    // Uₜ = Uₜ₋₁ + Σⱼ sign(xₜ − xⱼ) over all j (the pairs within the first part cancel).
+    let (mut u, mut k, mut at) = (0i64, 0i64, 0usize);
+    for t in 0..n - 1 {
+        u += x.iter().map(|&xj| sign(x[t] - xj)).sum::<i64>();
+        if u.abs() > k {
+            (k, at) = (u.abs(), t + 1);
+        }
+    }
+    let nf = n as f64;
+    let kf = k as f64;
+    let p = (2.0 * (-6.0 * kf * kf / (nf.powi(3) + nf * nf)).exp()).min(1.0);
+    Some((p, at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pettitt_by_hand() {
+        // 1 2 3 | 10 11 12: U₁ = −5, U₂ = −8, U₃ = −9, U₄ = −8, U₅ = −5, so K = 9 after
+        // 3 values, and p = 2·exp(−6·81/(216 + 36)) = 2·exp(−27/14) = 0.29074.
+        let (p, at) = pettitt(&[1.0, 2.0, 3.0, 10.0, 11.0, 12.0]).unwrap();
+        assert_eq!(at, 3);
+        assert!((p - 2.0 * (-27.0f64 / 14.0).exp()).abs() < 1e-12, "{p}");
+        // No change at all: p = 1 (K = 0 with every value tied).
+        assert_eq!(pettitt(&[5.0; 8]).unwrap().0, 1.0);
+        assert_eq!(pettitt(&[1.0, 2.0, 3.0]), None);
+        // A long clear step is found where it is.
+        let step: Vec<f64> = (0..30)
+            .map(|i| if i < 12 { 0.0 } else { 1.0 } + 0.01 * (i % 3) as f64)
+            .collect();
+        let (p, at) = pettitt(&step).unwrap();
+        assert_eq!(at, 12);
+        assert!(p < 1e-4, "{p}");
+    }
 
     fn close(got: f64, want: f64, rel: f64) -> bool {
         (got - want).abs() <= rel * want.abs()

@@ -622,7 +622,10 @@ fn summary(
         .unwrap_or_default();
     out.push_str(&format!(
         "Allowed: at most {:.2}% slower on {}. The gate looks at {looks} blocks, each interval at {:.2}% \
-(Bonferroni over the looks: a false alarm at most 2.5%).\n\n",
+(Bonferroni over the looks: a false alarm at most 2.5% when the blocks are independent and \
+near normal; blocks that drift, step or stall make it more, and the gate then doubles its interval \
+or ends inconclusive with the reason: docs/methodology.md, \"The gate under stalls, drift and \
+steps\").\n\n",
         100.0 * end.max_slowdown,
         end.metric.name(),
         100.0 * end.decision.confidence

@@ -182,7 +182,11 @@ fn check_gates_a_change_by_its_slowdown() {
     );
     for (name, config_ru, notes) in [
         ("base", crate::bisect::work_app(work, ""), "base"),
-        ("same code", crate::bisect::work_app(work, ""), "notes changed"),
+        (
+            "same code",
+            crate::bisect::work_app(work, ""),
+            "notes changed",
+        ),
         (
             "25% more work",
             crate::bisect::work_app(work * 125 / 100, ""),
@@ -190,8 +194,10 @@ fn check_gates_a_change_by_its_slowdown() {
         ),
         (
             "work that alternates with each boot",
-            crate::bisect::work_app(work, &growing)
-                .replace(&format!("WORK = {work}"), &format!("WORK = {work} * (BOOT.odd? ? 6 : 16) / 10")),
+            crate::bisect::work_app(work, &growing).replace(
+                &format!("WORK = {work}"),
+                &format!("WORK = {work} * (BOOT.odd? ? 6 : 16) / 10"),
+            ),
             "notes changed",
         ),
     ] {
