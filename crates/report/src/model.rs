@@ -231,11 +231,15 @@ pub struct Comparison {
     pub lag1_autocorrelation: Option<f64>,
     #[serde(default)]
     pub trend_p_value: Option<f64>,
-    /// The ratios are serially dependent (a trend or a lag-1 autocorrelation at the
-    /// warnings' level): the interval is widened by an AR(1) effective sample size,
-    /// `effective_blocks` of the `n` blocks.
+    /// The interval is wider than Student's t for the dependence between blocks that the
+    /// ratios show (every paired interval is computed so: an AR(1)-type effective sample
+    /// size, `effective_blocks` of the `n` blocks; docs/methodology.md).
     #[serde(default)]
     pub widened_for_dependence: bool,
+    /// The ratios drift or wander (a trend or a lag-1 autocorrelation at the warnings'
+    /// level): the `drift` warning names them.
+    #[serde(default)]
+    pub drift_found: bool,
     #[serde(default)]
     pub effective_blocks: Option<f64>,
     /// cohort / baseline, e.g. 0.67.

@@ -378,7 +378,7 @@ pub(super) fn shape_warnings(
         ordered.sort_by_key(|c| c.metric != main_metric);
         let dependent: Vec<String> = ordered
             .iter()
-            .filter(|c| c.widened_for_dependence)
+            .filter(|c| c.drift_found)
             .map(|c| {
                 format!(
                     "{} (lag-1 autocorrelation {:.2}, trend p={:.3}; {:.1} effective of {} blocks)",
@@ -394,7 +394,7 @@ pub(super) fn shape_warnings(
             warnings.push(Warning {
                 kind: "drift".into(),
                 cohort: Some(cohort.to_string()),
-                message: format!("the per-block ratios of {cohort} to {} drift or wander from block to block: {}; their intervals are widened for the dependence (an AR(1) effective sample size) and may still be too narrow: something changed one configuration against the other while the run went on", c.baseline, dependent.join(", ")),
+                message: format!("the per-block ratios of {cohort} to {} drift or wander from block to block: {}; their intervals are widened for the dependence (an effective sample size, as every paired interval is) and may still be too narrow, most with few blocks (docs/methodology.md gives the coverage): something changed one configuration against the other while the run went on", c.baseline, dependent.join(", ")),
             });
         }
         // Memory is not disturbed in stalls: its per-block ratios move by a few pages, and

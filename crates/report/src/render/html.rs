@@ -315,6 +315,7 @@ mod tests {
             lag1_autocorrelation: None,
             trend_p_value: None,
             widened_for_dependence: false,
+            drift_found: false,
             effective_blocks: None,
             ratio: 1.1,
             ci_low: 1.05,

@@ -97,8 +97,8 @@ fn cohorts_of_several_configurations_are_paired_block_by_block() {
 /// real 1.10× effect it is found nearly always. Before the fix, 71–100% of null runs
 /// were "significant". 2000 runs: the Monte-Carlo standard error of either rate near 5%
 /// is 0.49 points, so ± 1.5 is 3 of them. Measured with this seed: 3.55% false
-/// positives (the signed-rank test is conservative at 10 blocks), 95.6% coverage, 99.95%
-/// power.
+/// positives (the signed-rank test is conservative at 10 blocks), 95.6% coverage (96.6%
+/// with the interval widened for dependence, issue 47), 99.95% power.
 #[test]
 fn pooled_cohorts_keep_their_false_positive_rate_coverage_and_power() {
     let mut rng = stats::SeededRng::new(2026);
@@ -126,8 +126,11 @@ fn pooled_cohorts_keep_their_false_positive_rate_coverage_and_power() {
         "false positives {}",
         rate(false_positives)
     );
+    // Since issue 47 every paired interval is widened for the dependence its blocks show,
+    // which covers independent blocks in 95.6–96.3% (stats::serial's coverage table): 96.6%
+    // here, within 1 Monte-Carlo SE of that, so the upper bound allows 2 SEs past 96.5%.
     assert!(
-        (rate(covered) - 0.95).abs() <= 0.015,
+        (0.935..=0.975).contains(&rate(covered)),
         "coverage {}",
         rate(covered)
     );
