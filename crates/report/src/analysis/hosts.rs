@@ -1,8 +1,8 @@
 //! The hosts of a run spread over machines (a fleet, docs/fleet.md): a table of what each
 //! host measured, a `hosts-differ` warning when their hardware, kernel or a Ruby's build
-//! differ, and a `host-interaction` warning when a comparison's ratio differs between hosts
-//! beyond their noise (Kruskal–Wallis on the per-block log ratios of each host; two hosts:
-//! the exact rank-sum test). Pairing within a block cancels a host's speed from every
+//! differ, and a `host-interaction` warning when a comparison's ratio differs between kinds
+//! of host (or, on hosts all of one kind, between hosts) beyond their noise (Kruskal–Wallis
+//! on the per-block log ratios of each; two: the exact rank-sum test). Pairing within a block cancels a host's speed from every
 //! ratio; a ratio that still depends on the host is a finding about the configuration.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -121,8 +121,38 @@ pub(super) fn hosts(
             failed_attempts,
         });
     }
+    // The interaction is tested between kinds of host (CPU model and count, kernel) when
+    // the fleet has several, each kind's blocks pooled over its hosts: hosts of one kind
+    // agree by construction, and a kind of slow nodes that each ran two blocks still
+    // counts. With one kind, between hosts (a node that misbehaves).
+    let kind_of_host: BTreeMap<String, String> = hosts
+        .iter()
+        .map(|h| {
+            let kind = all
+                .iter()
+                .find(|t| &host(t) == h)
+                .map(|t| host_kind(t))
+                .unwrap_or_default();
+            (h.clone(), kind)
+        })
+        .collect();
+    let by_kind = kind_of_host.values().collect::<BTreeSet<_>>().len() > 1;
     for (c, per_host) in &log_ratios {
-        let groups: Vec<(&String, &Vec<f64>)> = per_host
+        let mut pooled: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (h, v) in per_host {
+            let group = if by_kind {
+                let hosts_of_kind: Vec<&str> = kind_of_host
+                    .iter()
+                    .filter(|(_, k)| *k == &kind_of_host[h])
+                    .map(|(h, _)| h.as_str())
+                    .collect();
+                format!("{} ({})", hosts_of_kind.join(", "), kind_of_host[h])
+            } else {
+                h.clone()
+            };
+            pooled.entry(group).or_default().extend(v);
+        }
+        let groups: Vec<(&String, &Vec<f64>)> = pooled
             .iter()
             .filter(|(_, v)| v.len() >= MIN_HOST_BLOCKS)
             .collect();
@@ -150,7 +180,8 @@ pub(super) fn hosts(
             kind: "host-interaction".into(),
             cohort: Some((*c).clone()),
             message: format!(
-                "{c} against {baseline}: the {metric} ratio differs between hosts ({}; {} p = {:.3}): the configuration's effect depends on the host, a finding rather than noise; the pooled ratio averages hosts that disagree (the per-host table, or --by host,label)",
+                "{c} against {baseline}: the {metric} ratio differs between {} ({}; {} p = {:.3}): the configuration's effect depends on the host, a finding rather than noise; the pooled ratio averages hosts that disagree (the per-host table, or --by host,label)",
+                if by_kind { "kinds of host" } else { "hosts" },
                 each.join("; "),
                 if groups.len() == 2 { "rank-sum" } else { "Kruskal–Wallis" },
                 test.p_value
@@ -163,6 +194,23 @@ pub(super) fn hosts(
         cohorts: others.into_iter().cloned().collect(),
         rows,
     })
+}
+
+/// A host's kind, as its trials record it: CPU model, core count and kernel release.
+fn host_kind(t: &TrialData) -> String {
+    let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
+    let kernel = k("kernel");
+    let release = kernel.split_whitespace().next().unwrap_or("").to_string();
+    let cpus = k("cpus");
+    let mut parts = vec![k("cpu_model")];
+    if !cpus.is_empty() {
+        parts.push(format!("{cpus} CPUs"));
+    }
+    if !release.is_empty() {
+        parts.push(release);
+    }
+    parts.retain(|p| !p.is_empty());
+    parts.join(" · ")
 }
 
 /// `hosts-differ`: a CPU, core count, kernel or the build of a configuration's Ruby that
