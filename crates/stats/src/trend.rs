@@ -17,11 +17,7 @@ use crate::ranktest::TestResult;
 /// packages. Always `exact: false`. Non-finite values are ignored. `None` for fewer than 4
 /// values (the smallest possible p is then above 0.05 anyway: 0.089 for 4 values).
 pub fn mann_kendall(values_in_time_order: &[f64]) -> Option<TestResult> {
-    let x: Vec<f64> = values_in_time_order
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
+    let x = finite(values_in_time_order);
     let n = x.len();
     if n < 4 {
         return None;
@@ -80,17 +76,18 @@ pub fn sen_slope(values: &[f64]) -> Option<f64> {
     Some(crate::summary::quantile(&slopes, 0.5))
 }
 
+/// The finite values, in their order.
+fn finite(values: &[f64]) -> Vec<f64> {
+    values.iter().copied().filter(|v| v.is_finite()).collect()
+}
+
 /// Pettitt's (1979) test for one change of level in `values_in_time_order` at an unknown
 /// point, two-sided: the statistic is K = maxₜ |Uₜ| with Uₜ = Σ_{i≤t<j} sign(xᵢ − xⱼ), and
 /// its approximate p-value 2·exp(−6K²/(n³ + n²)) (capped at 1), as in Pettitt's paper and
 /// the `pyhomogeneity` and R `trend` packages. Returns the p-value and t, the number of
 /// values before the change. Non-finite values are ignored. `None` below 4 values.
 pub fn pettitt(values_in_time_order: &[f64]) -> Option<(f64, usize)> {
-    let x: Vec<f64> = values_in_time_order
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
+    let x = finite(values_in_time_order);
     let n = x.len();
     if n < 4 {
         return None;

@@ -134,6 +134,15 @@ impl Policy {
         dependence_from: 0,
         dependence_margin: 1.0,
     };
+
+    /// The rule before issue 47: the plain t interval, no shape check (each at level 0
+    /// never fires), nothing widened.
+    pub const PLAIN_T: Policy = Policy {
+        shape_alpha: 0.0,
+        widen_on_doubt: 1.0,
+        dependence_from: u32::MAX,
+        dependence_margin: 0.0,
+    };
 }
 
 impl GateRule {

@@ -118,32 +118,9 @@ impl<'a> Blocks<'a> {
 }
 
 /// The rule before issue 47, for comparison: the plain t interval at each look, no shape
-/// checks.
+/// checks ([`Policy::PLAIN_T`]).
 pub(crate) fn plain_t(rule: &GateRule, worse: &[f64]) -> GateDecision {
-    let n = worse.len() as u32;
-    let confidence = rule.confidence();
-    let interval = log_interval(worse, confidence);
-    let last = *rule.looks().last().unwrap();
-    let threshold = (1.0 + rule.max_slowdown).ln();
-    let verdict = if !rule.looks().contains(&n) && n < last {
-        GateVerdict::Continue
-    } else {
-        match interval {
-            Some((m, h)) if m - h > threshold => GateVerdict::Fail,
-            Some((m, h)) if m + h <= threshold => GateVerdict::Pass,
-            _ if n >= last => GateVerdict::Inconclusive,
-            _ => GateVerdict::Continue,
-        }
-    };
-    GateDecision {
-        verdict,
-        blocks: n,
-        factor: interval.map(|(m, _)| m.exp()),
-        low: interval.map(|(m, h)| (m - h).exp()),
-        high: interval.map(|(m, h)| (m + h).exp()),
-        confidence,
-        doubt: None,
-    }
+    rule.decide_with(worse, &Policy::PLAIN_T)
 }
 
 /// A gate's rule as the simulations call it: the decision on the blocks so far.
