@@ -136,7 +136,8 @@ impl Policy {
     };
 
     /// The rule before issue 47: the plain t interval, no shape check (each at level 0
-    /// never fires), nothing widened.
+    /// never fires), nothing widened. The simulations compare the rule with it.
+    #[cfg(test)]
     pub const PLAIN_T: Policy = Policy {
         shape_alpha: 0.0,
         widen_on_doubt: 1.0,
