@@ -103,8 +103,8 @@ pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, 
 }
 
 /// The margin of [`dependent_mean_interval`], the reports' and adaptive runs': half a
-/// standard error of r₁. At 0 the 95% interval of independent blocks covered 96.5–96.9% at
-/// 10 to 20 blocks (over the 95 ± 1.5 a report must keep); at 0.5, 95.3–96.2%, and 92.7–93.6%
+/// standard error of r₁. At 0 the 95% interval of independent blocks covered 96.8–96.9% at
+/// 10 to 20 blocks (over the 95 ± 1.5 a report must keep); at 0.5, 95.6–96.3%, and 93.3–93.8%
 /// under a wander of φ = 0.3 (docs/methodology.md, "Reports under drift", gives the table).
 pub const REPORT_DEPENDENCE_MARGIN: f64 = 0.5;
 
