@@ -97,7 +97,7 @@ pub fn serial_check(x: &[f64], alpha: f64) -> Option<SerialCheck> {
 /// blocks a kernel estimator of the long-run variance sees only a few lags and stays far too
 /// narrow, while the AR(1) model widens by what one lag implies. It is still optimistic for
 /// strongly dependent short series (docs/methodology.md gives the measured coverage).
-/// `None` below 3 values.
+/// Student's t interval for 2 values; `None` below 2.
 pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, f64, f64)> {
     dependent_mean_interval_beyond(x, confidence, REPORT_DEPENDENCE_MARGIN)
 }
@@ -118,14 +118,17 @@ pub fn dependent_mean_interval_beyond(
     margin: f64,
 ) -> Option<(f64, f64, f64, f64)> {
     let n = x.len();
-    if n < 3 || !(confidence > 0.0 && confidence < 1.0) {
+    if n < 2 || !(confidence > 0.0 && confidence < 1.0) {
         return None;
     }
     let nf = n as f64;
     let mean = x.iter().sum::<f64>() / nf;
     let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0);
-    let r = lag1_autocorrelation(x).unwrap_or(0.0);
-    let phi = (r + (1.0 + 3.0 * r) / nf - margin / nf.sqrt()).clamp(0.0, 0.95);
+    // Without a lag-1 autocorrelation (fewer than 3 values, or no spread) there is no
+    // evidence of dependence: Student's t interval.
+    let phi = lag1_autocorrelation(x).map_or(0.0, |r| {
+        (r + (1.0 + 3.0 * r) / nf - margin / nf.sqrt()).clamp(0.0, 0.95)
+    });
     // ρₖ = φ·dᵏ⁻¹: the decay d from the lag-2 autocorrelation, at least φ (an AR(1)), so
     // that a wander under white noise (ρₖ = c·φᵏ, an ARMA(1,1)) is not taken for a quick one.
     let decay = if phi > 0.0 {
@@ -325,6 +328,19 @@ mod tests {
                 "n {n}: {marked} of 2000 exponential samples"
             );
         }
+    }
+
+    /// Two values say nothing of dependence: the t interval, as `ci::t_interval` gives it.
+    #[test]
+    fn two_values_get_the_t_interval() {
+        let x = [0.01, 0.03];
+        let (m, low, high, effective) = dependent_mean_interval(&x, 0.95).unwrap();
+        let (tm, tlow, thigh) = crate::ci::t_interval(&x, 0.95).unwrap();
+        assert!(
+            (m - tm).abs() < 1e-15 && (low - tlow).abs() < 1e-12 && (high - thigh).abs() < 1e-12
+        );
+        assert_eq!(effective, 2.0);
+        assert_eq!(dependent_mean_interval(&[0.01], 0.95), None);
     }
 
     /// Half the variance white noise, half an AR(1) wander of coefficient `phi` (the model
