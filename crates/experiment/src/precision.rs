@@ -111,7 +111,8 @@ impl PrecisionTarget {
     /// The blocks run before the rule may stop: `batches`, and at least the fewest with
     /// which the signed-rank test can reach p < 0.05 after Holm's adjustment over the
     /// `configs − 1` comparisons (6 for one, 7 for two or three), never more than
-    /// `max_batches`: a precise answer that cannot be tested would read "too few blocks".
+    /// `max_batches`: below it the rank test shown beside a verdict could not agree with
+    /// any difference, and the dependence widening has little to estimate from.
     pub fn first_stop(&self, configs: usize) -> u32 {
         let comparisons = configs.saturating_sub(1).max(1);
         let testable =
@@ -371,8 +372,7 @@ mod tests {
     }
 
     /// The minimum counts paired blocks (both the baseline and the configuration valid),
-    /// not blocks run: 6 blocks with one invalid trial are 5 pairs, which the report would
-    /// call too few to test.
+    /// not blocks run: 6 blocks with one invalid trial are 5 pairs, below the floor.
     #[test]
     fn the_minimum_counts_paired_blocks() {
         let t = target(6, 50);

@@ -28,6 +28,13 @@ pub fn escape(s: &str) -> String {
 pub use units::{fmt_num, fmt_sig, micros};
 
 /// "p<0.001" or "p=0.021".
+/// A confidence level in percent, to one decimal, without a trailing ".0": 0.95 → "95%",
+/// 0.98333 → "98.3%".
+pub fn confidence_text(confidence: f64) -> String {
+    let pct = format!("{:.1}", 100.0 * confidence);
+    format!("{}%", pct.trim_end_matches(".0"))
+}
+
 pub fn p_text(p: f64) -> String {
     if p < 0.001 {
         "p<0.001".into()

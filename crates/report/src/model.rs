@@ -192,6 +192,23 @@ pub struct CohortNoise {
     pub set_aside: u32,
 }
 
+/// One kind of host's ratio in a comparison over several kinds (a fleet of unlike nodes):
+/// its blocks' geometric mean, with its interval at the comparison's confidence.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostKindRatio {
+    /// CPU model · core count · kernel release, and the builds of the Rubies compared.
+    pub kind: String,
+    pub hosts: Vec<String>,
+    pub blocks: usize,
+    pub ratio: f64,
+    /// Absent below 2 blocks (no spread to estimate).
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// Whether the comparison's headline ratio weights this kind (every kind with 2 blocks
+    /// or more, when at least two have).
+    pub in_headline: bool,
+}
+
 /// One metric of one cohort against the baseline.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Comparison {
@@ -219,6 +236,13 @@ pub struct Comparison {
     /// (allocator=glibc only)".
     #[serde(default)]
     pub unpartnered: Vec<String>,
+    /// Paired blocks from several kinds of host (CPU model and count, kernel, the Rubies'
+    /// builds): each kind's ratio. When two or more kinds have 2 blocks or more, `ratio`
+    /// and its interval weight those kinds equally (the mean of their mean log ratios,
+    /// Welch–Satterthwaite degrees of freedom) instead of pooling the blocks, which would
+    /// weight a kind by how many blocks its nodes finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_host_kind: Vec<HostKindRatio>,
     /// Paired comparisons: the sample skewness of the per-block log ratios, and whether it is
     /// marked (beyond ±1 and beyond its sampling noise at the warnings' level).
     #[serde(default)]
@@ -246,6 +270,13 @@ pub struct Comparison {
     pub ratio: f64,
     pub ci_low: f64,
     pub ci_high: f64,
+    /// The confidence of `ci_low`–`ci_high`: the report's, made simultaneous over the
+    /// `family_size` cohorts compared on the metric (Bonferroni, 1 − (1 − report's) /
+    /// family_size), so that the verdicts read off the intervals keep the family's chance
+    /// of any false "significant" at most 1 − the report's confidence.
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+    /// The rank test beside the interval, as a check (it never decides the verdict):
     /// "wilcoxon-signed-rank" or "mann-whitney-u".
     pub test: String,
     /// The rank test's two-sided p-value, unadjusted.
@@ -257,13 +288,14 @@ pub struct Comparison {
     pub p_adjusted: Option<f64>,
     #[serde(default = "one")]
     pub family_size: usize,
-    /// The smallest p-value the rank test could give with these blocks (or trials) at all;
-    /// above 0.05 no difference can be called significant (`testable` is false).
+    /// The smallest p-value the rank test could give with these blocks (or trials) at all.
     #[serde(default)]
     pub min_p_value: Option<f64>,
+    /// The interval is finite, so the verdict can be read off it.
     #[serde(default)]
     pub testable: bool,
-    /// Testable, the CI excludes 1, and the Holm-adjusted p < 0.05.
+    /// The interval (at `confidence`) excludes 1: the verdict is read off the interval
+    /// shown, never off the rank test.
     pub significant: bool,
     /// Plain words: "0.67×, 33.1% slower" or "~ no significant difference (1.01×)".
     pub verdict: String,
@@ -283,8 +315,7 @@ fn default_confidence() -> f64 {
 impl Report {
     /// "95%" or "97.5%".
     pub fn confidence_label(&self) -> String {
-        let pct = format!("{:.1}", 100.0 * self.confidence);
-        format!("{}%", pct.trim_end_matches(".0"))
+        crate::format::confidence_text(self.confidence)
     }
 }
 

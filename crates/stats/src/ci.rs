@@ -259,6 +259,46 @@ fn quantile_type7(xs: &mut [f64], p: f64) -> f64 {
     x_lo + (h - lo as f64) * (x_hi - x_lo)
 }
 
+/// One stratum of [`equal_weight_strata`]: its mean, the standard error of that mean, and
+/// the degrees of freedom of the standard error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stratum {
+    pub mean: f64,
+    pub se: f64,
+    pub df: f64,
+}
+
+/// The mean over strata weighted equally, (1/K)·Σ mₖ, with its interval at `confidence`:
+/// standard error √(Σ seₖ²)/K and Welch–Satterthwaite's degrees of freedom
+/// (Σ seₖ²)² / Σ (seₖ⁴/dfₖ), rounded down for the t quantile (a slightly wider interval
+/// than the fractional ones would give). A fleet's ratio over kinds of host: pooling the
+/// blocks weights a kind by how many blocks its nodes finished, so a slow kind's different
+/// effect counts less the faster the others are. `(mean, low, high, df)`; `None` below two
+/// strata or with a stratum whose standard error is not finite.
+pub fn equal_weight_strata(strata: &[Stratum], confidence: f64) -> Option<(f64, f64, f64, f64)> {
+    let k = strata.len();
+    if k < 2
+        || !valid_confidence(confidence)
+        || strata
+            .iter()
+            .any(|s| !(s.se.is_finite() && s.se >= 0.0 && s.df >= 1.0 && s.mean.is_finite()))
+    {
+        return None;
+    }
+    let kf = k as f64;
+    let mean = strata.iter().map(|s| s.mean).sum::<f64>() / kf;
+    let sum_var: f64 = strata.iter().map(|s| s.se * s.se).sum();
+    let spread: f64 = strata.iter().map(|s| s.se.powi(4) / s.df).sum();
+    let df = if spread > 0.0 {
+        sum_var * sum_var / spread
+    } else {
+        strata.iter().map(|s| s.df).sum()
+    };
+    let half =
+        t_quantile(0.5 + confidence / 2.0, df.floor().max(1.0) as usize) * sum_var.sqrt() / kf;
+    Some((mean, mean - half, mean + half, df))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,5 +459,36 @@ mod tests {
             println!("bootstrap MC error, {n} per side: SD of the ends {:.2}% and {:.2}% of the half-width", 100.0 * low, 100.0 * high);
             assert!(low < 0.02 && high < 0.02, "n {n}: {low} {high}");
         }
+    }
+
+    /// Two strata weighted equally are Welch's two-sample setting halved: R's
+    /// `t.test(extra ~ group, data = sleep)` (Welch) gives df = 17.776 and the interval of
+    /// the difference −3.3654832 to 0.2054832, so a half-width of 1.7854832 at df 17.776;
+    /// the mean of the two means has half that, a little more at df 17 (rounded down).
+    #[test]
+    fn equal_weight_strata_match_welch() {
+        let g1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0];
+        let g2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4];
+        let stratum = |x: &[f64]| {
+            let n = x.len() as f64;
+            let m = x.iter().sum::<f64>() / n;
+            let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+            Stratum {
+                mean: m,
+                se: (v / n).sqrt(),
+                df: n - 1.0,
+            }
+        };
+        let (mean, low, high, df) =
+            equal_weight_strata(&[stratum(&g1), stratum(&g2)], 0.95).unwrap();
+        assert!((mean - (0.75 + 2.33) / 2.0).abs() < 1e-12, "{mean}");
+        assert!((df - 17.776).abs() < 5e-4, "{df}");
+        let half = (high - low) / 2.0;
+        let welch = 1.7854832 / 2.0;
+        assert!(
+            half > welch && half < welch * 1.005,
+            "{half} against {welch}"
+        );
+        assert!(equal_weight_strata(&[stratum(&g1)], 0.95).is_none());
     }
 }

@@ -17,8 +17,9 @@
 //! Small samples cannot be significant at all: with n blocks the smallest two-sided
 //! signed-rank p-value is 2/2ⁿ (n = 3: 0.25, n = 5: 0.0625, n = 6: 0.03125), and with
 //! m + n trials it is 2/C(m+n, m) (3 + 3: 0.1). `wilcoxon_min_p` and `mann_whitney_min_p`
-//! say so for given data, so that a report can say "too few blocks to test" instead of a
-//! bare "no significant difference".
+//! say so for given data (a report records it beside the rank test, which is a check on
+//! the verdict its interval gives, and an adaptive run does not stop before it can be
+//! reached).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,11 +1,11 @@
 //! A cohort against the baseline, metric by metric: values paired by block (or not), the
-//! interval of the ratio and the rank test, Holm's adjustment over the cohorts, the verdict.
+//! interval of the ratio (simultaneous over the cohorts compared on the metric) and the
+//! verdict it gives, and the rank test beside it as a check.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::metrics::{values, Metric};
 use super::{ALPHA, BOOTSTRAP_SEED, RESAMPLES};
-use crate::format::{format_p, p_text};
 use crate::input::TrialData;
 use crate::model::Comparison;
 
@@ -37,6 +37,9 @@ pub(super) struct BlockPairs {
     pub(super) groups: usize,
     /// The groups without a partner: (true for side a, the group key, e.g. "jit=none").
     pub(super) unpartnered: Vec<(bool, String)>,
+    /// Per paired block, where it ran: (host, kind of host and the Rubies' builds), `None`
+    /// without a `host` key.
+    pub(super) placed: Vec<Option<(String, String)>>,
 }
 
 pub(super) fn pairs(
@@ -69,6 +72,17 @@ pub(super) fn pairs(
     };
     let (blocks_a, configs_a) = by_block(a);
     let (blocks_b, configs_b) = by_block(b);
+    // Where each block ran, and the builds of the Rubies its trials ran (part of the kind:
+    // the same CPU with another build of a Ruby is another kind).
+    let mut placed: BTreeMap<(usize, u32), (String, String, BTreeSet<String>)> = BTreeMap::new();
+    for t in a.iter().chain(b) {
+        if let Some((host, kind)) = super::hosts::placement(t) {
+            let entry = placed
+                .entry((t.source, t.block))
+                .or_insert_with(|| (host, kind, BTreeSet::new()));
+            entry.2.extend(t.keys.get("ruby_description").cloned());
+        }
+    }
     // Per source: each configuration's group key on each side.
     let mut group_of: BTreeMap<(usize, bool, usize), String> = BTreeMap::new();
     let mut partnered: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
@@ -123,6 +137,7 @@ pub(super) fn pairs(
             .unwrap_or(0),
         groups: partnered.values().map(BTreeSet::len).max().unwrap_or(0),
         unpartnered: unpartnered.into_iter().collect(),
+        placed: Vec::new(),
     };
     // One side's value for one group in one block, if every configuration of the group on
     // that side is there.
@@ -166,6 +181,14 @@ pub(super) fn pairs(
             let b: Vec<f64> = values.iter().map(|v| v.1).collect();
             out.a.push(geometric_mean(&a));
             out.b.push(geometric_mean(&b));
+            out.placed.push(placed.get(key).map(|(host, kind, rubies)| {
+                let mut kind = kind.clone();
+                for ruby in rubies {
+                    kind.push_str(" · ");
+                    kind.push_str(ruby);
+                }
+                (host.clone(), kind)
+            }));
         }
     }
     out
@@ -204,6 +227,18 @@ pub(super) fn shape_level(comparisons: usize, metrics: usize, main: bool) -> f64
     }
 }
 
+/// The confidence of each interval of a family of `family` comparisons (every cohort against
+/// the baseline on one metric) so that all of them hold together at `confidence`:
+/// Bonferroni's 1 − (1 − confidence) / family. The verdict is read off this interval, so
+/// the family's chance of any false "significant" stays at most 1 − `confidence`, as Holm's
+/// adjustment of the rank tests kept it before (issue 47: the words and the interval shown
+/// must agree).
+pub(super) fn simultaneous_confidence(confidence: f64, family: usize) -> f64 {
+    1.0 - (1.0 - confidence) / family.max(1) as f64
+}
+
+/// One cohort against the baseline on metric `m`, its interval at `confidence` (already the
+/// simultaneous one of [`simultaneous_confidence`]).
 pub(super) fn compare(
     name: &str,
     valid: &[&TrialData],
@@ -233,6 +268,7 @@ pub(super) fn compare(
         .flatten();
     let mut widened = false;
     let mut effective_blocks = None;
+    let mut by_kind = Vec::new();
     let (ci, test, test_name, n, n_base) = if paired {
         // Always the interval widened for the dependence between blocks that the series
         // shows (never narrower than t): whether a comparison is widened must not hang on a
@@ -241,6 +277,9 @@ pub(super) fn compare(
             stats::serial::dependent_mean_interval(&logs, confidence)?;
         widened = effective < logs.len() as f64 - 1e-9;
         effective_blocks = widened.then_some(effective);
+        let (kinds, headline) = by_host_kind(&logs, &pairs.placed, confidence);
+        by_kind = kinds;
+        let (mean, low, high) = headline.unwrap_or((mean, low, high));
         let ci = stats::RatioCi {
             ratio: mean.exp(),
             low: low.exp(),
@@ -302,6 +341,7 @@ pub(super) fn compare(
         configs_per_block: if paired { pairs.configs_per_block } else { 1 },
         groups: if paired { pairs.groups.max(1) } else { 1 },
         unpartnered: pairs.unpartnered.iter().map(describe).collect(),
+        by_host_kind: by_kind,
         skewness,
         skew_marked: paired && stats::serial::marked_skew(&logs, shape_level).is_some(),
         lag1_autocorrelation: shape.map(|s| s.lag1),
@@ -313,12 +353,12 @@ pub(super) fn compare(
         ci_low: ci.low,
         ci_high: ci.high,
         test: test_name.into(),
+        confidence,
         p_value: p,
         p_adjusted: p,
         family_size: 1,
         min_p_value: min_p,
-        // Without any test (every difference zero) there is nothing a test could find.
-        testable: min_p.is_some_and(|q| q <= ALPHA),
+        testable: false,
         significant: false,
         verdict: String::new(),
         half_width_pct,
@@ -331,17 +371,77 @@ pub(super) fn compare(
     })
 }
 
-/// Holm's step-down adjustment of the p-values of one family (one metric, every cohort
-/// against the baseline): the i-th smallest of m p-values becomes
-/// max over j ≤ i of min(1, (m − j + 1)·p₍ⱼ₎), which keeps the chance of any false
-/// "significant" in the family at most α, where eight A/A cohorts tested one by one reach
-/// 17–23%.
+/// A comparison's blocks by the kind of host they ran on (issue 47: a fleet's pooled ratio
+/// weighted each kind by how many blocks its nodes finished, so YJIT at 1.3× on fast nodes
+/// and 1.1× on nodes 3× slower read as the fast nodes' effect, and its interval covered the
+/// hosts-equal 1.196× in 1% of runs at 40 blocks). Each kind's interval is the
+/// dependence-widened one of its own blocks; with two or more kinds of 2 blocks or more, the
+/// headline `(mean, low, high)` of the log ratio weights those kinds equally
+/// ([`stats::equal_weight_strata`]). One kind (or none): no headline, the pooled interval
+/// stands.
+fn by_host_kind(
+    logs: &[f64],
+    placed: &[Option<(String, String)>],
+    confidence: f64,
+) -> (Vec<crate::model::HostKindRatio>, Option<(f64, f64, f64)>) {
+    let mut kinds: BTreeMap<&str, (BTreeSet<&str>, Vec<f64>)> = BTreeMap::new();
+    for (log, place) in logs.iter().zip(placed) {
+        let Some((host, kind)) = place else {
+            return (Vec::new(), None);
+        };
+        let entry = kinds.entry(kind.as_str()).or_default();
+        entry.0.insert(host.as_str());
+        entry.1.push(*log);
+    }
+    if kinds.len() < 2 {
+        return (Vec::new(), None);
+    }
+    let mut rows = Vec::new();
+    let mut strata = Vec::new();
+    for (kind, (hosts, x)) in &kinds {
+        let mean = x.iter().sum::<f64>() / x.len() as f64;
+        let interval = (x.len() >= 2)
+            .then(|| stats::serial::dependent_mean_interval(x, confidence))
+            .flatten();
+        if let Some((m, _, high, effective)) = interval {
+            let df = (effective - 1.0).floor().max(1.0);
+            let t = stats::dist::t_quantile(0.5 + confidence / 2.0, df as usize);
+            strata.push(stats::Stratum {
+                mean: m,
+                se: (high - m) / t,
+                df,
+            });
+        }
+        rows.push(crate::model::HostKindRatio {
+            kind: kind.to_string(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            blocks: x.len(),
+            ratio: mean.exp(),
+            ci_low: interval.map(|i| i.1.exp()),
+            ci_high: interval.map(|i| i.2.exp()),
+            in_headline: false,
+        });
+    }
+    let headline =
+        stats::equal_weight_strata(&strata, confidence).map(|(m, lo, hi, _)| (m, lo, hi));
+    if headline.is_some() {
+        for row in &mut rows {
+            row.in_headline = row.ci_low.is_some();
+        }
+    }
+    (rows, headline)
+}
+
+/// Holm's step-down adjustment of the rank tests' p-values of one family (one metric,
+/// every cohort against the baseline): the i-th smallest of m p-values becomes
+/// max over j ≤ i of min(1, (m − j + 1)·p₍ⱼ₎). The check beside the verdicts, on the
+/// family's footing: eight A/A cohorts tested one by one would show a p below 0.05 in
+/// 17–23% of reports.
 pub(super) fn holm_adjust(family: &mut [&mut Comparison]) {
     let p: Vec<Option<f64>> = family.iter().map(|c| c.p_value).collect();
-    let (adjusted, m) = holm(&p);
+    let (adjusted, _) = holm(&p);
     for (c, adjusted) in family.iter_mut().zip(adjusted) {
         c.p_adjusted = adjusted;
-        c.family_size = m.max(1);
     }
 }
 
@@ -361,76 +461,74 @@ pub(super) fn holm(p: &[Option<f64>]) -> (Vec<Option<f64>>, usize) {
     (adjusted, m)
 }
 
-/// The decision and its words, once the family's p-values are adjusted.
+/// The decision and its words, read off the interval shown: "significant" exactly when
+/// the interval (simultaneous over the family, [`simultaneous_confidence`]) excludes 1, so
+/// the words and the figures a reader sees cannot disagree. The rank test's p-value (and
+/// its Holm adjustment over the family) stays beside it as a check on a skewed or
+/// dependent series, in the JSON and the HTML, and never decides: a "~ no significant
+/// difference" next to an interval that excludes 1 (a real YJIT run read so after 6 blocks)
+/// left a reader nothing to act on.
 pub(super) fn decide(c: &mut Comparison, m: &Metric) {
-    // Holm's first step multiplies the smallest p by the family size, and no adjusted p is
-    // below it: with m cohorts a comparison is testable only if m × its smallest possible p
-    // can reach α (6 blocks and 3 cohorts cannot: 3 × 2/64 = 0.094).
-    c.testable = c
-        .min_p_value
-        .is_some_and(|q| q * c.family_size as f64 <= ALPHA);
+    let finite = c.ci_low.is_finite() && c.ci_high.is_finite() && c.ci_low > 0.0;
+    c.testable = finite;
     let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
-    c.significant = c.testable && excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA);
-    let interval = format!("{:.2}× [{:.2}–{:.2}]", c.ratio, c.ci_low, c.ci_high);
-    let p_words = match (c.p_value, c.p_adjusted) {
-        (Some(_), Some(adjusted)) if c.family_size > 1 => {
-            format!("{} (Holm, {} cohorts)", p_text(adjusted), c.family_size)
-        }
-        (Some(p), _) => p_text(p),
-        _ => "no test".to_string(),
+    c.significant = finite && excludes_one;
+    let level = if c.family_size > 1 {
+        format!(
+            ", {} interval, simultaneous over {} cohorts",
+            crate::format::confidence_text(c.confidence),
+            c.family_size
+        )
+    } else {
+        String::new()
     };
-    c.verdict = if !c.testable {
-        let sample = if c.method == "paired" {
-            format!("{} allow", units::count(c.n, "block"))
-        } else {
-            format!("{} and {} allow", c.n, units::count(c.n_baseline, "trial"))
-        };
-        match c.min_p_value {
-            Some(q) if c.family_size > 1 && q <= ALPHA => format!(
-                "too few {} to test {} cohorts: the smallest p-value {sample} is {}, {} after Holm's adjustment ({interval})",
-                if c.method == "paired" { "blocks" } else { "trials" },
-                c.family_size,
-                format_min_p(q),
-                format_min_p((q * c.family_size as f64).min(1.0))
-            ),
-            Some(q) => format!(
-                "too few {} to test: the smallest p-value {sample} is {} ({interval})",
-                if c.method == "paired" { "blocks" } else { "trials" },
-                format_min_p(q)
-            ),
-            None => format!("~ no difference at all ({interval}, every block equal)"),
-        }
+    let interval = format!("{:.2}× [{:.2}–{:.2}]{level}", c.ratio, c.ci_low, c.ci_high);
+    let kinds = host_kind_words(c);
+    c.verdict = if c.ci_low == 1.0 && c.ci_high == 1.0 {
+        format!("~ no difference at all ({interval}, every block equal)")
     } else if c.significant {
         let pct = (c.ratio - 1.0) * 100.0;
         let words = if pct > 0.0 { &m.more } else { &m.less };
         format!(
-            "{:.2}×, {:.1}% {words} [{:.2}–{:.2}], {p_words}",
+            "{:.2}×, {:.1}% {words} [{:.2}–{:.2}]{level}",
             c.ratio,
             pct.abs(),
             c.ci_low,
             c.ci_high
         )
-    } else if excludes_one && c.p_value.is_some_and(|p| p < ALPHA) && c.family_size > 1 {
-        format!(
-            "~ not significant after Holm over {} cohorts ({interval}, {}, adjusted {})",
-            c.family_size,
-            p_text(c.p_value.unwrap_or(1.0)),
-            format_p(c.p_adjusted.unwrap_or(1.0))
-        )
-    } else if !excludes_one && c.p_adjusted.is_some_and(|p| p < ALPHA) {
-        // Every block (or nearly) on one side, by amounts too uneven for the interval to
-        // leave 1: the two halves of the rule disagree, and the words say so rather than
-        // print a small p beside "no significant difference".
-        format!(
-            "~ not significant: the interval includes 1 though the rank test gives {p_words} (the blocks agree on the direction, not on the size) ({interval})"
-        )
     } else {
-        format!("~ no significant difference ({interval}, {p_words})")
+        format!("~ no significant difference ({interval})")
     };
+    c.verdict.push_str(&kinds);
 }
 
-/// The smallest p-value a sample allows, exactly enough to check by hand: 2/32 = 0.0625.
-pub(super) fn format_min_p(q: f64) -> String {
-    let text = format!("{q:.4}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
+/// The kinds of host of a comparison over several, for its verdict: each kind's hosts,
+/// ratio, interval and blocks, and whether the ratio before weights them equally (the
+/// headline) or pools the blocks (fewer than two kinds with 2 blocks).
+fn host_kind_words(c: &Comparison) -> String {
+    if c.by_host_kind.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = c
+        .by_host_kind
+        .iter()
+        .map(|k| {
+            let interval = match (k.ci_low, k.ci_high) {
+                (Some(lo), Some(hi)) => format!(" [{lo:.2}–{hi:.2}]"),
+                _ => String::new(),
+            };
+            format!(
+                "{} {:.2}×{interval} over {}",
+                k.hosts.join(", "),
+                k.ratio,
+                units::count(k.blocks, "block")
+            )
+        })
+        .collect();
+    let how = if c.by_host_kind.iter().any(|k| k.in_headline) {
+        "kinds of host weighted equally in that ratio"
+    } else {
+        "the blocks pooled: fewer than two kinds of host have 2 blocks"
+    };
+    format!("; {how}: {}", each.join("; "))
 }

@@ -196,8 +196,15 @@ pub(super) fn hosts(
     })
 }
 
+/// Where a trial ran: its host and the kind of that host, or `None` outside a fleet or a
+/// run over several hosts (no `host` key).
+pub(super) fn placement(t: &TrialData) -> Option<(String, String)> {
+    let host = t.keys.get("host")?;
+    Some((host.clone(), host_kind(t)))
+}
+
 /// A host's kind, as its trials record it: CPU model, core count and kernel release.
-fn host_kind(t: &TrialData) -> String {
+pub(super) fn host_kind(t: &TrialData) -> String {
     let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
     let kernel = k("kernel");
     let release = kernel.split_whitespace().next().unwrap_or("").to_string();

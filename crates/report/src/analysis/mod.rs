@@ -10,8 +10,9 @@
 //!   metrics), and the summaries of a figure over trials;
 //! - `cohort`: cohort names, and one cohort's summaries and own warnings (invalid trials,
 //!   outliers, noise and drift judged within blocks, differing environments);
-//! - `compare`: a cohort against the baseline: pairing by block, interval, rank test,
-//!   Holm's adjustment over the cohorts and the verdict in words;
+//! - `compare`: a cohort against the baseline: pairing by block, the interval
+//!   (simultaneous over the cohorts) and the verdict in words read off it, the rank test as
+//!   a check;
 //! - `overhead`: `--overhead A B`, the time per request one cohort adds to another;
 //! - `profile`: each cohort's profile per profiler, and the frames whose time per request
 //!   changed against the baseline (paired by block, Holm over the frames);
@@ -40,13 +41,12 @@ use crate::model::{
     REPORT_SCHEMA,
 };
 use cohort::{block_ratio_outliers, block_residuals, cohort, cohort_name, RunContext};
-use compare::{compare, decide, holm_adjust, shape_level};
+use compare::{compare, decide, holm_adjust, shape_level, simultaneous_confidence};
 use metrics::{http_metrics, script_metrics, summary, Metric};
 use overhead::overhead;
 use warnings::{
     differing_sides_warnings, idle_cpu_warnings, incomplete_warnings, latency_file_warnings,
     mixed_configurations_warnings, pooled_warnings, shape_warnings, slice_tail_warnings,
-    too_few_warnings,
 };
 
 pub use metrics::script_metric_higher_is_better;
@@ -283,7 +283,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 metrics.len(),
                 m.name == main_metric,
             );
-            if let Some(c) = compare(name, &valid, &baseline, &base_valid, m, confidence, level) {
+            let family = order.len().saturating_sub(1);
+            let simultaneous = simultaneous_confidence(confidence, family);
+            if let Some(mut c) =
+                compare(name, &valid, &baseline, &base_valid, m, simultaneous, level)
+            {
+                c.family_size = family.max(1);
                 comparisons.push(c);
             }
         }
@@ -302,7 +307,6 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         profile::profiles(&order, &members, &baseline, confidence);
     let scenario_steps = steps::scenario_steps(&order, &members);
     warnings.extend(profile::warnings(&profiles));
-    too_few_warnings(&comparisons, &mut warnings);
     pooled_warnings(&comparisons, &mut warnings);
     shape_warnings(&comparisons, main_metric, &mut warnings);
 

@@ -5,8 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use results::TrialStatus;
 
-use super::compare::format_min_p;
-use super::ALPHA;
 use crate::input::{SourceData, TrialData};
 use crate::model::{Cohort, Comparison, Warning};
 
@@ -127,44 +125,6 @@ pub(super) fn slice_tail_warnings(sources: &[SourceData], warnings: &mut Vec<War
                 100.0 * shared / recorded
             ),
         });
-    }
-}
-
-/// Names the cohorts whose comparisons cannot be significant whatever the data: the
-/// smallest p-value their blocks (or trials) allow is above α. The same rule decides the
-/// verdict, so "too few" never sits next to a significant result.
-pub(super) fn too_few_warnings(comparisons: &[Comparison], warnings: &mut Vec<Warning>) {
-    let mut seen = BTreeSet::new();
-    for c in comparisons.iter().filter(|c| !c.testable) {
-        let Some(q) = c.min_p_value else { continue };
-        // The fewest blocks (trials) whose smallest p, times the family size, reaches α.
-        let alpha = ALPHA / c.family_size.max(1) as f64;
-        let (what, need) = if c.method == "paired" {
-            let n = stats::advice::min_blocks_for_signed_rank(alpha).unwrap_or(6);
-            (units::count(c.n, "block"), units::count(n, "block"))
-        } else {
-            let n = stats::advice::min_trials_for_rank_sum(alpha).unwrap_or(4);
-            (
-                format!("{} and {}", c.n, units::count(c.n_baseline, "trial")),
-                format!("{n} trials per cohort"),
-            )
-        };
-        let family = if c.family_size > 1 {
-            format!(
-                " ({} after Holm's adjustment over {} cohorts)",
-                format_min_p((q * c.family_size as f64).min(1.0)),
-                c.family_size
-            )
-        } else {
-            String::new()
-        };
-        if seen.insert(c.cohort.clone()) {
-            warnings.push(Warning {
-                kind: "too-few-trials".into(),
-                cohort: Some(c.cohort.clone()),
-                message: format!("{what} against {}: the smallest p-value they allow is {}{family}, so no difference can be called significant; the rank test needs at least {need}", c.baseline, format_min_p(q)),
-            });
-        }
     }
 }
 

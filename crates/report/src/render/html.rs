@@ -229,7 +229,7 @@ fn how_to_read(report: &Report) -> Markup {
             b { "~" }
             " means the difference is not statistically significant, which is an answer too: \
              the two cannot be told apart with this many trials. "
-            (crate::render::cells::holm_scope(report)) "."
+            "Which decides: " (crate::render::cells::verdict_rule(report)) "."
             @if let Some(p99) = p99 { " " (p99) "." }
             " Invalid and failed trials are counted and drawn, never used in a statistic."
         }
@@ -310,6 +310,7 @@ mod tests {
             configs_per_block: 1,
             groups: 1,
             unpartnered: Vec::new(),
+            by_host_kind: Vec::new(),
             skewness: None,
             skew_marked: false,
             lag1_autocorrelation: None,
@@ -320,6 +321,7 @@ mod tests {
             ratio: 1.1,
             ci_low: 1.05,
             ci_high: 1.15,
+            confidence: 0.95,
             test: "wilcoxon-signed-rank".to_string(),
             p_value: Some(0.0004),
             p_adjusted: Some(0.0004),

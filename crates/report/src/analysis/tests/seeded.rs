@@ -97,8 +97,9 @@ fn cohorts_of_several_configurations_are_paired_block_by_block() {
 /// real 1.10× effect it is found nearly always. Before the fix, 71–100% of null runs
 /// were "significant". 2000 runs: the Monte-Carlo standard error of either rate near 5%
 /// is 0.49 points, so ± 1.5 is 3 of them. Measured with this seed: 3.55% false
-/// positives (the signed-rank test is conservative at 10 blocks), 95.6% coverage (96.6%
-/// with the interval widened for dependence, issue 47), 99.95% power.
+/// positives (the signed-rank test is conservative at 10 blocks), 95.6% coverage, 99.95%
+/// power; since issue 47 (every interval widened for dependence, the verdict read off the
+/// interval alone): 3.4% false positives, 96.6% coverage, 95.0% power.
 #[test]
 fn pooled_cohorts_keep_their_false_positive_rate_coverage_and_power() {
     let mut rng = stats::SeededRng::new(2026);
@@ -159,11 +160,12 @@ pub(super) fn blocks_of(
     t
 }
 
-/// With 5 blocks a plain 1.5× effect read "~ no significant
-/// difference", and "too-few-trials" could sit next to a significant verdict. Both now
-/// come from the smallest p-value the data allow.
+/// With 5 blocks a plain 1.5× effect read "~ no significant difference", and later "too
+/// few blocks to test" (the rank test cannot reach p < 0.05 below 6 blocks). The verdict is
+/// now the interval's, which 5 blocks of a 2% spread place far from 1: called, and no
+/// warning says otherwise.
 #[test]
-fn too_few_blocks_say_so_instead_of_no_difference() {
+fn few_blocks_are_decided_by_their_interval() {
     let mut rng = stats::SeededRng::new(3);
     let r = analyze(
         &[source(blocks_of(&mut rng, 5, 2, 0.02, |k| {
@@ -177,30 +179,13 @@ fn too_few_blocks_say_so_instead_of_no_difference() {
     )
     .unwrap();
     let c = throughput(&r);
-    assert!(!c.testable && !c.significant, "{c:?}");
+    assert!(c.testable && c.significant, "{c:?}");
+    assert!(c.ci_low > 1.4, "{c:?}");
     assert!(
-        c.verdict.starts_with(
-            "too few blocks to test: the smallest p-value 5 blocks allow is 0.0625 (1.4"
-        ),
+        c.verdict.starts_with("1.49×, 49.2% faster [1.4"),
         "{}",
         c.verdict
     );
-    assert!(c.ci_low > 1.4, "{c:?}");
-    assert!(kinds(&r).contains(&"too-few-trials"));
-    let r = analyze(
-        &[source(blocks_of(&mut rng, 6, 2, 0.02, |k| {
-            if k == 1 {
-                1.5
-            } else {
-                1.0
-            }
-        }))],
-        &Options::default(),
-    )
-    .unwrap();
-    let c = throughput(&r);
-    assert!(c.testable && c.significant, "{c:?}");
-    assert!(c.verdict.ends_with("p=0.031"), "{}", c.verdict);
     assert!(!kinds(&r).contains(&"too-few-trials"), "{:?}", r.warnings);
     // p-values below 0.001 read "p<0.001", not "p=<0.001".
     assert_eq!(p_text(0.0004), "p<0.001");
@@ -231,13 +216,15 @@ fn holm_adjusts_like_r() {
     for (a, w) in adjusted.iter().zip(want) {
         assert!((a - w).abs() < 1e-12, "{adjusted:?}");
     }
-    assert!(cs.iter().all(|c| c.family_size == 4));
 }
 
 /// Seeded simulations through `analyze()` of A/A experiments (no effect anywhere):
 /// one cohort against the baseline over 10 blocks, false "significant" ≤ 5% and 95%
 /// coverage ± 1.5; eight cohorts against the baseline, the chance of any false
-/// "significant" ≤ 5% with Holm (17–23% without, found when Holm's adjustment was added).
+/// "significant" ≤ 5% (17–23% tested one by one, found when Holm's adjustment was added).
+/// Since issue 47 the verdict is the interval's, simultaneous over the cohorts
+/// (Bonferroni): measured with this seed 4.2% false positives and 95.8% coverage for one
+/// cohort, 2.5% of runs with any of 8 significant.
 #[test]
 fn a_over_a_false_positives_and_coverage_with_and_without_many_cohorts() {
     let mut rng = stats::SeededRng::new(20261123);
@@ -372,49 +359,32 @@ fn warnings_rarely_fire_on_clean_data_and_still_find_real_trouble() {
     }
 }
 
-/// With several cohorts the smallest possible p is multiplied by Holm's first step: 6
-/// blocks and 3 cohorts cannot reach p < 0.05 (3 × 2/64 = 0.094), and say so, where a
-/// plain 1.5× effect used to read "~ no significant difference after Holm's adjustment";
-/// 7 blocks can (3 × 2/128 = 0.047).
+/// With several cohorts each interval is simultaneous over them (Bonferroni: 98.3% for 3),
+/// so the verdicts read off them keep the family's 5%; the words say the level. The same
+/// blocks compared as one cohort get the report's 95% interval, narrower and inside it.
 #[test]
-fn too_few_blocks_count_the_cohorts_they_are_adjusted_over() {
+fn intervals_are_simultaneous_over_the_cohorts() {
     let mut rng = stats::SeededRng::new(8);
     let effect = |k: usize| if k == 0 { 1.0 } else { 1.5 };
-    let r = analyze(
-        &[source(blocks_of(&mut rng, 6, 4, 0.02, effect))],
-        &Options::default(),
-    )
-    .unwrap();
-    let c = throughput(&r);
-    assert!(!c.testable && !c.significant, "{c:?}");
+    let trials = blocks_of(&mut rng, 6, 4, 0.02, effect);
+    let r = analyze(&[source(trials.clone())], &Options::default()).unwrap();
+    let c = throughput(&r).clone();
+    assert_eq!(c.family_size, 3);
+    assert!((c.confidence - (1.0 - 0.05 / 3.0)).abs() < 1e-12, "{c:?}");
+    assert!(c.significant, "{c:?}");
     assert!(
-        c.verdict.starts_with("too few blocks to test 3 cohorts: the smallest p-value 6 blocks allow is 0.0312, 0.0938 after Holm's adjustment (1.5"),
+        c.verdict
+            .ends_with("98.3% interval, simultaneous over 3 cohorts"),
         "{}",
         c.verdict
     );
-    let w: Vec<&Warning> = r
-        .warnings
-        .iter()
-        .filter(|w| w.kind == "too-few-trials")
-        .collect();
-    assert_eq!(w.len(), 3);
+    let alone: Vec<_> = trials.into_iter().filter(|t| t.config_id <= 1).collect();
+    let r = analyze(&[source(alone)], &Options::default()).unwrap();
+    let one = throughput(&r);
+    assert_eq!((one.family_size, one.confidence), (1, 0.95));
+    assert!((one.ratio - c.ratio).abs() < 1e-12, "{one:?} {c:?}");
     assert!(
-        w[0].message
-            .ends_with("the rank test needs at least 7 blocks"),
-        "{}",
-        w[0].message
-    );
-    let r = analyze(
-        &[source(blocks_of(&mut rng, 7, 4, 0.02, effect))],
-        &Options::default(),
-    )
-    .unwrap();
-    assert!(
-        r.comparisons
-            .iter()
-            .filter(|c| c.metric == "throughput")
-            .all(|c| c.significant),
-        "{:?}",
-        r.comparisons
+        one.ci_low > c.ci_low && one.ci_high < c.ci_high,
+        "{one:?} {c:?}"
     );
 }
