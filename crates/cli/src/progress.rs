@@ -389,10 +389,11 @@ impl Progress for ConsoleProgress {
             (true, None) => "adding a block".to_string(),
         };
         self.line(format!(
-            "precision after {} block{} ({}, 97.5% intervals, target ±{}%): {} · {left}",
+            "precision after {} block{} ({}, {} intervals, target ±{}%): {} · {left}",
             status.blocks_done,
             if status.blocks_done == 1 { "" } else { "s" },
             target.metric.name(),
+            report::format::confidence_text(status.confidence),
             100.0 * target.target,
             widths.join(", ")
         ));

@@ -159,6 +159,21 @@ pub struct PrecisionStatus {
     /// More blocks needed: the widest one's (planned for 80% of runs), and at least what
     /// the comparison with the fewest paired blocks lacks of the minimum.
     pub blocks_left: Option<usize>,
+    /// The confidence of the intervals judged: `SEQUENTIAL_CONFIDENCE`, simultaneous over
+    /// the comparisons ([`interval_confidence`]), as the report will show them.
+    #[serde(default = "sequential_confidence")]
+    pub confidence: f64,
+}
+
+fn sequential_confidence() -> f64 {
+    SEQUENTIAL_CONFIDENCE
+}
+
+/// The confidence of the intervals an adaptive run of `configs` configurations stops on,
+/// and its report shows: `SEQUENTIAL_CONFIDENCE` simultaneous over the `configs − 1`
+/// comparisons with the baseline (97.5% for one, 98.75% for two).
+pub fn interval_confidence(configs: usize) -> f64 {
+    stats::simultaneous_confidence(SEQUENTIAL_CONFIDENCE, configs.saturating_sub(1))
 }
 
 /// How an adaptive run ended, stored with it (meta `precision_end`) and shown by the report.
@@ -246,6 +261,9 @@ fn evaluate_at(
     let empty = BTreeMap::new();
     let baseline = by_config.get(&0).unwrap_or(&empty);
     let goal = target.target.ln_1p();
+    // The intervals the report will show: simultaneous over the comparisons, as its
+    // verdicts are read off them.
+    let confidence = stats::simultaneous_confidence(confidence, configs.saturating_sub(1));
     let comparisons: Vec<ComparisonPrecision> = (1..configs)
         .map(|config_id| {
             let values = by_config.get(&config_id).unwrap_or(&empty);
@@ -295,6 +313,7 @@ fn evaluate_at(
         reached,
         widest,
         blocks_left,
+        confidence,
     }
 }
 
@@ -638,10 +657,14 @@ mod tests {
                     .into_iter()
                     .filter_map(|(block, v)| base.get(&block).map(|&w| (v, w)))
                     .unzip();
-                // The interval the report shows (widened for the dependence the blocks show).
+                // The interval the report shows (widened for the dependence the blocks show,
+                // simultaneous over the comparisons).
                 let diffs: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).ln()).collect();
-                let (mean, low, high, _) =
-                    stats::serial::dependent_mean_interval(&diffs, confidence).unwrap();
+                let (mean, low, high, _) = stats::serial::dependent_mean_interval(
+                    &diffs,
+                    stats::simultaneous_confidence(confidence, comparisons),
+                )
+                .unwrap();
                 let covers = low <= truth.ln() && truth.ln() <= high;
                 let excludes_one = low > 0.0 || high < 0.0;
                 covered += usize::from(covers);
@@ -652,23 +675,8 @@ mod tests {
                 by_skew[usize::from(marked)].1 += usize::from(covers);
                 results.push((excludes_one, diffs));
             }
-            // A difference needs an interval excluding 1 and Holm's step-down adjusted
-            // signed-rank p < 0.05, as the report decides. The exact tests are costly, so
-            // they are only run when some interval excludes 1 (else nothing can be called).
-            let mut called = false;
-            if results.iter().any(|r| r.0) {
-                let p: Vec<f64> = results
-                    .iter()
-                    .map(|r| stats::wilcoxon_signed_rank(&r.1).unwrap().p_value)
-                    .collect();
-                let mut order: Vec<usize> = (0..comparisons).collect();
-                order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
-                let mut running = 0.0f64;
-                for (rank, &i) in order.iter().enumerate() {
-                    running = running.max(((comparisons - rank) as f64 * p[i]).min(1.0));
-                    called |= results[i].0 && running < 0.05;
-                }
-            }
+            // A difference is called when its interval excludes 1, as the report decides.
+            let called = results.iter().any(|r| r.0);
             any += usize::from(called);
         }
         let share = |(n, c): (usize, usize)| (n > 0).then(|| c as f64 / n as f64);
@@ -772,18 +780,20 @@ mod tests {
     /// ratio wandering, AR(1) with half the variance) called some difference in 10.9% of
     /// runs at φ = 0.5 (17–19% at other spreads, 39–71% at φ = 0.9) when the rule stopped
     /// on the t interval. It stops on the interval the report shows now, widened for the
-    /// dependence the blocks show. Measured here (1000 runs each, the ±1% target, SD 1% and
-    /// 2%, seeds 4700–4703): φ = 0.3, 5.9%; φ = 0.5, 8.7% and 9.2%; φ = 0.9, 46.6%. Asserted
-    /// at φ = 0.3 only (at most 5% plus 3 Monte-Carlo SEs): at φ = 0.5 and beyond the bar is
-    /// not met, because a difference is called on the interval *and* the signed-rank test,
-    /// and the rank test is not corrected for dependence (docs/methodology.md, "Reports and
+    /// dependence the blocks show and simultaneous over the comparisons, and a difference
+    /// is called when that interval excludes 1. Measured here (1000 runs each, the ±1%
+    /// target, SD 1% and 2%, seeds 4700–4703, 2026-11-28): φ = 0.3, 3.5%; φ = 0.5, 6.2%
+    /// and 4.7%; φ = 0.9, 37.6% (with the rank test deciding beside a per-comparison
+    /// interval: 5.9%, 8.7%, 9.2%, 46.6%). Asserted at φ = 0.3 and 0.5 (at most 5% plus 3
+    /// Monte-Carlo SEs); at φ = 0.9 the bar is not met: a wander that slow looks like a
+    /// difference to any interval of a few dozen blocks (docs/methodology.md, "Reports and
     /// adaptive runs under drift").
     #[test]
     fn adaptive_a_over_a_under_drift() {
         for (k, (phi, sd, asserted)) in [
             (0.3, 0.01, true),
-            (0.5, 0.01, false),
-            (0.5, 0.02, false),
+            (0.5, 0.01, true),
+            (0.5, 0.02, true),
             (0.9, 0.01, false),
         ]
         .into_iter()

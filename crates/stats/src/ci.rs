@@ -259,6 +259,14 @@ fn quantile_type7(xs: &mut [f64], p: f64) -> f64 {
     x_lo + (h - lo as f64) * (x_hi - x_lo)
 }
 
+/// The confidence of each interval of a family of `family` (every cohort against one
+/// baseline on one metric) such that all of them hold together at `confidence`:
+/// Bonferroni's 1 − (1 − confidence) / family. A report reads its verdicts off these
+/// intervals, and an adaptive run stops when they are narrow enough, so the two agree.
+pub fn simultaneous_confidence(confidence: f64, family: usize) -> f64 {
+    1.0 - (1.0 - confidence) / family.max(1) as f64
+}
+
 /// One stratum of [`equal_weight_strata`]: its mean, the standard error of that mean, and
 /// the degrees of freedom of the standard error.
 #[derive(Clone, Copy, Debug, PartialEq)]

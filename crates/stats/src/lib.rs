@@ -39,8 +39,8 @@ pub mod ttest;
 
 pub use advice::{blocks_for_log_half_width, min_blocks_for_signed_rank, min_trials_for_rank_sum};
 pub use ci::{
-    equal_weight_strata, paired_ratio, paired_reciprocal_difference, unpaired_ratio,
-    unpaired_reciprocal_difference, RatioCi, Stratum, BOOTSTRAP, PAIRED_T_LOG,
+    equal_weight_strata, paired_ratio, paired_reciprocal_difference, simultaneous_confidence,
+    unpaired_ratio, unpaired_reciprocal_difference, RatioCi, Stratum, BOOTSTRAP, PAIRED_T_LOG,
 };
 pub use outliers::{robust_outliers, tukey_outliers};
 pub use ranktest::{

@@ -439,11 +439,22 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             None => String::new(),
         };
         println!(
-            "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} (97.5% intervals), at most {} blocks (about {}){budget}.",
+            "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} ({} intervals{}), at most {} blocks (about {}){budget}.",
             t.first_stop(experiment.configs.len()),
             experiment.configs.first().map_or("the baseline", |c| c.label.as_str()),
             100.0 * t.target,
             t.metric.name(),
+            report::format::confidence_text(experiment::precision::interval_confidence(
+                experiment.configs.len()
+            )),
+            if experiment.configs.len() > 2 {
+                format!(
+                    ", simultaneous over the {} comparisons",
+                    experiment.configs.len() - 1
+                )
+            } else {
+                String::new()
+            },
             t.max_batches,
             humantime::format_duration(Duration::from_secs((per_block * t.max_batches).as_secs()))
         );

@@ -227,18 +227,8 @@ pub(super) fn shape_level(comparisons: usize, metrics: usize, main: bool) -> f64
     }
 }
 
-/// The confidence of each interval of a family of `family` comparisons (every cohort against
-/// the baseline on one metric) so that all of them hold together at `confidence`:
-/// Bonferroni's 1 − (1 − confidence) / family. The verdict is read off this interval, so
-/// the family's chance of any false "significant" stays at most 1 − `confidence`, as Holm's
-/// adjustment of the rank tests kept it before (issue 47: the words and the interval shown
-/// must agree).
-pub(super) fn simultaneous_confidence(confidence: f64, family: usize) -> f64 {
-    1.0 - (1.0 - confidence) / family.max(1) as f64
-}
-
 /// One cohort against the baseline on metric `m`, its interval at `confidence` (already the
-/// simultaneous one of [`simultaneous_confidence`]).
+/// simultaneous one of [`stats::simultaneous_confidence`]).
 pub(super) fn compare(
     name: &str,
     valid: &[&TrialData],
@@ -462,7 +452,7 @@ pub(super) fn holm(p: &[Option<f64>]) -> (Vec<Option<f64>>, usize) {
 }
 
 /// The decision and its words, read off the interval shown: "significant" exactly when
-/// the interval (simultaneous over the family, [`simultaneous_confidence`]) excludes 1, so
+/// the interval (simultaneous over the family, [`stats::simultaneous_confidence`]) excludes 1, so
 /// the words and the figures a reader sees cannot disagree. The rank test's p-value (and
 /// its Holm adjustment over the family) stays beside it as a check on a skewed or
 /// dependent series, in the JSON and the HTML, and never decides: a "~ no significant

@@ -41,7 +41,7 @@ use crate::model::{
     REPORT_SCHEMA,
 };
 use cohort::{block_ratio_outliers, block_residuals, cohort, cohort_name, RunContext};
-use compare::{compare, decide, holm_adjust, shape_level, simultaneous_confidence};
+use compare::{compare, decide, holm_adjust, shape_level};
 use metrics::{http_metrics, script_metrics, summary, Metric};
 use overhead::overhead;
 use warnings::{
@@ -284,7 +284,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                 m.name == main_metric,
             );
             let family = order.len().saturating_sub(1);
-            let simultaneous = simultaneous_confidence(confidence, family);
+            let simultaneous = stats::simultaneous_confidence(confidence, family);
             if let Some(mut c) =
                 compare(name, &valid, &baseline, &base_valid, m, simultaneous, level)
             {

@@ -734,10 +734,11 @@ fn precision_lines(l: &Live, running: bool) -> Vec<Line<'static>> {
         }
     };
     let mut line = format!(
-        "Stopping rule after {} (target ±{}% on {}, 97.5% intervals): widest {widest} · {next}",
+        "Stopping rule after {} (target ±{}% on {}, {} intervals): widest {widest} · {next}",
         units::count(p.status.blocks_done as usize, "block"),
         100.0 * p.target.target,
-        p.target.metric.name()
+        p.target.metric.name(),
+        report::format::confidence_text(p.status.confidence)
     );
     if !running && p.added {
         line.push_str(" (when the run stopped)");
