@@ -502,41 +502,24 @@ pub fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
 /// The continued fraction of [`incomplete_beta`].
 fn beta_fraction(x: f64, a: f64, b: f64) -> f64 {
     const TINY: f64 = 1e-300;
+    let away_from_zero = |v: f64| if v.abs() < TINY { TINY } else { v };
     let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
     let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
+    let mut d = 1.0 / away_from_zero(1.0 - qab * x / qap);
     let mut h = d;
+    // One step of Lentz's method with the numerator `aa`: the factor it multiplies h by.
+    let mut step = |aa: f64| {
+        d = 1.0 / away_from_zero(1.0 + aa * d);
+        c = away_from_zero(1.0 + aa / c);
+        d * c
+    };
     for m in 1..10_000 {
         let m = m as f64;
         let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        h *= d * c;
-        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let step = d * c;
-        h *= step;
-        if (step - 1.0).abs() < 1e-15 {
+        h *= step(m * (b - m) * x / ((qam + m2) * (a + m2)));
+        let last = step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)));
+        h *= last;
+        if (last - 1.0).abs() < 1e-15 {
             break;
         }
     }
