@@ -211,7 +211,7 @@ fn check_gates_a_change_by_its_slowdown() {
     let file = lab.experiment(GATE);
     let summary = lab.dir.path("summary.md");
     std::fs::write(&summary, "earlier step\n").unwrap();
-    let check = |name: &str, head: &str, extra: &[&str]| {
+    let check = |name: &str, head: &str, max_slowdown: &str, extra: &[&str]| {
         let out = lab.dir.path(name);
         let mut all = vec![
             "check".to_string(),
@@ -227,13 +227,13 @@ fn check_gates_a_change_by_its_slowdown() {
             "--head".into(),
             head.into(),
             "--max-slowdown".into(),
-            "8%".into(),
+            max_slowdown.into(),
         ];
         all.extend(extra.iter().map(|a| a.to_string()));
         crate::support::spawn(&all).wait(Duration::from_secs(400))
     };
 
-    let slower = check("slower", "HEAD~1", &[]);
+    let slower = check("slower", "HEAD~1", "8%", &[]);
     assert_eq!(slower.code(), Some(1), "{slower:?}");
     assert!(
         slower.stdout.contains("## rubyrace check: ❌ fail"),
@@ -242,7 +242,11 @@ fn check_gates_a_change_by_its_slowdown() {
     assert!(slower.stdout.contains("| head | `HEAD~1` |"), "{slower:?}");
     assert!(!slower.stdout.contains("RUN IN PROGRESS"), "{slower:?}");
 
-    let same = check("same", "HEAD~2", &[]);
+    // An unchanged head passes with room to spare. At 8% a clean-clone CI, its other tests
+    // loading the 2 CPUs, saw the head/base ratio drift over 60 blocks, and the gate said so:
+    // inconclusive, the doubled interval [0.84–1.22] (2026-11-28). That is the gate doing its
+    // job on a machine that drifts; this case is about an unchanged head never failing.
+    let same = check("same", "HEAD~2", "30%", &[]);
     assert_eq!(same.code(), Some(0), "{same:?}");
     assert!(
         same.stdout.contains("## rubyrace check: ✅ pass"),
@@ -250,7 +254,7 @@ fn check_gates_a_change_by_its_slowdown() {
     );
 
     let tight = ["--min-blocks", "3", "--max-blocks", "3"];
-    let unsure = check("unsure", "HEAD", &tight);
+    let unsure = check("unsure", "HEAD", "8%", &tight);
     assert_eq!(unsure.code(), Some(4), "{unsure:?}");
     assert!(unsure.stdout.contains("inconclusive"), "{unsure:?}");
     let passing: Vec<&str> = tight
@@ -258,7 +262,7 @@ fn check_gates_a_change_by_its_slowdown() {
         .copied()
         .chain(["--inconclusive", "pass"])
         .collect();
-    assert_eq!(check("unsure-pass", "HEAD", &passing).code(), Some(0));
+    assert_eq!(check("unsure-pass", "HEAD", "8%", &passing).code(), Some(0));
 
     let written = std::fs::read_to_string(&summary).unwrap();
     assert!(
