@@ -117,8 +117,21 @@ pub fn dependent_mean_interval_beyond(
     confidence: f64,
     margin: f64,
 ) -> Option<(f64, f64, f64, f64)> {
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let (mean, se, effective_n) = dependent_mean_se(x, margin)?;
+    let df = (effective_n - 1.0).floor().max(1.0) as usize;
+    let half = t_quantile(0.5 + confidence / 2.0, df) * se;
+    Some((mean, mean - half, mean + half, effective_n))
+}
+
+/// The mean of a serially dependent series, the standard error of that mean and the
+/// effective sample size, as [`dependent_mean_interval_beyond`] widens for them (its
+/// t quantile has ⌊effective n − 1⌋ degrees of freedom, at least 1). `None` below 2 values.
+pub fn dependent_mean_se(x: &[f64], margin: f64) -> Option<(f64, f64, f64)> {
     let n = x.len();
-    if n < 2 || !(confidence > 0.0 && confidence < 1.0) {
+    if n < 2 {
         return None;
     }
     let nf = n as f64;
@@ -145,10 +158,7 @@ pub fn dependent_mean_interval_beyond(
     // E s² = σ²·(1 − (f − 1)/(n − 1)); keep the correction finite for short strong series.
     let shortfall = (1.0 - (f - 1.0) / (nf - 1.0)).max(0.25);
     let se = (var / shortfall * f / nf).sqrt();
-    let effective_n = (nf / f).max(2.0);
-    let df = (effective_n - 1.0).floor().max(1.0) as usize;
-    let half = t_quantile(0.5 + confidence / 2.0, df) * se;
-    Some((mean, mean - half, mean + half, effective_n))
+    Some((mean, se, (nf / f).max(2.0)))
 }
 
 /// The adjusted Fisher–Pearson sample skewness G₁ = √(n(n−1))/(n−2) · m₃/m₂^{3/2} (SciPy's

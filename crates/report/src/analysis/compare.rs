@@ -390,16 +390,14 @@ fn by_host_kind(
     let mut strata = Vec::new();
     for (kind, (hosts, x)) in &kinds {
         let mean = x.iter().sum::<f64>() / x.len() as f64;
-        let interval = (x.len() >= 2)
-            .then(|| stats::serial::dependent_mean_interval(x, confidence))
-            .flatten();
-        if let Some((m, _, high, effective)) = interval {
-            let df = (effective - 1.0).floor().max(1.0);
-            let t = stats::dist::t_quantile(0.5 + confidence / 2.0, df as usize);
+        let interval = stats::serial::dependent_mean_interval(x, confidence);
+        if let Some((m, se, effective)) =
+            stats::serial::dependent_mean_se(x, stats::serial::REPORT_DEPENDENCE_MARGIN)
+        {
             strata.push(stats::Stratum {
                 mean: m,
-                se: (high - m) / t,
-                df,
+                se,
+                df: (effective - 1.0).floor().max(1.0),
             });
         }
         rows.push(crate::model::HostKindRatio {
