@@ -22,6 +22,7 @@ mod error;
 pub mod fleet;
 pub mod gate;
 pub mod gemfile;
+pub mod locate;
 mod matrix;
 mod model;
 mod parse;

@@ -666,4 +666,4 @@ confidence; head/base throughput 1.0252× (2.5% faster) [0.9864–1.0656] (99.29
 }
 
 #[cfg(test)]
-mod simulation;
+pub(crate) mod simulation;
