@@ -13,7 +13,9 @@
 //! TOML walk), `matrix` (configurations and labels), `resolve` (each configuration's
 //! settings), `read` (the pipeline, from file to `Experiment`), with `model` (the result) and
 //! `error`; and what the run needs besides: `schedule`, `design`, `conditions`,
-//! `precision`, `servers`.
+//! `precision`, `servers`; and the rules that decide without a person: `gate` (`check`),
+//! `locate` (`bisect`'s k-section search), `bisect` (the step-by-step search before it,
+//! kept as the baseline its simulations compare with).
 
 pub mod bisect;
 pub mod conditions;

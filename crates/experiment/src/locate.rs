@@ -183,6 +183,19 @@ pub fn locate(measures: &[Measure], lo: usize, hi: usize) -> Option<Located> {
     })
 }
 
+/// How far the search's intervals widen for dependence between blocks: the gate's margin
+/// (one standard error of the lag-1 autocorrelation below its estimate), not the reports'
+/// half. With a handful of blocks, r₁ is mostly noise, and at the reports' margin a
+/// real search's ends at 5 blocks of a 4% spread had an interval from 0.01× to 131× (the
+/// effective n fell to 2): the search cannot call anything that early.
+pub const LOCATE_DEPENDENCE_MARGIN: f64 = 1.0;
+
+/// The mean of `x` and its interval at `confidence`, widened for dependence at the
+/// search's margin: (mean, low, high, effective n).
+fn interval(x: &[f64], confidence: f64) -> Option<(f64, f64, f64, f64)> {
+    stats::serial::dependent_mean_interval_beyond(x, confidence, LOCATE_DEPENDENCE_MARGIN)
+}
+
 /// Per block that measured both `a` and `b`, in block order: ln(cost of b / cost of a).
 pub fn contrast(measures: &[Measure], a: usize, b: usize) -> Vec<f64> {
     let mut of: BTreeMap<u32, (Option<f64>, Option<f64>)> = BTreeMap::new();
@@ -199,8 +212,8 @@ pub fn contrast(measures: &[Measure], a: usize, b: usize) -> Vec<f64> {
 }
 
 /// The mean of [`contrast`] and its interval at `confidence`, widened for dependence
-/// between blocks as reports widen theirs (`stats::serial::dependent_mean_interval`):
-/// (mean, low, high, blocks).
+/// between blocks at the search's margin ([`LOCATE_DEPENDENCE_MARGIN`]): (mean, low,
+/// high, blocks).
 pub fn contrast_interval(
     measures: &[Measure],
     a: usize,
@@ -208,7 +221,7 @@ pub fn contrast_interval(
     confidence: f64,
 ) -> Option<(f64, f64, f64, usize)> {
     let x = contrast(measures, a, b);
-    let (mean, low, high, _) = stats::serial::dependent_mean_interval(&x, confidence)?;
+    let (mean, low, high, _) = interval(&x, confidence)?;
     Some((mean, low, high, x.len()))
 }
 
@@ -252,6 +265,30 @@ pub fn candidates(located: &Located, k: usize, skipped: &BTreeSet<usize>) -> Vec
         }
     }
     picked.into_iter().collect()
+}
+
+/// What the next block measures, given the search's `planned` commits and the round
+/// running (`current`, with `blocks` stored): the round goes on, whatever the plan, until it
+/// has `min_blocks` blocks, unless the search has named something since it began
+/// (`settled`: the parts searched changed) or one of its commits cannot be measured. A
+/// plan that moves after every block would make every block a round of its own (a results
+/// directory, a checkout of every commit); holding a round a few blocks costs little,
+/// since every block of every round feeds the same model.
+pub fn hold_round(
+    planned: &[usize],
+    current: Option<(&[usize], u32)>,
+    settled: bool,
+    skipped: &BTreeSet<usize>,
+    min_blocks: u32,
+) -> Vec<usize> {
+    match current {
+        Some((commits, blocks))
+            if blocks < min_blocks && !settled && !commits.iter().any(|c| skipped.contains(c)) =>
+        {
+            commits.to_vec()
+        }
+        _ => planned.to_vec(),
+    }
 }
 
 /// How many candidates a block can hold beside the two ends: at most six (eight servers
@@ -307,7 +344,7 @@ pub fn metrics_at_ends<M: Copy>(
     per_metric
         .iter()
         .filter_map(|(metric, x)| {
-            let (mean, low, high, _) = stats::serial::dependent_mean_interval(x, confidence)?;
+            let (mean, low, high, _) = interval(x, confidence)?;
             let spread = stats::summary::Summary::of(x)?.sd;
             Some(MetricAtEnds {
                 metric: *metric,
@@ -350,9 +387,10 @@ pub struct LocateRule {
 pub const LOCATE_ALPHA: f64 = 0.05;
 
 /// The level of the call that a part left aside holds a change of its own, spread over
-/// its planned looks: 1%, since every named commit leaves up to two parts aside and a
-/// false call there sends the search after a change that is not there (at 5% each, 3%
-/// of simulated searches of one change ended in such a range).
+/// its planned looks (of its fresh blocks, up to its allowance): 1%, since every named
+/// commit leaves up to two parts aside and a false call there sends the search after a
+/// change that is not there (at 5% each, 3% of simulated searches of one change ended in
+/// such a range).
 pub const ASIDE_ALPHA: f64 = 0.01;
 
 impl LocateRule {
@@ -375,10 +413,10 @@ impl LocateRule {
         (looks, confidence)
     }
 
-    /// The confidence of each look at a part aside.
-    fn aside_confidence(&self) -> f64 {
-        let looks = crate::gate::planned_looks(self.min_blocks, self.max_blocks);
-        1.0 - ASIDE_ALPHA / looks.len() as f64
+    /// The confidence of each call that the ends differ (Bonferroni over the planned
+    /// looks): the level at which a metric's ends are said to show a regression.
+    pub fn call_confidence(&self) -> f64 {
+        self.looks().1
     }
 }
 
@@ -395,14 +433,28 @@ pub enum Finding {
         probability: f64,
         step: StepInterval,
     },
-    /// The budget ended: the smallest range holding 95% of the posterior, and its mass.
+    /// The first bad commit is one of `first..=last`, which hold `probability` together and
+    /// show the step against the commit before `first`: every commit of it but the last
+    /// cannot be measured (it does not build or boot), so they cannot be told apart.
+    Skipped {
+        first: usize,
+        last: usize,
+        probability: f64,
+        step: StepInterval,
+    },
+    /// The budget ended: the smallest range holding 95% of the posterior of the part
+    /// `lo..=hi` searched, and its mass.
     Range {
         first: usize,
         last: usize,
         probability: f64,
+        lo: usize,
+        hi: usize,
     },
-    /// A part left aside whose change could not be shown smaller than the smallest size:
-    /// up to `high` (log cost) between `lo` and `hi`.
+    /// A part beside a named commit that showed no change of its own in the blocks it was
+    /// given, but could not be shown free of one of the smallest size searched for: a
+    /// change of up to `high` (log cost) between `lo` and `hi` is not ruled out. A note,
+    /// not an answer: the search does not go after it.
     Unaccounted { lo: usize, hi: usize, high: f64 },
 }
 
@@ -426,7 +478,18 @@ enum Part {
     /// does is asked of the blocks from `from` on only: the blocks before chose the commit
     /// named, and with it how the ends of this part compare (a commit is named when it
     /// looks worse than the one before it), so they would find changes that are not there.
-    Aside { lo: usize, hi: usize, from: u32 },
+    /// It gets `allowance` fresh blocks: as many as the search took to name the commit, and
+    /// at least four times the first look (12 blocks: an 8% change at a per-block spread
+    /// of 3% is called by then); more, up to the budget, while their mean suggests a
+    /// change of half the smallest size. Then, shown no change, it is left with what its
+    /// interval allows (a change of up to its upper end, said when that is not below the
+    /// smallest change searched for).
+    Aside {
+        lo: usize,
+        hi: usize,
+        from: u32,
+        allowance: u32,
+    },
 }
 
 /// A whole k-section search: the blocks measured so far, the commits that cannot be
@@ -455,6 +518,30 @@ impl Search {
             regression: None,
             open: vec![Part::Search { lo: 0, hi: last }],
         }
+    }
+
+    /// The search as it stood after `blocks` (each block's figures: commit, log cost), fed
+    /// one at a time with a decision after each, as the search ran: what a resumed search
+    /// rebuilds from its stores. Stops early if the search ended before its last block.
+    pub fn replay(
+        rule: LocateRule,
+        last: usize,
+        skipped: impl IntoIterator<Item = usize>,
+        blocks: &[Vec<(usize, f64)>],
+    ) -> (Search, Next) {
+        let mut search = Search::new(rule, last);
+        for c in skipped {
+            search.skip(c);
+        }
+        let mut next = search.decide();
+        for figures in blocks {
+            if !matches!(next, Next::Measure(_)) {
+                break;
+            }
+            search.record(figures);
+            next = search.decide();
+        }
+        (search, next)
     }
 
     /// Blocks measured so far.
@@ -499,9 +586,7 @@ impl Search {
             let ends = contrast(&self.measures, 0, self.last);
             let n = ends.len() as u32;
             if n >= self.rule.min_blocks && (looks.contains(&n) || spent) {
-                if let Some((_, low, high, _)) =
-                    stats::serial::dependent_mean_interval(&ends, call_confidence)
-                {
+                if let Some((_, low, high, _)) = interval(&ends, call_confidence) {
                     if low > 0.0 {
                         self.regression = Some(true);
                     } else if high < self.rule.min_change {
@@ -518,7 +603,7 @@ impl Search {
         if self.regression == Some(false) {
             return Next::NothingToFind { exhausted: spent };
         }
-        while self.settle_one(&looks, call_confidence, spent) {}
+        while self.settle_one(call_confidence, spent) {}
         if self.open.is_empty() {
             return Next::Done;
         }
@@ -549,28 +634,39 @@ impl Search {
 
     /// Settles one open part if the blocks allow (a commit named, a part aside cleared or
     /// searched, or the budget's end said); `false` when none can be.
-    fn settle_one(&mut self, looks: &[u32], call_confidence: f64, spent: bool) -> bool {
+    fn settle_one(&mut self, call_confidence: f64, spent: bool) -> bool {
         for i in 0..self.open.len() {
             match self.open[i].clone() {
                 Part::Search { lo, hi } => {
                     let located = locate(&self.measures, lo, hi);
-                    if let Some((commit, probability, step)) = located
+                    if let Some((first, commit, probability, step)) = located
                         .as_ref()
                         .and_then(|l| self.named(l, call_confidence))
                     {
-                        self.findings.push(Finding::Commit {
-                            commit,
-                            probability,
-                            step,
+                        self.findings.push(if first == commit {
+                            Finding::Commit {
+                                commit,
+                                probability,
+                                step,
+                            }
+                        } else {
+                            Finding::Skipped {
+                                first,
+                                last: commit,
+                                probability,
+                                step,
+                            }
                         });
                         // The parts on either side must each be shown free of a change.
                         let from = self.blocks();
+                        let allowance = from.max(4 * self.rule.min_blocks);
                         let mut aside = Vec::new();
-                        if commit - 1 > lo {
+                        if first - 1 > lo {
                             aside.push(Part::Aside {
                                 lo,
-                                hi: commit - 1,
+                                hi: first - 1,
                                 from,
+                                allowance,
                             });
                         }
                         if hi > commit {
@@ -578,6 +674,7 @@ impl Search {
                                 lo: commit,
                                 hi,
                                 from,
+                                allowance,
                             });
                         }
                         self.open.splice(i..=i, aside);
@@ -593,13 +690,22 @@ impl Search {
                             first,
                             last,
                             probability,
+                            lo,
+                            hi,
                         });
                         return true;
                     }
                 }
-                Part::Aside { lo, hi, from } => {
-                    // A change is called on the fresh blocks at their planned looks;
-                    // none of the search's smallest size, on every block.
+                Part::Aside {
+                    lo,
+                    hi,
+                    from,
+                    allowance,
+                } => {
+                    // A change is called on the fresh blocks at their planned looks (those
+                    // of the whole budget), at ASIDE_ALPHA over them; once the allowance is
+                    // spent (or the budget), the part is left, with its interval over every
+                    // block.
                     let fresh: Vec<Measure> = self
                         .measures
                         .iter()
@@ -608,28 +714,34 @@ impl Search {
                         .collect();
                     let x = contrast(&fresh, lo, hi);
                     let n = x.len() as u32;
-                    let called = n >= self.rule.min_blocks
-                        && (looks.contains(&n) || spent)
-                        && stats::serial::dependent_mean_interval(&x, self.rule.aside_confidence())
-                            .is_some_and(|i| i.1 > 0.0);
+                    let aside_looks =
+                        crate::gate::planned_looks(self.rule.min_blocks, self.rule.max_blocks);
+                    let aside_confidence = 1.0 - ASIDE_ALPHA / aside_looks.len() as f64;
+                    let at_look = n >= self.rule.min_blocks && (aside_looks.contains(&n) || spent);
+                    let called =
+                        at_look && interval(&x, aside_confidence).is_some_and(|i| i.1 > 0.0);
+                    if called {
+                        self.open[i] = Part::Search { lo, hi };
+                        return true;
+                    }
                     let interval = contrast_interval(&self.measures, lo, hi, call_confidence);
-                    let enough = interval.is_some_and(|i| i.3 as u32 >= self.rule.min_blocks);
-                    match interval {
-                        _ if called => {
-                            self.open[i] = Part::Search { lo, hi };
-                            return true;
-                        }
-                        Some((_, _, high, _)) if enough && high < self.rule.min_change => {
-                            self.open.remove(i);
-                            return true;
-                        }
-                        _ if spent => {
-                            let high = interval.map_or(f64::INFINITY, |i| i.2);
-                            self.open.remove(i);
-                            self.findings.push(Finding::Unaccounted { lo, hi, high });
-                            return true;
-                        }
-                        _ => {}
+                    let cleared = interval.is_some_and(|i| {
+                        i.3 as u32 >= self.rule.min_blocks && i.2 < self.rule.min_change
+                    });
+                    if cleared {
+                        self.open.remove(i);
+                        return true;
+                    }
+                    // Past the allowance, a part whose fresh blocks suggest a change of
+                    // half the smallest size (their mean) keeps its blocks until it is called,
+                    // cleared or the budget ends.
+                    let suggests =
+                        n > 0 && x.iter().sum::<f64>() / n as f64 >= self.rule.min_change / 2.0;
+                    if (n >= allowance && !suggests) || spent {
+                        let high = interval.map_or(f64::INFINITY, |i| i.2);
+                        self.open.remove(i);
+                        self.findings.push(Finding::Unaccounted { lo, hi, high });
+                        return true;
                     }
                 }
             }
@@ -660,18 +772,35 @@ impl Search {
     /// The commit the posterior names, when it holds `confidence` of it and the blocks that
     /// measured it beside the commit before it show the step on their own, at the level of
     /// the search's other calls (a posterior looked at after every block crosses 95% by
-    /// chance more often than 5%): (commit, probability, the step's interval).
-    fn named(&self, located: &Located, call_confidence: f64) -> Option<(usize, f64, StepInterval)> {
+    /// chance more often than 5%): (first, commit, probability, the step's interval). When
+    /// the commits just before it cannot be measured, they cannot be told from it: the run
+    /// `first..=commit` is named together (first < commit), its probability summed, and the
+    /// step is against the measured commit before the run.
+    fn named(
+        &self,
+        located: &Located,
+        call_confidence: f64,
+    ) -> Option<(usize, usize, f64, StepInterval)> {
         if self.regression != Some(true) {
             return None;
         }
-        let commit = located.map;
-        let probability = located.probability(commit);
-        if probability < self.rule.confidence || self.skipped.contains(&(commit - 1)) {
+        // The most probable commit that can be measured (a skipped one ties with the
+        // commit after it, and the tie goes to the lower).
+        let mut commit = located.map;
+        while self.skipped.contains(&commit) && commit < located.hi {
+            commit += 1;
+        }
+        let mut first = commit;
+        while first - 1 > located.lo && self.skipped.contains(&(first - 1)) {
+            first -= 1;
+        }
+        let probability: f64 = (first..=commit).map(|c| located.probability(c)).sum();
+        if probability < self.rule.confidence || self.skipped.contains(&commit) {
             return None;
         }
-        let step = contrast_interval(&self.measures, commit - 1, commit, call_confidence)?;
+        let step = contrast_interval(&self.measures, first - 1, commit, call_confidence)?;
         (step.3 as u32 >= self.rule.min_blocks && step.1 > 0.0).then_some((
+            first,
             commit,
             probability,
             step,
@@ -684,6 +813,32 @@ impl Search {
     /// a commit (at most four budgets more; `None` past that).
     pub fn blocks_to_settle(&self, seed: u64, runs: u32) -> Option<(Option<u32>, Option<u32>)> {
         let located = self.located()?;
+        self.settle_from(&located, self.clone(), seed, runs)
+    }
+
+    /// [`Search::blocks_to_settle`] for the part `lo..=hi` of a search that ended in a
+    /// range there.
+    pub fn blocks_to_settle_in(
+        &self,
+        lo: usize,
+        hi: usize,
+        seed: u64,
+        runs: u32,
+    ) -> Option<(Option<u32>, Option<u32>)> {
+        let located = locate(&self.measures, lo, hi)?;
+        let mut from = self.clone();
+        from.open = vec![Part::Search { lo, hi }];
+        from.regression = Some(true);
+        self.settle_from(&located, from, seed, runs)
+    }
+
+    fn settle_from(
+        &self,
+        located: &Located,
+        from: Search,
+        seed: u64,
+        runs: u32,
+    ) -> Option<(Option<u32>, Option<u32>)> {
         let mut rng = SeededRng::new(seed);
         let cap = 4 * self.rule.max_blocks.max(10);
         let mut needed: Vec<Option<u32>> = Vec::new();
@@ -696,7 +851,7 @@ impl Search {
                     cum >= u
                 })
                 .unwrap_or(located.hi);
-            let mut sim = self.clone();
+            let mut sim = from.clone();
             sim.rule.max_blocks = self.blocks() + cap;
             let start = sim.findings.len();
             let before = sim.blocks();

@@ -518,7 +518,7 @@ fn never_ran(trials: &[TrialResult]) -> Option<(usize, String)> {
 
 /// Every configuration with a failed trial and no valid one, in configuration order, each
 /// with the reason of its first failure.
-fn never_ran_all(trials: &[TrialResult]) -> Vec<(usize, String)> {
+pub fn never_ran_all(trials: &[TrialResult]) -> Vec<(usize, String)> {
     let mut found: Vec<(usize, String)> = Vec::new();
     let mut failed: Vec<&TrialResult> = trials
         .iter()

@@ -1,25 +1,41 @@
 //! The record of a bisection (`rubyrace bisect`): `bisect.json` at the top of its
-//! directory, beside `steps/`, which holds one results directory per decision (the ends,
-//! then each step's candidate). The history searched, the search's settings and every
-//! step's outcome are here; every trial is in its step's store.
+//! directory, beside `rounds/`, which holds one results directory per round (a set of
+//! commits measured side by side, block after block, while the search asks for that set).
+//! The history searched, the search's settings, each round's commits, and what the search
+//! concluded (each commit's cost against good and its probability of being the first bad
+//! one, the commits named, the ranges left) are here; every trial is in its round's store,
+//! and the search is rebuilt from those trials on `--resume`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use experiment::bisect::{BisectEnd, EndsVerdict, StepVerdict};
 use experiment::precision::PrecisionMetric;
 use serde::{Deserialize, Serialize};
 
-pub const BISECT_SCHEMA: &str = "rubyrace.bisect/1";
+/// The k-section search (issue 48). Records of the step-by-step search before it
+/// (`rubyrace.bisect/1`) are named and refused.
+pub const BISECT_SCHEMA: &str = "rubyrace.bisect/2";
 pub const BISECT_FILE: &str = "bisect.json";
+/// The directory of the rounds' stores, under the bisection's directory.
+pub const ROUNDS_DIR: &str = "rounds";
+/// A round store's meta key: the round's number and the commit of each configuration id.
+pub const ROUND_META: &str = "bisect_round";
 
-/// The bisection whose step `dir` is (`BISECTION/steps/NN-…`, beside `bisect.json`), if
+/// The bisection whose round `dir` is (`BISECTION/rounds/NN`, beside `bisect.json`), if
 /// it is one.
 pub fn bisection_of(dir: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(dir).ok()?;
-    let steps = absolute.parent()?;
-    let top = steps.parent()?;
-    (steps.file_name()? == "steps" && top.join(BISECT_FILE).is_file()).then(|| top.to_path_buf())
+    let rounds = absolute.parent()?;
+    let top = rounds.parent()?;
+    (rounds.file_name()? == ROUNDS_DIR && top.join(BISECT_FILE).is_file())
+        .then(|| top.to_path_buf())
+}
+
+/// A round store's meta [`ROUND_META`]: its number and, per configuration id, the commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundMeta {
+    pub round: usize,
+    pub commits: Vec<usize>,
 }
 
 /// A commit of the history searched.
@@ -31,42 +47,136 @@ pub struct CommitInfo {
     pub date: String,
 }
 
-/// One decision of the search: the ends (no `commit`) or a step on `commit`.
+/// One round: the commits measured side by side (each a configuration of its store, in
+/// this order), and the blocks it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// The candidate's index in `commits`; absent for the ends.
-    pub commit: Option<usize>,
-    /// A step's own ends, `[good, bad]` (indices in `commits`): the range it splits, whose
-    /// ends run beside the candidate. Absent for the ends, and in a record of an older
-    /// rubyrace, whose steps all ran against the history's ends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ends: Option<[usize; 2]>,
+pub struct RoundRecord {
     /// Its results directory, relative to the bisection's directory.
     pub dir: PathBuf,
-    /// How it ended; absent while it runs (or when it was interrupted).
-    pub end: Option<BisectEnd>,
+    /// Indices in `commits`, in configuration-id order.
+    pub commits: Vec<usize>,
+    /// Blocks stored.
+    pub blocks: u32,
     /// Its measuring time, seconds (an interleaved block counts once).
     pub measuring_s: f64,
+    /// The search's findings when it began: a round is held for its first blocks unless
+    /// the search names something meanwhile.
+    #[serde(default)]
+    pub findings_before: usize,
 }
 
-/// Where the search ended.
+/// One commit's cost against the good end, from every block that measured both (the
+/// mean per-block log ratio, its 95% interval widened for dependence), and the probability
+/// that it is the first bad commit of the part of the history last searched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommitEstimate {
+    pub commit: usize,
+    pub ratio: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub blocks: usize,
+    pub probability: Option<f64>,
+}
+
+/// What the search concluded about one part of the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Finding {
+    /// The first bad commit of a change: the probability it holds, and its cost against the
+    /// commit before it (ratio and interval at the search's level, blocks).
+    Commit {
+        commit: usize,
+        probability: f64,
+        ratio: f64,
+        low: f64,
+        high: f64,
+        blocks: usize,
+    },
+    /// The first bad commit is one of `first..=last`, which hold `probability` together:
+    /// every commit of it but the last does not build or boot, so they cannot be told
+    /// apart; the cost of `last` against the commit before `first` (ratio and interval at
+    /// the search's level, blocks).
+    Skipped {
+        first: usize,
+        last: usize,
+        probability: f64,
+        ratio: f64,
+        low: f64,
+        high: f64,
+        blocks: usize,
+    },
+    /// The budget ended with the change in `first..=last`, which holds `probability` of
+    /// it; `to_settle`: blocks that would place it, if known.
+    Range {
+        first: usize,
+        last: usize,
+        probability: f64,
+        to_settle: Option<Settle>,
+    },
+    /// A note beside the answer: a part beside a named commit (`lo` good, `hi` bad) that
+    /// showed no change of its own in the blocks it was given, but could not be shown free
+    /// of one of the smallest size searched for: a change of up to `up_to` (a ratio) there
+    /// is not ruled out.
+    Unaccounted { lo: usize, hi: usize, up_to: f64 },
+}
+
+/// How many more blocks (and minutes, at this search's pace) would place a change with
+/// 80% and 95% probability, from the spread measured; `None`: more than four budgets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settle {
+    pub blocks_80: Option<u32>,
+    pub blocks_95: Option<u32>,
+    pub minutes_80: Option<f64>,
+    pub minutes_95: Option<f64>,
+}
+
+/// The part being searched (`lo` good, `hi` bad) after the last block: the most probable
+/// first bad commit with its probability, and the smallest range holding 95%.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Searching {
+    pub lo: usize,
+    pub hi: usize,
+    pub most_probable: usize,
+    pub probability: f64,
+    pub first: usize,
+    pub last: usize,
+    pub range_probability: f64,
+}
+
+/// One metric's ends when the search chose what to search on: the bad end's cost against
+/// good, its interval, the per-block spread, and the regression in units of that spread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricEnds {
+    pub metric: PrecisionMetric,
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    pub spread: f64,
+    pub blocks: usize,
+    pub signal_to_noise: f64,
+}
+
+/// Where the search ended (its details are in `findings`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum BisectOutcome {
-    /// The ends' interval holds "no change": nothing to find at this precision.
-    NothingToFind,
+    /// The ends' interval lies below the smallest change the search accounts for, or
+    /// (`exhausted`) the budget ended before it showed a regression.
+    NothingToFind {
+        #[serde(default)]
+        exhausted: bool,
+    },
     /// The first bad commit (an index in `commits`).
     Commit { commit: usize },
-    /// The first bad commit is one of `first..=last`: commits in it were skipped, or a
-    /// step could not tell (`cannot_tell`), and the search stopped there.
+    /// The first bad commit is one of `first..=last`: commits in it were skipped, or the
+    /// budget ended before one commit held 95% (`cannot_tell`).
     Range {
         first: usize,
         last: usize,
         cannot_tell: bool,
     },
-    /// More than one change, each searched apart (a step found a commit with only part of
-    /// its range's regression), in commit order: each `first == last` (one commit) or a
-    /// range, as above.
+    /// More than one change (a part beside a named commit showed a change of its own), in
+    /// commit order: each `first == last` (one commit) or a range, as above.
     Changes { changes: Vec<Change> },
 }
 
@@ -113,18 +223,44 @@ pub struct BisectRecord {
     pub configure_opts: Vec<String>,
     pub good_ref: String,
     pub bad_ref: String,
+    /// The metric searched on: given (`--metric`), or chosen once the ends showed a
+    /// regression on some metric (`metric_chosen`), until then the workload's first.
     pub metric: PrecisionMetric,
+    pub metric_given: bool,
+    pub metric_chosen: bool,
+    /// Every metric's ends when the metric was chosen.
+    #[serde(default)]
+    pub metric_ends: Vec<MetricEnds>,
+    /// The searched metric's ends after the last block.
+    #[serde(default)]
+    pub ends: Option<MetricEnds>,
+    /// Blocks before the first call, and the whole search's budget in blocks.
     pub min_blocks: u32,
     pub max_blocks: u32,
-    pub precision: Option<f64>,
+    /// The smallest change the search accounts for (a fraction: 0.02 is 2%).
+    pub min_change: f64,
+    /// Candidates per block beside the two ends, and why that many.
+    pub candidates: usize,
+    pub candidates_why: String,
     /// The history: good first, bad last (first-parent line).
     pub commits: Vec<CommitInfo>,
-    pub steps: Vec<StepRecord>,
+    pub rounds: Vec<RoundRecord>,
     /// Commits skipped: they did not build or boot (indices, with the reason).
     pub skipped: Vec<(usize, String)>,
+    /// Every measured commit's cost against good, after the last block.
+    #[serde(default)]
+    pub estimates: Vec<CommitEstimate>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// The part of the history being searched after the last block (none once the
+    /// search has ended or before its first block).
+    #[serde(default)]
+    pub searching: Option<Searching>,
+    /// The commits the next block measures (empty once the search has ended).
+    #[serde(default)]
+    pub next: Vec<usize>,
     pub outcome: Option<BisectOutcome>,
-    /// Some step found the candidate with only part of the regression: more than one
-    /// change (or a gradual one) in the range.
+    /// More than one change was found.
     pub more_than_one_change: bool,
 }
 
@@ -133,15 +269,17 @@ impl BisectRecord {
         let path = dir.join(BISECT_FILE);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let record: BisectRecord = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a bisection's record", path.display()))?;
-        anyhow::ensure!(
-            record.schema == BISECT_SCHEMA,
-            "{}: schema {:?}, this rubyrace reads {BISECT_SCHEMA:?}",
-            path.display(),
-            record.schema
-        );
-        Ok(record)
+        let schema = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("schema")?.as_str().map(str::to_string));
+        if let Some(schema) = schema.filter(|s| s != BISECT_SCHEMA) {
+            anyhow::bail!(
+                "{}: schema {schema:?}, a search by an older rubyrace (one step at a time); this rubyrace reads {BISECT_SCHEMA:?}. Its steps/ hold ordinary results directories that `rubyrace report` still reads one by one; start a new search to go on",
+                path.display()
+            );
+        }
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a bisection's record", path.display()))
     }
 
     /// Writes `bisect.json` atomically (a temporary file renamed over it), so a kill leaves
@@ -155,59 +293,19 @@ impl BisectRecord {
             .with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// The ends' decision, once made.
-    pub fn ends(&self) -> Option<&experiment::bisect::EndsDecision> {
-        self.steps.iter().find_map(|s| match &s.end {
-            Some(BisectEnd::Ends(d))
-                if s.commit.is_none() && d.verdict != EndsVerdict::Continue =>
-            {
-                Some(d)
-            }
-            _ => None,
-        })
+    /// The estimate of `commit`, if it was measured.
+    pub fn estimate(&self, commit: usize) -> Option<&CommitEstimate> {
+        self.estimates.iter().find(|e| e.commit == commit)
     }
 
-    /// A step's own ends (the history's, for an older record's steps).
-    pub fn ends_of(&self, step: &StepRecord) -> (usize, usize) {
-        step.ends
-            .map(|[g, b]| (g, b))
-            .unwrap_or((0, self.commits.len() - 1))
+    /// Blocks over every round.
+    pub fn blocks(&self) -> u32 {
+        self.rounds.iter().map(|r| r.blocks).sum()
     }
 
-    /// What the change from commit `before` to commit `after` costs (after against before),
-    /// with its interval, from the decision that measured the two side by side: a step on
-    /// `after` with `before` as its good end, a step on `before` with `after` as its bad
-    /// end, or the ends of the history.
-    pub fn effect(&self, before: usize, after: usize) -> Option<(f64, Option<f64>, Option<f64>)> {
-        self.steps.iter().find_map(|s| {
-            let (good, bad) = self.ends_of(s);
-            match (&s.end, s.commit) {
-                (Some(BisectEnd::Step(d)), Some(c)) if c == after && good == before => {
-                    d.ratio_to_good.map(|r| (r, d.ratio_low, d.ratio_high))
-                }
-                (Some(BisectEnd::Step(d)), Some(c)) if c == before && bad == after => {
-                    d.bad_to_candidate.map(|r| (r, d.bad_low, d.bad_high))
-                }
-                (Some(BisectEnd::Ends(d)), None)
-                    if (before, after) == (0, self.commits.len() - 1) =>
-                {
-                    d.ratio.map(|r| (r, d.low, d.high))
-                }
-                _ => None,
-            }
-        })
-    }
-
-    /// The step that measured `commit`, decided.
-    pub fn step_of(&self, commit: usize) -> Option<&experiment::bisect::StepDecision> {
-        self.steps.iter().find_map(|s| match &s.end {
-            Some(BisectEnd::Step(d))
-                if s.commit == Some(commit) && d.verdict != StepVerdict::Continue =>
-            {
-                Some(d)
-            }
-            _ => None,
-        })
+    /// Measuring seconds over every round.
+    pub fn measuring_s(&self) -> f64 {
+        self.rounds.iter().map(|r| r.measuring_s).sum()
     }
 
     /// The commit's hash, 12 characters, and subject.

@@ -96,9 +96,10 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
     emit(&report, &sources, &args.common, &args.dirs[0])
 }
 
-/// The report of a bisection's directory (`rubyrace bisect`): its answer and steps as
-/// Markdown (`table`, `markdown`), or its page (`html`, by default DIR/bisect.html). Each
-/// step's directory under `steps/` is an ordinary results directory for the other formats.
+/// The report of a bisection's directory (`rubyrace bisect`): its answer, commits and
+/// rounds as Markdown (`table`, `markdown`), or its page (`html`, by default
+/// DIR/bisect.html). Each round's directory under `rounds/` is an ordinary results
+/// directory for the other formats.
 fn bisection(dir: &std::path::Path, common: &CommonArgs) -> Result<ExitCode> {
     let record = results::bisect::BisectRecord::read(dir)?;
     let (text, default) = match common.format {
@@ -111,7 +112,7 @@ fn bisection(dir: &std::path::Path, common: &CommonArgs) -> Result<ExitCode> {
             Some(dir.join("bisect.html")),
         ),
         other => bail!(
-            "{} is a bisection: its report is markdown or html; `rubyrace report {}/steps/DIR --format {other:?}` reports one of its steps",
+            "{} is a bisection: its report is markdown or html; `rubyrace report {}/rounds/NN --format {other:?}` reports one of its rounds",
             dir.display(),
             dir.display()
         ),

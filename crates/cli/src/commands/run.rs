@@ -87,7 +87,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (mut store, kind) = if let Some(dir) = &args.resume {
         if dir.join(results::bisect::BISECT_FILE).exists() {
             eprintln!(
-                "rubyrace: {} holds a bisection: go on with `rubyrace bisect --resume {}` (a run's resume would finish one step outside the search)",
+                "rubyrace: {} holds a bisection: go on with `rubyrace bisect --resume {}` (a run's resume would measure outside the search)",
                 dir.display(),
                 dir.display()
             );
@@ -98,11 +98,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             drop(store);
             return super::check::resume_from_run(dir);
         }
-        if store.bisect()?.is_some() {
-            // A step's directory: DIR/steps/NN-…
+        if store.meta(results::bisect::ROUND_META)?.is_some() {
+            // A round's directory: DIR/rounds/NN
             let search = dir.ancestors().nth(2).unwrap_or(dir);
             eprintln!(
-                "rubyrace: {} is a step of the bisection in {}: go on with `rubyrace bisect --resume {}` (a run's resume would finish this step outside the search)",
+                "rubyrace: {} is a round of the bisection in {}: go on with `rubyrace bisect --resume {}` (a run's resume would measure it outside the search)",
                 dir.display(),
                 search.display(),
                 search.display()

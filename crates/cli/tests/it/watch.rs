@@ -312,44 +312,35 @@ fn interrupted_when(
     (frames.last().unwrap().clone(), watch_once(dir), end)
 }
 
-/// (46.9, 46.10, 46.11) A bisection's step, watched from the bisection's directory: which
-/// step, its range, θ so far, the rule's next look, the steps and commits left, the answer
-/// so far; interrupted, the command that goes on is the bisection's, not `run --resume`
-/// (which would finish one step outside the search). bisect's own progress estimates the
-/// steps left and counts its plan as a minimum.
+/// (46.9, 46.10, 46.11) A bisection's round, watched from the bisection's directory:
+/// which round, its commits, the blocks against the whole search's budget, where the
+/// search stands; interrupted, the command that goes on is the bisection's, not `run
+/// --resume` (which would measure outside the search). bisect's own progress says each
+/// block's commits and its budget.
 #[test]
 fn watch_shows_a_bisections_search_and_its_resume_command() {
     let lab = Lab::new("watch-bisect");
     let work = crate::bisect::WORK;
     crate::bisect::history(&lab, |i| if i >= 13 { work * 2 } else { work }, |_| false);
     let out = lab.dir.path("search");
-    let args = crate::bisect::bisect_args(&lab, &out, &["--min-blocks", "3", "--max-blocks", "6"]);
+    let args = crate::bisect::bisect_args(&lab, &out, &["--max-blocks", "6"]);
     let running = crate::support::spawn(&args);
     let (frame, after, end) = interrupted_when(running, &out, Duration::from_secs(400), |f| {
-        f.contains("  step 1: commit ") && f.contains("blocks 1 done of ")
+        f.contains("  round 1 of the search: commits ") && f.contains("  blocks: 1 of at most 6")
     });
-    let step = std::fs::read_dir(out.join("steps"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("01-"))
-        .expect("the first step's directory");
+    let round = out.join("rounds").join("01");
     assert!(
-        frame.starts_with(&format!("rubyrace watch · {}\n", step.display())),
+        frame.starts_with(&format!("rubyrace watch · {}\n", round.display())),
         "{frame}"
     );
     for expected in [
         format!(
-            "Bisection of 20 commits (main~19 .. main) on throughput: {}",
+            "Bisection of 20 commits (main~19 .. main) on throughput (provisional): {}",
             out.display()
         ),
-        "  step 1: commit 9 (".to_string(),
-        "the middle of its range 0..19: the first bad commit is one of commits 1–19".into(),
-        "  so far: not decided: θ".into(),
-        " · its next look after 3 blocks".into(),
-        "blocks 1 done of at least 3 planned (its rule decides when it stops; its next look after 3 blocks) · trials 3 of at least 9 stored".into(),
-        "  about 5 steps left, this one included (18 commits left to test: about ⌈log₂(n + 1)⌉ steps for n); ~".into(),
-        "of measuring per decision so far".into(),
-        "  answer so far: still searched: one of commits 1–19".into(),
+        "  round 1 of the search: commits 0, ".to_string(),
+        ", 19 side by side".into(),
+        "  blocks: 1 of at most 6 over the whole search (this round: 1)".into(),
     ] {
         assert!(frame.contains(&expected), "{expected:?} not in:\n{frame}");
     }
@@ -363,20 +354,12 @@ fn watch_shows_a_bisections_search_and_its_resume_command() {
         "{after}"
     );
     assert!(!after.contains("rubyrace run --resume"), "{after}");
-    // bisect's own words: the steps left before and at each step, the plan a minimum.
+    // bisect's own words: each block's commits against the budget.
     assert!(
         end.stderr
-            .contains("the ends: good against bad; then about 5 steps (18 commits to test"),
+            .contains("rubyrace: block 1 of at most 6: commits 0, "),
         "{end:?}"
     );
-    assert!(
-        end.stderr.contains("step 1: commit 9 of 19 (0 .. 19), ")
-            && end
-                .stderr
-                .contains("; about 5 steps left, this one included (18 commits left to test"),
-        "{end:?}"
-    );
-    assert!(end.stderr.contains("/≥6] block 1 · "), "{end:?}");
     lab.assert_no_leftovers(Duration::from_secs(5));
 }
 

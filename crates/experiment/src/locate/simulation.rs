@@ -164,9 +164,17 @@ pub(crate) fn k_section(h: &mut History, rule: LocateRule) -> Answer {
     let last = h.truth.len() - 1;
     let mut s = Search::new(rule, last);
     let (mut server_blocks, mut seconds) = (0, 0.0);
+    let mut round: Option<(Vec<usize>, u32, usize)> = None;
     let nothing = loop {
         match s.decide() {
-            Next::Measure(commits) => {
+            Next::Measure(planned) => {
+                let settled = round.as_ref().is_some_and(|r| r.2 != s.findings.len());
+                let current = round.as_ref().map(|r| (r.0.as_slice(), r.1));
+                let commits = hold_round(&planned, current, settled, &s.skipped, rule.min_blocks);
+                round = match round.take() {
+                    Some((c, b, f)) if c == commits => Some((c, b + 1, f)),
+                    _ => Some((commits.clone(), 1, s.findings.len())),
+                };
                 server_blocks += commits.len() as u32;
                 seconds += block_seconds(commits.len());
                 let figures = h.block(&commits);
@@ -188,7 +196,9 @@ pub(crate) fn k_section(h: &mut History, rule: LocateRule) -> Answer {
         for f in &s.findings {
             match f {
                 Finding::Commit { commit, .. } => a.commits.push(*commit),
-                Finding::Range { first, last, .. } => a.ranges.push((*first, *last)),
+                Finding::Range { first, last, .. } | Finding::Skipped { first, last, .. } => {
+                    a.ranges.push((*first, *last))
+                }
                 Finding::Unaccounted { lo, hi, .. } => a.unaccounted.push((*lo, *hi)),
             }
         }
@@ -443,7 +453,13 @@ fn wrong_answers_stay_rare_when_the_noise_misbehaves() {
             noise_name(noise),
             t.line()
         );
-        assert_eq!(t.dropped, t.nothing, "{}: {}", noise_name(noise), t.line());
+        // A change is dropped only where nothing was found, or the answer was wrong.
+        assert!(
+            t.dropped <= t.nothing + t.wrong,
+            "{}: {}",
+            noise_name(noise),
+            t.line()
+        );
     }
 }
 

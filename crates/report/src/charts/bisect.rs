@@ -1,101 +1,48 @@
-//! A bisection's chart: every measured commit's cost against good, in commit order, with
-//! its interval; the good end at 1, the bad end from the ends; the line θ = ½ (halfway to
-//! bad, where the first step decides), skipped commits marked on the axis, and the answer
-//! (each change, when there are several) marked. A step measures its candidate against its
-//! own range's ends: its cost against good is that step's ratio times its good end's cost
-//! against good (chained on the point estimates), and the interval drawn is the step's own,
-//! placed the same way.
+//! A bisection's chart (the k-section search of issue 48): in commit order, every measured
+//! commit's cost against the good end with its 95% interval (from every block that measured
+//! both), the good end's level and the smallest change searched for as lines, each named
+//! first bad commit marked, the answer shaded (a commit, a range, or each of several
+//! changes), skipped commits crossed on the axis; and under it, a bar per measured commit:
+//! the probability that it is the first bad one.
 
 use std::fmt::Write as _;
 
-use experiment::bisect::{BisectEnd, StepVerdict};
-use results::bisect::{BisectOutcome, BisectRecord};
+use results::bisect::{BisectOutcome, BisectRecord, Finding};
 
-use super::svg::{c, caption, document, label, linear, nice_ticks, x_axis, y_axis, Scale};
+use super::svg::{
+    c, caption, document, label, linear, nice_ticks, x_axis, y_axis, zero_based_ticks, Scale,
+};
 use super::{INK, MUTED, PALETTE, WIDTH};
 
+const MEASURED: &str = PALETTE[0];
 const GOOD: &str = PALETTE[2];
 const BAD: &str = PALETTE[5];
-const UNSURE: &str = PALETTE[6];
 
-/// A measured commit: its index, cost against good with its interval, colour and verdict.
-struct Point {
-    commit: usize,
-    ratio: f64,
-    low: Option<f64>,
-    high: Option<f64>,
-    colour: &'static str,
-    what: &'static str,
-}
-
-/// The chart's SVG; None before the ends have a figure.
+/// The chart's SVG; None before any commit has an estimate.
 pub fn bisect(record: &BisectRecord) -> Option<String> {
-    let ends = record.ends()?;
-    let bad = ends.ratio?;
-    let last = record.commits.len() - 1;
-    let mut points = vec![
-        Point {
-            commit: 0,
-            ratio: 1.0,
-            low: None,
-            high: None,
-            colour: GOOD,
-            what: "good end",
-        },
-        Point {
-            commit: last,
-            ratio: bad,
-            low: ends.low,
-            high: ends.high,
-            colour: BAD,
-            what: "bad end",
-        },
-    ];
-    // Each measured commit's cost against good, chained from its step's ends.
-    let mut against_good = std::collections::BTreeMap::from([(0usize, 1.0f64), (last, bad)]);
-    for step in &record.steps {
-        if let (Some(commit), Some(BisectEnd::Step(d))) = (step.commit, &step.end) {
-            let (good_end, bad_end) = record.ends_of(step);
-            // The factor that puts the step's ratios against good, and the ratio itself.
-            let placed = match (against_good.get(&good_end), against_good.get(&bad_end)) {
-                (Some(g), _) => d.ratio_to_good.map(|r| (*g, r)),
-                (None, Some(b)) => d
-                    .bad_to_candidate
-                    .zip(d.ratio_to_good)
-                    .map(|(rest, r)| (*b / rest / r, r)),
-                _ => None,
-            };
-            if let Some((factor, r)) = placed {
-                against_good.insert(commit, factor * r);
-                let colour = match d.verdict {
-                    StepVerdict::Bad => BAD,
-                    StepVerdict::Good => GOOD,
-                    _ => UNSURE,
-                };
-                let verdict = match d.verdict {
-                    StepVerdict::Bad => "bad",
-                    StepVerdict::Good => "good",
-                    _ => "cannot tell",
-                };
-                points.push(Point {
-                    commit,
-                    ratio: factor * r,
-                    low: d.ratio_low.map(|l| factor * l),
-                    high: d.ratio_high.map(|h| factor * h),
-                    colour,
-                    what: verdict,
-                });
-            }
-        }
+    if record.estimates.is_empty() || record.commits.is_empty() {
+        return None;
     }
-    let lo = points
+    let last = record.commits.len() - 1;
+    let named: Vec<usize> = record
+        .findings
         .iter()
-        .map(|p| p.low.unwrap_or(p.ratio))
+        .filter_map(|f| match f {
+            Finding::Commit { commit, .. } => Some(*commit),
+            _ => None,
+        })
+        .collect();
+    let line = 1.0 + record.min_change;
+    let lo = record
+        .estimates
+        .iter()
+        .map(|e| e.low.unwrap_or(e.ratio).min(e.ratio))
         .fold(1.0f64, f64::min);
-    let hi = points
+    let hi = record
+        .estimates
         .iter()
-        .map(|p| p.high.unwrap_or(p.ratio))
-        .fold(bad, f64::max);
+        .map(|e| e.high.unwrap_or(e.ratio).max(e.ratio))
+        .fold(line, f64::max);
     let pad = (hi - lo).max(0.01) * 0.08;
     let ticks = nice_ticks(lo - pad, hi + pad, 6);
     let (y0, y1) = (ticks[0], *ticks.last().unwrap());
@@ -103,10 +50,15 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
     let left = 74.0;
     let right = WIDTH - 28.0;
     let top = 64.0;
-    let bottom = top + 280.0;
-    let x = Scale::new(-0.5, last as f64 + 0.5, left, right);
+    let bottom = top + 260.0;
+    // The probabilities' panel, under the first one's axis.
+    let p_top = bottom + 64.0;
+    let p_bottom = p_top + 110.0;
+    let x_scale = Scale::new(-0.5, last as f64 + 0.5, left, right);
+    let x = x_scale;
     let y = Scale::new(y0, y1, bottom, top);
     let mut b = String::new();
+
     let decimals = super::svg::tick_decimals(&ticks);
     let labelled: Vec<(f64, String)> = ticks
         .iter()
@@ -114,41 +66,53 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
         .collect();
     y_axis(
         &mut b,
-        Scale::new(y0, y1, bottom, top),
+        y,
         &labelled,
         left,
         right,
         &format!("cost against good ({}), from {y0}", record.metric.name()),
         linear(y0, y1),
     );
-    let x_ticks: Vec<(f64, String)> = nice_ticks(0.0, last as f64, 10)
+    let x_ticks: Vec<(f64, String)> = nice_ticks(0.0, last.max(1) as f64, 10)
         .into_iter()
         .filter(|t| *t <= last as f64 && t.fract() == 0.0)
         .map(|t| (t, format!("{t:.0}")))
         .collect();
     x_axis(
         &mut b,
-        Scale::new(-0.5, last as f64 + 0.5, left, right),
+        x_scale,
         &x_ticks,
         top,
         bottom,
         "commit, in history order (0 = good)",
         linear(-0.5, last as f64 + 0.5),
     );
-    // θ = ½: halfway to bad on the log scale, where a step decides.
-    let half = bad.sqrt();
-    let _ = write!(
-        b,
-        "<line data-line=\"half\" x1=\"{}\" y1=\"{h}\" x2=\"{}\" y2=\"{h}\" stroke=\"{MUTED}\" stroke-dasharray=\"4 3\"/>",
-        c(left),
-        c(right),
-        h = c(y.at(half)),
-    );
-    label(right - 4.0, y.at(half) - 5.0)
-        .end()
-        .size(11.0)
-        .muted()
-        .draw(&mut b, "θ = ½: halfway to bad");
+    // The good end's level, and the smallest change searched for above it.
+    for (name, level, dash, text) in [
+        ("good", 1.0, "", "good end".to_string()),
+        (
+            "min-change",
+            line,
+            " stroke-dasharray=\"4 3\"",
+            format!(
+                "smallest change searched for ({})",
+                crate::format::confidence_text(record.min_change)
+            ),
+        ),
+    ] {
+        let _ = write!(
+            b,
+            "<line data-line=\"{name}\" x1=\"{}\" y1=\"{h}\" x2=\"{}\" y2=\"{h}\" stroke=\"{MUTED}\"{dash}/>",
+            c(left),
+            c(right),
+            h = c(y.at(level)),
+        );
+        label(right - 4.0, y.at(level) - 5.0)
+            .end()
+            .size(11.0)
+            .muted()
+            .draw(&mut b, &text);
+    }
     // The answer: a band over the first bad commit (or the range), or over each change.
     let answers: Vec<(usize, usize)> = match &record.outcome {
         Some(BisectOutcome::Commit { commit }) => vec![(*commit, *commit)],
@@ -165,7 +129,7 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
             c(x.at(first as f64 - 0.5)),
             c(top),
             c(x.at(last_in as f64 + 0.5) - x.at(first as f64 - 0.5)),
-            c(bottom - top),
+            c(p_bottom - top),
         );
     }
     for (commit, _) in &record.skipped {
@@ -177,11 +141,29 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
             c(cx - 5.0), c(cy + 5.0), c(cx + 5.0), c(cy - 5.0),
         );
     }
-    for p in &points {
-        let (commit, r, colour, what) = (p.commit, p.ratio, p.colour, p.what);
+    let mut estimates: Vec<_> = record
+        .estimates
+        .iter()
+        .filter(|e| e.commit <= last)
+        .collect();
+    estimates.sort_by_key(|e| e.commit);
+    for e in &estimates {
+        let commit = e.commit;
+        let is_named = named.contains(&commit);
+        let colour = if commit == 0 {
+            GOOD
+        } else if is_named {
+            BAD
+        } else {
+            MEASURED
+        };
         let cx = x.at(commit as f64);
-        let _ = write!(b, "<g data-commit=\"{commit}\">");
-        if let (Some(lo), Some(hi)) = (p.low, p.high) {
+        let _ = write!(b, "<g data-commit=\"{commit}\"");
+        if is_named {
+            b.push_str(" data-named=\"true\"");
+        }
+        b.push('>');
+        if let (Some(lo), Some(hi)) = (e.low, e.high) {
             let _ = write!(
                 b,
                 "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"2\"/>",
@@ -190,27 +172,110 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
                 x = c(cx),
             );
         }
+        let interval = match (e.low, e.high) {
+            (Some(lo), Some(hi)) => format!(" [{lo:.4}–{hi:.4}]"),
+            _ => String::new(),
+        };
+        let probability = e
+            .probability
+            .map(|p| format!(", first bad: {}", crate::bisect::probability_text(p)))
+            .unwrap_or_default();
+        let tooltip = format!(
+            "commit {commit} {}: {:.4}×{interval} against good, {} blocks{probability}{}",
+            record.short(commit),
+            e.ratio,
+            e.blocks,
+            if is_named { " (first bad commit)" } else { "" }
+        );
+        if is_named {
+            // A named commit is a diamond, not a dot: not told apart by colour alone.
+            let (px, py, size) = (cx, y.at(e.ratio), 6.5);
+            let _ = write!(
+                b,
+                "<path d=\"M{} {}L{} {}L{} {}L{} {}Z\" fill=\"{colour}\" stroke=\"{INK}\" stroke-width=\"0.5\"><title>",
+                c(px), c(py - size), c(px + size), c(py), c(px), c(py + size), c(px - size), c(py),
+            );
+            b.push_str(&crate::format::escape(&tooltip));
+            b.push_str("</title></path>");
+            label(px, py - size - 6.0)
+                .middle()
+                .size(11.0)
+                .bold(true)
+                .halo()
+                .draw(&mut b, "first bad");
+        } else {
+            let _ = write!(
+                b,
+                "<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{colour}\" stroke=\"{INK}\" stroke-width=\"0.5\"><title>",
+                c(cx),
+                c(y.at(e.ratio)),
+            );
+            b.push_str(&crate::format::escape(&tooltip));
+            b.push_str("</title></circle>");
+        }
+        b.push_str("</g>");
+    }
+
+    // The probabilities' panel.
+    let max_p = estimates
+        .iter()
+        .filter_map(|e| e.probability)
+        .fold(0.0f64, f64::max);
+    let (p_ticks, p_max) = zero_based_ticks((100.0 * max_p).clamp(1.0, 100.0), 4, "%");
+    let p_y = Scale::new(0.0, p_max, p_bottom, p_top);
+    y_axis(
+        &mut b,
+        p_y,
+        &p_ticks,
+        left,
+        right,
+        "first bad (probability)",
+        linear(0.0, p_max),
+    );
+    x_axis(
+        &mut b,
+        x_scale,
+        &x_ticks,
+        p_top,
+        p_bottom,
+        "commit",
+        linear(-0.5, last as f64 + 0.5),
+    );
+    let bar = ((right - left) / (last as f64 + 1.0) * 0.7).clamp(1.0, 24.0);
+    for e in &estimates {
+        let Some(p) = e.probability else { continue };
+        let (cx, h) = (x.at(e.commit as f64), p_y.at(0.0) - p_y.at(100.0 * p));
+        let colour = if named.contains(&e.commit) {
+            BAD
+        } else {
+            MEASURED
+        };
         let _ = write!(
             b,
-            "<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{colour}\" stroke=\"{INK}\" stroke-width=\"0.5\"><title>",
-            c(cx),
-            c(y.at(r)),
+            "<rect data-probability=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{colour}\" fill-opacity=\"0.8\"><title>",
+            e.commit,
+            c(cx - bar / 2.0),
+            c(p_bottom - h),
+            c(bar),
+            c(h),
         );
         b.push_str(&crate::format::escape(&format!(
-            "commit {commit} {}: {r:.4}× ({what})",
-            record.short(commit)
+            "commit {}: first bad with probability {}",
+            e.commit,
+            crate::bisect::probability_text(p)
         )));
-        b.push_str("</title></circle></g>");
+        b.push_str("</title></rect>");
     }
+
     let text = format!(
-        "Each measured commit's {} cost against the good end: its step's ratio against that step's own good end (geometric mean over the step's blocks, with the step's interval), times that end's cost against good; the bad end's is from the ends. The first step calls its commit bad above the dashed line (halfway) and good below it, when the interval says so; later steps decide halfway between their own ends. × marks a commit skipped because it did not build or boot; a shaded band is the answer (one per change).",
+        "Top: each measured commit's {} cost against the good end (mean per-block log ratio over every block that measured both, with its 95% interval widened for dependence); above 1× is slower. The dashed line is the smallest change the search looks for. A diamond is a named first bad commit, × a commit skipped because it did not build or boot, and a shaded band the answer (one per change). Bottom: the probability that each measured commit is the first bad one; commits never measured share their neighbours' probability, so the bars need not add up to 100%.",
         record.metric.name()
     );
-    let end = caption(&mut b, &text, "", bottom + 58.0, WIDTH);
+    let end = caption(&mut b, &text, "", p_bottom + 58.0, WIDTH);
     Some(document(
         "bisect",
         "Where the regression came in",
-        "Cost against good of each commit a bisection measured, in commit order, with intervals",
+        "Cost against good of each commit a bisection measured, in commit order, with intervals, and each commit's probability of being the first bad one",
         &format!(
             "{} commits, {} .. {}",
             record.commits.len(),
@@ -221,4 +286,46 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
         end + 12.0,
         &b,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::tests::{range_record, record};
+
+    #[test]
+    fn one_mark_per_estimate_and_bar_per_probability() {
+        let r = record();
+        let svg = bisect(&r).expect("a chart");
+        assert!(svg.starts_with("<svg") && svg.contains("data-chart=\"bisect\""));
+        assert_eq!(
+            svg.matches("<g data-commit=").count(),
+            r.estimates.len(),
+            "{svg}"
+        );
+        for e in &r.estimates {
+            assert!(svg.contains(&format!("<g data-commit=\"{}\"", e.commit)));
+        }
+        // The good end has no probability: four bars.
+        assert_eq!(svg.matches("data-probability=").count(), 4, "{svg}");
+        // The named commit is marked, once, and is the answer.
+        assert_eq!(svg.matches("data-named=\"true\"").count(), 1);
+        assert!(svg.contains("<g data-commit=\"4\" data-named=\"true\">"));
+        assert!(svg.contains("data-answer=\"4-4\""));
+        assert!(svg.contains("data-skipped=\"2\""));
+        // Subjects are escaped in the tooltips.
+        assert!(svg.contains("Use &lt;Vec&gt; for the cache"));
+        assert!(!svg.contains("<Vec>"));
+        assert!(svg.contains("first bad: 99.1%"));
+    }
+
+    #[test]
+    fn a_range_is_shaded_and_no_estimates_draw_nothing() {
+        let svg = bisect(&range_record()).unwrap();
+        assert!(svg.contains("data-answer=\"3-5\""));
+        assert!(!svg.contains("data-named"));
+        let mut r = record();
+        r.estimates.clear();
+        assert!(bisect(&r).is_none());
+    }
 }

@@ -27,7 +27,7 @@ pub struct Snapshot {
 }
 
 /// The results directory to watch under `dir`: `dir` itself when it holds a store, else
-/// the store below it (three levels at most: a bisection's `steps/NN/`) whose live file or
+/// the store below it (three levels at most: a bisection's `rounds/NN/`) whose live file or
 /// database changed last.
 pub fn resolve(dir: &Path) -> Result<PathBuf> {
     if dir.join(results::store::DB_FILE).is_file() {
@@ -231,7 +231,7 @@ pub fn snapshot(dir: &Path, cache: &mut Option<(StoreKey, Analysed)>) -> Result<
         lines.extend(gate_lines(&store, &gate, blocks_done, at_least));
     }
     if let Some(bisection) = results::bisect::bisection_of(dir) {
-        lines.extend(bisection_lines(&bisection, dir, &store, at_least));
+        lines.extend(bisection_lines(&bisection, dir, &store));
     }
 
     // The report's part, analysed again only when the store changed.
@@ -407,94 +407,190 @@ fn gate_lines(
     out
 }
 
-/// A bisection's search, seen from its step `dir`: which step, its range, the commits and
-/// steps left, θ so far, the answer so far.
-fn bisection_lines(
-    bisection: &Path,
-    dir: &Path,
-    store: &Store,
-    at_least: Option<u32>,
-) -> Vec<Line<'static>> {
-    let Ok(mut record) = results::bisect::BisectRecord::read(bisection) else {
+/// A bisection's search, seen from its round `dir` (`BISECTION/rounds/NN`), from the
+/// bisection's record alone (rewritten by the search after every block): the round and its
+/// commits, the blocks spent of the budget, the part searched with its most probable first
+/// bad commit, what was found so far, the commits skipped.
+fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'static>> {
+    use results::bisect::{BisectOutcome, BisectRecord, Finding, RoundMeta, ROUND_META};
+    let Ok(record) = BisectRecord::read(bisection) else {
         return Vec::new();
     };
-    let name = dir.file_name();
-    let Some(index) = record.steps.iter().position(|s| s.dir.file_name() == name) else {
-        return Vec::new();
+    let short = |c: usize| {
+        if c < record.commits.len() {
+            format!("commit {c} ({})", record.short(c))
+        } else {
+            format!("commit {c}")
+        }
     };
-    let step = record.steps[index].clone();
-    let (mut search, outcome) = crate::commands::bisect::replay(&mut record);
-    let _ = search.next_step();
+    let list = |commits: &[usize]| {
+        commits
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let percent = |p: f64| format!("{}%", trim_float((100.0 * p * 10.0).round() / 10.0));
+    let how = if record.metric_given {
+        "given"
+    } else if record.metric_chosen {
+        "chosen"
+    } else {
+        "provisional"
+    };
     let mut out = vec![heading(&format!(
-        "Bisection of {} commits ({} .. {}) on {}: {}",
+        "Bisection of {} commits ({} .. {}) on {} ({how}): {}",
         record.commits.len(),
         record.good_ref,
         record.bad_ref,
         record.metric.name(),
         bisection.display()
     ))];
-    let (good, bad) = record.ends_of(&step);
-    out.push(plain(match step.commit {
-        None => "  the ends: good against bad (is there a regression to find?)".to_string(),
-        Some(c) => format!(
-            "  step {index}: commit {c} ({}), the middle of its range {good}..{bad}: the first bad commit is one of commits {}–{bad}",
-            record.short(c),
-            good + 1
-        ),
-    }));
-    let decided = store.bisect_end().ok().flatten();
-    let figures = match (&decided, store.bisect().ok().flatten()) {
-        (Some(end), _) => Some(format!("decided: {}", end.describe())),
-        (None, Some(target)) => store
-            .observations(target.metric)
+    // The round: by its directory in the record, or (its first block not recorded yet)
+    // by the round's own meta in its store.
+    let name = dir.file_name();
+    let index = record.rounds.iter().position(|r| r.dir.file_name() == name);
+    let round = match index {
+        Some(i) => Some((
+            i + 1,
+            record.rounds[i].commits.clone(),
+            Some(record.rounds[i].blocks),
+        )),
+        None => store
+            .meta(ROUND_META)
             .ok()
-            .map(|o| format!("so far: {}", target.decide(&o).describe())),
-        _ => None,
+            .flatten()
+            .and_then(|text| serde_json::from_str::<RoundMeta>(&text).ok())
+            .map(|m| (m.round, m.commits, None)),
     };
-    if let Some(figures) = figures {
-        let next = at_least
-            .filter(|_| decided.is_none())
-            .map(|n| {
-                format!(
-                    " · its next look after {}",
-                    units::count(n as usize, "block")
-                )
-            })
-            .unwrap_or_default();
-        out.push(plain(format!("  {figures}{next}")));
-    }
-    if outcome.is_none() {
+    let current = index.is_none_or(|i| i + 1 == record.rounds.len());
+    if let Some((number, commits, _)) = &round {
+        // Candidates: the commits strictly inside the part searched, when this round
+        // measures that part's ends (the others are ends of parts).
+        let candidates = record
+            .searching
+            .as_ref()
+            .filter(|s| current && commits.contains(&s.lo) && commits.contains(&s.hi))
+            .map(|s| commits.iter().filter(|&&c| c > s.lo && c < s.hi).count());
         out.push(plain(format!(
-            "  {}",
-            crate::commands::bisect::outlook(&record, &search).describe()
+            "  round {number} of the search: commits {} side by side{}",
+            list(commits),
+            candidates
+                .map(|k| format!(" ({} beside the ends)", units::count(k, "candidate")))
+                .unwrap_or_default()
         )));
     }
-    let settled: Vec<String> = search
-        .answers()
-        .iter()
-        .map(|a| match a {
-            experiment::bisect::BisectAnswer::Commit(c) => {
-                format!("commit {c} ({})", record.short(*c))
-            }
-            experiment::bisect::BisectAnswer::Range { first, last, .. } => {
-                format!("one of commits {first}–{last}")
-            }
-        })
-        .collect();
-    let open: Vec<String> = search
-        .open
-        .iter()
-        .map(|(g, b)| format!("one of commits {}–{b}", g + 1))
-        .collect();
-    let mut answer = Vec::new();
-    if !settled.is_empty() {
-        answer.push(format!("found {}", settled.join(", ")));
+    let this_round = match round.as_ref().map(|r| r.2) {
+        Some(Some(b)) => format!(" (this round: {b})"),
+        Some(None) => " (this round: none recorded yet)".to_string(),
+        None => String::new(),
+    };
+    let measuring = if record.measuring_s() > 0.0 {
+        format!(" · {} of measuring", ago(record.measuring_s()))
+    } else {
+        String::new()
+    };
+    out.push(plain(format!(
+        "  blocks: {} of at most {} over the whole search{this_round}{measuring}",
+        record.blocks(),
+        record.max_blocks
+    )));
+    if let Some(s) = &record.searching {
+        let range = if s.first == s.last {
+            format!("commit {}", s.first)
+        } else {
+            format!("commits {}–{}", s.first, s.last)
+        };
+        out.push(plain(format!(
+            "  most probable first bad commit: {} with {}; {} of the probability in {range}, the smallest range holding 95% (the part {}..{} searched)",
+            short(s.most_probable),
+            percent(s.probability),
+            percent(s.range_probability),
+            s.lo,
+            s.hi
+        )));
     }
-    if !open.is_empty() {
-        answer.push(format!("still searched: {}", open.join(", ")));
+    if !record.next.is_empty() && round.as_ref().is_none_or(|r| r.1 != record.next) {
+        out.push(plain(format!(
+            "  the next block measures commits {} (a new round)",
+            list(&record.next)
+        )));
     }
-    if !answer.is_empty() {
-        out.push(plain(format!("  answer so far: {}", answer.join("; "))));
+    for finding in &record.findings {
+        out.push(plain(match finding {
+            Finding::Commit {
+                commit,
+                probability,
+                ratio,
+                low,
+                high,
+                blocks,
+            } => format!(
+                "  found: {}, {ratio:.3}× [{low:.3}–{high:.3}] against the commit before it ({} probable, {})",
+                short(*commit),
+                percent(*probability),
+                units::count(*blocks, "block")
+            ),
+            Finding::Skipped {
+                first,
+                last,
+                probability,
+                ratio,
+                low,
+                high,
+                ..
+            } => format!(
+                "  found: one of commits {first}–{last} (the others do not build or boot), {ratio:.3}× [{low:.3}–{high:.3}] against commit {} ({} probable)",
+                first - 1,
+                percent(*probability)
+            ),
+            Finding::Range {
+                first,
+                last,
+                probability,
+                to_settle,
+            } => {
+                let settle = to_settle.as_ref().map_or(String::new(), |t| {
+                    let at = |blocks: Option<u32>, minutes: Option<f64>, level: &str| match blocks {
+                        Some(b) => format!(
+                            "{}{} would place it with {level}",
+                            units::count(b as usize, "more block"),
+                            minutes
+                                .map(|m| format!(" (~{})", ago(60.0 * m)))
+                                .unwrap_or_default()
+                        ),
+                        None => format!("more than four budgets would place it with {level}"),
+                    };
+                    format!(
+                        "; {}, {}",
+                        at(t.blocks_80, t.minutes_80, "80%"),
+                        at(t.blocks_95, t.minutes_95, "95%")
+                    )
+                });
+                format!(
+                    "  found: a change whose first bad commit is one of commits {first}–{last} ({} of the probability){settle}",
+                    percent(*probability)
+                )
+            }
+            Finding::Unaccounted { lo, hi, up_to } => format!(
+                "  not accounted for: the part {lo}..{hi} may hold a change of its own, up to {up_to:.3}× (it could not be shown smaller than {}%)",
+                trim_float(100.0 * record.min_change)
+            ),
+        }));
+    }
+    match &record.outcome {
+        Some(BisectOutcome::NothingToFind { exhausted: false }) => out.push(plain(format!(
+            "  ended: nothing to find (the ends' interval lies below {}%)",
+            trim_float(100.0 * record.min_change)
+        ))),
+        Some(BisectOutcome::NothingToFind { exhausted: true }) => out.push(plain(
+            "  ended: nothing found (the budget ended before the ends showed a regression)"
+                .to_string(),
+        )),
+        Some(_) => out.push(plain(
+            "  ended: the findings above are its answer".to_string(),
+        )),
+        None => {}
     }
     for (c, why) in &record.skipped {
         out.push(plain(format!(

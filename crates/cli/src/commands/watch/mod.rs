@@ -19,7 +19,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
 const REFRESH: Duration = Duration::from_secs(1);
-/// Watching a directory of runs (a bisection's steps), a run that ended is followed by the
+/// Watching a directory of runs (a bisection's rounds), a run that ended is followed by the
 /// next one if it appears within this long.
 const NEXT_RUN_GRACE: Duration = Duration::from_secs(10);
 
@@ -27,7 +27,7 @@ const NEXT_RUN_GRACE: Duration = Duration::from_secs(10);
 #[command(after_help = "What a frame shows is described in docs/watch.md.")]
 pub struct WatchArgs {
     /// A results directory, or a directory of them (the one written last is watched: a
-    /// bisection's steps, a directory of runs).
+    /// bisection's rounds, a directory of runs).
     pub dir: PathBuf,
 
     /// Print one frame as plain text and exit.
