@@ -62,8 +62,9 @@ enum Command {
     /// Gate a change in CI: run two commits of the app in the same blocks until the head's
     /// slowdown is decided against a threshold; exit 0 (pass), 1 (slower) or 4 (cannot tell).
     Check(commands::check::CheckArgs),
-    /// Find the commit that made the app slower: a binary search over its history, each
-    /// step measured against both ends until decided, commits that do not boot skipped.
+    /// Find the commit that made the app slower: the ends and up to six candidates in every
+    /// block, one model of every block, a commit named at 95%; commits that do not boot
+    /// skipped.
     Bisect(commands::bisect::BisectArgs),
     /// Run one trial from a JSON spec and print its result as JSON.
     Trial(commands::trial::TrialArgs),

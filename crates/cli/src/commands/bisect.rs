@@ -74,8 +74,8 @@ pub struct BisectArgs {
     #[arg(long, value_parser = parse_metric, conflicts_with = "resume")]
     pub metric: Option<PrecisionMetric>,
     /// The smallest change the search accounts for (default 2%): the ends below it are
-    /// "nothing to find", and the history beside a commit found must show no change this
-    /// large before the search leaves it.
+    /// "nothing to find", and the history beside a commit found is checked for a change
+    /// this large (searched if it shows one, said if it cannot be ruled out).
     #[arg(long, value_parser = parse_percent, conflicts_with = "resume")]
     pub precision: Option<f64>,
     /// Blocks before the first call on the ends (at least 3).

@@ -477,7 +477,7 @@ fn no_change_means_nothing_to_find() {
 /// Two changes: each is named (8% and 8%; 2% and 8% at SD 0.01), and where the smaller one
 /// cannot be placed (3% and 6% at SD 0.03) it is left in a range that holds it, not
 /// dropped: the part of the history beside the first commit named must show no change of
-/// 2% before the search leaves it.
+/// 2% in fresh blocks, or is searched, or is said not ruled out.
 #[test]
 fn two_changes_are_each_found_or_left_in_a_range() {
     let rule = LocateRule::new(blocks_in(15.0), 6);
