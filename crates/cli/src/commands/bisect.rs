@@ -524,9 +524,11 @@ impl Searcher<'_> {
                 return Ok(None);
             }
         };
+        // A round with more servers than memory now allows is not held.
         let held = record
             .rounds
             .last()
+            .filter(|r| r.commits.len() <= record.candidates + 2)
             .map(|r| (r.commits.as_slice(), r.blocks));
         let settled = record
             .rounds
