@@ -107,7 +107,10 @@ pub fn bisect(record: &BisectRecord) -> Option<String> {
             c(right),
             h = c(y.at(level)),
         );
-        label(right - 4.0, y.at(level) - 5.0)
+        // The good end's name below its line, the smallest change's above its own: the
+        // two lines are a few percent apart, and the names would overlap.
+        let offset = if name == "good" { 13.0 } else { -5.0 };
+        label(right - 4.0, y.at(level) + offset)
             .end()
             .size(11.0)
             .muted()
