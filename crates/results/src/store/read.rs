@@ -190,9 +190,9 @@ impl Store {
             .transpose()
     }
 
-    /// The command that goes on with this run: a step of a bisection goes on with the
-    /// bisection (`bisect --resume` of its directory: a `run --resume` of the step would
-    /// finish it outside the search), a check's directory (its stored gate) with `check
+    /// The command that goes on with this run: a round of a bisection goes on with the
+    /// bisection (`bisect --resume` of its directory: a `run --resume` of the round would
+    /// measure outside the search), a check's directory (its stored gate) with `check
     /// --resume`, any other with `run --resume` (a fleet run's too: it attaches).
     pub fn resume_command(&self) -> String {
         if let Some(bisection) = crate::bisect::bisection_of(self.dir()) {
