@@ -133,7 +133,10 @@ fn json_follows_the_schema_and_pairs_by_block() {
         assert_eq!(c["significant"], excludes_one, "{c}");
         assert_eq!(c["testable"], true, "{c}");
         assert_eq!(c["confidence"], 0.95, "{c}");
-        assert_eq!(c["min_p_value"], 0.25, "{c}");
+        // 0.25 with three nonzero differences; 0.5 when a block's two figures are equal
+        // (a memory figure can be: its zero difference is dropped).
+        let min_p = c["min_p_value"].as_f64().unwrap();
+        assert!(min_p == 0.25 || min_p == 0.5, "{c}");
         assert_eq!(
             c["verdict"]
                 .as_str()
