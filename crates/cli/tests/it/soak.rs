@@ -459,9 +459,16 @@ impl Soak {
         let line = format!(
             "{name}: y/x throughput {ratio:.3} [{low:.3}–{high:.3}] (clean run {r0:.3} [{l0:.3}–{h0:.3}])"
         );
-        // The same side, and intervals that agree: a few blocks of a noisy machine need not
-        // decide, but faults elsewhere must not move the answer.
-        assert!(ratio > 1.0 && r0 > 1.0, "the verdict changed: {line}");
+        // No verdict on the other side, and intervals that agree: a few blocks of a noisy
+        // machine need not decide (a point estimate below 1 within a wide interval is no
+        // verdict: 0.992 [0.154–6.396] beside 1.200 [0.782–1.841] was seen in a
+        // clean-clone run on a loaded machine), but faults elsewhere must not move the
+        // answer.
+        assert!(r0 > 1.0, "the clean run's y is not faster: {line}");
+        assert!(
+            !(high < 1.0 && l0 > 1.0) && !(low > 1.0 && h0 < 1.0),
+            "the verdict changed: {line}"
+        );
         assert!(
             low <= h0 && l0 <= high,
             "the intervals do not overlap: {line}"
