@@ -8,6 +8,9 @@ use results::store::Store;
 
 use crate::invocation::EXIT_TRIALS_FAILED;
 
+/// How many unusable trials the end of a run names with their reasons.
+const SHOWN_REASONS: usize = 5;
+
 /// The end of a run whose every trial is stored: where they are, and exit status 3 when
 /// some failed or were invalid.
 pub fn finish_complete(store: &Store) -> Result<ExitCode> {
@@ -25,9 +28,28 @@ pub fn finish_complete(store: &Store) -> Result<ExitCode> {
         dir.display()
     );
     if bad > 0 {
-        eprintln!(
-            "rubyrace: {bad} trial(s) failed or were invalid; their reasons are in the store"
-        );
+        eprintln!("rubyrace: {bad} trial(s) failed or were invalid:");
+        let unusable: Vec<_> = store
+            .trial_results()?
+            .into_iter()
+            .filter(|t| t.status != results::record::TrialStatus::Valid)
+            .collect();
+        for t in unusable.iter().take(SHOWN_REASONS) {
+            eprintln!(
+                "  block {} · {} · {}: {}",
+                t.block + 1,
+                t.label,
+                t.status.as_str(),
+                t.reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
+        if unusable.len() > SHOWN_REASONS {
+            eprintln!(
+                "  … and {} more: rubyrace export {} --json",
+                unusable.len() - SHOWN_REASONS,
+                dir.display()
+            );
+        }
         return Ok(ExitCode::from(EXIT_TRIALS_FAILED));
     }
     Ok(ExitCode::SUCCESS)

@@ -301,7 +301,8 @@ fn a_resumed_check_keeps_its_exit_status_and_summary() {
         "{said}"
     );
     assert!(said.contains("% slower) ["), "{said}");
-    assert!(said.contains("(99.29% interval)"), "{said}");
+    // The interval may be widened (stalled trials, drift) and say so after its level.
+    assert!(said.contains("(99.29% interval"), "{said}");
     assert!(
         said.contains("The gate looks at 6, 9, 14, 21, 32, 48, 60 blocks"),
         "{said}"

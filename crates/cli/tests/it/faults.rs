@@ -377,6 +377,25 @@ fn run_fault_configs(
     assert_eq!(run.code(), Some(3), "{run:?}");
     let rows = trials(&lab.db());
     assert_eq!(rows.len(), configs.len(), "{run:?}");
+    // The run's last words name each unusable trial with its block, status and reason.
+    let unusable: Vec<&TrialRow> = rows.iter().filter(|r| r.status != "valid").collect();
+    let mut named = format!(
+        "rubyrace: {} trial(s) failed or were invalid:",
+        unusable.len()
+    );
+    for r in &unusable {
+        named.push_str(&format!(
+            "\n  block {} · {} · {}: {}",
+            r.block + 1,
+            r.label,
+            r.status,
+            r.reason.as_deref().unwrap_or("no reason recorded")
+        ));
+    }
+    assert!(
+        run.stderr.ends_with(&format!("{named}\n")),
+        "{named}\n{run:?}"
+    );
     (lab, run, rows, took)
 }
 
