@@ -454,8 +454,6 @@ pub struct Experiment {
     pub precision: Option<crate::precision::PrecisionTarget>,
     /// `rubyrace check`: the gate that decides when the run stops (not a key of the file).
     pub gate: Option<crate::gate::GateTarget>,
-    /// `rubyrace bisect`: the decision one of its runs makes (not a key of the file).
-    pub bisect: Option<crate::bisect::BisectTarget>,
     /// `quiet`, `cpus`, `repeat_noisy`: how trials are kept out of the machine's noise.
     pub conditions: crate::conditions::TrialConditions,
     /// `design`, `slice`, `rounds`: one trial after another, or interleaved (crate::design).

@@ -803,7 +803,6 @@ impl Experiment {
             design_written,
             precision,
             gate: None,
-            bisect: None,
             conditions,
             file: file.to_path_buf(),
             text: text.to_string(),

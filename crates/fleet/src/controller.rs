@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use experiment::fleet::Fleet;
 use experiment::precision::{PrecisionEnd, PrecisionTarget};
-use experiment::schedule::one_block;
 use results::store::Store;
 use serde::{Deserialize, Serialize};
 
@@ -944,24 +943,7 @@ impl Controller<'_> {
         if add == 0 {
             return Ok(());
         }
-        let order = match self.store.meta("order")?.as_deref() {
-            Some("sequential") => experiment::Order::Sequential,
-            _ => experiment::Order::Random,
-        };
-        let seed: u64 = self
-            .store
-            .meta("seed")?
-            .and_then(|s| s.parse().ok())
-            .context("the stored seed")?;
-        let configs = self.store.configs()?.len();
-        let mut added = Vec::new();
-        for _ in 0..add {
-            let schedule = self.store.schedule()?;
-            let blocks = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
-            let next = one_block(configs, blocks, order, seed, schedule.len());
-            self.store.append_block(&next)?;
-            added.push(blocks);
-        }
+        let added = self.store.append_blocks(add as u32)?;
         self.refresh_block_trials()?;
         self.submit(&added, events)
     }

@@ -9,8 +9,10 @@
 //! readiness, warmed up, measured, sampled and stopped, giving one result. `load` sends the
 //! HTTP load, `sys` supervises the processes and reads /proc, `rubies` knows the Rubies,
 //! `doctor` examines the machine when a run starts; this crate puts them together and
-//! stores what came out.
+//! stores what came out. `bisect` runs `rubyrace bisect`'s search, round by round, over
+//! the runner.
 
+pub mod bisect;
 pub mod certificate;
 pub mod checkouts;
 pub mod conditions;

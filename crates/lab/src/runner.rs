@@ -12,12 +12,11 @@ use crate::conditions::wait_for_quiet;
 use crate::interleave::{run_interleaved_block, BlockEvent, BlockOutcome};
 use crate::services::RunServices;
 use crate::trial::{run_trial, TrialOutcome, TrialSpec, TRIAL_SPEC_SCHEMA};
-use experiment::bisect::{BisectEnd, BisectTarget};
 use experiment::conditions::{QuietRule, TrialConditions};
 use experiment::design::Design;
 use experiment::gate::{GateEnd, GateTarget, GateVerdict};
 use experiment::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
-use experiment::schedule::{one_block, ScheduledTrial};
+use experiment::schedule::ScheduledTrial;
 use experiment::Config;
 use results::conditions::QuietWait;
 use results::store::Store;
@@ -306,8 +305,7 @@ pub fn run_pending(
     // run: its resume checks nothing out, starts no service and keeps every log as it was.
     let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
         && (store.precision_target()?.is_none() || store.precision_end()?.is_some())
-        && (store.gate()?.is_none() || store.gate_end()?.is_some())
-        && (store.bisect()?.is_none() || store.bisect_end()?.is_some());
+        && (store.gate()?.is_none() || store.gate_end()?.is_some());
     let checkouts = if complete {
         crate::checkouts::Checkouts::default()
     } else {
@@ -379,10 +377,7 @@ pub fn run_pending(
         }
     };
     let design = store.design()?;
-    let seed: u64 = store
-        .meta("seed")?
-        .and_then(|s| s.parse().ok())
-        .context("the stored seed")?;
+    let seed = store.seed()?;
     let mut run = Run {
         store,
         session,
@@ -406,11 +401,6 @@ pub fn run_pending(
     if let (Ok(RunEnd::Complete), Some(gate)) = (&end, run.store.gate()?) {
         if run.store.gate_end()?.is_none() {
             end = run.run_until_decided(&gate);
-        }
-    }
-    if let (Ok(RunEnd::Complete), Some(target)) = (&end, run.store.bisect()?) {
-        if run.store.bisect_end()?.is_none() {
-            end = run.run_until_bisected(&target);
         }
     }
     let outcome = match &end {
@@ -510,12 +500,6 @@ fn profiler_failures(
         .collect()
 }
 
-/// The first configuration with a failed trial and no valid one (it does not build or
-/// boot), with the failure's reason.
-fn never_ran(trials: &[TrialResult]) -> Option<(usize, String)> {
-    never_ran_all(trials).into_iter().next()
-}
-
 /// Every configuration with a failed trial and no valid one, in configuration order, each
 /// with the reason of its first failure.
 pub fn never_ran_all(trials: &[TrialResult]) -> Vec<(usize, String)> {
@@ -583,52 +567,6 @@ impl Run<'_> {
         })
     }
 
-    /// One decision of a bisection (`rubyrace bisect`): the ends, or a step with its
-    /// candidate. After every complete block the rule looks; a candidate that has failed
-    /// and never run (it does not build or boot) ends the step as unmeasurable, with the
-    /// failure's reason, rather than spending the budget on it.
-    fn run_until_bisected(&mut self, target: &BisectTarget) -> Result<RunEnd> {
-        self.run_blocks_until(|run, blocks_done, _| {
-            let mut end = target.decide(&run.store.observations(target.metric)?);
-            if let Some((config, reason)) = never_ran(&run.store.trial_results()?) {
-                if config != experiment::bisect::CANDIDATE {
-                    anyhow::bail!(
-                        "the {} end cannot be measured, so there is nothing to bisect: {reason}",
-                        if config == experiment::bisect::GOOD {
-                            "good"
-                        } else {
-                            "bad"
-                        }
-                    );
-                }
-                end = BisectEnd::Unmeasurable {
-                    reason: crate::checkouts::in_repository_terms(&reason, run.store.dir()),
-                    blocks: blocks_done,
-                };
-            }
-            if !end.decided() && blocks_done >= target.rule.max_blocks {
-                // Invalid trials left fewer values than blocks: the budget is blocks run.
-                end = match end {
-                    BisectEnd::Ends(mut d) => {
-                        d.verdict = experiment::bisect::EndsVerdict::NoRegression;
-                        BisectEnd::Ends(d)
-                    }
-                    BisectEnd::Step(mut d) => {
-                        d.verdict = experiment::bisect::StepVerdict::CannotTell;
-                        BisectEnd::Step(d)
-                    }
-                    other => other,
-                };
-            }
-            if end.decided() {
-                run.progress.note(&format!("bisect: {}", end.describe()));
-                run.store.record_bisect_end(&end)?;
-                return Ok(true);
-            }
-            Ok(false)
-        })
-    }
-
     /// An adaptive run: after every complete block, evaluate the precision rule; add and
     /// run one more block until it is reached or the budget is spent, then record how it
     /// ended.
@@ -652,28 +590,29 @@ impl Run<'_> {
         })
     }
 
-    /// The loop of every run that decides when to stop (adaptive precision, a gate, a
-    /// bisection's decision): after every complete block, `look(run, blocks done, trials
+    /// The loop of every run that decides when to stop (adaptive precision, a gate): after
+    /// every complete block, `look(run, blocks done, trials
     /// planned with one more block)` says whether the run has ended (and stores how);
     /// until it has, one more block is added to the schedule and run.
     fn run_blocks_until(
         &mut self,
         mut look: impl FnMut(&mut Self, u32, usize) -> Result<bool>,
     ) -> Result<RunEnd> {
-        let order: experiment::Order = match self.store.meta("order")?.as_deref() {
-            Some("sequential") => experiment::Order::Sequential,
-            _ => experiment::Order::Random,
-        };
         let configs = self.configs.len();
         loop {
             let schedule = self.store.schedule()?;
             let blocks_done = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
-            let next = one_block(configs, blocks_done, order, self.seed, schedule.len());
-            if look(self, blocks_done, schedule.len() + next.len())? {
+            if look(self, blocks_done, schedule.len() + configs)? {
                 return Ok(RunEnd::Complete);
             }
-            self.store.append_block(&next)?;
-            self.progress.planned(schedule.len() + next.len());
+            self.store.append_blocks(1)?;
+            let schedule = self.store.schedule()?;
+            let next: Vec<ScheduledTrial> = schedule
+                .iter()
+                .filter(|t| t.block == blocks_done)
+                .copied()
+                .collect();
+            self.progress.planned(schedule.len());
             self.progress
                 .at_least(self.store.next_look(blocks_done + 1)?);
             let done = self.store.completed()?;
@@ -727,12 +666,10 @@ impl Run<'_> {
     /// when its base or head has failed every trial so far (a head that does not boot must
     /// not pass, nor spend the budget failing); any other run when no trial of it has run
     /// at all (a run that has measured something goes on: a passing cause, or one
-    /// configuration of many, marks its trials, not the night). A bisection's own rule
-    /// decides (a candidate that does not boot is skipped, an end stops the search).
+    /// configuration of many, marks its trials, not the night). A bisection's round is
+    /// such a run: its search skips a candidate that does not boot and stops at an end
+    /// that does not (`rubyrace bisect`).
     fn cannot_boot(&self, block: u32) -> Result<Option<RunEnd>> {
-        if self.store.bisect()?.is_some() {
-            return Ok(None);
-        }
         let trials = self.store.trial_results()?;
         let nothing_ran =
             !trials.is_empty() && trials.iter().all(|t| t.status == TrialStatus::Failed);

@@ -792,6 +792,7 @@ pub(crate) mod tests {
             next: vec![],
             outcome: Some(BisectOutcome::Commit { commit: 4 }),
             more_than_one_change: false,
+            slurm: false,
         }
     }
 

@@ -120,8 +120,9 @@ pub enum Finding {
     Unaccounted { lo: usize, hi: usize, up_to: f64 },
 }
 
-/// How many more blocks (and minutes, at this search's pace) would place a change with
-/// 80% and 95% probability, from the spread measured; `None`: more than four budgets.
+/// How many more blocks (and minutes, at this search's pace: on a fleet, its nodes' blocks
+/// side by side) would place a change with 80% and 95% probability, from the spread
+/// measured; `None`: more than four budgets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settle {
     pub blocks_80: Option<u32>,
@@ -262,6 +263,10 @@ pub struct BisectRecord {
     pub outcome: Option<BisectOutcome>,
     /// More than one change was found.
     pub more_than_one_change: bool,
+    /// `--slurm`: each look measures one block per node over the fleet of the file's
+    /// `[fleet]` (absent in records of an older rubyrace: false).
+    #[serde(default)]
+    pub slurm: bool,
 }
 
 impl BisectRecord {

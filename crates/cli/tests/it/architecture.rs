@@ -446,3 +446,143 @@ fn the_dependency_readers_read_what_they_should() {
     );
     assert_eq!(rows[3].1, None);
 }
+
+/// Lines of a source file above its tests (`#[cfg(test)]`), as docs/architecture.md
+/// counts them.
+fn lines_above_tests(text: &str) -> usize {
+    text.split("#[cfg(test)]").next().unwrap().lines().count()
+}
+
+/// Every production source file (not a test module: `tests.rs`, `tests/`) of the
+/// workspace's crates with more than `limit` lines above its tests, as `crate/src/...`.
+fn files_over(limit: usize) -> BTreeMap<String, usize> {
+    let crates = workspace_root().join("crates");
+    let mut found = BTreeMap::new();
+    let mut walk = vec![crates.clone()];
+    while let Some(dir) = walk.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(&crates).unwrap().to_path_buf();
+            let parts: Vec<String> = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            // Sources only: `crate/src/...`, without test modules.
+            if parts.len() >= 2 && parts[1] != "src" || parts.iter().any(|p| p == "tests") {
+                continue;
+            }
+            if path.is_dir() {
+                walk.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                let lines = lines_above_tests(&std::fs::read_to_string(&path).unwrap());
+                if lines > limit {
+                    found.insert(parts.join("/"), lines);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The rows of the table under `## Files over 800 lines`: file and lines.
+fn long_files_table(doc: &str) -> BTreeMap<String, usize> {
+    let section = doc
+        .split("## Files over 800 lines")
+        .nth(1)
+        .expect("docs/architecture.md has a section `Files over 800 lines`");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let file = cells[1].trim_matches('`').to_string();
+            let lines = cells[2].replace(',', "").parse().unwrap_or_else(|_| {
+                panic!(
+                    "docs/architecture.md: {file}: lines {:?} is not a number",
+                    cells[2]
+                )
+            });
+            (file, lines)
+        })
+        .collect()
+}
+
+/// The number word docs/architecture.md opens with ("a Cargo workspace of thirteen crates").
+fn crates_said(doc: &str) -> usize {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let after = doc
+        .split("a Cargo workspace of ")
+        .nth(1)
+        .expect("docs/architecture.md says how many crates the workspace has");
+    let word = after.split_whitespace().next().unwrap();
+    WORDS
+        .iter()
+        .position(|w| *w == word)
+        .unwrap_or_else(|| panic!("{word:?} is not a number word"))
+}
+
+/// The architecture doc checks itself: the crates it counts are those on disk, and its table
+/// of long files lists every production file over 800 lines (test modules aside), each with
+/// its lines within a tenth of today's count (an edit of a few lines does not make the doc
+/// false; growing or shrinking by a tenth does).
+#[test]
+fn the_architecture_doc_counts_the_crates_and_the_long_files() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let on_disk = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .count();
+    assert_eq!(crates_said(&doc), on_disk, "crates in the workspace");
+    let actual = files_over(800);
+    let table = long_files_table(&doc);
+    let listed: BTreeSet<&String> = table.keys().collect();
+    let over: BTreeSet<&String> = actual.keys().collect();
+    assert_eq!(
+        listed, over,
+        "docs/architecture.md's files over 800 lines (today: {actual:?})"
+    );
+    for (file, said) in &table {
+        let lines = actual[file];
+        assert!(
+            lines.abs_diff(*said) * 10 <= lines,
+            "{file}: docs/architecture.md says {said} lines, it has {lines}"
+        );
+    }
+}
+
+#[test]
+fn the_doc_readers_read_the_count_and_the_table() {
+    let doc = "rubyrace is a Cargo workspace of thirteen crates.\n\n## Files over 800 lines\n\n| file | lines | why |\n|---|---|---|\n| `a/src/b.rs` | 1,146 | x |\n| `c/src/d.rs` | 811 | y |\n\n## Next\n\n| `e/src/f.rs` | 9 | z |\n";
+    assert_eq!(crates_said(doc), 13);
+    let table = long_files_table(doc);
+    assert_eq!(table.len(), 2);
+    assert_eq!(table["a/src/b.rs"], 1146);
+    assert_eq!(lines_above_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
+}

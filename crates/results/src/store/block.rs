@@ -53,10 +53,8 @@ pub fn finished_unimported_blocks(dir: &Path, imported: &[u32]) -> Vec<u32> {
 /// Meta keys a block's plan does not take: what only the run's controller decides (when
 /// to stop, the fleet) and what its own sessions recorded.
 fn controller_only(key: &str) -> bool {
-    matches!(
-        key,
-        "gate" | "bisect" | "fleet" | "precision_end" | "gate_end" | "bisect_end"
-    ) || key.starts_with(DOCTOR_PREFIX)
+    matches!(key, "gate" | "fleet" | "precision_end" | "gate_end")
+        || key.starts_with(DOCTOR_PREFIX)
         || key.starts_with(SERVICES_PREFIX)
         || key.starts_with(BLOCK_PREFIX)
         || key.starts_with(FAILURE_PREFIX)

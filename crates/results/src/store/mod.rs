@@ -322,13 +322,6 @@ impl Store {
                 params![serde_json::to_string(gate)?],
             )?;
         }
-        // `rubyrace bisect`'s decision, only in the runs it makes.
-        if let Some(bisect) = &experiment.bisect {
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES ('bisect', ?1)",
-                params![serde_json::to_string(bisect)?],
-            )?;
-        }
         for c in &experiment.configs {
             insert_config(&tx, c)?;
         }

@@ -15,6 +15,21 @@ use crate::record::TrialResult;
 
 impl Store {
     /// A meta value (`experiment_name`, `created_at`, `doctor.session.N`...).
+    /// The run's seed, as stored.
+    pub fn seed(&self) -> Result<u64> {
+        let text = self.meta("seed")?.context("the results hold no seed")?;
+        text.parse()
+            .with_context(|| format!("the stored seed {text:?} is not a number"))
+    }
+
+    /// How the run orders the trials of a block, as stored.
+    pub fn order(&self) -> Result<experiment::Order> {
+        let text = self.meta("order")?.context("the results hold no order")?;
+        serde_json::from_value(serde_json::Value::String(text.clone())).with_context(|| {
+            format!("the stored order {text:?} is neither \"random\" nor \"sequential\"")
+        })
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
@@ -176,20 +191,6 @@ impl Store {
             .transpose()
     }
 
-    /// The decision of a run `rubyrace bisect` made; none for other runs.
-    pub fn bisect(&self) -> Result<Option<experiment::bisect::BisectTarget>> {
-        self.meta("bisect")?
-            .map(|text| serde_json::from_str(&text).context("the stored bisect"))
-            .transpose()
-    }
-
-    /// How that decision ended, once it has.
-    pub fn bisect_end(&self) -> Result<Option<experiment::bisect::BisectEnd>> {
-        self.meta("bisect_end")?
-            .map(|text| serde_json::from_str(&text).context("the stored bisect_end"))
-            .transpose()
-    }
-
     /// The command that goes on with this run: a round of a bisection goes on with the
     /// bisection (`bisect --resume` of its directory: a `run --resume` of the round would
     /// measure outside the search), a check's directory (its stored gate) with `check
@@ -206,10 +207,9 @@ impl Store {
         format!("rubyrace {command} --resume {}", self.dir().display())
     }
 
-    /// A run that decides when to stop (adaptive precision, a gate, a bisection's
-    /// decision) and has not decided yet: the blocks at its rule's next look, which is the
-    /// fewest blocks the run will have, `scheduled` being the blocks its schedule holds
-    /// now. None for a run of a fixed plan, or one whose rule has decided. Progress counts
+    /// A run that decides when to stop (adaptive precision, a gate) and has not decided
+    /// yet: the blocks at its rule's next look, which is the fewest blocks the run will
+    /// have, `scheduled` being the blocks its schedule holds now. None for a run of a fixed plan, or one whose rule has decided. Progress counts
     /// and times left of such a run are minimums ("at least"), never a promise.
     pub fn next_look(&self, scheduled: u32) -> Result<Option<u32>> {
         let next = |looks: Vec<u32>| {
@@ -229,14 +229,6 @@ impl Store {
         if let Some(gate) = self.gate()? {
             if self.gate_end()?.is_none() {
                 return Ok(Some(next(gate.rule.looks())));
-            }
-        }
-        if let Some(bisect) = self.bisect()? {
-            if self.bisect_end()?.is_none() {
-                return Ok(Some(next(experiment::gate::planned_looks(
-                    bisect.rule.min_blocks,
-                    bisect.rule.max_blocks,
-                ))));
             }
         }
         Ok(None)

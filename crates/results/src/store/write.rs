@@ -3,7 +3,7 @@
 //! each, and how an adaptive run ended.
 
 use anyhow::Result;
-use experiment::schedule::ScheduledTrial;
+use experiment::schedule::{one_block, ScheduledTrial};
 use rusqlite::params;
 
 use super::schema::NOISY_ATTEMPTS;
@@ -54,14 +54,6 @@ impl Store {
         Ok(())
     }
 
-    pub fn record_bisect_end(&self, end: &experiment::bisect::BisectEnd) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('bisect_end', ?1)",
-            params![serde_json::to_string(end)?],
-        )?;
-        Ok(())
-    }
-
     /// Adds one block to the schedule (an adaptive run that is not precise enough yet), in
     /// one transaction; the trials are those `schedule::schedule` gives for that block.
     pub fn append_block(&mut self, trials: &[ScheduledTrial]) -> Result<()> {
@@ -69,6 +61,21 @@ impl Store {
         insert_schedule(&tx, trials)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// Adds `n` blocks after the last one, as `schedule::schedule` would have planned them
+    /// (the run's seed and order); their indices (from 0).
+    pub fn append_blocks(&mut self, n: u32) -> Result<Vec<u32>> {
+        let configs = self.configs()?.len();
+        let (order, seed) = (self.order()?, self.seed()?);
+        let mut added = Vec::new();
+        for _ in 0..n {
+            let schedule = self.schedule()?;
+            let block = schedule.iter().map(|t| t.block + 1).max().unwrap_or(0);
+            self.append_block(&one_block(configs, block, order, seed, schedule.len()))?;
+            added.push(block);
+        }
+        Ok(added)
     }
 
     /// Records the start of a `rubyrace run` invocation; returns its id.
