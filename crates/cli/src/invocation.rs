@@ -1,5 +1,6 @@
 //! How rubyrace was invoked and how a command ends: the command line as typed (recorded
-//! with results and reports), the exit statuses several commands share, and Ctrl-C.
+//! with results and reports), the exit statuses several commands share, the flags
+//! `check` and `bisect` share (which repository's commits they measure), and Ctrl-C.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -93,4 +94,30 @@ pub fn parse_metric(s: &str) -> Result<experiment::precision::PrecisionMetric, S
             experiment::precision::PrecisionMetric::NAMES.join(", ")
         )
     })
+}
+
+/// Which repository's commits `check` and `bisect` measure: an app's (each commit checked
+/// out) or CRuby's (each commit built). Both commands take it; with `--resume` neither.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CommitSource {
+    /// The git repository of the app: each commit measured is checked out (the file's
+    /// `app` must be inside it).
+    #[arg(
+        long,
+        required_unless_present_any = ["ruby_repo", "resume"],
+        conflicts_with = "ruby_repo"
+    )]
+    pub app_repo: Option<std::path::PathBuf>,
+    /// A CRuby git repository: each commit measured is built (`rubyrace ruby build --ref`,
+    /// cached by its hash) and the configuration runs on it.
+    #[arg(long)]
+    pub ruby_repo: Option<std::path::PathBuf>,
+    /// With --ruby-repo: one more ./configure argument of every build (repeatable).
+    #[arg(
+        long = "configure-opts",
+        value_name = "OPT",
+        allow_hyphen_values = true,
+        requires = "ruby_repo"
+    )]
+    pub configure_opts: Vec<String>,
 }

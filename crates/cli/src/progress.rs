@@ -278,7 +278,8 @@ impl Progress for ConsoleProgress {
                 for l in tail.into_iter().rev() {
                     self.line(format!("      | {l}"));
                 }
-                let log = results::store::trial_dir(&self.dir, r.trial_id).join("server.stderr");
+                let log = results::store::trial_dir(&self.dir, r.trial_id)
+                    .join(results::store::trial_files::SERVER_STDERR);
                 self.line(format!("      the whole log: {}", log.display()));
             }
         }

@@ -176,11 +176,61 @@ pub fn interval_confidence(configs: usize) -> f64 {
     stats::simultaneous_confidence(SEQUENTIAL_CONFIDENCE, configs.saturating_sub(1))
 }
 
+/// Why an adaptive run stops (stored as `target-reached`, `max-batches`, `max-duration`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrecisionStop {
+    /// Every comparison is as precise as the target asks.
+    TargetReached,
+    /// The block budget (`max_blocks`) is spent.
+    MaxBatches,
+    /// The time budget (`max_duration`) is spent.
+    MaxDuration,
+}
+
+impl PrecisionStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrecisionStop::TargetReached => "target-reached",
+            PrecisionStop::MaxBatches => "max-batches",
+            PrecisionStop::MaxDuration => "max-duration",
+        }
+    }
+
+    /// The rule's look after `blocks_done` blocks whose comparisons stand at `status`: why
+    /// the run stops now, if it does. `spent` is the measuring time so far, asked only
+    /// when the target is not reached and blocks are left.
+    pub fn now(
+        target: &PrecisionTarget,
+        status: &PrecisionStatus,
+        blocks_done: u32,
+        spent: impl FnOnce() -> Option<Duration>,
+    ) -> Option<PrecisionStop> {
+        if status.reached {
+            Some(PrecisionStop::TargetReached)
+        } else if blocks_done >= target.max_batches {
+            Some(PrecisionStop::MaxBatches)
+        } else if target
+            .max_duration
+            .is_some_and(|budget| spent().is_some_and(|spent| spent >= budget))
+        {
+            Some(PrecisionStop::MaxDuration)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for PrecisionStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How an adaptive run ended, stored with it (meta `precision_end`) and shown by the report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PrecisionEnd {
-    /// "target-reached", "max-batches" or "max-duration".
-    pub reason: String,
+    pub reason: PrecisionStop,
     pub blocks: u32,
     pub target: f64,
     pub metric: PrecisionMetric,
@@ -189,6 +239,22 @@ pub struct PrecisionEnd {
 }
 
 impl PrecisionEnd {
+    /// The end of a run the rule stopped (`reason`) after `blocks` blocks at `status`.
+    pub fn at(
+        reason: PrecisionStop,
+        blocks: u32,
+        target: &PrecisionTarget,
+        status: &PrecisionStatus,
+    ) -> PrecisionEnd {
+        PrecisionEnd {
+            reason,
+            blocks,
+            target: target.target,
+            metric: target.metric,
+            widest_half_width: status.widest.as_ref().and_then(|w| w.half_width),
+        }
+    }
+
     /// "the target ±1% on throughput was reached after 14 blocks" or "the budget
     /// (max_blocks = 40) was spent at ±1.8% on throughput".
     pub fn describe(&self) -> String {
@@ -197,18 +263,18 @@ impl PrecisionEnd {
             .map(|h| format!("±{:.2}%", 100.0 * h))
             .unwrap_or_else(|| "an unmeasured precision".into());
         let target = format!("±{}%", trim_float(100.0 * self.target));
-        match self.reason.as_str() {
-            "target-reached" => format!(
+        match self.reason {
+            PrecisionStop::TargetReached => format!(
                 "the run stopped when precise enough: every comparison reached {target} on {} after {} blocks (widest {widest})",
                 self.metric.name(),
                 self.blocks
             ),
-            "max-duration" => format!(
+            PrecisionStop::MaxDuration => format!(
                 "the run stopped at its time budget (max_duration) after {} blocks, at {widest} on {}, short of {target}",
                 self.blocks,
                 self.metric.name()
             ),
-            _ => format!(
+            PrecisionStop::MaxBatches => format!(
                 "the run stopped at its block budget (max_blocks = {}) at {widest} on {}, short of {target}",
                 self.blocks,
                 self.metric.name()
@@ -328,6 +394,62 @@ fn log_half_width(logs: &[f64], confidence: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stop rule's three reasons in their order, and the stored words unchanged (runs
+    /// stored before the enum say `"reason": "max-batches"`).
+    #[test]
+    fn the_stop_reasons_come_in_order_and_keep_their_stored_words() {
+        let target = PrecisionTarget {
+            target: 0.01,
+            metric: PrecisionMetric::Throughput,
+            min_batches: 3,
+            max_batches: 10,
+            max_duration: Some(Duration::from_secs(60)),
+        };
+        let status = |reached| PrecisionStatus {
+            blocks_done: 5,
+            comparisons: Vec::new(),
+            reached,
+            widest: None,
+            blocks_left: None,
+            confidence: SEQUENTIAL_CONFIDENCE,
+        };
+        let spent = |s: u64| move || Some(Duration::from_secs(s));
+        assert_eq!(
+            PrecisionStop::now(&target, &status(true), 10, spent(99)),
+            Some(PrecisionStop::TargetReached)
+        );
+        assert_eq!(
+            PrecisionStop::now(&target, &status(false), 10, spent(99)),
+            Some(PrecisionStop::MaxBatches)
+        );
+        assert_eq!(
+            PrecisionStop::now(&target, &status(false), 9, spent(60)),
+            Some(PrecisionStop::MaxDuration)
+        );
+        assert_eq!(
+            PrecisionStop::now(&target, &status(false), 9, spent(59)),
+            None
+        );
+        assert_eq!(
+            PrecisionStop::now(&target, &status(false), 9, || None),
+            None
+        );
+        for stop in [
+            PrecisionStop::TargetReached,
+            PrecisionStop::MaxBatches,
+            PrecisionStop::MaxDuration,
+        ] {
+            let json = serde_json::to_value(stop).unwrap();
+            assert_eq!(json, stop.as_str());
+            assert_eq!(serde_json::from_value::<PrecisionStop>(json).unwrap(), stop);
+        }
+        let stored: PrecisionEnd = serde_json::from_str(
+            r#"{"reason":"max-duration","blocks":7,"target":0.01,"metric":"throughput","widest_half_width":0.02}"#,
+        )
+        .unwrap();
+        assert_eq!(stored.reason, PrecisionStop::MaxDuration);
+    }
 
     fn target(min: u32, max: u32) -> PrecisionTarget {
         PrecisionTarget {

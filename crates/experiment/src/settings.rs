@@ -84,7 +84,8 @@ impl Kind {
     }
 }
 
-pub(crate) const SERVERS: &[&str] = &["puma", "unicorn", "thin", "webrick", "custom"];
+/// The `server` kinds, named once, by `servers::ServerKind`.
+pub(crate) const SERVERS: &[&str] = &crate::servers::ServerKind::ALL;
 
 pub(crate) const MODES: &[&str] = &["keepalive", "close-header", "client-close"];
 

@@ -856,7 +856,7 @@ impl Controller<'_> {
         }
         let configs = self.store.configs()?.len();
         let (status, reason) = lab::runner::precision_look(self.store, target, configs, prefix)?;
-        let widest = status.widest.and_then(|w| w.half_width);
+        let widest = status.widest.as_ref().and_then(|w| w.half_width);
         events(&format!(
             "after {}: widest interval ±{}{}",
             units::count(prefix as usize, "block"),
@@ -864,13 +864,8 @@ impl Controller<'_> {
             reason.map_or(String::new(), |r| format!(": stop ({r})"))
         ));
         let Some(reason) = reason else { return Ok(()) };
-        self.store.record_precision_end(&PrecisionEnd {
-            reason: reason.into(),
-            blocks: prefix,
-            target: target.target,
-            metric: target.metric,
-            widest_half_width: widest,
-        })?;
+        self.store
+            .record_precision_end(&PrecisionEnd::at(reason, prefix, target, &status))?;
         self.target = None;
         // Blocks after the stop: cancelled if in flight, and out of the schedule.
         let beyond: Vec<String> = self

@@ -613,6 +613,38 @@ fn estimates_of(
         .collect()
 }
 
+/// A commit named (`first == last`), or a run of skipped commits named with the one after
+/// them, with its step against the commit before: `step` is the step's log cost, its
+/// interval and blocks.
+fn step_finding(
+    first: usize,
+    last: usize,
+    probability: f64,
+    step: (f64, f64, f64, usize),
+) -> Finding {
+    let (ratio, low, high, blocks) = (step.0.exp(), step.1.exp(), step.2.exp(), step.3);
+    if first == last {
+        Finding::Commit {
+            commit: first,
+            probability,
+            ratio,
+            low,
+            high,
+            blocks,
+        }
+    } else {
+        Finding::Skipped {
+            first,
+            last,
+            probability,
+            ratio,
+            low,
+            high,
+            blocks,
+        }
+    }
+}
+
 /// The search's findings as recorded: a range's blocks and minutes to settle it from the
 /// spread measured (`seconds_per_block` of measuring each).
 fn findings_of(search: &Search, seconds_per_block: f64) -> Vec<Finding> {
@@ -624,28 +656,13 @@ fn findings_of(search: &Search, seconds_per_block: f64) -> Vec<Finding> {
                 commit,
                 probability,
                 step,
-            } => Finding::Commit {
-                commit,
-                probability,
-                ratio: step.0.exp(),
-                low: step.1.exp(),
-                high: step.2.exp(),
-                blocks: step.3,
-            },
+            } => step_finding(commit, commit, probability, step),
             locate::Finding::Skipped {
                 first,
                 last,
                 probability,
                 step,
-            } => Finding::Skipped {
-                first,
-                last,
-                probability,
-                ratio: step.0.exp(),
-                low: step.1.exp(),
-                high: step.2.exp(),
-                blocks: step.3,
-            },
+            } => step_finding(first, last, probability, step),
             locate::Finding::Range {
                 first,
                 last,

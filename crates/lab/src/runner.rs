@@ -15,7 +15,9 @@ use crate::trial::{run_trial, TrialOutcome, TrialSpec, TRIAL_SPEC_SCHEMA};
 use experiment::conditions::{QuietRule, TrialConditions};
 use experiment::design::Design;
 use experiment::gate::{GateEnd, GateTarget, GateVerdict};
-use experiment::precision::{evaluate, PrecisionEnd, PrecisionStatus, PrecisionTarget};
+use experiment::precision::{
+    evaluate, PrecisionEnd, PrecisionStatus, PrecisionStop, PrecisionTarget,
+};
 use experiment::schedule::ScheduledTrial;
 use experiment::Config;
 use results::conditions::QuietWait;
@@ -426,32 +428,23 @@ pub fn run_pending(
 }
 
 /// The adaptive rule's look after `blocks_done` blocks of `store`: its status, and why the
-/// run ends now (`target-reached`, `max-batches`, `max-duration`), if it does. A local run
-/// and a fleet's controller (which looks in block order) both look through it.
+/// run ends now, if it does (`PrecisionStop::now`, the rule's one home). A local run and a
+/// fleet's controller (which looks in block order) both look through it.
 pub fn precision_look(
     store: &Store,
     target: &PrecisionTarget,
     configs: usize,
     blocks_done: u32,
-) -> Result<(PrecisionStatus, Option<&'static str>)> {
+) -> Result<(PrecisionStatus, Option<PrecisionStop>)> {
     let status = evaluate(
         target,
         configs,
         blocks_done,
         &store.observations(target.metric)?,
     );
-    let reason = if status.reached {
-        Some("target-reached")
-    } else if blocks_done >= target.max_batches {
-        Some("max-batches")
-    } else if target
-        .max_duration
-        .is_some_and(|budget| store.trials_wall_time().is_ok_and(|spent| spent >= budget))
-    {
-        Some("max-duration")
-    } else {
-        None
-    };
+    let reason = PrecisionStop::now(target, &status, blocks_done, || {
+        store.trials_wall_time().ok()
+    });
     Ok((status, reason))
 }
 
@@ -577,13 +570,12 @@ impl Run<'_> {
             run.progress
                 .precision(&status, target, reason.is_none(), planned_next);
             if let Some(reason) = reason {
-                run.store.record_precision_end(&PrecisionEnd {
-                    reason: reason.into(),
-                    blocks: blocks_done,
-                    target: target.target,
-                    metric: target.metric,
-                    widest_half_width: status.widest.and_then(|w| w.half_width),
-                })?;
+                run.store.record_precision_end(&PrecisionEnd::at(
+                    reason,
+                    blocks_done,
+                    target,
+                    &status,
+                ))?;
                 return Ok(true);
             }
             Ok(false)

@@ -134,7 +134,38 @@ fn settle_text(record: &BisectRecord, settle: &Settle) -> String {
         );
     }
     out.push('.');
+    if let Some(fleet) = on_a_fleet(record, settle) {
+        let _ = write!(out, " {fleet}");
+    }
     out
+}
+
+/// For a search on this machine: the minutes of the most blocks settling a range asks
+/// for, with 2, 4 and 8 nodes of a fleet measuring a block each at every look.
+fn on_a_fleet(record: &BisectRecord, settle: &Settle) -> Option<String> {
+    if record.slurm {
+        return None;
+    }
+    let (blocks, minutes) = match (settle.blocks_95, settle.minutes_95) {
+        (Some(b), Some(m)) => (b, m),
+        _ => (settle.blocks_80?, settle.minutes_80?),
+    };
+    if blocks == 0 {
+        return None;
+    }
+    let per_block = minutes / f64::from(blocks);
+    let with = |nodes: u32| {
+        format!(
+            "~{} minutes with {nodes}",
+            minutes_text(f64::from(blocks.div_ceil(nodes)) * per_block)
+        )
+    };
+    Some(format!(
+        "On a fleet (`--slurm`, one block per node at each look) those {blocks} blocks would take {}, {} and {} nodes.",
+        with(2),
+        with(4),
+        with(8)
+    ))
 }
 
 /// Why the first bad commit is only known to lie in `first..=last`, and what would settle
@@ -927,6 +958,14 @@ pub(crate) mod tests {
             text.contains("About 12 more blocks (~11 minutes) would place it with 80% probability, 30 (~28 minutes) with 95%: resume the search (`rubyrace bisect --resume`) with a larger `--max-blocks` (at least 44)."),
             "{text}"
         );
+        // How many nodes: 30 blocks of 0.917 minutes, 15, 8 and 4 of them one after another.
+        assert!(
+            text.contains("On a fleet (`--slurm`, one block per node at each look) those 30 blocks would take ~14 minutes with 2, ~7.3 minutes with 4 and ~3.7 minutes with 8 nodes."),
+            "{text}"
+        );
+        let mut on_a_fleet = range_record();
+        on_a_fleet.slurm = true;
+        assert!(!answer(&on_a_fleet).contains("On a fleet"));
         // Beyond four budgets, said so, with no command.
         let mut r = range_record();
         if let Finding::Range { to_settle, .. } = &mut r.findings[0] {

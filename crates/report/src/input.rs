@@ -417,7 +417,7 @@ fn trial_data(
                 .collect()
         })
         .unwrap_or_default();
-    let hlog = trial_dir.join("latency.hlog");
+    let hlog = trial_dir.join(results::store::trial_files::LATENCY_HLOG);
     let requests_per_s = r.derived.requests_per_s;
     // Only a valid HTTP trial must have one; a failed trial may have stopped before.
     let hlog_problem = if r.status != TrialStatus::Valid || requests_per_s.is_none() {

@@ -26,8 +26,8 @@ use results::bisect::{
 use results::store::Store;
 
 use crate::invocation::{
-    install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT, EXIT_INCONCLUSIVE,
-    EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+    install_run_interrupt, parse_metric, parse_percent, CommitSource, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::progress::run_pending_shown;
 
@@ -46,21 +46,8 @@ pub struct BisectArgs {
     /// A commit with it.
     #[arg(long, required_unless_present = "resume")]
     pub bad: Option<String>,
-    /// The git repository of the app: each commit is checked out.
-    #[arg(long, required_unless_present_any = ["resume", "ruby_repo"], conflicts_with = "ruby_repo")]
-    pub app_repo: Option<PathBuf>,
-    /// A CRuby git repository: each commit is built (`rubyrace ruby build --ref`, cached by
-    /// its hash) and the configuration runs on it.
-    #[arg(long)]
-    pub ruby_repo: Option<PathBuf>,
-    /// With --ruby-repo: one more ./configure argument of every build (repeatable).
-    #[arg(
-        long = "configure-opts",
-        value_name = "OPT",
-        allow_hyphen_values = true,
-        requires = "ruby_repo"
-    )]
-    pub configure_opts: Vec<String>,
+    #[command(flatten)]
+    pub source: CommitSource,
     /// The configuration whose history is searched, by label, when the file has several.
     #[arg(long)]
     pub config: Option<String>,
@@ -368,7 +355,7 @@ fn not_a_bisection(dir: &Path) -> Option<String> {
 fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
     let file = args.experiment.clone().expect("clap requires it");
     let (experiment, config) = searched(&file, args.config.as_deref(), NO_PRECISION)?;
-    let (repo, history_of) = match (&args.app_repo, &args.ruby_repo) {
+    let (repo, history_of) = match (&args.source.app_repo, &args.source.ruby_repo) {
         (Some(app), _) => (app.clone(), HistoryOf::App),
         (None, Some(ruby)) => (ruby.clone(), HistoryOf::Ruby),
         (None, None) => unreachable!("clap requires one"),
@@ -447,7 +434,7 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         config: config.label.clone(),
         repo: top,
         history_of,
-        configure_opts: args.configure_opts.clone(),
+        configure_opts: args.source.configure_opts.clone(),
         good_ref: good,
         bad_ref: bad,
         metric,

@@ -24,8 +24,8 @@ use lab::runner::RunEnd;
 use results::store::Store;
 
 use crate::invocation::{
-    install_run_interrupt, parse_metric, parse_percent, EXIT_BAD_EXPERIMENT, EXIT_INCONCLUSIVE,
-    EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
+    install_run_interrupt, parse_metric, parse_percent, CommitSource, EXIT_BAD_EXPERIMENT,
+    EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_TRIALS_FAILED,
 };
 use crate::progress::run_pending_shown;
 
@@ -53,25 +53,8 @@ pub struct CheckArgs {
     /// the repository).
     #[arg(required_unless_present = "resume")]
     pub experiment: Option<PathBuf>,
-    /// The git repository of the app: base and head are its commits, each checked out.
-    #[arg(
-        long,
-        required_unless_present_any = ["ruby_repo", "resume"],
-        conflicts_with = "ruby_repo"
-    )]
-    pub app_repo: Option<PathBuf>,
-    /// A CRuby git repository: base and head are its commits, each built (cached by
-    /// commit), and the configuration runs on each.
-    #[arg(long)]
-    pub ruby_repo: Option<PathBuf>,
-    /// With --ruby-repo: one more ./configure argument of both builds (repeatable).
-    #[arg(
-        long = "configure-opts",
-        value_name = "OPT",
-        allow_hyphen_values = true,
-        requires = "ruby_repo"
-    )]
-    pub configure_opts: Vec<String>,
+    #[command(flatten)]
+    pub source: CommitSource,
     /// The configuration to gate, by label, when the file has several.
     #[arg(long)]
     pub config: Option<String>,
@@ -262,9 +245,7 @@ pub fn resume_from_run(dir: &Path) -> Result<ExitCode> {
     );
     check(CheckArgs {
         experiment: None,
-        app_repo: None,
-        ruby_repo: None,
-        configure_opts: Vec::new(),
+        source: CommitSource::default(),
         config: None,
         base: None,
         head: None,
@@ -353,7 +334,7 @@ fn gate_experiment(args: &CheckArgs) -> Result<Experiment, Refused> {
             Some((shown, rev)) if shown == WORKTREE => (shown, rev),
             _ => (git_ref, git_ref),
         };
-        match (&args.app_repo, &args.ruby_repo) {
+        match (&args.source.app_repo, &args.source.ruby_repo) {
             (Some(repo), _) => {
                 let (app_dir, mut commit) =
                     AppCommit::resolve(repo, rev, &one.settings.app_dir, http)
@@ -366,8 +347,9 @@ fn gate_experiment(args: &CheckArgs) -> Result<Experiment, Refused> {
                 let top = sys::git::toplevel(repo)?;
                 let commit = sys::git::commit_of(&top, rev)
                     .map_err(|e| format!("--{label} {shown}: {e}"))?;
-                let ruby = super::ruby::ruby_commit(&top, shown, &commit, &args.configure_opts)
-                    .map_err(|e| format!("--{label} {shown}: does not build: {e:#}"))?;
+                let ruby =
+                    super::ruby::ruby_commit(&top, shown, &commit, &args.source.configure_opts)
+                        .map_err(|e| format!("--{label} {shown}: does not build: {e:#}"))?;
                 settings.on_commit_ruby(ruby);
             }
             (None, None) => unreachable!("clap requires one"),
@@ -425,9 +407,10 @@ fn gate_experiment(args: &CheckArgs) -> Result<Experiment, Refused> {
 /// commit of the working tree made without touching it.
 fn head_ref(args: &CheckArgs) -> Result<String, Refused> {
     let repo = args
+        .source
         .app_repo
         .as_ref()
-        .or(args.ruby_repo.as_ref())
+        .or(args.source.ruby_repo.as_ref())
         .expect("clap requires one");
     let top = sys::git::toplevel(repo)?;
     match args.head.as_deref() {

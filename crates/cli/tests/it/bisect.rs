@@ -502,3 +502,65 @@ fn bisect_searches_a_ruby_history_building_each_commit() {
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// (48.4) A budget that ends before the answer, then a larger one: with `--max-blocks 3`
+/// the search (commit 13 doing 50% more work) ends in a range, exit 4, saying how many
+/// more blocks would settle it and the resume that goes on; `--resume DIR --max-blocks 40`
+/// goes on from the three stored blocks (every one kept) and names commit 13, exit 0.
+#[test]
+fn a_budget_that_ends_in_a_range_goes_on_with_a_larger_one() {
+    let _alone = crate::support::machine::alone();
+    let lab = Lab::new("bisect-budget");
+    history(
+        &lab,
+        |i| if i >= 13 { WORK * 150 / 100 } else { WORK },
+        |_| false,
+    );
+    let out = lab.dir.path("search");
+    let args = bisect_args(
+        &lab,
+        &out,
+        &["--metric", "cpu_per_request", "--max-blocks", "3"],
+    );
+    let first = spawn(&args).wait(Duration::from_secs(600));
+    assert_eq!(first.code(), Some(4), "{first:?}");
+    assert!(
+        first
+            .stdout
+            .contains("**The first bad commit is one of commits "),
+        "{first:?}"
+    );
+    assert!(
+        first
+            .stdout
+            .contains("with a larger `--max-blocks` (at least "),
+        "{first:?}"
+    );
+    let r = record(&out);
+    assert_eq!(blocks(&r), 3, "{r}");
+    let before: Vec<(PathBuf, i64)> = round_dirs(&out)
+        .iter()
+        .map(|d| (d.clone(), stored(d)))
+        .collect();
+
+    let o = out.to_str().unwrap();
+    let resumed =
+        spawn(&["bisect", "--resume", o, "--max-blocks", "40"]).wait(Duration::from_secs(900));
+    assert_eq!(resumed.code(), Some(0), "{resumed:?}");
+    assert!(
+        resumed
+            .stderr
+            .contains("the budget goes from 3 to 40 blocks"),
+        "{resumed:?}"
+    );
+    let r = record(&out);
+    assert_eq!(r["outcome"]["kind"], "commit", "{resumed:?}");
+    assert_eq!(r["outcome"]["commit"], 13, "{resumed:?}");
+    assert!(blocks(&r) > 3, "{r}");
+    assert_eq!(r["max_blocks"], 40);
+    // Every block stored before is kept (a round may have gone on with more).
+    for (dir, trials) in before {
+        assert!(stored(&dir) >= trials, "{}", dir.display());
+    }
+    lab.assert_no_leftovers(Duration::from_secs(5));
+}

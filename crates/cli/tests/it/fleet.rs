@@ -1106,3 +1106,65 @@ fn watch_follows_a_detached_run_by_its_block_files() {
     assert!(!frame.contains("not stored yet"), "{frame}");
     assert_clean(&cluster, &lab);
 }
+
+/// (48.5) `bisect --slurm`: a search's blocks spread over two nodes, one block per node at
+/// each look. A history of 20 commits whose commit 13 does 50% more work per request: the
+/// search names commit 13; its rounds' trials ran on both nodes, each block on one node
+/// (the host is part of the block's level, which the search's model takes out); every
+/// round holds blocks in pairs, the two of one look; the record says `slurm`, and nothing
+/// is left running on the cluster or here.
+#[test]
+fn a_bisection_spreads_its_blocks_over_the_nodes() {
+    use crate::bisect::{bisect_args, history, WORK};
+    let _alone = crate::support::machine::alone();
+    let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
+    let lab = Lab::new_short("fleet-bisect");
+    history(
+        &lab,
+        |i| if i >= 13 { WORK * 3 / 2 } else { WORK },
+        |_| false,
+    );
+    let out = lab.dir.path("search");
+    let run = run_on(
+        &cluster,
+        &bisect_args(&lab, &out, &["--slurm", "--metric", "cpu_per_request"]),
+        Duration::from_secs(900),
+    );
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("probing 2 node(s): n1, n2"), "{run:?}");
+    assert!(
+        run.stdout.contains("**The first bad commit is") && run.stdout.contains(" commit 13 ("),
+        "{run:?}"
+    );
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bisect.json")).unwrap()).unwrap();
+    assert_eq!(record["slurm"], true);
+    assert_eq!(record["outcome"]["kind"], "commit", "{record}");
+    assert_eq!(record["outcome"]["commit"], 13, "{record}");
+    let mut nodes = std::collections::BTreeSet::new();
+    for round in record["rounds"].as_array().unwrap() {
+        let dir = out.join(round["dir"].as_str().unwrap());
+        let trials = export(&dir);
+        let configs = round["commits"].as_array().unwrap().len();
+        let blocks = round["blocks"].as_u64().unwrap();
+        assert_eq!(blocks % 2, 0, "a look measures one block per node: {round}");
+        assert_eq!(trials.len() as u64, blocks * configs as u64, "{round}");
+        for block in 0..blocks {
+            let on: std::collections::BTreeSet<String> = nodes_of(
+                &trials
+                    .iter()
+                    .filter(|t| t["block"] == block)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            assert_eq!(
+                on.len(),
+                1,
+                "block {block} of {round} ran on one node: {on:?}"
+            );
+        }
+        nodes.extend(nodes_of(&trials));
+    }
+    assert_eq!(nodes, ["n1", "n2"].map(String::from).into(), "{record}");
+    assert_clean(&cluster, &lab);
+}

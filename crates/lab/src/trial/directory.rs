@@ -5,6 +5,8 @@
 use std::fs;
 use std::path::Path;
 
+use results::store::trial_files::{LATENCY_HLOG, SERVER_STDERR, SERVER_STDOUT};
+
 use super::Stop;
 use crate::probe;
 
@@ -31,10 +33,8 @@ fn is_trial_file(name: &str) -> bool {
         .strip_prefix("run")
         .is_some_and(|n| n.parse::<u32>().is_ok())
         && (name.ends_with(".stdout") || name.ends_with(".stderr"));
-    matches!(
-        name,
-        "server.stdout" | "server.stderr" | "latency.hlog" | probe::PROBE_DIR
-    ) || name.starts_with(results::profile::FILE_PREFIX)
+    [SERVER_STDOUT, SERVER_STDERR, LATENCY_HLOG, probe::PROBE_DIR].contains(&name)
+        || name.starts_with(results::profile::FILE_PREFIX)
         || name == experiment::servers::UNICORN_CONFIG
         || name == experiment::servers::PUMA_CONFIG
         || run_log

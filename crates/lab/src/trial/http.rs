@@ -346,7 +346,7 @@ pub(crate) fn write_latency_log(
     latency: &load::Histogram<u64>,
     elapsed_s: f64,
 ) -> Result<(), Stop> {
-    let hdr_path = out_dir.join("latency.hlog");
+    let hdr_path = out_dir.join(results::store::trial_files::LATENCY_HLOG);
     let written = fs::File::create(&hdr_path).and_then(|mut f| {
         load::report::write_hdr_log(&mut f, latency, elapsed_s)?;
         std::io::Write::flush(&mut f)

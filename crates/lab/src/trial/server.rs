@@ -179,7 +179,12 @@ pub(crate) fn start_server(
         port,
         ..ServerRecord::default()
     };
-    let mut server = match Supervised::spawn(&launch, &spec.out_dir, "server", &spec.registry) {
+    let mut server = match Supervised::spawn(
+        &launch,
+        &spec.out_dir,
+        results::store::trial_files::SERVER_LOG,
+        &spec.registry,
+    ) {
         Ok(server) => server,
         Err(e) if is_storage_error(&e) => {
             return Err(Stop::WriteFailed(format!(

@@ -39,6 +39,17 @@ const DOCTOR_PREFIX: &str = "doctor.session.";
 /// Meta keys of the services each session started.
 const SERVICES_PREFIX: &str = "services.session.";
 
+/// The files of a trial's directory (`trials/NNNNN/`), named once: the lab writes them,
+/// the report and the command line read them.
+pub mod trial_files {
+    /// The server's log name: its output goes to `server.stdout` and `server.stderr`.
+    pub const SERVER_LOG: &str = "server";
+    pub const SERVER_STDOUT: &str = "server.stdout";
+    pub const SERVER_STDERR: &str = "server.stderr";
+    /// The measured phase's latency histogram, an HdrHistogram interval log.
+    pub const LATENCY_HLOG: &str = "latency.hlog";
+}
+
 /// Where the files of trial `trial_id` of the results directory `dir` go.
 pub fn trial_dir(dir: &Path, trial_id: usize) -> PathBuf {
     dir.join("trials").join(format!("{trial_id:05}"))
