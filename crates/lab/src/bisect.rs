@@ -1,9 +1,10 @@
-//! The search of `rubyrace bisect` as it runs: which commits the next block measures,
-//! each round (the commits measured together) as a results directory under `rounds/`,
-//! the search rebuilt from every stored block after each block (`experiment::locate`
-//! decides; this module reads the stores and keeps the record, `results::bisect`). What
-//! the command line owns stays outside, behind [`Measuring`]: how a round's blocks are run
-//! and shown, and how a Ruby is built at a commit.
+//! The search of `rubyrace bisect` as it runs: which commits the next look measures (one
+//! block, or one per node on a fleet), each round (the commits measured together) as a
+//! results directory under `rounds/`, the search rebuilt from every stored block after
+//! each look (`experiment::locate` decides; this module reads the stores and keeps the
+//! record, `results::bisect`). What the command line owns stays outside, behind
+//! [`Measuring`]: where and how a round's blocks are run and shown, and how a Ruby is
+//! built at a commit.
 
 use std::path::{Path, PathBuf};
 
