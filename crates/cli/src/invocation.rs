@@ -86,6 +86,20 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A flag whose values are a library enum's names (`--format`, `--order`): clap offers and
+/// checks `names`, and the enum parses the one given. The names come from the enum's own
+/// list (strum's `VARIANTS`), so the flag cannot drift from the type.
+pub fn one_of<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).map(|name| {
+        name.parse()
+            .unwrap_or_else(|_| unreachable!("{name:?} is one of the enum's own names"))
+    })
+}
+
 /// A metric flag (`--metric`), as the precision rule names them.
 pub fn parse_metric(s: &str) -> Result<experiment::precision::PrecisionMetric, String> {
     experiment::precision::PrecisionMetric::parse(s).ok_or_else(|| {

@@ -1,5 +1,6 @@
 //! The `rubyrace` binary: parses arguments and wires the crates together. No measurement
 //! or analysis logic lives here.
+#![forbid(unsafe_code)]
 
 /// `println!` and `eprintln!` that never panic. The standard ones panic when stdout or
 /// stderr is closed (`rubyrace ruby build ... | head`), and a panic printing to a closed

@@ -19,6 +19,7 @@
 //! Modules: `report` (findings and the checks run), and one per area: `cpu`, `busy`,
 //! `kernel`, `network`, `programs`, `ruby`; `readers` for the files they read; `render`
 //! for the text.
+#![forbid(unsafe_code)]
 
 mod busy;
 mod cpu;

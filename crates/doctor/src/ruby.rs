@@ -1,5 +1,6 @@
 //! The Rubies, the app servers they can load, and the allocator libraries.
 
+use rubies::servers::ServerKind;
 use rubies::{discovery, knobs};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -58,20 +59,6 @@ pub(crate) fn rubies_finding(found: &[discovery::DiscoveredRuby]) -> Finding {
     }
 }
 
-/// The servers rubyrace starts, the library each needs, the constant holding its version,
-/// and the executable `ruby -S` runs.
-pub(crate) const SERVERS: &[(&str, &str, &str, &str)] = &[
-    ("puma", "puma", "Puma::Const::PUMA_VERSION", "puma"),
-    (
-        "unicorn",
-        "unicorn",
-        "Unicorn::Const::UNICORN_VERSION",
-        "unicorn",
-    ),
-    ("thin", "thin", "Thin::VERSION::STRING", "thin"),
-    ("webrick", "webrick", "WEBrick::VERSION", "rackup"),
-];
-
 pub(crate) const SERVER_MARKER: &str = "__rubyrace_doctor__";
 
 /// Requires each server's library in one Ruby process, and prints what happened.
@@ -80,7 +67,8 @@ pub(crate) fn server_script() -> String {
         "print \"\\n{SERVER_MARKER}\\n\"\n\
          puts \"mainlibs=#{{defined?(RbConfig) ? RbConfig::CONFIG['MAINLIBS'] : ''}}\"\n"
     );
-    for (server, lib, constant, _) in SERVERS {
+    for (server, gem) in ServerKind::built_in() {
+        let (lib, constant) = (gem.library, gem.version_constant);
         script.push_str(&format!(
             "begin\n  require '{lib}'\n  v = (Object.const_get('{constant}').to_s rescue '')\n  \
              puts \"{server}=ok #{{v}}\"\nrescue ScriptError, StandardError => e\n  \
@@ -94,7 +82,8 @@ pub(crate) fn server_script() -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ServerQuery {
     pub(crate) ruby: PathBuf,
-    /// Per server in [`SERVERS`] order: Ok(version) or Err(why it does not load).
+    /// Per built-in server, in `ServerKind::built_in` order: Ok(version) or Err(why it does
+    /// not load).
     pub(crate) loads: Vec<Result<String, String>>,
     /// The allocator the Ruby links (`MAINLIBS`), if any.
     pub(crate) linked_allocator: Option<String>,
@@ -118,11 +107,10 @@ pub(crate) fn parse_server_answer(stdout: &str) -> Option<(Vec<Result<String, St
             answers.insert(key, Err(why.trim().to_string()));
         }
     }
-    let loads = SERVERS
-        .iter()
-        .map(|(server, ..)| {
+    let loads = ServerKind::built_in()
+        .map(|(server, _)| {
             answers
-                .remove(server)
+                .remove(server.as_str())
                 .unwrap_or_else(|| Err("no answer".to_string()))
         })
         .collect();
@@ -186,7 +174,8 @@ pub(crate) fn servers_finding(query: &Result<ServerQuery, String>) -> Finding {
     };
     let mut parts = Vec::new();
     let mut missing = Vec::new();
-    for ((server, _, _, exe), load) in SERVERS.iter().zip(&q.loads) {
+    for ((server, gem), load) in ServerKind::built_in().zip(&q.loads) {
+        let (server, exe) = (server.as_str(), gem.executable);
         let found = server_executable(&q.ruby, exe);
         match (load, found) {
             (Ok(v), Some(_)) => parts.push(if v.is_empty() {
@@ -198,11 +187,11 @@ pub(crate) fn servers_finding(query: &Result<ServerQuery, String>) -> Finding {
                 parts.push(format!(
                     "{server} loads but `{exe}` is not next to the Ruby or on PATH"
                 ));
-                missing.push(*server);
+                missing.push(server);
             }
             (Err(why), _) => {
                 parts.push(format!("{server} missing ({why})"));
-                missing.push(*server);
+                missing.push(server);
             }
         }
     }
@@ -210,7 +199,7 @@ pub(crate) fn servers_finding(query: &Result<ServerQuery, String>) -> Finding {
     let install = "install them for this Ruby (`gem install puma unicorn thin webrick rackup`, \
                    or Debian's puma, unicorn, thin and ruby-webrick packages), or use a Gemfile \
                    that has them";
-    if missing.len() == SERVERS.len() {
+    if missing.len() == ServerKind::built_in().count() {
         Finding::new(
             "servers",
             Status::Warn,

@@ -16,6 +16,7 @@
 //! `precision`, `servers`; and the rules that decide without a person: `gate` (`check`),
 //! `locate` (`bisect`'s k-section search), `bisect` (the step-by-step search before it,
 //! kept as the baseline its simulations compare with).
+#![forbid(unsafe_code)]
 
 pub mod bisect;
 pub mod conditions;

@@ -41,8 +41,20 @@ use serde::{Deserialize, Serialize};
 pub const SEQUENTIAL_CONFIDENCE: f64 = 0.975;
 
 /// The metric whose intervals must reach the target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PrecisionMetric {
     Throughput,
     CpuPerRequest,
@@ -54,41 +66,15 @@ pub enum PrecisionMetric {
 }
 
 impl PrecisionMetric {
-    pub const NAMES: [&'static str; 6] = [
-        "throughput",
-        "cpu_per_request",
-        "latency_p50",
-        "latency_p99",
-        "pss_end",
-        "wall",
-    ];
+    /// The names, as written in experiment files and on the command line.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
     pub fn parse(name: &str) -> Option<PrecisionMetric> {
-        Some(match name {
-            "throughput" => PrecisionMetric::Throughput,
-            "cpu_per_request" => PrecisionMetric::CpuPerRequest,
-            "latency_p50" => PrecisionMetric::LatencyP50,
-            "latency_p99" => PrecisionMetric::LatencyP99,
-            "pss_end" => PrecisionMetric::PssEnd,
-            "wall" => PrecisionMetric::Wall,
-            _ => return None,
-        })
+        name.parse().ok()
     }
 
     pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The column of the store's `trials` table that holds it.
-    pub fn column(self) -> &'static str {
-        match self {
-            PrecisionMetric::Throughput => "requests_per_s",
-            PrecisionMetric::CpuPerRequest => "cpu_us_per_request",
-            PrecisionMetric::LatencyP50 => "latency_p50_us",
-            PrecisionMetric::LatencyP99 => "latency_p99_us",
-            PrecisionMetric::PssEnd => "pss_end_bytes",
-            PrecisionMetric::Wall => "script_wall_s",
-        }
+        self.into()
     }
 }
 

@@ -259,7 +259,7 @@ impl Experiment {
                     ),
                 },
                 "metric" => {
-                    if let Some(SettingValue::Str(name)) = p.check_value(key, Kind::OneOf(&crate::precision::PrecisionMetric::NAMES), item) {
+                    if let Some(SettingValue::Str(name)) = p.check_value(key, Kind::OneOf(crate::precision::PrecisionMetric::NAMES), item) {
                         precision_metric = crate::precision::PrecisionMetric::parse(&name).map(|m| (m, span.clone()));
                     }
                 }
@@ -314,10 +314,11 @@ impl Experiment {
                         rounds = Some((n as u64 as u32, span.clone()));
                     }
                 }
-                "order" => match p.check_value(key, Kind::OneOf(&["random", "sequential"]), item) {
-                    Some(SettingValue::Str(s)) if s == "sequential" => order = Order::Sequential,
-                    _ => {}
-                },
+                "order" => {
+                    if let Some(SettingValue::Str(s)) = p.check_value(key, Kind::OneOf(Order::NAMES), item) {
+                        order = s.parse().unwrap_or(order);
+                    }
+                }
                 "record_env" => {
                     if let Some(SettingValue::StrList(a)) = p.check_value(key, Kind::StrList, item) {
                         record_env = a;

@@ -8,13 +8,34 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 /// How the trials of a block are ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Order {
     /// A seeded random permutation per block (randomized complete blocks).
     Random,
     /// The configurations in file order in every block (for debugging an experiment).
     Sequential,
+}
+
+impl Order {
+    /// The names, as written in experiment files, on the command line and in the store.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// One scheduled trial.

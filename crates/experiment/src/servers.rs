@@ -53,75 +53,11 @@
 //! group gone: puma single mode 2-30 ms, puma cluster ~0.2 s, unicorn ~0.1 s, WEBrick 15-200 ms,
 //! thin 0.5-1 s (thin handles signals on a 1 s timer, then stops gracefully).
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
-/// The app servers rubyrace knows how to start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerKind {
-    Puma,
-    Unicorn,
-    Thin,
-    Webrick,
-    /// A command of the user's own, with placeholders (see [`server_command`]).
-    Custom,
-}
-
-impl ServerKind {
-    /// The names, as written in experiment files, in the order of [`ServerKind::KINDS`].
-    pub const ALL: [&'static str; 5] = ["puma", "unicorn", "thin", "webrick", "custom"];
-    /// Every kind.
-    pub const KINDS: [ServerKind; 5] = [
-        ServerKind::Puma,
-        ServerKind::Unicorn,
-        ServerKind::Thin,
-        ServerKind::Webrick,
-        ServerKind::Custom,
-    ];
-
-    /// The kind named `s` (exact, lowercase), if any.
-    pub fn parse(s: &str) -> Option<ServerKind> {
-        ServerKind::KINDS.into_iter().find(|k| k.as_str() == s)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::Puma => "puma",
-            ServerKind::Unicorn => "unicorn",
-            ServerKind::Thin => "thin",
-            ServerKind::Webrick => "webrick",
-            ServerKind::Custom => "custom",
-        }
-    }
-
-    /// Whether `processes` > 1 is supported: puma (cluster mode), unicorn (workers) and
-    /// custom (through `{processes}`). Thin and WEBrick run one process.
-    pub fn supports_processes(self) -> bool {
-        matches!(
-            self,
-            ServerKind::Puma | ServerKind::Unicorn | ServerKind::Custom
-        )
-    }
-
-    /// Whether `threads` > 1 is supported: puma (thread pool per process), thin
-    /// (`--threaded --threadpool-size`) and custom (through `{threads}`). Unicorn workers are
-    /// single-threaded; WEBrick uses a thread per connection, which cannot be set.
-    pub fn supports_threads(self) -> bool {
-        matches!(
-            self,
-            ServerKind::Puma | ServerKind::Thin | ServerKind::Custom
-        )
-    }
-}
-
-impl fmt::Display for ServerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use rubies::servers::ServerKind;
 
 /// Everything needed to build one server's command.
 #[derive(Clone, Debug)]
@@ -391,13 +327,7 @@ pub fn prepend_rubyopt(flags: &str, existing: Option<&str>) -> String {
 /// The executable a built-in server is started as (`-S <executable>`) and the gem it
 /// belongs to; None for a custom server. WEBrick runs through rack's `rackup`.
 pub fn server_executable(kind: ServerKind) -> Option<(&'static str, &'static str)> {
-    match kind {
-        ServerKind::Puma => Some(("puma", "puma")),
-        ServerKind::Unicorn => Some(("unicorn", "unicorn")),
-        ServerKind::Thin => Some(("thin", "thin")),
-        ServerKind::Webrick => Some(("rackup", "rack")),
-        ServerKind::Custom => None,
-    }
+    kind.gem().map(|gem| (gem.executable, gem.name))
 }
 
 /// The check of a built-in server under a Gemfile: the trial's own command up to the
@@ -651,25 +581,20 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for (kind, name) in ServerKind::KINDS.into_iter().zip(ServerKind::ALL) {
-            assert_eq!(kind.as_str(), name);
-            assert_eq!(ServerKind::parse(name), Some(kind));
+        // The stored JSON spells a kind as the experiment file does.
+        for (kind, name) in ServerKind::all().zip(ServerKind::NAMES) {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
             assert_eq!(
                 serde_json::from_str::<ServerKind>(&format!("\"{name}\"")).unwrap(),
                 kind
             );
-            assert_eq!(kind.to_string(), name);
         }
-        assert_eq!(ServerKind::parse("Puma"), None);
-        assert_eq!(ServerKind::parse("falcon"), None);
     }
 
     #[test]
     fn support_matrix() {
         use ServerKind::*;
-        let table: Vec<_> = ServerKind::KINDS
-            .into_iter()
+        let table: Vec<_> = ServerKind::all()
             .map(|k| (k, k.supports_processes(), k.supports_threads()))
             .collect();
         assert_eq!(

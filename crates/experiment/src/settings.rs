@@ -85,7 +85,7 @@ impl Kind {
 }
 
 /// The `server` kinds, named once, by `servers::ServerKind`.
-pub(crate) const SERVERS: &[&str] = &crate::servers::ServerKind::ALL;
+pub(crate) const SERVERS: &[&str] = crate::servers::ServerKind::NAMES;
 
 pub(crate) const MODES: &[&str] = &["keepalive", "close-header", "client-close"];
 

@@ -5,6 +5,7 @@
 //!   Rubies before anything is submitted;
 //! - `task`: what a node runs, one block in local scratch, written back as a block file;
 //! - `controller`: submits, watches, imports, resubmits, cancels.
+#![forbid(unsafe_code)]
 
 pub mod controller;
 pub mod probe;

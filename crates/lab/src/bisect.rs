@@ -15,7 +15,7 @@ use experiment::schedule::schedule;
 use experiment::{AppCommit, Config, Experiment, Workload};
 use results::bisect::{
     BisectOutcome, BisectRecord, Change, CommitEstimate, Finding, HistoryOf, MetricEnds, RoundMeta,
-    RoundRecord, Searching, Settle, ROUNDS_DIR, ROUND_META,
+    RoundRecord, Searching, Settle, StepRatio, ROUNDS_DIR, ROUND_META,
 };
 use results::store::Store;
 
@@ -623,25 +623,24 @@ fn step_finding(
     probability: f64,
     step: (f64, f64, f64, usize),
 ) -> Finding {
-    let (ratio, low, high, blocks) = (step.0.exp(), step.1.exp(), step.2.exp(), step.3);
+    let step = StepRatio {
+        ratio: step.0.exp(),
+        low: step.1.exp(),
+        high: step.2.exp(),
+        blocks: step.3,
+    };
     if first == last {
         Finding::Commit {
             commit: first,
             probability,
-            ratio,
-            low,
-            high,
-            blocks,
+            step,
         }
     } else {
         Finding::Skipped {
             first,
             last,
             probability,
-            ratio,
-            low,
-            high,
-            blocks,
+            step,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! `doctor` examines the machine when a run starts; this crate puts them together and
 //! stores what came out. `bisect` runs `rubyrace bisect`'s search, round by round, over
 //! the runner.
+#![forbid(unsafe_code)]
 
 pub mod bisect;
 pub mod certificate;

@@ -82,17 +82,15 @@ fn commit_effect(record: &BisectRecord, commit: usize) -> Option<String> {
         Finding::Commit {
             commit: c,
             probability,
-            ratio,
-            low,
-            high,
-            blocks,
-        } if *c == commit => Some((*probability, *ratio, *low, *high, *blocks)),
+            step,
+        } if *c == commit => Some((*probability, *step)),
         _ => None,
     });
-    if let Some((probability, ratio, low, high, blocks)) = finding {
+    if let Some((probability, step)) = finding {
         return Some(format!(
-            "its cost against the commit before it on {metric}: {} (interval at the search's level, {blocks} blocks); it holds {} of the probability",
-            ratio_text(Some((ratio, Some(low), Some(high)))),
+            "its cost against the commit before it on {metric}: {} (interval at the search's level, {} blocks); it holds {} of the probability",
+            ratio_text(Some((step.ratio, Some(step.low), Some(step.high)))),
+            step.blocks,
             probability_text(probability)
         ));
     }
@@ -186,21 +184,19 @@ fn range_why(record: &BisectRecord, first: usize, last: usize, cannot_tell: bool
                 first: f,
                 last: l,
                 probability,
-                ratio,
-                low,
-                high,
-                blocks,
-            } if *f == first && *l == last => Some((*probability, *ratio, *low, *high, *blocks)),
+                step,
+            } if *f == first && *l == last => Some((*probability, *step)),
             _ => None,
         });
         return match skipped {
-            Some((probability, ratio, low, high, blocks)) => format!(
-                "commits {first}–{} do not build or boot, so no block can tell them from commit {last}; together they hold {} of the probability, and commit {last} costs {} against commit {} on {} (interval at the search's level, {blocks} blocks).",
+            Some((probability, step)) => format!(
+                "commits {first}–{} do not build or boot, so no block can tell them from commit {last}; together they hold {} of the probability, and commit {last} costs {} against commit {} on {} (interval at the search's level, {} blocks).",
                 last - 1,
                 probability_text(probability),
-                ratio_text(Some((ratio, Some(low), Some(high)))),
+                ratio_text(Some((step.ratio, Some(step.low), Some(step.high)))),
                 first - 1,
-                record.metric.name()
+                record.metric.name(),
+                step.blocks
             ),
             None => "commits in it could not be measured (skipped), so no block can tell them apart."
                 .to_string(),
@@ -708,7 +704,7 @@ pub(crate) mod tests {
     use experiment::precision::PrecisionMetric;
     use results::bisect::{
         BisectRecord, Change, CommitEstimate, CommitInfo, HistoryOf, MetricEnds, RoundRecord,
-        BISECT_SCHEMA,
+        StepRatio, BISECT_SCHEMA,
     };
 
     use super::*;
@@ -814,10 +810,12 @@ pub(crate) mod tests {
             findings: vec![Finding::Commit {
                 commit: 4,
                 probability: 0.991,
-                ratio: 1.0261,
-                low: 1.0102,
-                high: 1.0423,
-                blocks: 6,
+                step: StepRatio {
+                    ratio: 1.0261,
+                    low: 1.0102,
+                    high: 1.0423,
+                    blocks: 6,
+                },
             }],
             searching: None,
             next: vec![],
@@ -1046,10 +1044,12 @@ pub(crate) mod tests {
         r.findings.push(Finding::Commit {
             commit: 6,
             probability: 0.97,
-            ratio: 1.03,
-            low: 1.01,
-            high: 1.05,
-            blocks: 9,
+            step: StepRatio {
+                ratio: 1.03,
+                low: 1.01,
+                high: 1.05,
+                blocks: 9,
+            },
         });
         r.findings.push(Finding::Unaccounted {
             lo: 0,

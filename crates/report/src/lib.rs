@@ -4,6 +4,7 @@
 //! into cohorts, summarizes them and compares each with the baseline (using `stats`); the
 //! renderers turn the resulting `model::Report` into a terminal table, Markdown, CSV, JSON,
 //! benchstat text or an offline HTML page with SVG charts.
+#![forbid(unsafe_code)]
 
 pub mod analysis;
 pub mod bisect;
@@ -31,7 +32,8 @@ pub fn build(dirs: &[PathBuf], options: &Options) -> Result<(Report, Vec<SourceD
     let report = analysis::analyze(&sources, options)?;
     Ok((report, sources))
 }
-/// Reads and analyses the results directories (`build`) and renders the report as `format`.
+/// Reads and analyses the results directories (`build`) and renders the report as `format`
+/// (a table without colour).
 pub fn build_rendered(
     dirs: &[PathBuf],
     options: &Options,
@@ -42,7 +44,7 @@ pub fn build_rendered(
         .iter()
         .flat_map(|s| s.trials.iter().cloned())
         .collect();
-    render::render(&report, format, &trials)
+    render::render(&report, format, false, &trials)
 }
 
 /// The same results directory given twice would count every trial twice, as one cohort

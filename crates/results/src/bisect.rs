@@ -78,32 +78,37 @@ pub struct CommitEstimate {
     pub probability: Option<f64>,
 }
 
+/// A named change's cost against the commit before it: the ratio and its interval at the
+/// search's level, and the blocks behind them. Stored flat in its finding's JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRatio {
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    pub blocks: usize,
+}
+
 /// What the search concluded about one part of the history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Finding {
     /// The first bad commit of a change: the probability it holds, and its cost against the
-    /// commit before it (ratio and interval at the search's level, blocks).
+    /// commit before it.
     Commit {
         commit: usize,
         probability: f64,
-        ratio: f64,
-        low: f64,
-        high: f64,
-        blocks: usize,
+        #[serde(flatten)]
+        step: StepRatio,
     },
     /// The first bad commit is one of `first..=last`, which hold `probability` together:
     /// every commit of it but the last does not build or boot, so they cannot be told
-    /// apart; the cost of `last` against the commit before `first` (ratio and interval at
-    /// the search's level, blocks).
+    /// apart; the cost of `last` against the commit before `first`.
     Skipped {
         first: usize,
         last: usize,
         probability: f64,
-        ratio: f64,
-        low: f64,
-        high: f64,
-        blocks: usize,
+        #[serde(flatten)]
+        step: StepRatio,
     },
     /// The budget ended with the change in `first..=last`, which holds `probability` of
     /// it; `to_settle`: blocks that would place it, if known.

@@ -25,6 +25,7 @@
 //! would pull in a linear-algebra dependency tree (nalgebra) for a shared workspace whose
 //! lock file other crates edit, and its accuracy in the far tails (p-values like 1e-7)
 //! would still need the same tests.
+#![forbid(unsafe_code)]
 
 pub mod advice;
 pub mod ci;

@@ -1,6 +1,7 @@
 //! What the tests of several crates share (a dev-dependency only): golden files compared
 //! byte for byte, with the first line that differs and `UPDATE_GOLDEN=1` to rewrite them;
 //! and a free loopback port.
+#![forbid(unsafe_code)]
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -5,6 +5,7 @@
 //!
 //! Report tables that must line up in one fixed unit (MiB columns, CPU ms/s) keep their
 //! own column formats in `report::format`; this crate is for figures read one at a time.
+#![forbid(unsafe_code)]
 
 /// "1 block", "4 blocks": a count with its noun, singular for one.
 pub fn count(n: usize, noun: &str) -> String {

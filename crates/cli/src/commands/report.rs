@@ -6,20 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
+use report::render::Format;
 use report::{Options, Report, SourceData};
+use strum::VariantNames;
 
 use crate::output;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    Markdown,
-    Csv,
-    Json,
-    Benchstat,
-    Html,
-}
 
 #[derive(Args, Debug)]
 #[command(
@@ -50,7 +42,7 @@ pub struct CommonArgs {
     pub baseline: Option<String>,
 
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, default_value = "table", value_parser = crate::invocation::one_of::<Format>(Format::VARIANTS))]
     pub format: Format,
 
     /// Write to FILE instead of stdout (html: default DIR/report.html).
@@ -200,17 +192,8 @@ fn emit(
         .flat_map(|s| s.trials.iter().cloned())
         .collect();
     let to = common.output.as_deref();
-    let format = match common.format {
-        Format::Table => report::render::Format::Table {
-            color: to.is_none() && io::stdout().is_terminal(),
-        },
-        Format::Markdown => report::render::Format::Markdown,
-        Format::Csv => report::render::Format::Csv,
-        Format::Json => report::render::Format::Json,
-        Format::Benchstat => report::render::Format::Benchstat,
-        Format::Html => report::render::Format::Html,
-    };
-    let text = report::render::render(report, format, &trials)?;
+    let color = to.is_none() && io::stdout().is_terminal();
+    let text = report::render::render(report, common.format, color, &trials)?;
     if common.format == Format::Html {
         let path = html_path(common, first_dir);
         output::write_file(&path, text.as_bytes())?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use experiment::schedule::{schedule, ScheduledTrial};
 use experiment::{Experiment, Order, Workload};
 use lab::runner::RunEnd;
@@ -18,12 +18,6 @@ use crate::invocation::{
 };
 use crate::output::write_stdout;
 use crate::progress::run_pending_shown;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum OrderArg {
-    Random,
-    Sequential,
-}
 
 #[derive(Args, Debug)]
 #[command(
@@ -53,8 +47,8 @@ pub struct RunArgs {
     pub smoke: bool,
 
     /// Order of the configurations within each block [default: the file's `order`, else random].
-    #[arg(long, value_enum)]
-    pub order: Option<OrderArg>,
+    #[arg(long, value_parser = crate::invocation::one_of::<Order>(Order::NAMES))]
+    pub order: Option<Order>,
 
     /// Stop at the first trial that fails or is invalid.
     #[arg(long)]
@@ -163,10 +157,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             experiment
         };
         if let Some(order) = args.order {
-            experiment.order = match order {
-                OrderArg::Random => Order::Random,
-                OrderArg::Sequential => Order::Sequential,
-            };
+            experiment.order = order;
         }
         let plan = schedule(
             experiment.configs.len(),
@@ -317,10 +308,7 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
         count(experiment.configs.len(), "configuration"),
         count(experiment.batches as usize, "block"),
         count(plan.len(), "trial"),
-        match experiment.order {
-            Order::Random => "random",
-            Order::Sequential => "sequential",
-        },
+        experiment.order.as_str(),
         experiment.seed
     );
     println!("Configurations:");

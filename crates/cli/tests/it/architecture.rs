@@ -586,3 +586,60 @@ fn the_doc_readers_read_the_count_and_the_table() {
     assert_eq!(table["a/src/b.rs"], 1146);
     assert_eq!(lines_above_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
 }
+
+/// The crates docs/architecture.md's "Unsafe code" section names: the bullets' first
+/// backquoted word.
+fn crates_allowed_unsafe(doc: &str) -> BTreeSet<String> {
+    let section = doc
+        .split("## Unsafe code")
+        .nth(1)
+        .expect("docs/architecture.md has a section `Unsafe code`");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .map(|l| l.split('`').next().unwrap().to_string())
+        .collect()
+}
+
+/// Every crate forbids unsafe code at its root, but those the architecture doc names, and
+/// each of those has some (a crate that no longer needs it must forbid it).
+#[test]
+fn only_the_crates_the_doc_names_use_unsafe_code() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let allowed = crates_allowed_unsafe(&doc);
+    let mut seen = BTreeSet::new();
+    for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let src = entry.path().join("src");
+        let crate_root = [src.join("lib.rs"), src.join("main.rs")]
+            .into_iter()
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{name}: no src/lib.rs or src/main.rs"));
+        let forbids = std::fs::read_to_string(&crate_root)
+            .unwrap()
+            .contains("#![forbid(unsafe_code)]");
+        let uses = source_files(&src).iter().any(|f| {
+            ["unsafe {", "unsafe fn", "unsafe impl"]
+                .iter()
+                .any(|u| f.code.contains(u))
+        });
+        assert_eq!(
+            forbids,
+            !allowed.contains(&name),
+            "{name}: forbids unsafe code at its root: {forbids}; docs/architecture.md's \
+             \"Unsafe code\" names it: {}",
+            allowed.contains(&name)
+        );
+        if allowed.contains(&name) {
+            assert!(
+                uses,
+                "{name}: docs/architecture.md says it needs unsafe code; it has none"
+            );
+        }
+        seen.insert(name);
+    }
+    let unknown: Vec<&String> = allowed.difference(&seen).collect();
+    assert!(unknown.is_empty(), "not crates: {unknown:?}");
+}

@@ -12,7 +12,8 @@
 //!   interval lies below 15% within a few blocks).
 //! - Two slowdowns of 50% (commits 6 and 15): both named.
 //!
-//! The planted slowdowns are large, and every search holds the machine alone: these tests
+//! The planted slowdowns are large, and every search but the Ruby-history one runs with the machine
+//! to itself (`.config/nextest.toml`): these tests
 //! check the search, not how small a change it finds (the seeded simulations of
 //! experiment::locate do that, and docs/bisect.md gives real runs of a 2.6% change).
 
@@ -124,7 +125,6 @@ fn blocks(r: &Value) -> u64 {
 
 #[test]
 fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
-    let _alone = crate::support::machine::alone();
     let lab = Lab::new("bisect");
     let hashes = history(
         &lab,
@@ -239,7 +239,6 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
 
 #[test]
 fn a_history_without_a_slowdown_has_nothing_to_find() {
-    let _alone = crate::support::machine::alone();
     let lab = Lab::new("bisect-flat");
     history(&lab, |_| WORK, |_| false);
     let out = lab.dir.path("search");
@@ -283,7 +282,6 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
 /// a commit that is neither.
 #[test]
 fn two_slowdowns_are_each_found() {
-    let _alone = crate::support::machine::alone();
     let lab = Lab::new("bisect-two");
     history(
         &lab,
@@ -509,7 +507,6 @@ fn bisect_searches_a_ruby_history_building_each_commit() {
 /// goes on from the three stored blocks (every one kept) and names commit 13, exit 0.
 #[test]
 fn a_budget_that_ends_in_a_range_goes_on_with_a_larger_one() {
-    let _alone = crate::support::machine::alone();
     let lab = Lab::new("bisect-budget");
     history(
         &lab,

@@ -214,7 +214,6 @@ impl Lab {
 
     /// `rubyrace ARGS` with the cache, the record dir and `env`; killed after DEADLINE.
     fn rubyrace(&self, args: &[&str], env: &[(&str, &str)]) -> Outcome {
-        let _machine = crate::support::machine::shared();
         let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
             .args(args)
             .env("RUBYRACE_CACHE", self.cache())

@@ -167,7 +167,6 @@ duration = "1s"
 /// CI, 2026-11-26: ×1.006 [0.972–1.041]).
 #[test]
 fn check_gates_a_change_by_its_slowdown() {
-    let _alone = crate::support::machine::alone();
     let lab = Lab::new("check");
     let repo = lab.dir.path("repo");
     std::fs::create_dir_all(repo.join("app")).unwrap();

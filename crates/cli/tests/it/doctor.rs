@@ -5,15 +5,16 @@
 //! particular values. A CPU-burning child (`yes`) must show up among the busy processes.
 //!
 //! Every run of the binary has a deadline and is killed (by its pid: it is our child) past
-//! it. Each doctor run holds the machine alone (`support::machine`), so that no
-//! other test's load (or another doctor run's Ruby queries) skews its CPU sampling.
+//! it. Each doctor test runs with the machine to itself (`.config/nextest.toml`), so that
+//! no other test's load (or another doctor run's Ruby queries) skews its CPU sampling; the
+//! full examination the tests read is made once per run (`support::shared`).
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::support::shared::fixture;
 use serde_json::Value;
 
 /// A run is killed, and its test failed, after this long (JRuby alone takes seconds to
@@ -76,7 +77,6 @@ impl Drop for Reaped {
 
 /// Runs `rubyrace ARGS...` to completion under [`DEADLINE`].
 fn rubyrace(args: &[&str]) -> Run {
-    let _alone = crate::support::machine::alone();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args(args)
@@ -131,10 +131,13 @@ fn doctor_json(args: &[&str]) -> (Run, Value) {
     (run, json)
 }
 
-/// One full examination, shared by the tests that only read it.
-fn full_report() -> &'static Value {
-    static REPORT: OnceLock<Value> = OnceLock::new();
-    REPORT.get_or_init(|| doctor_json(&[]).1)
+/// One full examination, shared by the tests that only read it: made once per test run.
+fn full_report() -> Value {
+    let dir = fixture("doctor", |dir| {
+        let (run, _) = doctor_json(&[]);
+        std::fs::write(dir.join("doctor.json"), run.stdout).unwrap();
+    });
+    serde_json::from_str(&std::fs::read_to_string(dir.join("doctor.json")).unwrap()).unwrap()
 }
 
 fn finding<'a>(report: &'a Value, name: &str) -> &'a Value {
@@ -204,12 +207,12 @@ fn assert_well_formed(report: &Value) {
 
 #[test]
 fn json_has_every_check_with_a_valid_status() {
-    assert_well_formed(full_report());
+    assert_well_formed(&full_report());
 }
 
 #[test]
 fn values_agree_with_proc_and_this_process() {
-    let report = full_report();
+    let report = &full_report();
 
     let aslr = read_trimmed("/proc/sys/kernel/randomize_va_space").expect("ASLR setting");
     assert!(
@@ -387,7 +390,7 @@ fn rubies_and_servers_agree_with_the_ruby_on_path() {
     let out = ask("print RUBY_DESCRIPTION");
     assert!(out.status.success());
     let description = String::from_utf8_lossy(&out.stdout).into_owned();
-    let report = full_report();
+    let report = &full_report();
     let rubies = value_of(report, "rubies");
     assert!(
         rubies.contains(&description),

@@ -4,9 +4,9 @@
 //!
 //! Each known example is a test of its own (`cargo test -p rubyrace-cli --test it
 //! examples::app_servers` runs one); a new example directory is picked up without editing this file, by
-//! `examples_without_a_test_of_their_own`, until it is added to the list. Each example holds
-//! the machine alone (`support::machine`) whatever the test harness's thread count: two servers on one machine
-//! would measure each other, and a busy machine can make a slow Rails boot miss its
+//! `examples_without_a_test_of_their_own`, until it is added to the list. Each example runs
+//! with the machine to itself (`.config/nextest.toml`): two servers on one machine would measure
+//! each other, and a busy machine can make a slow Rails boot miss its
 //! readiness timeout.
 
 use std::path::PathBuf;
@@ -35,7 +35,6 @@ fn example_dirs_with(file: &str) -> Vec<String> {
 
 /// Runs `examples/<name>/experiment.toml` in smoke mode and checks its report.
 fn smoke_test(name: &str) {
-    let _alone = crate::support::machine::alone();
     let file: PathBuf = workspace_root()
         .join("examples")
         .join(name)

@@ -767,7 +767,6 @@ connections = 2
 /// Runs `rubyrace ARGS` with RLIMIT_FSIZE at `limit` bytes and SIGXFSZ ignored, so a write
 /// past the limit fails with EFBIG as a write to a full disk fails with ENOSPC; unprivileged.
 fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Run {
-    let _machine = crate::support::machine::shared();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubyrace"));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -792,7 +791,6 @@ fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Ru
 
 /// Runs a prepared command, killing it (by its pid) past `deadline`.
 fn wait_command(mut cmd: Command, args: &[&str], deadline: Duration) -> Run {
-    let _machine = crate::support::machine::shared();
     let started = Instant::now();
     let child = cmd.spawn().expect("start rubyrace");
     let pid = child.id() as i32;

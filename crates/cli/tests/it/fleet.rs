@@ -5,8 +5,8 @@
 //! Both "nodes" share this machine's CPUs, so nothing here measures a speedup; the tests
 //! check what is stored, where it ran, and that nothing is left running anywhere. Two
 //! blocks at once load both CPUs, which would change the figures of the tests running
-//! beside them (a bisection once decided a regression in such noise), so each test holds
-//! the machine alone (`support::machine`).
+//! beside them (a bisection once decided a regression in such noise), so each test runs with
+//! the machine to itself (`.config/nextest.toml`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -138,7 +138,6 @@ fn assert_one_block_at_a_time_per_node(stderr: &str) {
 /// the same file run on this machine alone.
 #[test]
 fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-six");
     lab.experiment(&experiment("fleet-six", 6, ""));
@@ -301,7 +300,6 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
 /// left, and no server is left on any node.
 #[test]
 fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
-    let _alone = crate::support::machine::alone();
     let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-dead");
     lab.experiment(&experiment("fleet-dead", 4, "retries = 0"));
@@ -362,7 +360,6 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
 /// missing blocks.
 #[test]
 fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-ctrl-c");
     lab.experiment(&experiment("fleet-ctrl-c", 6, ""));
@@ -409,7 +406,6 @@ fn a_node_without_the_results_directory_or_the_ruby_is_refused_by_name() {
     let rubies = hidden.path("rubies");
     std::fs::create_dir_all(&rubies).unwrap();
     std::os::unix::fs::symlink("/usr/bin/ruby", rubies.join("ruby")).unwrap();
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![
         Node::new("n1"),
         Node {
@@ -484,7 +480,6 @@ fn a_node_without_the_results_directory_or_the_ruby_is_refused_by_name() {
 /// 2026-11-27, where ±4% ended a run after 6), and the run ends at max_blocks.
 #[test]
 fn an_adaptive_fleet_run_adds_blocks_until_its_rule_ends_it() {
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-adaptive");
     let file = experiment("fleet-adaptive", 2, "").replace(
@@ -568,7 +563,6 @@ fn an_adaptive_fleet_run_adds_blocks_until_its_rule_ends_it() {
 /// the agent).
 #[test]
 fn a_separate_load_host_sends_the_load_across_the_network() {
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start_networked(vec![Node::new("n1"), Node::new("n2")]);
     let network = cluster.network.as_ref().unwrap();
     let lab = Lab::new_short("fleet-separate");
@@ -875,7 +869,6 @@ fn the_test_cluster_script_starts_a_cluster_a_dry_run_plans_on_and_stops_it() {
 /// node's TMPDIR; the next task removes it.
 #[test]
 fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
-    let _alone = crate::support::machine::alone();
     let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-retry");
     lab.experiment(&experiment("fleet-retry", 4, "retries = 2"));
@@ -1029,7 +1022,6 @@ fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
 /// and once a resume has imported them, the run is complete.
 #[test]
 fn watch_follows_a_detached_run_by_its_block_files() {
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-watch-detached");
     lab.experiment(&experiment("fleet-watch", 2, ""));
@@ -1116,7 +1108,6 @@ fn watch_follows_a_detached_run_by_its_block_files() {
 #[test]
 fn a_bisection_spreads_its_blocks_over_the_nodes() {
     use crate::bisect::{bisect_args, history, WORK};
-    let _alone = crate::support::machine::alone();
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-bisect");
     history(

@@ -730,7 +730,6 @@ fn run_on_a_terminal(lab: &Lab) -> String {
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     let file = lab.dir.path("").join("experiment.toml");
     let results = lab.results();
-    let _machine = crate::support::machine::shared();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",

@@ -2,10 +2,11 @@
 //! `tests/integration`), a module per topic, sharing `support`. Run one topic with
 //! `cargo test -p rubyrace-cli --test it faults::`, one test with its full name.
 //!
-//! The harness runs tests of every topic at once on its threads. A test whose figures
-//! another test's load would change (the noise record, the doctor's CPU sampling, the
-//! examples' boot deadlines) holds the machine alone (`support::machine`) while every
-//! binary, server and load of the others waits.
+//! `make test` runs them with cargo-nextest, a process per test and as many at once as
+//! there are CPUs. A test whose figures another test's load would change (the noise
+//! record, the doctor's CPU sampling, the examples' boot deadlines, the fleet, the
+//! bisections) takes every test thread, so nextest runs it alone: `.config/nextest.toml`
+//! names them. Under plain `cargo test` they run beside the others and may fail for it.
 //!
 //! - `architecture`: the crates' layout rule (no import circle, dependencies as documented);
 //! - `build`: `rubyrace ruby build` and `ruby list`;

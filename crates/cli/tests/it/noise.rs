@@ -2,15 +2,14 @@
 //! runs real Puma servers, reads the real /proc, and the tests read the stored results and
 //! the report. A busy process this test starts (and kills by its pid) must show up as other
 //! processes' CPU and make the report name the trials in `noisy-trials`; twice the
-//! known-effect app's iterations must show up as more server CPU per request. Each test holds
-//! the machine alone (`support::machine`): the busy loop of one would be the noise of
+//! known-effect app's iterations must show up as more server CPU per request. Each test runs with
+//! the machine to itself (`.config/nextest.toml`): the busy loop of one would be the noise of
 //! another, and any other test's load would be noise too.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::support::lab::{trials, Lab, TrialRow};
-use crate::support::machine::alone;
 use crate::support::rubyrace;
 use serde_json::Value;
 
@@ -67,7 +66,6 @@ fn num(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn every_trial_records_the_noise_of_its_measured_phase() {
-    let _alone = alone();
     let lab = Lab::new("noise-fields");
     lab.experiment(
         r#"
@@ -141,7 +139,6 @@ duration = "2s"
 
 #[test]
 fn a_busy_process_during_the_measurement_is_named_in_noisy_trials() {
-    let _alone = alone();
     let lab = Lab::new("noise-busy");
     lab.experiment(
         r#"
@@ -209,7 +206,6 @@ duration = "2s"
 
 #[test]
 fn twice_the_known_effect_iterations_cost_more_cpu_per_request() {
-    let _alone = alone();
     let lab = Lab::new("known-effect");
     lab.experiment(
         r#"
@@ -295,7 +291,6 @@ fn split_of_this_process() -> ((usize, usize, usize), String) {
 
 #[test]
 fn cpus_split_pins_every_server_process_and_script_and_catches_a_server_that_leaves() {
-    let _alone = alone();
     let ((first, last, count), load_cpus) = split_of_this_process();
     let lab = Lab::new("pinned");
     // The script reports the CPUs the kernel lets it use: an independent check of the pinning.
@@ -393,7 +388,6 @@ duration = "1s"
 
 #[test]
 fn quiet_waits_for_a_busy_process_to_end_and_gives_up_at_max_wait() {
-    let _alone = alone();
     let experiment = |max_wait: &str| {
         format!(
             r#"
@@ -465,7 +459,6 @@ duration = "1s"
 
 #[test]
 fn a_trial_measured_in_noise_is_run_again_and_its_noisy_attempts_are_kept_apart() {
-    let _alone = alone();
     let lab = Lab::new("repeat-noisy");
     lab.experiment(
         r#"

@@ -263,7 +263,6 @@ fn a_profiler_that_fails_leaves_its_reason_and_the_measurement() {
     )
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let _machine = crate::support::machine::shared();
     let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",
@@ -353,7 +352,6 @@ fn costlier_self_frames(report: &serde_json::Value) -> Vec<String> {
 fn the_diff_finds_the_extra_method_and_only_it() {
     // Beside the fleet's and the bisections' load, hot_loop once came out 0.71× (p = 0.042
     // after Holm) in both runs (clean-clone CI, 2026-11-26): the figures need the machine.
-    let _alone = crate::support::machine::alone();
     let (mut lab, mut report) = diff_run("profile-diff");
     let first = costlier_self_frames(&report);
     if first != ["extra_work"] {
@@ -908,7 +906,6 @@ fn a_failing_profiler_is_told_at_its_first_trial_once() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let _machine = crate::support::machine::shared();
     let run = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
         .args([
             "run",

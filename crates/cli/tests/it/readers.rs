@@ -10,9 +10,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::shared::fixture;
 use crate::support::{spawn, Run, TempDir};
 use serde_json::Value;
 
@@ -22,23 +22,22 @@ const READ_ONLY_MOUNT: &str = concat!(
     "/tests/fixtures/read_only_mount.rb"
 );
 
-/// Runs a small experiment into `results` under a new temporary directory.
-fn run_experiment(name: &str, toml: &str) -> (TempDir, PathBuf) {
-    let dir = TempDir::new(name);
-    let file = dir.write("experiment.toml", toml);
-    let out = dir.path("results");
+/// Runs a small experiment into `DIR/results`, and returns that path.
+fn run_experiment(dir: &Path, toml: &str) -> PathBuf {
+    let file = dir.join("experiment.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = dir.join("results");
     let run = spawn(&["run", file.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .wait(Duration::from_secs(180));
     assert_eq!(run.code(), Some(0), "{run:?}");
-    (dir, out)
+    out
 }
 
-/// Rack hello on Puma, connections 1 and 2, three blocks.
-fn results() -> &'static PathBuf {
-    static DIR: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
+/// Rack hello on Puma, connections 1 and 2, three blocks: made once per test run.
+fn results() -> PathBuf {
+    fixture("readers", |dir| {
         run_experiment(
-            "readers",
+            dir,
             r#"
 name = "readers"
 seed = 3
@@ -53,16 +52,16 @@ duration = "700ms"
 [matrix]
 connections = [1, 2]
 "#,
-        )
+        );
     })
-    .1
+    .join("results")
 }
 
 /// A copy of the shared results directory, for a test that damages it.
 fn copy_of_results(name: &str) -> (TempDir, PathBuf) {
     let tmp = TempDir::new(name);
     let copy = tmp.path("results");
-    copy_dir(results(), &copy);
+    copy_dir(&results(), &copy);
     (tmp, copy)
 }
 
@@ -424,7 +423,7 @@ fn readers_work_on_read_only_media() {
 /// panics or aborts, and the exit code still tells the outcome.
 #[test]
 fn a_closed_stdout_and_stderr_end_the_output_without_a_panic() {
-    let dir = results();
+    let dir = &results();
     let experiment = TempDir::new("readers-closed");
     let file = experiment.write(
         "experiment.toml",
@@ -564,7 +563,7 @@ fn a_report_of_an_incomplete_run_says_so_with_the_resume_command() {
 /// the setting under test are compared with every difference named.
 #[test]
 fn compare_refuses_one_directory_twice_and_names_every_difference() {
-    let dir = results();
+    let dir = &results();
     let run = rubyrace(&["compare", s(dir), s(dir)]);
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(
@@ -586,12 +585,10 @@ fn compare_refuses_one_directory_twice_and_names_every_difference() {
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["group_by"][0], "source");
 
-    static OTHER: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
-    let other = &OTHER
-        .get_or_init(|| {
-            run_experiment(
-                "readers-other",
-                r#"
+    let other_tmp = TempDir::new("readers-other");
+    let other = &run_experiment(
+        &other_tmp.path(""),
+        r#"
 name = "readers-other"
 batches = 2
 
@@ -602,9 +599,7 @@ connections = 2
 warmup = "200ms"
 duration = "700ms"
 "#,
-            )
-        })
-        .1;
+    );
     let run = rubyrace(&["compare", s(dir), s(other), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     let differ = warnings_of(&run, "sides-differ");
@@ -641,12 +636,10 @@ duration = "700ms"
 
     // Two runs whose labels match but whose settings do not, reported together: each
     // cohort pools a 2-thread and a 4-thread configuration, and the report says so.
-    static FOUR: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
-    let four = &FOUR
-        .get_or_init(|| {
-            run_experiment(
-                "readers-four",
-                r#"
+    let four_tmp = TempDir::new("readers-four");
+    let four = &run_experiment(
+        &four_tmp.path(""),
+        r#"
 name = "readers-four"
 seed = 3
 batches = 2
@@ -660,9 +653,7 @@ duration = "700ms"
 [matrix]
 connections = [1, 2]
 "#,
-            )
-        })
-        .1;
+    );
     let run = rubyrace(&["report", s(dir), s(four), "--format", "json"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     let pooled = warnings_of(&run, "configurations-differ");
@@ -687,7 +678,7 @@ connections = [1, 2]
 fn bad_chart_paths_fail_before_any_output_and_counts_agree_in_number() {
     let tmp = TempDir::new("readers-charts");
     let file = tmp.write("not-a-dir", "x");
-    let run = rubyrace(&["report", s(results()), "--charts", s(&file)]);
+    let run = rubyrace(&["report", s(&results()), "--charts", s(&file)]);
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(
         run.stdout.is_empty(),

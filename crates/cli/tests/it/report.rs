@@ -4,19 +4,19 @@
 //! it and checked.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::shared::fixture;
 use crate::support::{spawn, Run, TempDir};
 use serde_json::Value;
 
-/// The results directory of one real experiment, shared by the tests of this file.
-fn results() -> &'static PathBuf {
-    static DIR: OnceLock<(TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let dir = TempDir::new("report");
-        let file = dir.write(
-            "experiment.toml",
+/// The results directory of one real experiment, shared by the tests of this file: made
+/// once per test run.
+fn results() -> PathBuf {
+    fixture("report", |dir| {
+        let file = dir.join("experiment.toml");
+        std::fs::write(
+            &file,
             r#"
 name = "report-test"
 seed = 4
@@ -31,14 +31,14 @@ duration = "1s"
 [matrix]
 connections = [{ label = "one <b>connection</b>", value = 1 }, { label = "four", value = 4 }]
 "#,
-        );
-        let out = dir.path("results");
+        )
+        .unwrap();
+        let out = dir.join("results");
         let run = spawn(&["run", file.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .wait(Duration::from_secs(120));
         assert_eq!(run.code(), Some(0), "{run:?}");
-        (dir, out)
     })
-    .1
+    .join("results")
 }
 
 fn report(extra: &[&str]) -> Run {
@@ -241,7 +241,8 @@ fn overhead_and_compare_answer_the_quick_questions() {
     );
     assert!(run.stdout.contains("µs per request ["), "{run:?}");
 
-    let dir = results().to_str().unwrap();
+    let results = results();
+    let dir = results.to_str().unwrap();
     let run = spawn(&[
         "compare",
         dir,

@@ -14,13 +14,15 @@ pub mod table;
 use crate::input::TrialData;
 use crate::model::Report;
 
-/// The formats `rubyrace report` and `compare` write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The formats `rubyrace report` and `compare` write, named as `--format` takes them (the
+/// command line's list is `Format::VARIANTS`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Format {
-    /// The terminal table; coloured when `color`.
-    Table {
-        color: bool,
-    },
+    /// The terminal table (coloured when `render` is asked for colour).
+    Table,
     Markdown,
     Csv,
     Json,
@@ -28,10 +30,16 @@ pub enum Format {
     Html,
 }
 
-/// `report` in `format`; benchstat lists `trials` (the report's sources' trials).
-pub fn render(report: &Report, format: Format, trials: &[TrialData]) -> anyhow::Result<String> {
+/// `report` in `format`; benchstat lists `trials` (the report's sources' trials); the table
+/// is coloured when `color`.
+pub fn render(
+    report: &Report,
+    format: Format,
+    color: bool,
+    trials: &[TrialData],
+) -> anyhow::Result<String> {
     Ok(match format {
-        Format::Table { color } => table::table(report, color),
+        Format::Table => table::table(report, color),
         Format::Markdown => markdown::markdown(report),
         Format::Csv => csv::csv(report)?,
         Format::Json => serde_json::to_string_pretty(report)? + "\n",

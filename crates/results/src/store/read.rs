@@ -25,8 +25,11 @@ impl Store {
     /// How the run orders the trials of a block, as stored.
     pub fn order(&self) -> Result<experiment::Order> {
         let text = self.meta("order")?.context("the results hold no order")?;
-        serde_json::from_value(serde_json::Value::String(text.clone())).with_context(|| {
-            format!("the stored order {text:?} is neither \"random\" nor \"sequential\"")
+        text.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "the stored order {text:?} is none of {}",
+                experiment::Order::NAMES.join(", ")
+            )
         })
     }
 
@@ -241,8 +244,8 @@ impl Store {
     ) -> Result<Vec<experiment::precision::Observation>> {
         let sql = format!(
             "SELECT config_id, block, {} FROM trials WHERE status = 'valid' AND {} IS NOT NULL",
-            metric.column(),
-            metric.column()
+            column_of(metric),
+            column_of(metric)
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map([], |r| {
@@ -423,5 +426,18 @@ impl Store {
             rows.push(row);
         }
         Ok(rows)
+    }
+}
+
+/// The column of the `trials` table that holds a precision metric.
+fn column_of(metric: experiment::precision::PrecisionMetric) -> &'static str {
+    use experiment::precision::PrecisionMetric;
+    match metric {
+        PrecisionMetric::Throughput => "requests_per_s",
+        PrecisionMetric::CpuPerRequest => "cpu_us_per_request",
+        PrecisionMetric::LatencyP50 => "latency_p50_us",
+        PrecisionMetric::LatencyP99 => "latency_p99_us",
+        PrecisionMetric::PssEnd => "pss_end_bytes",
+        PrecisionMetric::Wall => "script_wall_s",
     }
 }

@@ -521,26 +521,26 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
             Finding::Commit {
                 commit,
                 probability,
-                ratio,
-                low,
-                high,
-                blocks,
+                step,
             } => format!(
-                "  found: {}, {ratio:.3}× [{low:.3}–{high:.3}] against the commit before it ({} probable, {})",
+                "  found: {}, {:.3}× [{:.3}–{:.3}] against the commit before it ({} probable, {})",
                 short(*commit),
+                step.ratio,
+                step.low,
+                step.high,
                 percent(*probability),
-                units::count(*blocks, "block")
+                units::count(step.blocks, "block")
             ),
             Finding::Skipped {
                 first,
                 last,
                 probability,
-                ratio,
-                low,
-                high,
-                ..
+                step,
             } => format!(
-                "  found: one of commits {first}–{last} (the others do not build or boot), {ratio:.3}× [{low:.3}–{high:.3}] against commit {} ({} probable)",
+                "  found: one of commits {first}–{last} (the others do not build or boot), {:.3}× [{:.3}–{:.3}] against commit {} ({} probable)",
+                step.ratio,
+                step.low,
+                step.high,
                 first - 1,
                 percent(*probability)
             ),

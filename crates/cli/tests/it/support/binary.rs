@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::machine::{shared, Shared};
 use super::HARD_DEADLINE;
 
 /// A finished run of the binary.
@@ -67,7 +66,6 @@ pub struct Running {
     args: Vec<String>,
     out: Option<JoinHandle<String>>,
     err: Option<JoinHandle<String>>,
-    _machine: Shared,
 }
 
 fn read_all(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
@@ -146,7 +144,6 @@ pub fn spawn_in<S: AsRef<str>>(
     env: &[(&str, &str)],
 ) -> Running {
     let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
-    let machine = shared();
     let mut command = Command::new(env!("CARGO_BIN_EXE_rubyrace"));
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
@@ -167,7 +164,6 @@ pub fn spawn_in<S: AsRef<str>>(
         args,
         out: Some(out),
         err: Some(err),
-        _machine: machine,
     }
 }
 

@@ -7,16 +7,16 @@
 //! - `puma`: [`Puma`], a real Puma in its own process group, killed by its pgid when dropped;
 //! - `files`: [`TempDir`], a scratch directory removed when dropped;
 //! - `lab`: a results directory and the `rubyrace run` that fills it;
-//! - `machine`: the machine shared between tests, or held by one alone;
+//! - `shared`: fixtures made once per test run and read by many tests, across processes;
 //! - `slurm`: a real Slurm cluster (munged, slurmctld, a slurmd per node) for the fleet tests.
 
 pub mod binary;
 pub mod files;
 pub mod http_server;
 pub mod lab;
-pub mod machine;
 pub mod puma;
 pub mod rng;
+pub mod shared;
 pub mod slurm;
 
 pub use binary::*;

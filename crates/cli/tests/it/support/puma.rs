@@ -20,7 +20,6 @@ use serde_json::Value;
 
 use super::files::TempDir;
 use super::http_server::closed_port;
-use super::machine::{shared, Shared};
 
 /// The workspace root (two levels above this crate).
 pub fn workspace_root() -> PathBuf {
@@ -49,7 +48,6 @@ pub struct Puma {
     pub port: u16,
     log: PathBuf,
     _dir: Option<TempDir>,
-    _machine: Shared,
 }
 
 /// Sends one `GET /` and returns the status line, if any.
@@ -99,7 +97,6 @@ impl Puma {
         let dir = TempDir::new("puma");
         let mut last_log = String::new();
         for attempt in 0..5 {
-            let machine = shared();
             let port = closed_port();
             let log = dir.path(&format!("puma-{attempt}.log"));
             let log_file = std::fs::File::create(&log).unwrap();
@@ -120,7 +117,6 @@ impl Puma {
                 port,
                 log: log.clone(),
                 _dir: None,
-                _machine: machine,
             };
             let started = Instant::now();
             let mut exited = false;
