@@ -18,9 +18,11 @@ demo: build
 lint: setup
 	CARGO=$(CARGO) scripts/lint
 
-test: setup lint
-	$(CARGO) build --release --locked
-	$(CARGO) test --workspace --locked
+# Setup, the test tools, lint, the release build, the checks (cargo-deny, the MSRV build,
+# cargo doc, the fuzz smoke) and every test by cargo-nextest, each phase timed
+# (scripts/test; the times and the slowest tests in target/nextest/TESTS.md).
+test:
+	CARGO=$(CARGO) scripts/test
 
 bench: build
 	bench/loadgen

@@ -1,6 +1,9 @@
 //! The `rubyrace` binary: parses arguments and wires the crates together. No measurement
 //! or analysis logic lives here.
 #![forbid(unsafe_code)]
+// The doc comments of the commands' arguments are their `--help` text, where `[OPTION]`
+// and `<name>` are the usual notation, not intra-doc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 /// `println!` and `eprintln!` that never panic. The standard ones panic when stdout or
 /// stderr is closed (`rubyrace ruby build ... | head`), and a panic printing to a closed

@@ -15,12 +15,12 @@ use results::{TrialResult, TrialStatus};
 use units::{bytes, micros};
 
 /// Runs the trials `store` has pending (`lab::runner::run_pending`, a run's `kind` being
-/// "start" or "resume") with the progress on the terminal, the live file `rubyrace watch`
+/// a session kind) with the progress on the terminal, the live file `rubyrace watch`
 /// reads (`progress.json`), and with `live_report` the HTML report rewritten after every
 /// block.
 pub fn run_pending_shown(
     store: &mut Store,
-    kind: &str,
+    kind: results::store::SessionKind,
     fail_fast: bool,
     interrupt: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     live_report: bool,

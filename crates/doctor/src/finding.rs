@@ -36,7 +36,7 @@ impl std::fmt::Display for Status {
 /// One check's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// The check: "cpus", "governor", "busy_processes"... (see [`CHECKS`]).
+    /// The check: "cpus", "governor", "busy_processes"... (see [`crate::report::CHECKS`]).
     pub name: String,
     pub status: Status,
     /// What was seen; may hold several lines.

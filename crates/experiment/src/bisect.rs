@@ -6,7 +6,7 @@
 //!   wholly above 0 (bad is slower, with confidence); when the budget ends with 0 inside
 //!   it, there is no regression to find at this precision.
 //! - **Each step** runs the candidate with both ends (three servers per block): `x =
-//!   ln(candidate / good)` beside `y`. The candidate holds the share θ = E[x] / E[y] of the
+//!   ln(candidate / good)` beside `y`. The candidate holds the share θ = E\[x\] / E\[y\] of the
 //!   regression (0: as good, 1: as bad), given with Fieller's interval for a ratio of means.
 //!   The step decides on `d = x − y/2 = ln(candidate / √(good · bad))`, whose sign says on
 //!   which side of θ = ½ the candidate lies: "bad" when the interval of d is wholly above

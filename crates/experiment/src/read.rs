@@ -822,7 +822,7 @@ impl Experiment {
     }
 
     /// The same experiment cut down to a quick check: two short blocks (never adaptive).
-    /// A sliced design measures each configuration for at most [`SMOKE_MEASURED`] a block.
+    /// A sliced design measures each configuration for at most `SMOKE_MEASURED` a block.
     pub fn smoke(mut self) -> Experiment {
         self.batches = 2;
         self.precision = None;

@@ -104,8 +104,8 @@ impl FleetState {
 
 /// What a fleet session is asked to do.
 pub struct Options<'a> {
-    /// "start" or "resume" (the store's session kind).
-    pub kind: &'a str,
+    /// The store's session kind.
+    pub kind: results::store::SessionKind,
     /// The command line, recorded with the session.
     pub command: &'a str,
     /// Submit and return.

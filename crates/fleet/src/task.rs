@@ -160,7 +160,7 @@ pub fn run_block(
     let mut progress = LogProgress { log };
     let end = run_pending(
         &mut store,
-        "resume",
+        results::store::SessionKind::Resume,
         command,
         false,
         interrupt,

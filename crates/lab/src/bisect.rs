@@ -17,15 +17,15 @@ use results::bisect::{
     BisectOutcome, BisectRecord, Change, CommitEstimate, Finding, HistoryOf, MetricEnds, RoundMeta,
     RoundRecord, Searching, Settle, StepRatio, ROUNDS_DIR, ROUND_META,
 };
-use results::store::Store;
+use results::store::{SessionKind, Store};
 
 use crate::runner::RunEnd;
 
 /// What a search asks of the program running it.
 pub trait Measuring {
-    /// Runs the pending blocks of a round's store (`kind`: "start" or "resume"), showing
+    /// Runs the pending blocks of a round's store (a session of `kind`), showing
     /// their progress.
-    fn run_round(&self, store: &mut Store, kind: &str) -> Result<RunEnd>;
+    fn run_round(&self, store: &mut Store, kind: results::store::SessionKind) -> Result<RunEnd>;
     /// The Ruby built at `commit` of the CRuby repository `repo` (or found in the cache).
     fn ruby_at(
         &self,
@@ -356,9 +356,9 @@ impl<'a> Searcher<'a> {
             }
         };
         let kind = if store.completed().map_err(Stopped::Failed)?.is_empty() {
-            "start"
+            SessionKind::Start
         } else {
-            "resume"
+            SessionKind::Resume
         };
         let end = self.measuring.run_round(&mut store, kind);
         let round = &mut record.rounds[index];

@@ -269,11 +269,11 @@ pub fn run_alone(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> Result<TrialO
     })
 }
 
-/// Runs every scheduled trial not stored yet. `kind` is "start" or "resume"; `command`
+/// Runs every scheduled trial not stored yet, as a session of `kind`; `command`
 /// is recorded as the session's command line.
 pub fn run_pending(
     store: &mut Store,
-    kind: &str,
+    kind: results::store::SessionKind,
     command: &str,
     fail_fast: bool,
     interrupt: &Arc<AtomicBool>,

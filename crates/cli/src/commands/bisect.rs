@@ -242,7 +242,7 @@ struct OnThisMachine<'a> {
 }
 
 impl Measuring for OnThisMachine<'_> {
-    fn run_round(&self, store: &mut Store, kind: &str) -> Result<RunEnd> {
+    fn run_round(&self, store: &mut Store, kind: results::store::SessionKind) -> Result<RunEnd> {
         run_pending_shown(store, kind, false, self.interrupt, false)
     }
 
@@ -269,7 +269,7 @@ struct OnTheFleet<'a> {
 }
 
 impl Measuring for OnTheFleet<'_> {
-    fn run_round(&self, store: &mut Store, kind: &str) -> Result<RunEnd> {
+    fn run_round(&self, store: &mut Store, kind: results::store::SessionKind) -> Result<RunEnd> {
         let end = fleet::controller::run_fleet(
             store,
             &fleet::controller::Options {

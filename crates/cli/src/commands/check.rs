@@ -162,7 +162,7 @@ fn checked(args: &CheckArgs) -> Result<ExitCode, Refused> {
                 inconclusive: args.inconclusive.or(stored.inconclusive),
             };
             writable_summary(options.summary.as_deref())?;
-            (store, options, "resume")
+            (store, options, results::store::SessionKind::Resume)
         }
         None => {
             let options = CheckOptions {
@@ -192,7 +192,7 @@ fn checked(args: &CheckArgs) -> Result<ExitCode, Refused> {
             store
                 .record_meta(OPTIONS_META, &options.to_json())
                 .map_err(tool)?;
-            (store, options, "start")
+            (store, options, results::store::SessionKind::Start)
         }
     };
     gate(store, kind, &options).map_err(tool)
@@ -472,7 +472,11 @@ fn listed(paths: &[String]) -> String {
 
 /// Runs the gate in `store` to its end (or the next stop), prints the summary and appends
 /// it to the summary file; the exit status.
-fn gate(mut store: Store, kind: &str, options: &CheckOptions) -> Result<ExitCode> {
+fn gate(
+    mut store: Store,
+    kind: results::store::SessionKind,
+    options: &CheckOptions,
+) -> Result<ExitCode> {
     let dir = store.dir().to_path_buf();
     let resume = format!("rubyrace check --resume {}", dir.display());
     for c in store.configs()? {

@@ -181,7 +181,11 @@ pub fn describe_plan(experiment: &experiment::Experiment, plan: &ClusterPlan) ->
 }
 
 /// The controller of `run --slurm` and of `run --resume` on a fleet run's directory.
-pub fn control(store: &mut Store, kind: &str, detach: bool) -> Result<ExitCode> {
+pub fn control(
+    store: &mut Store,
+    kind: results::store::SessionKind,
+    detach: bool,
+) -> Result<ExitCode> {
     let dir = store.dir().to_path_buf();
     let binary = std::env::current_exe()
         .and_then(std::fs::canonicalize)

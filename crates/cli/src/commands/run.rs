@@ -118,7 +118,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             eprintln!("rubyrace: the stored experiment cannot run on this machine; {next}");
             return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
         }
-        (store, "resume")
+        (store, results::store::SessionKind::Resume)
     } else {
         let file = args
             .experiment
@@ -205,7 +205,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         (
             Store::create(&dir, &experiment, &plan, args.smoke)?,
-            "start",
+            results::store::SessionKind::Start,
         )
     };
     if store.fleet()?.is_some() {

@@ -68,13 +68,15 @@ pub(crate) fn history(
     hashes
 }
 
+/// Short trials: the planted changes are 50%, and eight servers a block on two CPUs take
+/// most of a test's time as it is (1 s trials made each search 2.5–3 minutes).
 const EXPERIMENT: &str = r#"
 name = "bisect"
 
 [settings]
 app = "repo/app"
-warmup = "300ms"
-duration = "1s"
+warmup = "200ms"
+duration = "600ms"
 "#;
 
 pub(crate) fn bisect_args(lab: &Lab, out: &Path, extra: &[&str]) -> Vec<String> {
@@ -385,12 +387,12 @@ fn ruby_history(lab: &Lab) -> PathBuf {
 }
 
 /// The `[settings]` of the tests on a fake CRuby's history: the threaded File.mtime script
-/// (2 threads, 60,000 calls, 3 runs per trial); copied beside the file by [`ruby_lab`].
+/// (2 threads, 30,000 calls, 3 runs per trial); copied beside the file by [`ruby_lab`].
 pub(crate) const MTIME_SETTINGS: &str = r#"
 [settings]
 workload = "script"
 script = "mtime.rb"
-script_args = ["2", "60000"]
+script_args = ["2", "30000"]
 runs = 3
 "#;
 

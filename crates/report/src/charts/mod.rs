@@ -1,7 +1,7 @@
 //! Hand-written SVG charts of a [`Report`]: no JavaScript, no external resources, one
 //! function per chart, each returning a standalone `<svg>` document (or `None` when the
 //! report has nothing for that chart to draw). The HTML report inlines them and
-//! [`crate::png`] writes them as `.svg` and `.png` files for blog posts and bug reports.
+//! [`crate::render::png`] writes them as `.svg` and `.png` files for blog posts and bug reports.
 //!
 //! Every chart:
 //! - has a title, axes with ticks at nice numbers (1, 2 or 5 × 10ⁿ) and units, and a caption

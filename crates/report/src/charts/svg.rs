@@ -1,5 +1,5 @@
 //! What every chart draws with: nice ticks and number formats, text measures, the SVG
-//! document, labels (every `<text>` of every chart, escaped in one place: [`Label`]), axes,
+//! document, labels (every `<text>` of every chart, escaped in one place: `Label`), axes,
 //! scales, captions and legends.
 
 use std::fmt::Write as _;

@@ -7,7 +7,7 @@
 //! returning [`Markup`]. Every string spliced into a template (cohort names, keys, labels,
 //! paths, environment values, commands, warnings, frame names) is escaped by maud, in text
 //! and attribute values alike, unless it is wrapped as markup already (maud's pre-escaped
-//! type); that happens only in [`trusted`], for the style sheet (`report.css`), the SVG
+//! type); that happens only in `trusted`, for the style sheet (`report.css`), the SVG
 //! charts (which escape their own labels, `charts/svg.rs`) and inferno's flame graphs
 //! (a unit test holds the other files to it). A Content-Security-Policy that allows
 //! no script of its own (only the flame graphs' scripts, by hash, inside sandboxed frames) is

@@ -19,6 +19,7 @@ pub mod writer;
 
 pub use block::BLOCK_PREFIX;
 pub use summary::{summary_table, SummaryRow};
+pub use write::SessionKind;
 
 use std::path::{Path, PathBuf};
 

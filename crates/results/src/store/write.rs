@@ -10,6 +10,24 @@ use super::schema::NOISY_ATTEMPTS;
 use super::{insert_schedule, now, Store, DOCTOR_PREFIX, SERVICES_PREFIX};
 use crate::record::TrialResult;
 
+/// Why a session of a results directory began (the `sessions` table's `kind`): a new run,
+/// or the resume of a stored one (which runs only what is not stored yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    Start,
+    Resume,
+}
+
+impl SessionKind {
+    /// The word stored, as `rubyrace report` and docs/results.md spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Start => "start",
+            SessionKind::Resume => "resume",
+        }
+    }
+}
+
 impl Store {
     /// Stores an attempt of a trial that was measured in noise and will be run again.
     pub fn insert_noisy_attempt(
@@ -79,10 +97,10 @@ impl Store {
     }
 
     /// Records the start of a `rubyrace run` invocation; returns its id.
-    pub fn begin_session(&self, kind: &str, command: &str) -> Result<i64> {
+    pub fn begin_session(&self, kind: SessionKind, command: &str) -> Result<i64> {
         self.conn.execute(
             "INSERT INTO sessions (kind, command, started_at) VALUES (?1, ?2, ?3)",
-            params![kind, command, now()],
+            params![kind.as_str(), command, now()],
         )?;
         Ok(self.conn.last_insert_rowid())
     }
