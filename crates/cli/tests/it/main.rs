@@ -28,6 +28,7 @@
 //! - `ruby`: `jit`, `allocator` and `compact` checked in the running processes;
 //! - `run`: `rubyrace run` end to end;
 //! - `scenario`: user sessions;
+//! - `scripts`: the repository's scripts no other test runs (`scripts/test-times`);
 //! - `services`: real PostgreSQL and Redis;
 //! - `soak`: the run for minutes (an hour with `make soak`) under seeded random faults;
 //! - `tls`: HTTPS against a real Puma;
@@ -56,6 +57,7 @@ mod report;
 mod ruby;
 mod run;
 mod scenario;
+mod scripts;
 mod services;
 mod soak;
 mod tls;
