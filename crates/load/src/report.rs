@@ -535,9 +535,24 @@ impl LoadReport {
         Some(format!("{head}{}", reasons.join("; ")))
     }
 
-    /// The summary a person reads in the terminal.
+    /// The summary a person reads in the terminal: what was run, the connections, the
+    /// outcome, a scenario's steps and the warnings.
     pub fn human_summary(&self) -> String {
         let mut out = String::new();
+        self.write_plan(&mut out);
+        self.write_connections(&mut out);
+        self.write_outcome(&mut out);
+        if let Some(sc) = &self.scenario {
+            write_steps(&mut out, sc);
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        out
+    }
+
+    /// The command's target and settings: the first two lines.
+    fn write_plan(&self, out: &mut String) {
         let s = &self.settings;
         let model = match s.rate {
             Some(r) if self.scenario.is_some() => format!("open loop at {r} users/s"),
@@ -559,6 +574,11 @@ impl LoadReport {
             "  {span} after {}s warmup, {model}, {}, pipeline {}",
             s.warmup_s, s.mode, s.pipeline
         );
+    }
+
+    /// The connections: threads, the peak open, the end, failed connects and TIME_WAIT, a URL mix.
+    fn write_connections(&self, out: &mut String) {
+        let s = &self.settings;
         let per_thread = self
             .actual
             .connections_per_thread
@@ -636,6 +656,11 @@ impl LoadReport {
         if s.urls.len() > 1 {
             let _ = writeln!(out, "  url mix of {} lines, seed {}", s.urls.len(), s.seed);
         }
+    }
+
+    /// What the run measured: requests, transfer, latency, status, errors, in flight, the rate.
+    fn write_outcome(&self, out: &mut String) {
+        let s = &self.settings;
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -654,9 +679,9 @@ impl LoadReport {
         } else {
             "latency"
         };
-        write_latency(&mut out, label, &self.latency_us);
+        write_latency(out, label, &self.latency_us);
         if let Some(u) = &self.latency_uncorrected_us {
-            write_latency(&mut out, "latency (uncorrected, from actual send)", u);
+            write_latency(out, "latency (uncorrected, from actual send)", u);
         }
         let status = self
             .status
@@ -716,13 +741,6 @@ impl LoadReport {
                 r.unsent_at_end
             );
         }
-        if let Some(sc) = &self.scenario {
-            write_steps(&mut out, sc);
-        }
-        for w in &self.warnings {
-            let _ = writeln!(out, "  warning: {w}");
-        }
-        out
     }
 }
 
