@@ -374,6 +374,8 @@ fn read_vars(
     }
 }
 
+/// One `[[step]]` table (`prefix` names it in errors): its name, method and path here, each
+/// other key by its own reader below. None when any of them had an error, recorded in `r`.
 fn read_step(
     r: &mut Reader,
     t: &dyn TableLike,
@@ -426,6 +428,34 @@ fn read_step(
             None
         }
     };
+    let headers = read_step_headers(r, t, prefix, names);
+    let body = read_step_body(r, t, prefix, names);
+    let expect = read_step_expect(r, t, prefix);
+    let think = read_step_think(r, t, prefix);
+    let extract = read_step_extract(r, t, prefix, names);
+    if r.errors.len() > errors_before {
+        return None;
+    }
+    Some(Step {
+        name: name?,
+        method: method?,
+        path: path?,
+        headers,
+        body,
+        expect,
+        think,
+        extract,
+    })
+}
+
+/// A step's `headers`: "Name: value" strings, each value a template.
+fn read_step_headers(
+    r: &mut Reader,
+    t: &dyn TableLike,
+    prefix: &str,
+    names: &[String],
+) -> Vec<(String, Template)> {
+    let field = |k: &str| format!("{prefix}.{k}");
     let mut headers = Vec::new();
     if let Some(item) = t.get("headers") {
         match item.as_array() {
@@ -452,7 +482,18 @@ fn read_step(
             ),
         }
     }
-    let body = match (t.get("form"), t.get("body")) {
+    headers
+}
+
+/// A step's `form` (a table of fields) or `body` (a string), each a template; not both.
+fn read_step_body(
+    r: &mut Reader,
+    t: &dyn TableLike,
+    prefix: &str,
+    names: &[String],
+) -> Option<Body> {
+    let field = |k: &str| format!("{prefix}.{k}");
+    match (t.get("form"), t.get("body")) {
         (Some(form), Some(_)) => {
             r.error(
                 &form.span(),
@@ -488,8 +529,13 @@ fn read_step(
             .and_then(|s| template(r, &s, &body.span(), &field("body"), names))
             .map(Body::Raw),
         (None, None) => None,
-    };
-    let expect = match t.get("expect") {
+    }
+}
+
+/// A step's `expect`: a status or an array of them; success (any 2xx or 3xx) when absent.
+fn read_step_expect(r: &mut Reader, t: &dyn TableLike, prefix: &str) -> Expect {
+    let field = |k: &str| format!("{prefix}.{k}");
+    match t.get("expect") {
         None => Expect::Success,
         Some(item) => {
             let codes: Option<Vec<i64>> = match item.as_value() {
@@ -514,8 +560,13 @@ fn read_step(
                 }
             }
         }
-    };
-    let think = match t.get("think") {
+    }
+}
+
+/// A step's `think`: a duration, { min, max } (uniform) or { mean } (exponential).
+fn read_step_think(r: &mut Reader, t: &dyn TableLike, prefix: &str) -> Think {
+    let field = |k: &str| format!("{prefix}.{k}");
+    match t.get("think") {
         None => Think::None,
         Some(item) if item.as_str().is_some() => r
             .duration(item, &field("think"))
@@ -553,7 +604,17 @@ fn read_step(
                 Think::None
             }
         },
-    };
+    }
+}
+
+/// A step's `extract`: the variables it defines for the steps after it, each given a slot in `names`.
+fn read_step_extract(
+    r: &mut Reader,
+    t: &dyn TableLike,
+    prefix: &str,
+    names: &mut Vec<String>,
+) -> Vec<Extraction> {
+    let field = |k: &str| format!("{prefix}.{k}");
     // Extractions define their variables for the steps after this one.
     let mut extract = Vec::new();
     if let Some(item) = t.get("extract") {
@@ -591,19 +652,7 @@ fn read_step(
             ),
         }
     }
-    if r.errors.len() > errors_before {
-        return None;
-    }
-    Some(Step {
-        name: name?,
-        method: method?,
-        path: path?,
-        headers,
-        body,
-        expect,
-        think,
-        extract,
-    })
+    extract
 }
 
 fn read_source(r: &mut Reader, spec: &Item, key: &str) -> Option<Source> {
