@@ -85,26 +85,7 @@ pub struct Options {
 pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
     if all.is_empty() {
-        if let Some(s) = sources.iter().find(|s| s.writer.is_some()) {
-            bail!(
-                "no trial is stored yet in {}: a run ({}) is writing it; its first trial is stored when it ends",
-                s.dir.display(),
-                s.writer.as_ref().map(ToString::to_string).unwrap_or_default()
-            );
-        }
-        if let Some(s) = sources.iter().find(|s| !s.unimported_blocks.is_empty()) {
-            bail!(
-                "no trial is stored yet in {}: {} finished on the fleet and {} not imported yet; `rubyrace run --resume {}` imports them (and watches the rest)",
-                s.dir.display(),
-                units::count(s.unimported_blocks.len(), "block"),
-                if s.unimported_blocks.len() == 1 { "is" } else { "are" },
-                s.dir.display()
-            );
-        }
-        bail!(
-            "no trials are stored in the given results director{}",
-            if sources.len() == 1 { "y" } else { "ies" }
-        );
+        return Err(nothing_stored(sources));
     }
     let machines: BTreeSet<&str> = all
         .iter()
@@ -113,50 +94,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     // A fleet's trials come from several machines by design: cohorts pool them (pairing
     // within a block cancels a host's speed) and the hosts get a table of their own.
     let fleet = all.iter().all(|t| t.keys.contains_key("fleet"));
-    let by: Vec<String> = if options.by.is_empty() {
-        let mut by = vec!["label".to_string()];
-        if machines.len() > 1 && !fleet {
-            by.push("machine".into());
-        }
-        by
-    } else {
-        options.by.clone()
-    };
-    let known: BTreeSet<&String> = all.iter().flat_map(|t| t.keys.keys()).collect();
-    for k in &by {
-        if !known.contains(k) {
-            let names: Vec<&str> = known
-                .iter()
-                .map(|s| s.as_str())
-                .filter(|s| !s.starts_with("settings.load.urls"))
-                .collect();
-            let hint = experiment::did_you_mean(k, &names)
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
-        }
-    }
+    let by = grouping_keys(&all, machines.len(), fleet, options)?;
 
-    // Cohorts in order of first appearance by (source, config).
-    let mut order: Vec<String> = Vec::new();
-    let mut members: BTreeMap<String, Vec<&TrialData>> = BTreeMap::new();
-    let mut sorted = all.clone();
-    sorted.sort_by_key(|t| (t.source, t.config_id, t.trial_id));
-    for t in &sorted {
-        let name = cohort_name(t, &by);
-        if !members.contains_key(&name) {
-            order.push(name.clone());
-        }
-        members.entry(name).or_default().push(t);
-    }
-    if !options.only.is_empty() {
-        for name in &options.only {
-            if !members.contains_key(name) {
-                bail!("no cohort named {name:?}; cohorts: {}", order.join(", "));
-            }
-        }
-        order = options.only.clone();
-    }
+    let (order, members) = cohorts_in_order(&all, &by, options)?;
     let baseline = match &options.baseline {
         Some(b) if members.contains_key(b) => b.clone(),
         Some(b) => bail!(
@@ -175,11 +115,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
 
     let mut warnings = Vec::new();
     let mut cohorts = Vec::new();
-    let all_valid: Vec<&TrialData> = all
-        .iter()
-        .copied()
-        .filter(|t| t.status == TrialStatus::Valid)
-        .collect();
+    let all_valid = valid(&all);
     let main: fn(&TrialData) -> Option<f64> = if http {
         |t| t.requests_per_s
     } else {
@@ -213,12 +149,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     }
     for name in &order {
         let trials = &members[name];
-        let valid: Vec<&TrialData> = trials
-            .iter()
-            .copied()
-            .filter(|t| t.status == TrialStatus::Valid)
-            .collect();
-        let mut c = cohort(name, trials, &valid, &by, &context, &mut warnings);
+        let mut c = cohort(name, trials, &valid(trials), &by, &context, &mut warnings);
         c.noise = crate::noise::cohort_noise(trials);
         if let Some(n) = &c.noise {
             warnings.extend(crate::noise::condition_warnings(name, n));
@@ -260,49 +191,19 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     } else {
         CONFIDENCE
     };
-    let mut comparisons = Vec::new();
-    let base_valid: Vec<&TrialData> = members[&baseline]
-        .iter()
-        .copied()
-        .filter(|t| t.status == TrialStatus::Valid)
-        .collect();
     let main_metric = if workload == Workloads::Script {
         "wall"
     } else {
         "throughput"
     };
-    for name in order.iter().filter(|n| **n != baseline) {
-        let valid: Vec<&TrialData> = members[name]
-            .iter()
-            .copied()
-            .filter(|t| t.status == TrialStatus::Valid)
-            .collect();
-        for m in &metrics {
-            let level = shape_level(
-                order.len().saturating_sub(1),
-                metrics.len(),
-                m.name == main_metric,
-            );
-            let family = order.len().saturating_sub(1);
-            let simultaneous = stats::simultaneous_confidence(confidence, family);
-            if let Some(mut c) =
-                compare(name, &valid, &baseline, &base_valid, m, simultaneous, level)
-            {
-                c.family_size = family.max(1);
-                comparisons.push(c);
-            }
-        }
-    }
-    for m in &metrics {
-        let mut family: Vec<&mut Comparison> = comparisons
-            .iter_mut()
-            .filter(|c| c.metric == m.name)
-            .collect();
-        holm_adjust(&mut family);
-        for c in family {
-            decide(c, m);
-        }
-    }
+    let comparisons = compare_with_baseline(
+        &order,
+        &members,
+        &baseline,
+        &metrics,
+        confidence,
+        main_metric,
+    );
     let (profiles, frame_changes, sparse_frames) =
         profile::profiles(&order, &members, &baseline, confidence);
     let scenario_steps = steps::scenario_steps(&order, &members);
@@ -310,30 +211,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     pooled_warnings(&comparisons, &mut warnings);
     shape_warnings(&comparisons, main_metric, &mut warnings);
 
-    let overhead = match &options.overhead {
-        Some((a, b)) => {
-            for n in [a, b] {
-                if !members.contains_key(n) {
-                    bail!(
-                        "--overhead: no cohort named {n:?}; cohorts: {}",
-                        order.join(", ")
-                    );
-                }
-            }
-            let va: Vec<&TrialData> = members[a]
-                .iter()
-                .copied()
-                .filter(|t| t.status == TrialStatus::Valid)
-                .collect();
-            let vb: Vec<&TrialData> = members[b]
-                .iter()
-                .copied()
-                .filter(|t| t.status == TrialStatus::Valid)
-                .collect();
-            overhead(a, &va, b, &vb, confidence)
-        }
-        None => None,
-    };
+    let overhead = overhead_of(options, &order, &members, confidence)?;
 
     for s in sources.iter().filter(|s| s.smoke) {
         warnings.push(Warning {
@@ -389,9 +267,214 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         });
     }
 
-    // What the doctor found wrong with the machine when the run (or a resume) started: one
-    // warning per finding, whatever the number of runs and sessions that saw it (the load
-    // average differs a little every time), with each value seen.
+    doctor_warnings(sources, &mut warnings);
+
+    let trials = timeline(&all, &order, &by);
+
+    let matrix = dot_matrix(&order, &members, workload);
+    let environment = cohort_environments(&order, &members);
+
+    design_warnings(sources, &mut warnings);
+    Ok(Report {
+        schema: REPORT_SCHEMA.into(),
+        command: options.command.clone(),
+        confidence,
+        sources: report_sources(sources),
+        workload,
+        group_by: by,
+        baseline,
+        cohorts,
+        comparisons,
+        overhead,
+        warnings,
+        trials,
+        matrix,
+        environment,
+        profiles,
+        frame_changes,
+        sparse_frames,
+        steps: scenario_steps,
+        hosts: host_table,
+    })
+}
+
+/// Every cohort against the baseline on every metric, at a simultaneous level for the
+/// family of comparisons, Holm-adjusted per metric, each decided.
+fn compare_with_baseline(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    baseline: &str,
+    metrics: &[Metric],
+    confidence: f64,
+    main_metric: &str,
+) -> Vec<Comparison> {
+    let mut comparisons = Vec::new();
+    let base_valid = valid(&members[baseline]);
+    for name in order.iter().filter(|n| *n != baseline) {
+        let valid = valid(&members[name]);
+        for m in metrics {
+            let level = shape_level(
+                order.len().saturating_sub(1),
+                metrics.len(),
+                m.name == main_metric,
+            );
+            let family = order.len().saturating_sub(1);
+            let simultaneous = stats::simultaneous_confidence(confidence, family);
+            if let Some(mut c) =
+                compare(name, &valid, baseline, &base_valid, m, simultaneous, level)
+            {
+                c.family_size = family.max(1);
+                comparisons.push(c);
+            }
+        }
+    }
+    for m in metrics {
+        let mut family: Vec<&mut Comparison> = comparisons
+            .iter_mut()
+            .filter(|c| c.metric == m.name)
+            .collect();
+        holm_adjust(&mut family);
+        for c in family {
+            decide(c, m);
+        }
+    }
+    comparisons
+}
+
+/// `--overhead A B`: the extra time per request of cohort A over cohort B.
+fn overhead_of(
+    options: &Options,
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+    confidence: f64,
+) -> Result<Option<crate::model::Overhead>> {
+    match &options.overhead {
+        Some((a, b)) => {
+            for n in [a, b] {
+                if !members.contains_key(n) {
+                    bail!(
+                        "--overhead: no cohort named {n:?}; cohorts: {}",
+                        order.join(", ")
+                    );
+                }
+            }
+            Ok(overhead(
+                a,
+                &valid(&members[a]),
+                b,
+                &valid(&members[b]),
+                confidence,
+            ))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The valid trials among `trials`.
+fn valid<'a>(trials: &[&'a TrialData]) -> Vec<&'a TrialData> {
+    trials
+        .iter()
+        .copied()
+        .filter(|t| t.status == TrialStatus::Valid)
+        .collect()
+}
+
+/// The keys trials are grouped by: `--by`, each checked to name a key some trial has; else
+/// the label, and the machine when the trials come from several (a fleet's aside).
+fn grouping_keys(
+    all: &[&TrialData],
+    machines: usize,
+    fleet: bool,
+    options: &Options,
+) -> Result<Vec<String>> {
+    let by: Vec<String> = if options.by.is_empty() {
+        let mut by = vec!["label".to_string()];
+        if machines > 1 && !fleet {
+            by.push("machine".into());
+        }
+        by
+    } else {
+        options.by.clone()
+    };
+    let known: BTreeSet<&String> = all.iter().flat_map(|t| t.keys.keys()).collect();
+    for k in &by {
+        if !known.contains(k) {
+            let names: Vec<&str> = known
+                .iter()
+                .map(|s| s.as_str())
+                .filter(|s| !s.starts_with("settings.load.urls"))
+                .collect();
+            let hint = experiment::did_you_mean(k, &names)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            bail!("--by {k}: no trial has this key{hint}; keys include label, the matrix axes, ruby, machine, kernel, ruby_description, env.NAME and settings.NAME");
+        }
+    }
+    Ok(by)
+}
+
+/// Each cohort's trials, by its name.
+type Members<'a> = BTreeMap<String, Vec<&'a TrialData>>;
+
+/// The cohorts' names in order of first appearance by (source, configuration), with their
+/// trials; only those `--only` names, in its order.
+fn cohorts_in_order<'a>(
+    all: &[&'a TrialData],
+    by: &[String],
+    options: &Options,
+) -> Result<(Vec<String>, Members<'a>)> {
+    // Cohorts in order of first appearance by (source, config).
+    let mut order: Vec<String> = Vec::new();
+    let mut members: Members = BTreeMap::new();
+    let mut sorted = all.to_vec();
+    sorted.sort_by_key(|t| (t.source, t.config_id, t.trial_id));
+    for t in &sorted {
+        let name = cohort_name(t, by);
+        if !members.contains_key(&name) {
+            order.push(name.clone());
+        }
+        members.entry(name).or_default().push(t);
+    }
+    if !options.only.is_empty() {
+        for name in &options.only {
+            if !members.contains_key(name) {
+                bail!("no cohort named {name:?}; cohorts: {}", order.join(", "));
+            }
+        }
+        order = options.only.clone();
+    }
+    Ok((order, members))
+}
+
+/// Why there is nothing to report: a run still writing its first trial, fleet blocks not
+/// imported yet, or no trial at all.
+fn nothing_stored(sources: &[SourceData]) -> anyhow::Error {
+    if let Some(s) = sources.iter().find(|s| s.writer.is_some()) {
+        return anyhow::anyhow!(
+            "no trial is stored yet in {}: a run ({}) is writing it; its first trial is stored when it ends",
+            s.dir.display(),
+            s.writer.as_ref().map(ToString::to_string).unwrap_or_default()
+        );
+    }
+    if let Some(s) = sources.iter().find(|s| !s.unimported_blocks.is_empty()) {
+        return anyhow::anyhow!(
+            "no trial is stored yet in {}: {} finished on the fleet and {} not imported yet; `rubyrace run --resume {}` imports them (and watches the rest)",
+            s.dir.display(),
+            units::count(s.unimported_blocks.len(), "block"),
+            if s.unimported_blocks.len() == 1 { "is" } else { "are" },
+            s.dir.display()
+        );
+    }
+    anyhow::anyhow!(
+        "no trials are stored in the given results director{}",
+        if sources.len() == 1 { "y" } else { "ies" }
+    )
+}
+
+/// What the doctor found wrong with the machine when the run (or a resume) started: one
+/// warning per finding, whatever the number of runs and sessions that saw it (the load
+/// average differs a little every time), with each value seen.
+fn doctor_warnings(sources: &[SourceData], warnings: &mut Vec<Warning>) {
     // (finding, [(value, results directory)], advice)
     type Seen = (String, Vec<(String, String)>, String);
     let mut found: Vec<Seen> = Vec::new();
@@ -436,18 +519,20 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             message: format!("rubyrace doctor when the run started: {name}: {seen}{advice}"),
         });
     }
+}
 
-    // Trial points in the order they ran.
-    let mut timeline: Vec<&TrialData> = all.clone();
+/// The trials of the reported cohorts as points in the order they ran.
+fn timeline(all: &[&TrialData], order: &[String], by: &[String]) -> Vec<TrialPoint> {
+    let mut timeline: Vec<&TrialData> = all.to_vec();
     timeline.sort_by(|a, b| {
         (a.source, &a.started_at, a.trial_id).cmp(&(b.source, &b.started_at, b.trial_id))
     });
-    let trials = timeline
+    timeline
         .iter()
         .enumerate()
-        .filter(|(_, t)| order.contains(&cohort_name(t, &by)))
+        .filter(|(_, t)| order.contains(&cohort_name(t, by)))
         .map(|(i, t)| TrialPoint {
-            cohort: cohort_name(t, &by),
+            cohort: cohort_name(t, by),
             source: t.source,
             trial_id: t.trial_id,
             block: t.block,
@@ -457,10 +542,15 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             pss_end_bytes: t.pss_end.map(|v| v as u64),
             wall_s: t.wall_s,
         })
-        .collect();
+        .collect()
+}
 
-    let matrix = dot_matrix(&order, &members, workload);
-    let environment = order
+/// Per cohort, every value each key took among its trials (the URL mix and the source aside).
+fn cohort_environments(
+    order: &[String],
+    members: &BTreeMap<String, Vec<&TrialData>>,
+) -> Vec<CohortEnvironment> {
+    order
         .iter()
         .map(|name| {
             let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -480,8 +570,12 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
                     .collect(),
             }
         })
-        .collect();
+        .collect()
+}
 
+/// What a source's design means for its figures: an adaptive run's level, a co-scheduled
+/// run's shared machine.
+fn design_warnings(sources: &[SourceData], warnings: &mut Vec<Warning>) {
     for s in sources {
         if let Some(end) = &s.precision_end {
             warnings.push(Warning {
@@ -498,47 +592,31 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             });
         }
     }
-    Ok(Report {
-        schema: REPORT_SCHEMA.into(),
-        command: options.command.clone(),
-        confidence,
-        sources: sources
-            .iter()
-            .map(|s| Source {
-                dir: s.dir.display().to_string(),
-                experiment: s.experiment.clone(),
-                created_at: s.created_at.clone(),
-                machines: s
-                    .trials
-                    .iter()
-                    .filter_map(|t| t.keys.get("machine").cloned())
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect(),
-                trials: s.trials.len(),
-                commands: s.commands.clone(),
-                smoke: s.smoke,
-                design: s.design.describe(),
-                doctor: s.doctor.clone(),
-                writer: s.writer.as_ref().map(ToString::to_string),
-            })
-            .collect(),
-        workload,
-        group_by: by,
-        baseline,
-        cohorts,
-        comparisons,
-        overhead,
-        warnings,
-        trials,
-        matrix,
-        environment,
-        profiles,
-        frame_changes,
-        sparse_frames,
-        steps: scenario_steps,
-        hosts: host_table,
-    })
+}
+
+/// Each results directory as the report names it.
+fn report_sources(sources: &[SourceData]) -> Vec<Source> {
+    sources
+        .iter()
+        .map(|s| Source {
+            dir: s.dir.display().to_string(),
+            experiment: s.experiment.clone(),
+            created_at: s.created_at.clone(),
+            machines: s
+                .trials
+                .iter()
+                .filter_map(|t| t.keys.get("machine").cloned())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            trials: s.trials.len(),
+            commands: s.commands.clone(),
+            smoke: s.smoke,
+            design: s.design.describe(),
+            doctor: s.doctor.clone(),
+            writer: s.writer.as_ref().map(ToString::to_string),
+        })
+        .collect()
 }
 
 /// For experiments with exactly two matrix axes that vary: the median per cell.
