@@ -279,18 +279,7 @@ pub fn run_pending(
     interrupt: &Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> Result<RunEnd> {
-    // Orphaned descendants (a server that daemonized) come back to rubyrace, which kills
-    // them at the end of their trial.
-    if let Err(e) = become_subreaper() {
-        progress.note(&format!(
-            "cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial"
-        ));
-    }
-    for killed in kill_registered_leftovers(&store.registry()) {
-        progress.note(&format!(
-            "killed {killed}, a server left running by an earlier rubyrace that did not exit cleanly"
-        ));
-    }
+    take_charge_of_processes(store, progress);
     let stored_configs = store.configs()?;
     let schedule = store.schedule()?;
     let record_env: Vec<String> = store
@@ -305,9 +294,7 @@ pub fn run_pending(
     // configuration's paths moved there (the services' `setup` runs there too).
     // A complete run (every planned trial stored, and an adaptive one ended) has nothing to
     // run: its resume checks nothing out, starts no service and keeps every log as it was.
-    let complete = schedule.iter().all(|t| done.contains(&t.trial_id))
-        && (store.precision_target()?.is_none() || store.precision_end()?.is_some())
-        && (store.gate()?.is_none() || store.gate_end()?.is_some());
+    let complete = is_complete(store, &schedule, &done)?;
     let checkouts = if complete {
         crate::checkouts::Checkouts::default()
     } else {
@@ -353,30 +340,10 @@ pub fn run_pending(
     // [services] and setup: started now, before the first trial; a service that does not
     // start ends the session here, with its log's tail.
     crate::services::remove_leftovers(store.dir());
-    let services = if complete
-        || (store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()))
-    {
+    let services = if complete {
         None
     } else {
-        match RunServices::start(
-            &store.services()?,
-            &configs,
-            store.dir(),
-            &store.registry(),
-            session,
-        ) {
-            Ok(s) => {
-                if let Some(summary) = s.record().summary() {
-                    progress.note(&format!("services: {summary}"));
-                }
-                store.record_services(session, s.record())?;
-                Some(s)
-            }
-            Err(e) => {
-                let _ = store.end_session(session, &format!("failed: {e:#}"));
-                return Err(e);
-            }
-        }
+        start_services(store, &configs, session, progress)?
     };
     let design = store.design()?;
     let seed = store.seed()?;
@@ -405,7 +372,80 @@ pub fn run_pending(
             end = run.run_until_decided(&gate);
         }
     }
-    let outcome = match &end {
+    let outcome = session_outcome(&end);
+    if let Some(services) = run.services.take() {
+        let record = services.stop();
+        let _ = run.store.record_services(session, &record);
+    }
+    // Best effort: with a full disk even this may fail, and the error above matters more.
+    let _ = run.store.end_session(session, &outcome);
+    drop(checkouts);
+    end
+}
+
+/// The session's `[services]` and `setup` (None when the experiment has neither). A service
+/// that does not start ends the session, with its log's tail in the error.
+fn start_services(
+    store: &Store,
+    configs: &[Config],
+    session: i64,
+    progress: &mut dyn Progress,
+) -> Result<Option<RunServices>> {
+    if store.services()?.is_empty() && configs.iter().all(|c| c.settings.setup.is_empty()) {
+        return Ok(None);
+    }
+    match RunServices::start(
+        &store.services()?,
+        configs,
+        store.dir(),
+        &store.registry(),
+        session,
+    ) {
+        Ok(s) => {
+            if let Some(summary) = s.record().summary() {
+                progress.note(&format!("services: {summary}"));
+            }
+            store.record_services(session, s.record())?;
+            Ok(Some(s))
+        }
+        Err(e) => {
+            let _ = store.end_session(session, &format!("failed: {e:#}"));
+            Err(e)
+        }
+    }
+}
+
+/// Before a session: rubyrace becomes the reaper of its servers' orphans (a server that
+/// daemonized comes back to it, to be killed at the end of its trial), and kills the
+/// servers an earlier rubyrace left running (its registry).
+fn take_charge_of_processes(store: &Store, progress: &mut dyn Progress) {
+    if let Err(e) = become_subreaper() {
+        progress.note(&format!(
+            "cannot become a child subreaper ({e}): a server that daemonizes could outlive its trial"
+        ));
+    }
+    for killed in kill_registered_leftovers(&store.registry()) {
+        progress.note(&format!(
+            "killed {killed}, a server left running by an earlier rubyrace that did not exit cleanly"
+        ));
+    }
+}
+
+/// Whether the run has nothing left to do: every planned trial stored, and an adaptive run
+/// or a gate ended.
+fn is_complete(
+    store: &Store,
+    schedule: &[experiment::schedule::ScheduledTrial],
+    done: &std::collections::HashSet<usize>,
+) -> Result<bool> {
+    Ok(schedule.iter().all(|t| done.contains(&t.trial_id))
+        && (store.precision_target()?.is_none() || store.precision_end()?.is_some())
+        && (store.gate()?.is_none() || store.gate_end()?.is_some()))
+}
+
+/// How a session ended, as its row in the `sessions` table says.
+fn session_outcome(end: &Result<RunEnd>) -> String {
+    match end {
         Ok(RunEnd::Complete) => "complete".to_string(),
         Ok(RunEnd::Interrupted) => "interrupted".to_string(),
         Ok(RunEnd::StoppedAfterFailure { trial_id }) => {
@@ -416,15 +456,7 @@ pub fn run_pending(
             end.cannot_boot_lines().join("; ")
         ),
         Err(e) => format!("failed: {e:#}"),
-    };
-    if let Some(services) = run.services.take() {
-        let record = services.stop();
-        let _ = run.store.record_services(session, &record);
     }
-    // Best effort: with a full disk even this may fail, and the error above matters more.
-    let _ = run.store.end_session(session, &outcome);
-    drop(checkouts);
-    end
 }
 
 /// The adaptive rule's look after `blocks_done` blocks of `store`: its status, and why the
