@@ -80,7 +80,17 @@ duration = "600ms"
 "#;
 
 pub(crate) fn bisect_args(lab: &Lab, out: &Path, extra: &[&str]) -> Vec<String> {
-    let file = lab.experiment(EXPERIMENT);
+    bisect_args_of(lab, EXPERIMENT, out, extra)
+}
+
+/// [`bisect_args`] with an experiment file of the caller's.
+pub(crate) fn bisect_args_of(
+    lab: &Lab,
+    experiment: &str,
+    out: &Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let file = lab.experiment(experiment);
     let mut args: Vec<String> = vec![
         "bisect".into(),
         file.to_string_lossy().into_owned(),

@@ -1107,7 +1107,11 @@ fn watch_follows_a_detached_run_by_its_block_files() {
 /// is left running on the cluster or here.
 #[test]
 fn a_bisection_spreads_its_blocks_over_the_nodes() {
-    use crate::bisect::{bisect_args, history, WORK};
+    use crate::bisect::{bisect_args_of, history, WORK};
+    // Trials of a second: two nodes' blocks at once on this machine's two CPUs make CPU
+    // per request noisy, and the bisection tests' 600 ms trials made this search take
+    // longer (more blocks: 4 minutes against 3).
+    const EXPERIMENT: &str = "name = \"bisect\"\n\n[settings]\napp = \"repo/app\"\nwarmup = \"300ms\"\nduration = \"1s\"\n";
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-bisect");
     history(
@@ -1118,7 +1122,12 @@ fn a_bisection_spreads_its_blocks_over_the_nodes() {
     let out = lab.dir.path("search");
     let run = run_on(
         &cluster,
-        &bisect_args(&lab, &out, &["--slurm", "--metric", "cpu_per_request"]),
+        &bisect_args_of(
+            &lab,
+            EXPERIMENT,
+            &out,
+            &["--slurm", "--metric", "cpu_per_request"],
+        ),
         Duration::from_secs(900),
     );
     assert_eq!(run.code(), Some(0), "{run:?}");
