@@ -365,15 +365,13 @@ fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
     lab.experiment(&experiment("fleet-ctrl-c", 6, ""));
     let env = cluster.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
-    let started = Instant::now();
-    while lab.stored_trials() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "no block was stored"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
+    running.wait_until(
+        Duration::from_secs(180),
+        "a stored block",
+        || lab.stored_trials() >= 2,
+        || cluster.describe(),
+    );
     // SAFETY: plain kill(2) of the rubyrace this test started.
     unsafe { libc::kill(running.pid() as i32, libc::SIGINT) };
     let run = running.wait(Duration::from_secs(180));

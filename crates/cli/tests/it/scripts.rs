@@ -5,8 +5,9 @@ use std::process::Command;
 
 use crate::support::{workspace_root, TempDir};
 
-/// A JUnit report of three tests (one failed) and two phases give the slowest tests in
-/// order, the failure marked, the totals and the phases with their sum.
+/// A JUnit report of three tests (one failed, one flaky: failed, then passed on its retry)
+/// and two phases give the slowest tests in order, the failure and the flaky test marked,
+/// the totals and the phases with their sum.
 #[test]
 fn test_times_lists_the_slowest_tests_and_the_phases() {
     let dir = TempDir::new("test-times");
@@ -15,7 +16,9 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <testsuites name="nextest-run" tests="3" failures="1" errors="0" time="125.5">
   <testsuite name="rubyrace-cli::it" tests="2" failures="1" errors="0">
-    <testcase name="fleet::six_blocks" classname="rubyrace-cli::it" time="100.25"/>
+    <testcase name="fleet::six_blocks" classname="rubyrace-cli::it" time="100.25">
+      <flakyFailure type="test failure">no block was stored</flakyFailure>
+    </testcase>
     <testcase name="load::a_quick_one" classname="rubyrace-cli::it" time="0.5">
       <failure type="test failure">assertion failed</failure>
     </testcase>
@@ -37,7 +40,7 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
     assert!(run.status.success(), "{run:?}");
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(
-        md.contains("3 run by cargo-nextest, 1 failed; the run took 2 min 06 s"),
+        md.contains("3 run by cargo-nextest, 1 failed, 1 flaky; the run took 2 min 06 s"),
         "{md}"
     );
     assert!(md.contains("| lint | 2 min 10 s |"), "{md}");
@@ -46,10 +49,14 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
     assert_eq!(
         rows,
         [
-            "| `fleet::six_blocks` | rubyrace-cli::it | 100.2 s |",
+            "| `fleet::six_blocks` | rubyrace-cli::it | 100.2 s (flaky: passed on a retry) |",
             "| `tests::bootstrap` | rubyrace-stats | 20.0 s |",
             "| `load::a_quick_one` | rubyrace-cli::it | 0.5 s (failed) |",
         ],
+        "{md}"
+    );
+    assert!(
+        md.contains("## Flaky: failed, then passed on a retry\n\n- `fleet::six_blocks` (rubyrace-cli::it)\n"),
         "{md}"
     );
 }

@@ -86,6 +86,39 @@ impl Running {
         matches!(self.child.as_mut().unwrap().try_wait(), Ok(None))
     }
 
+    /// Waits until `done()` holds while the process runs. If it exits first, or `deadline`
+    /// (since the start) passes, the test fails with its output, then `context()` (read at
+    /// that moment: say a cluster's queue) last, where a CI log's tail shows it.
+    pub fn wait_until(
+        &mut self,
+        deadline: Duration,
+        what: &str,
+        mut done: impl FnMut() -> bool,
+        context: impl FnOnce() -> String,
+    ) {
+        loop {
+            if done() {
+                return;
+            }
+            let exited = !self.is_running();
+            if exited || self.started.elapsed() > deadline {
+                let mut child = self.child.take().unwrap();
+                let _ = child.kill();
+                let status = child.wait();
+                let stdout = self.out.take().unwrap().join().unwrap_or_default();
+                let stderr = self.err.take().unwrap().join().unwrap_or_default();
+                panic!(
+                    "waiting for {what}: rubyrace {:?} {} after {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}",
+                    self.args,
+                    if exited { format!("exited ({status:?})") } else { "still running: killed".into() },
+                    self.started.elapsed(),
+                    context()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Waits for the exit; past `deadline` (since the start) the process is killed and the
     /// test fails.
     pub fn wait(mut self, deadline: Duration) -> Run {

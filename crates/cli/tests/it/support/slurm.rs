@@ -348,6 +348,37 @@ impl Cluster {
         vec![("SLURM_CONF", self.conf.display().to_string())]
     }
 
+    /// The cluster's state for a failing test's message: the nodes, the queue (with each
+    /// job's reason) and the tail of slurmctld's and each slurmd's log.
+    pub fn describe(&self) -> String {
+        let run = |program: &str, args: &[&str]| {
+            self.command(program).args(args).output().map_or_else(
+                |e| format!("{program}: {e}"),
+                |o| {
+                    String::from_utf8_lossy(&o.stdout).into_owned()
+                        + &String::from_utf8_lossy(&o.stderr)
+                },
+            )
+        };
+        let tail = |file: &str| {
+            let text = std::fs::read_to_string(self.dir.path(file)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(25)..].join("\n")
+        };
+        let mut out = format!(
+            "sinfo:\n{}\nsqueue:\n{}",
+            run("sinfo", &["--Node", "--format=%N|%T|%E"]),
+            run("squeue", &["--array", "--format=%i|%T|%R|%M|%N"]),
+        );
+        for (name, _) in &self.slurmd {
+            out += &format!(
+                "\nslurmd {name} log:\n{}",
+                tail(&format!("log/slurmd-{name}.log"))
+            );
+        }
+        out + &format!("\nslurmctld log:\n{}", tail("log/slurmctld.log"))
+    }
+
     /// Every job Slurm still runs or queues.
     pub fn active_jobs(&self) -> Vec<String> {
         let out = self
