@@ -47,6 +47,40 @@ pub const MIN_SLICE: Duration = Duration::from_millis(20);
 /// A separate load host runs one load per slice on new connections: shorter slices would
 /// measure mostly connection set-up.
 pub const MIN_SLICE_SEPARATE_LOAD: Duration = Duration::from_millis(100);
+/// Why a slice is too short to measure. What makes a slice valid has this one home
+/// ([`slice_problem`]): the file's `slice`, the slices a duration is cut into, and the
+/// default design (which `check` and `bisect` choose after parsing) all ask it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceProblem {
+    /// Shorter than [`MIN_SLICE`]: mostly lead-in and scheduling.
+    MostlyLeadIn,
+    /// With a separate load host, shorter than [`MIN_SLICE_SEPARATE_LOAD`]: each slice is a
+    /// load run of its own on new connections, so mostly connection set-up.
+    MostlyConnectionSetUp,
+}
+
+impl SliceProblem {
+    /// The shortest slice that has no such problem.
+    pub fn minimum(self) -> Duration {
+        match self {
+            SliceProblem::MostlyLeadIn => MIN_SLICE,
+            SliceProblem::MostlyConnectionSetUp => MIN_SLICE_SEPARATE_LOAD,
+        }
+    }
+}
+
+/// What is wrong with slices of `slice`, loaded from a separate load host when
+/// `separate_load`; None for a slice that measures the server.
+pub fn slice_problem(slice: Duration, separate_load: bool) -> Option<SliceProblem> {
+    if slice < MIN_SLICE {
+        Some(SliceProblem::MostlyLeadIn)
+    } else if separate_load && slice < MIN_SLICE_SEPARATE_LOAD {
+        Some(SliceProblem::MostlyConnectionSetUp)
+    } else {
+        None
+    }
+}
+
 /// The shortest lead-in: the previous server's last requests complete in it, and this
 /// one's queue fills (a few requests of a few milliseconds each).
 pub const MIN_LEAD_IN: Duration = Duration::from_millis(5);

@@ -1,13 +1,16 @@
-//! The matrix: layers merged into configurations, exclusions, `ruby = "all"` expanded to
-//! every Ruby found, and the labels that name the configurations (unique, or an error).
+//! The matrix: layers merged into configurations (the expansion pass), exclusions,
+//! `ruby = "all"` expanded to every Ruby found, and the labels that name the
+//! configurations (unique, or an error).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use toml_edit::TableLike;
 
 use crate::model::RubyDef;
-use crate::parse::{AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, Span};
+use crate::parse::{
+    AxisValue, ConfigEntry, LabelPart, Layer, Parser, Placed, Point, RootKeys, Span,
+};
 use crate::settings::SettingValue;
 
 /// Merges layers: later layers replace a key, except `env`, whose variables are merged.
@@ -45,6 +48,23 @@ pub(crate) fn excluded_by(layer: &Layer, exclusion: &Layer) -> bool {
             (_, None, _) => false,
         }
     })
+}
+
+/// `ruby = "all"` in `[matrix]`: its axis gets every Ruby of `[rubies]`, or of the
+/// machine (which then become the experiment's Rubies). `root` is the file's table.
+pub(crate) fn fill_ruby_all(p: &mut Parser, root: &toml_edit::Table, keys: &mut RootKeys) {
+    let Some(span) = p.ruby_all.clone() else {
+        return;
+    };
+    let declared = root.get("rubies").and_then(|r| r.as_table_like());
+    let values = if root.get("rubies").is_some() && declared.is_none() {
+        Vec::new() // `rubies` is not a table: reported already
+    } else {
+        expand_ruby_all(p, &span, declared, &mut keys.rubies)
+    };
+    if let Some(axis) = keys.axes.iter_mut().find(|axis| axis.name == "ruby") {
+        axis.values = values;
+    }
 }
 
 /// The Rubies `ruby = "all"` stands for, in order: those of `[rubies]` in file order, or,
@@ -216,4 +236,137 @@ pub(crate) fn labels_for_configs(
             })
         })
         .collect()
+}
+
+/// The configurations before they are resolved: each `[[configs]]` entry (or one empty
+/// one) × the product of the `[matrix]` axes, `[settings]` beneath both, each with its
+/// label and the places its parts come from.
+pub(crate) fn expand(p: &mut Parser, keys: &mut RootKeys) -> Vec<Point> {
+    if keys.configs.is_empty() {
+        keys.configs.push(ConfigEntry {
+            layer: Layer::new(),
+            label: None,
+            span: None,
+            broken: false,
+        });
+    }
+    let config_parts = labels_for_configs(p, &keys.configs);
+    let mut points: Vec<Point> = Vec::new();
+    for (entry, config_part) in keys.configs.iter().zip(config_parts) {
+        let mut combos: Vec<(Layer, Vec<LabelPart>, BTreeMap<String, String>)> =
+            vec![(Layer::new(), Vec::new(), BTreeMap::new())];
+        for axis in &keys.axes {
+            let mut next = Vec::new();
+            for (combo, parts, axis_labels) in &combos {
+                for v in &axis.values {
+                    let mut c = combo.clone();
+                    c.insert(axis.name.clone(), v.placed.clone());
+                    let mut l = parts.clone();
+                    // `ruby = "all"` names the Ruby even when it finds only one: what
+                    // it expands to depends on the machine, and the label should say.
+                    if axis.values.len() > 1 || (axis.name == "ruby" && p.ruby_all.is_some()) {
+                        l.push(LabelPart {
+                            text: if axis.name == "env" || v.chosen {
+                                v.label.clone()
+                            } else {
+                                format!("{}={}", axis.name, v.label)
+                            },
+                            span: v.placed.span.clone(),
+                            key: v.placed.key.clone(),
+                            axis: Some(axis.name.clone()),
+                        });
+                    }
+                    let mut al = axis_labels.clone();
+                    al.insert(axis.name.clone(), v.label.clone());
+                    next.push((c, l, al));
+                }
+            }
+            combos = next;
+        }
+        for (combo, axis_parts, axis_labels) in combos {
+            let layer = merge(&[&keys.base, &entry.layer, &combo]);
+            let mut parts = Vec::new();
+            parts.extend(config_part.clone());
+            parts.extend(axis_parts);
+            let label = if parts.is_empty() {
+                "default".to_string()
+            } else {
+                parts
+                    .iter()
+                    .map(|part| part.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            points.push(Point {
+                layer,
+                label,
+                parts,
+                axes: axis_labels,
+                span: entry.span.clone(),
+            });
+        }
+    }
+    points
+}
+
+/// Leaves out the points each `[[exclude]]` matches: an exclusion that matches none, or
+/// that leaves nothing to run, is an error at its place.
+pub(crate) fn apply_exclusions(p: &mut Parser, keys: &RootKeys, points: &mut Vec<Point>) {
+    // An exclusion with a rejected value, or on a setting whose value was rejected
+    // elsewhere, cannot be matched reliably: it is left out rather than reported as
+    // matching nothing (or everything).
+    let mut emptied_by = None;
+    for (i, (exclusion, span, broken)) in keys.exclusions.iter().enumerate() {
+        if *broken || exclusion.keys().any(|k| p.rejected.contains(k)) {
+            continue;
+        }
+        let before = points.len();
+        points.retain(|point| !excluded_by(&point.layer, exclusion));
+        if points.len() == before {
+            p.error(
+                span,
+                &format!("exclude[{i}]"),
+                "this exclusion matches no configuration",
+                Some("check its values against [matrix]; values must match exactly".into()),
+            );
+        } else if points.is_empty() {
+            emptied_by = Some((i, span.clone()));
+        }
+    }
+    if let Some((i, span)) = &emptied_by {
+        p.error(
+            span,
+            &format!("exclude[{i}]"),
+            "every configuration is excluded; nothing would run",
+            Some("an exclusion leaves out every configuration that matches all its keys".into()),
+        );
+    }
+}
+
+/// Every configuration's label is its own: a second one with the same label is an error
+/// at the part of it that should differ (`duplicate_label`).
+pub(crate) fn check_unique_labels(p: &mut Parser, keys: &RootKeys, points: &[Point]) {
+    // Labels are unique. When a value that makes labels was rejected, the labels are not
+    // the ones the file will give: a clash among them would follow from that error.
+    let labels_broken = keys.axes.iter().any(|axis| p.rejected.contains(&axis.name))
+        || p.rejected.contains("label")
+        || (keys.configs.len() > 1 && keys.configs.iter().any(|c| c.label.is_none() && c.broken));
+    let duplicate_axes: Vec<&str> = keys
+        .axes
+        .iter()
+        .filter(|axis| axis.duplicate_labels)
+        .map(|axis| axis.name.as_str())
+        .collect();
+    let mut first_with_label: HashMap<&str, usize> = HashMap::new();
+    for (id, point) in points.iter().enumerate() {
+        match first_with_label.get(point.label.as_str()) {
+            Some(&first) if !labels_broken => {
+                duplicate_label(p, &duplicate_axes, (first, &points[first]), (id, point))
+            }
+            Some(_) => {}
+            None => {
+                first_with_label.insert(&point.label, id);
+            }
+        }
+    }
 }

@@ -1431,6 +1431,28 @@ fn a_fleet_table_is_checked_key_by_key() {
         "{errs:#?}"
     );
     assert!(parse("design = \"interleaved\"\nslice = \"100ms\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n").is_ok());
+    // What makes a slice valid has one home (design::slice_problem), whether the slice is
+    // written, cut from the duration, or chosen for a file without a design (and by
+    // `check` and `bisect`, through default_design): 60 ms of load is one slice of 60 ms,
+    // too short for a separate load host.
+    let short = "[settings]\nduration = \"60ms\"\n[fleet]\nload = \"separate\"\n[matrix]\nthreads = [1, 2]\n";
+    let errs = errors(&format!("design = \"interleaved\"\n{short}"));
+    assert!(
+        errs[0].contains("exp.toml:1:10: design: duration = \"60ms\" is shorter than the shortest slice with [fleet] load = \"separate\", 100ms"),
+        "{errs:#?}"
+    );
+    let e = parse(short).unwrap();
+    assert_eq!(e.design, crate::design::Design::Blocks);
+    assert!(
+        e.defaults.iter().any(|d| d.starts_with("design = \"blocks\" (duration is shorter than the shortest slice with [fleet] load = \"separate\", 100ms")),
+        "{:?}",
+        e.defaults
+    );
+    assert_eq!(e.default_design(&e.configs), crate::design::Design::Blocks);
+    // The same 60 ms on held-open connections (no separate load host) is a valid slice.
+    let e = parse("[settings]\nduration = \"60ms\"\n[matrix]\nthreads = [1, 2]\n").unwrap();
+    assert_ne!(e.design, crate::design::Design::Blocks);
+    assert_ne!(e.default_design(&e.configs), crate::design::Design::Blocks);
     assert!(
         all.contains("fleet.node: unknown key `node`") && all.contains("did you mean `nodes`?"),
         "{all}"

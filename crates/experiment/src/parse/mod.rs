@@ -3,11 +3,16 @@
 //! layers of placed values; and the run-wide keys (design, quiet, cpus, precision).
 //!
 //! One [`Parser`] does the whole walk, so that every error has the file, line and column
-//! and checks can skip what an earlier error explains. Its methods are in three files:
+//! and checks can skip what an earlier error explains. `read.rs`'s `parse_with` runs its
+//! passes in order; its methods are in these files:
 //! - this one: positions, errors, names and labels, one setting's value, `[settings]`
 //!   and `[[configs]]` layers;
-//! - `sections`: `[matrix]` and `[rubies]`;
-//! - `run_keys`: `design`, `quiet`, `cpus`, and why a file is in blocks by default.
+//! - `root`: the first pass, every root key into [`RootKeys`];
+//! - `sections`: `[matrix]` and `[rubies]` (with `ruby = "all"` and the `ruby` on PATH);
+//!   `services` and `fleet`: those sections;
+//! - `run_keys`: `design`, `quiet`, `cpus`, and why a file is in blocks by default;
+//! - `cross_keys`: what compares keys with each other and with the expanded
+//!   configurations (a setting an axis replaces, the adaptive keys, the design).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -19,11 +24,14 @@ use crate::error::{line_column, ExperimentError};
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue};
 use rubies::discovery::{DiscoveredRuby, RubyCapabilities};
 
+mod cross_keys;
 mod fleet;
+mod root;
 mod run_keys;
 mod sections;
 mod services;
 
+pub(crate) use root::RootKeys;
 pub(crate) use run_keys::{parse_percent, why_blocks_by_default, DesignName};
 
 /// A checked setting value and where it was written.
@@ -136,6 +144,38 @@ pub(crate) struct Parser<'a> {
 pub(crate) type RubyBuildKey = (PathBuf, String, Vec<String>);
 
 impl<'a> Parser<'a> {
+    /// A parser of `text`, the file `file`, whose relative paths are from the file's
+    /// directory.
+    pub(crate) fn new(
+        file: &'a Path,
+        text: &'a str,
+        discover: &'a dyn Fn() -> Vec<DiscoveredRuby>,
+        build_ruby: &'a dyn Fn(&rubies::build::BuildRequest) -> Result<PathBuf, String>,
+    ) -> Parser<'a> {
+        let base_dir = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Parser {
+            file,
+            text,
+            base_dir: std::fs::canonicalize(&base_dir).unwrap_or(base_dir),
+            errors: Vec::new(),
+            capabilities: HashMap::new(),
+            bundles: HashMap::new(),
+            server_checks: HashMap::new(),
+            ruby_all: None,
+            rejected: Default::default(),
+            failed_rubies: Vec::new(),
+            rubies_reported: false,
+            rubies_span: None,
+            discover,
+            build_ruby,
+            ruby_builds: HashMap::new(),
+        }
+    }
+
     pub(crate) fn position(&self, span: &Option<Range<usize>>) -> Option<(usize, usize)> {
         span.as_ref().map(|span| line_column(self.text, span.start))
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use toml_edit::Item;
 
 use super::{describe, Parser, Span};
+use crate::design::SliceProblem;
 use crate::model::{Config, Workload};
 use crate::settings::{Kind, SettingValue};
 
@@ -37,7 +38,13 @@ impl<'a> Parser<'a> {
                 return (crate::design::Design::Blocks, None);
             }
             Some((name, span)) => (name, span),
-            None => match why_blocks_by_default(configs, written, repeat_noisy, has_services) {
+            None => match why_blocks_by_default(
+                configs,
+                written,
+                repeat_noisy,
+                has_services,
+                separate_load,
+            ) {
                 Some(reason) => {
                     self.refuse_slicing_keys(
                         &slice,
@@ -135,21 +142,36 @@ impl<'a> Parser<'a> {
             ));
         }
         let duration = durations.first().copied().unwrap_or_default();
+        let slice_span = slice.as_ref().map(|s| s.1.clone());
         let (slice, rounds) = crate::design::slicing_for(
             duration,
             slice.map(|s| s.0),
             rounds.map(|r| r.0),
             crate::design::default_slice(together, separate_load),
         );
-        if slice < crate::design::MIN_SLICE {
-            problems.push(problem(
+        match (crate::design::slice_problem(slice, separate_load), &slice_span) {
+            (None, _) => {}
+            // A written slice: shorter than MIN_SLICE, it was refused where it is written
+            // (and not used); too short for a separate load host, it is refused here.
+            (Some(SliceProblem::MostlyLeadIn), Some(_)) => {}
+            (Some(SliceProblem::MostlyConnectionSetUp), Some(span)) => self.error(
+                span,
+                "slice",
                 format!(
-                    "duration = \"{}\" is shorter than the shortest slice, {}",
+                    "a slice of {} with [fleet] load = \"separate\": a separate load host runs a load per slice on new connections, so slices shorter than {} would measure mostly connection set-up",
+                    humantime::format_duration(slice),
+                    humantime::format_duration(crate::design::MIN_SLICE_SEPARATE_LOAD)
+                ),
+                Some("slice = \"100ms\" or longer, or load = \"same\" (held-open slices)".into()),
+            ),
+            (Some(short), None) => problems.push(problem(
+                format!(
+                    "duration = \"{}\" is {}",
                     humantime::format_duration(duration),
-                    humantime::format_duration(crate::design::MIN_SLICE)
+                    shorter_than_a_slice(short)
                 ),
                 "measure for longer, or use design = \"blocks\"",
-            ));
+            )),
         }
         for (message, help) in problems {
             self.error(&span, "design", message, help);
@@ -349,6 +371,7 @@ pub(crate) fn why_blocks_by_default(
     written: &std::collections::BTreeSet<&str>,
     repeat_noisy: u32,
     has_services: bool,
+    separate_load: bool,
 ) -> Option<String> {
     let n = configs.len();
     if n < 2 {
@@ -388,13 +411,27 @@ pub(crate) fn why_blocks_by_default(
     if durations.len() > 1 {
         return Some("the configurations' durations differ".into());
     }
-    if durations[0] < crate::design::MIN_SLICE {
-        return Some(format!(
-            "duration is shorter than the shortest slice, {}",
-            humantime::format_duration(crate::design::MIN_SLICE)
-        ));
+    // The slices the duration would be cut into by default.
+    let (slice, _) = crate::design::slicing_for(
+        durations[0],
+        None,
+        None,
+        crate::design::default_slice(false, separate_load),
+    );
+    crate::design::slice_problem(slice, separate_load)
+        .map(|short| format!("duration is {}", shorter_than_a_slice(short)))
+}
+
+/// "shorter than the shortest slice, 20ms", and the like for a separate load host: a
+/// duration cut into slices that `short` describes.
+fn shorter_than_a_slice(short: SliceProblem) -> String {
+    let minimum = humantime::format_duration(short.minimum());
+    match short {
+        SliceProblem::MostlyLeadIn => format!("shorter than the shortest slice, {minimum}"),
+        SliceProblem::MostlyConnectionSetUp => format!(
+            "shorter than the shortest slice with [fleet] load = \"separate\", {minimum} (each slice is a load run of its own on new connections)"
+        ),
     }
-    None
 }
 
 /// The configurations' measured durations, each once, in order of first appearance.

@@ -5,14 +5,44 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use toml_edit::{Item, TableLike};
+use toml_edit::{Item, Table, TableLike};
 
+use super::root::RootKeys;
 use super::{describe, element_spans, labelled, Axis, AxisValue, Parser, Placed};
 use crate::model::RubyDef;
 use crate::settings::{did_you_mean, setting_kind, setting_names, Kind, SettingValue, RUBY_ALL};
 use rubies::discovery::RubyCapabilities;
 
 impl<'a> Parser<'a> {
+    /// Without `[rubies]` (and without `ruby = "all"`), the `ruby` on PATH is the only
+    /// Ruby, named "system"; no `ruby` there is an error of the file as a whole.
+    pub(crate) fn system_ruby(&mut self, root: &Table, keys: &mut RootKeys) {
+        if self.ruby_all.is_some() || !keys.rubies.is_empty() || root.get("rubies").is_some() {
+            return;
+        }
+        match rubies::discovery::resolve_executable("ruby") {
+            Ok(path) => {
+                let def = RubyDef {
+                    argv: vec![path.display().to_string()],
+                    env: BTreeMap::new(),
+                    gemfile: None,
+                };
+                keys.rubies.insert("system".into(), (def, None));
+            }
+            Err(e) => {
+                // About the file as a whole: nothing in it names a Ruby.
+                self.error(
+                    &None,
+                    "rubies",
+                    format!("no [rubies] given and {e:#}"),
+                    None,
+                );
+                self.failed_rubies.push("system".into());
+                self.rubies_reported = true;
+            }
+        }
+    }
+
     /// Reads `[matrix]`: each key is a setting and its value an array of alternatives.
     pub(crate) fn matrix(&mut self, table: &dyn TableLike) -> Vec<Axis> {
         let mut axes = Vec::new();
