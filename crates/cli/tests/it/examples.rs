@@ -4,10 +4,9 @@
 //!
 //! Each known example is a test of its own (`cargo test -p rubyrace-cli --test it
 //! examples::app_servers` runs one); a new example directory is picked up without editing this file, by
-//! `examples_without_a_test_of_their_own`, until it is added to the list. Each example runs
-//! with the machine to itself (`.config/nextest.toml`): two servers on one machine would measure
-//! each other, and a busy machine can make a slow Rails boot miss its
-//! readiness timeout.
+//! `examples_without_a_test_of_their_own`, until it is added to the list. Under `make test`
+//! one example runs at a time, beside one other test (`.config/nextest.toml`): what is
+//! checked is that every trial is valid and every setting in force, not a figure.
 
 use std::path::PathBuf;
 use std::time::Duration;
