@@ -12,32 +12,25 @@
 //! Modules, in the order a file goes through them: `settings` (the keys), `parse` (the
 //! TOML walk), `matrix` (configurations and labels), `resolve` (each configuration's
 //! settings), `read` (the pipeline, from file to `Experiment`), with `model` (the result) and
-//! `error`; and what the run needs besides: `schedule`, `design`, `conditions`,
-//! `precision`, `servers`; and the rules that decide without a person: `gate` (`check`),
-//! `locate` (`bisect`'s k-section search), `bisect` (the step-by-step search before it,
-//! kept as the baseline its simulations compare with).
+//! `error`; and what the run needs besides: `design`, `conditions`, `servers`. The rules
+//! that decide without a person (`precision`, `gate`, `locate`, `bisect`, `schedule`) are
+//! the `rules` crate's, re-exported here under their old paths.
 #![forbid(unsafe_code)]
 
-pub mod bisect;
 pub mod conditions;
 pub mod design;
 mod error;
 pub mod fleet;
-pub mod gate;
 pub mod gemfile;
-pub mod locate;
 mod matrix;
 mod model;
 mod parse;
-pub mod precision;
 mod read;
 mod resolve;
-pub mod schedule;
 pub mod servers;
 pub mod services;
 mod settings;
 
-pub use crate::schedule::Order;
 pub use error::{ExperimentError, ExperimentErrors};
 pub use model::{
     estimated_block_time, AppCommit, AppCommitError, Config, ConfigSettings, Experiment, Profiler,
@@ -45,6 +38,8 @@ pub use model::{
     PROFILER_NAMES, YJIT_PERF,
 };
 pub use read::cached_ruby;
+pub use rules::Order;
+pub use rules::{bisect, gate, locate, precision, schedule};
 pub use settings::{did_you_mean, MAX_PROFILE_RATE_HZ, RUBY_ALL};
 
 #[cfg(test)]
