@@ -236,7 +236,9 @@ fn log_sd(x: &[f64]) -> Option<f64> {
     Some((x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
 }
 
-/// Summaries and per-cohort warnings.
+/// Summaries and per-cohort warnings: the trials not counted, the main value's spread
+/// (`main_value_warnings`: outliers, high CV, drift), the environment that differs within
+/// the cohort, then every summary.
 pub(super) fn cohort(
     name: &str,
     trials: &[&TrialData],
@@ -264,6 +266,67 @@ pub(super) fn cohort(
         warn(warnings, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
     }
 
+    let outliers = main_value_warnings(name, valid, context, warnings);
+    environment_warnings(name, trials, by, warnings);
+    let latency = latency(valid);
+    let script = script_times(valid);
+    let runtime = runtime(valid);
+    Cohort {
+        runtime,
+        verified: verified_settings(trials),
+        name: name.to_string(),
+        key: by
+            .iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    trials[0].keys.get(k).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        valid: valid.len(),
+        invalid,
+        failed,
+        throughput: summary(valid, |t| t.requests_per_s),
+        latency,
+        memory: Memory {
+            rss_end: summary(valid, |t| t.rss_end),
+            pss_end: summary(valid, |t| t.pss_end),
+            uss_end: summary(valid, |t| t.uss_end),
+            rss_peak: summary(valid, |t| t.rss_peak),
+            pss_peak: summary(valid, |t| t.pss_peak),
+        },
+        cpu: Cpu {
+            per_request: summary(valid, |t| t.cpu_per_request),
+            user_per_request: summary(valid, |t| t.cpu_user_per_request),
+            system_per_request: summary(valid, |t| t.cpu_system_per_request),
+            idle_per_s: summary(valid, |t| t.idle_cpu_per_s),
+            idle_share: summary(valid, |t| t.idle_cpu_share),
+            per_request_with_idle: summary(valid, |t| t.cpu_per_request_with_idle),
+        },
+        error_rate: summary(valid, |t| t.error_rate),
+        script,
+        outliers,
+        noise: None,
+    }
+}
+
+/// The main value of the cohort's trials (throughput, or a script's wall time), judged for
+/// outliers (returned, as `source:trial`), a high spread and drift over the run, each a
+/// warning of cohort `name`.
+fn main_value_warnings(
+    name: &str,
+    valid: &[&TrialData],
+    context: &RunContext,
+    warnings: &mut Vec<Warning>,
+) -> Vec<String> {
+    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
+        warnings.push(Warning {
+            kind: kind.into(),
+            cohort: Some(name.to_string()),
+            message,
+        });
+    };
     // The main value of a trial, for outliers, CV and drift.
     let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) {
         |t| t.requests_per_s
@@ -382,7 +445,24 @@ pub(super) fn cohort(
             warn(warnings, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
         }
     }
-    // A recorded value that differs within the cohort although the user did not group by it.
+    outliers
+}
+
+/// A recorded value (the Ruby, the kernel, the machine, an environment variable...) that
+/// differs within cohort `name` although the report does not group by it: a warning each.
+fn environment_warnings(
+    name: &str,
+    trials: &[&TrialData],
+    by: &[String],
+    warnings: &mut Vec<Warning>,
+) {
+    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
+        warnings.push(Warning {
+            kind: kind.into(),
+            cohort: Some(name.to_string()),
+            message,
+        });
+    };
     for key in [
         "ruby_description",
         "kernel",
@@ -443,9 +523,12 @@ pub(super) fn cohort(
             );
         }
     }
+}
 
-    let latency = latency(valid);
-    let script = valid.iter().any(|t| t.wall_s.is_some()).then(|| {
+/// A script workload's times, when the trials have them: wall, user and system time, the
+/// peak RSS and each metric the script reported.
+fn script_times(valid: &[&TrialData]) -> Option<ScriptTimes> {
+    valid.iter().any(|t| t.wall_s.is_some()).then(|| {
         let names: BTreeSet<&String> = valid.iter().flat_map(|t| t.metrics.keys()).collect();
         ScriptTimes {
             wall: summary(valid, |t| t.wall_s),
@@ -465,8 +548,13 @@ pub(super) fn cohort(
                 })
                 .collect(),
         }
-    });
-    let runtime = valid.iter().any(|t| !t.runtime.is_empty()).then(|| {
+    })
+}
+
+/// What the probe read inside the server (GC, allocations, YJIT, boot times), per
+/// request where it is a count, when the trials have it.
+fn runtime(valid: &[&TrialData]) -> Option<Runtime> {
+    valid.iter().any(|t| !t.runtime.is_empty()).then(|| {
         let of = |key: &str| {
             Summary::of(
                 &valid
@@ -487,45 +575,7 @@ pub(super) fn cohort(
             app_loaded_after_s: of("app_loaded_after_s"),
             first_request_after_s: of("first_request_after_s"),
         }
-    });
-    Cohort {
-        runtime,
-        verified: verified_settings(trials),
-        name: name.to_string(),
-        key: by
-            .iter()
-            .map(|k| {
-                (
-                    k.clone(),
-                    trials[0].keys.get(k).cloned().unwrap_or_default(),
-                )
-            })
-            .collect(),
-        valid: valid.len(),
-        invalid,
-        failed,
-        throughput: summary(valid, |t| t.requests_per_s),
-        latency,
-        memory: Memory {
-            rss_end: summary(valid, |t| t.rss_end),
-            pss_end: summary(valid, |t| t.pss_end),
-            uss_end: summary(valid, |t| t.uss_end),
-            rss_peak: summary(valid, |t| t.rss_peak),
-            pss_peak: summary(valid, |t| t.pss_peak),
-        },
-        cpu: Cpu {
-            per_request: summary(valid, |t| t.cpu_per_request),
-            user_per_request: summary(valid, |t| t.cpu_user_per_request),
-            system_per_request: summary(valid, |t| t.cpu_system_per_request),
-            idle_per_s: summary(valid, |t| t.idle_cpu_per_s),
-            idle_share: summary(valid, |t| t.idle_cpu_share),
-            per_request_with_idle: summary(valid, |t| t.cpu_per_request_with_idle),
-        },
-        error_rate: summary(valid, |t| t.error_rate),
-        script,
-        outliers,
-        noise: None,
-    }
+    })
 }
 
 /// The settings checked on the running server, trial by trial, counted over the cohort.
