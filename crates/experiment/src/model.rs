@@ -200,11 +200,11 @@ impl AppCommit {
     ) -> Result<(PathBuf, AppCommit), AppCommitError> {
         let err =
             |key, message: String, help: Option<String>| AppCommitError { key, message, help };
-        let top = sys::git::toplevel(repo).map_err(|e| err("app_repo", e, None))?;
+        let top = sys::git::toplevel(repo).map_err(|e| err("app_repo", e.to_string(), None))?;
         let commit = sys::git::commit_of(&top, git_ref).map_err(|e| {
             err(
                 "ref",
-                e,
+                e.to_string(),
                 Some(format!(
                     "its commits: git -C {} log --oneline",
                     top.display()

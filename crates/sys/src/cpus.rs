@@ -6,6 +6,45 @@ use nix::sched::{sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+/// Why a CPU list (`0-3,6`) does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CpuSetError {
+    /// A part that is not a number (`a`, the empty end of `1-`).
+    #[error("{0:?} is not a CPU number")]
+    NotANumber(String),
+    /// A range whose start is above its end (`3-1`).
+    #[error("{0:?} is an empty range")]
+    EmptyRange(String),
+    /// Nothing but commas and spaces.
+    #[error("no CPU is named")]
+    NoCpu,
+    /// A number at or above the kernel's `CPU_SETSIZE`.
+    #[error("CPU numbers stop at {}", .max)]
+    TooHigh { max: usize },
+}
+
+/// Why CPUs cannot be split between the server and the load generator, or a given split is
+/// not possible here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CpuSplitError {
+    /// [`CpuSplit::split`] on fewer than 2 CPUs.
+    #[error("cpus = \"split\" needs at least 2 CPUs, and rubyrace may use only {available}")]
+    TooFewCpus { available: CpuSet },
+    /// [`CpuSplit::check`]: the two sets share a CPU.
+    #[error(
+        "the server's CPUs ({server}) and the load generator's ({load}) overlap; they must be disjoint"
+    )]
+    Overlap { server: CpuSet, load: CpuSet },
+    /// [`CpuSplit::check`]: `who`'s set (`server` or `load`) names a CPU rubyrace may not use.
+    #[error("{who} = \"{set}\" names CPU {cpu}, and rubyrace may use only {available}")]
+    Unavailable {
+        who: &'static str,
+        set: CpuSet,
+        cpu: usize,
+        available: CpuSet,
+    },
+}
+
 /// A set of CPU numbers, written as Linux writes them (`0-3,6`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -17,19 +56,19 @@ impl CpuSet {
     }
 
     /// Parses `0-3,6` (as `Cpus_allowed_list` and `taskset -c` write it).
-    pub fn parse(text: &str) -> Result<CpuSet, String> {
+    pub fn parse(text: &str) -> Result<CpuSet, CpuSetError> {
         let mut cpus = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let number = |s: &str| {
                 s.trim()
                     .parse::<usize>()
-                    .map_err(|_| format!("{s:?} is not a CPU number"))
+                    .map_err(|_| CpuSetError::NotANumber(s.to_string()))
             };
             match part.split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (number(a)?, number(b)?);
                     if a > b {
-                        return Err(format!("{part:?} is an empty range"));
+                        return Err(CpuSetError::EmptyRange(part.to_string()));
                     }
                     cpus.extend(a..=b);
                 }
@@ -37,10 +76,12 @@ impl CpuSet {
             }
         }
         if cpus.is_empty() {
-            return Err("no CPU is named".into());
+            return Err(CpuSetError::NoCpu);
         }
         if cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
-            return Err(format!("CPU numbers stop at {}", libc::CPU_SETSIZE - 1));
+            return Err(CpuSetError::TooHigh {
+                max: libc::CPU_SETSIZE as usize - 1,
+            });
         }
         cpus.sort_unstable();
         cpus.dedup();
@@ -95,8 +136,8 @@ impl std::fmt::Display for CpuSet {
 }
 
 impl TryFrom<String> for CpuSet {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = CpuSetError;
+    fn try_from(s: String) -> Result<Self, CpuSetError> {
         CpuSet::parse(&s)
     }
 }
@@ -118,12 +159,12 @@ impl CpuSplit {
     /// `cpus = "split"`: of the CPUs rubyrace may use, the first quarter (at least one) for
     /// the load generator and the rest for the server. On 2 CPUs: load on the first, the
     /// server on the second.
-    pub fn split(available: &CpuSet) -> Result<CpuSplit, String> {
+    pub fn split(available: &CpuSet) -> Result<CpuSplit, CpuSplitError> {
         let cpus = available.cpus();
         if cpus.len() < 2 {
-            return Err(format!(
-                "cpus = \"split\" needs at least 2 CPUs, and rubyrace may use only {available}"
-            ));
+            return Err(CpuSplitError::TooFewCpus {
+                available: available.clone(),
+            });
         }
         let load = (cpus.len() / 4).max(1);
         Ok(CpuSplit {
@@ -133,18 +174,21 @@ impl CpuSplit {
     }
 
     /// Both sets non-empty, disjoint, and within the CPUs rubyrace may use.
-    pub fn check(&self, available: &CpuSet) -> Result<(), String> {
+    pub fn check(&self, available: &CpuSet) -> Result<(), CpuSplitError> {
         if self.server.overlaps(&self.load) {
-            return Err(format!(
-                "the server's CPUs ({}) and the load generator's ({}) overlap; they must be disjoint",
-                self.server, self.load
-            ));
+            return Err(CpuSplitError::Overlap {
+                server: self.server.clone(),
+                load: self.load.clone(),
+            });
         }
         for (who, set) in [("server", &self.server), ("load", &self.load)] {
-            if let Some(c) = set.cpus().iter().find(|c| !available.cpus().contains(c)) {
-                return Err(format!(
-                    "{who} = \"{set}\" names CPU {c}, and rubyrace may use only {available}"
-                ));
+            if let Some(&cpu) = set.cpus().iter().find(|c| !available.cpus().contains(c)) {
+                return Err(CpuSplitError::Unavailable {
+                    who,
+                    set: set.clone(),
+                    cpu,
+                    available: available.clone(),
+                });
             }
         }
         Ok(())
@@ -218,10 +262,12 @@ mod tests {
         assert!(split("0-1", "1")
             .check(&available)
             .unwrap_err()
+            .to_string()
             .contains("overlap"));
         assert!(split("2", "0")
             .check(&available)
             .unwrap_err()
+            .to_string()
             .contains("CPU 2"));
     }
 

@@ -4,17 +4,101 @@
 //! tree, index or branches. Every command goes through `environment::git_command`.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 
 use crate::environment::git_command;
 
+/// What went wrong with git: a command that could not start or failed, or what a function
+/// here asked of the repository that it does not hold. Its Display is the whole message,
+/// the cause included, so the cause is not also a `source` (`{:#}` would print it twice).
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// git could not be started at all.
+    #[error("git could not be started: {error}")]
+    Spawn { error: std::io::Error },
+    /// `git ARGS` ran and failed: what it said on stderr, or, if it said nothing, its
+    /// arguments and exit status.
+    #[error("{}", failed_message(.args, .status, .stderr))]
+    Failed {
+        args: Vec<String>,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// [`toplevel`]: `dir` is in no working tree.
+    #[error("{} is not in a git repository: {cause}", .dir.display())]
+    NotARepository { dir: PathBuf, cause: Box<GitError> },
+    /// [`commit_of`]: `rev` looks like an option, not a revision.
+    #[error("{rev:?} is not a revision")]
+    NotARevision { rev: String },
+    /// [`commit_of`]: `rev` names no commit in `repo` (which may be a shallow clone).
+    #[error("no commit {rev:?} in {}{}", .repo.display(), shallow_note(*.shallow))]
+    NoCommit {
+        rev: String,
+        repo: PathBuf,
+        shallow: bool,
+    },
+    /// [`snapshot_worktree`]: a step of making the commit failed.
+    #[error("cannot snapshot the working tree of {}: {cause}", .repo.display())]
+    Snapshot { repo: PathBuf, cause: Box<GitError> },
+    /// [`first_parent_history`]: good and bad resolve to one commit.
+    #[error("good and bad are the same commit")]
+    SameCommit,
+    /// [`first_parent_history`]: `good` is not on `bad`'s first-parent line.
+    #[error(
+        "{} is not an ancestor of {} on its first-parent line",
+        short(.good),
+        short(.bad)
+    )]
+    NotOnFirstParentLine { good: String, bad: String },
+    /// [`worktree_add`]: `git worktree add` failed.
+    #[error("cannot check out {commit} at {target}: {cause}")]
+    Checkout {
+        commit: String,
+        target: String,
+        cause: Box<GitError>,
+    },
+    /// [`worktree_remove`]: `git worktree remove` failed and the checkout is still there.
+    #[error("cannot remove the checkout {target}: {cause}")]
+    Remove {
+        target: String,
+        cause: Box<GitError>,
+    },
+}
+
+fn failed_message(args: &[String], status: &ExitStatus, stderr: &str) -> String {
+    if stderr.is_empty() {
+        format!("git {} failed ({status})", args.join(" "))
+    } else {
+        stderr.to_string()
+    }
+}
+
+fn shallow_note(shallow: bool) -> &'static str {
+    if shallow {
+        ": this clone is shallow (it holds only the newest commits: `git clone --depth`, \
+or actions/checkout without `fetch-depth: 0`); fetch the history with `git fetch --unshallow` \
+or check out with `fetch-depth: 0`"
+    } else {
+        ""
+    }
+}
+
+/// A commit's hash as messages show it: its first 12 digits.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
 /// Runs `git -C dir ARGS`; its trimmed stdout, or what it said on failure.
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     git_with(dir, args, &[])
 }
 
 /// [`git`] with `env` added to git's environment (a private index, an identity).
-fn git_with(dir: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<String, String> {
+fn git_with(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<String, GitError> {
     let out = git_command(dir)
         .args(args)
         .envs(env.iter().copied())
@@ -22,31 +106,35 @@ fn git_with(dir: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Resu
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("git could not be started: {e}"))?;
+        .map_err(|error| GitError::Spawn { error })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
-        let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        Err(if said.is_empty() {
-            format!("git {} failed ({})", args.join(" "), out.status)
-        } else {
-            said
+        Err(GitError::Failed {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
     }
 }
 
 /// The top directory of the working tree that holds `dir`.
-pub fn toplevel(dir: &Path) -> Result<PathBuf, String> {
+pub fn toplevel(dir: &Path) -> Result<PathBuf, GitError> {
     git(dir, &["rev-parse", "--show-toplevel"])
         .map(PathBuf::from)
-        .map_err(|e| format!("{} is not in a git repository: {e}", dir.display()))
+        .map_err(|e| GitError::NotARepository {
+            dir: dir.to_path_buf(),
+            cause: Box::new(e),
+        })
 }
 
 /// The full hash of the commit `rev` names in the repository at `repo` (a branch, a tag,
 /// `HEAD~3`, a hash).
-pub fn commit_of(repo: &Path, rev: &str) -> Result<String, String> {
+pub fn commit_of(repo: &Path, rev: &str) -> Result<String, GitError> {
     if rev.starts_with('-') {
-        return Err(format!("{rev:?} is not a revision"));
+        return Err(GitError::NotARevision {
+            rev: rev.to_string(),
+        });
     }
     git(
         repo,
@@ -57,16 +145,10 @@ pub fn commit_of(repo: &Path, rev: &str) -> Result<String, String> {
             &format!("{rev}^{{commit}}"),
         ],
     )
-    .map_err(|_| {
-        let mut message = format!("no commit {rev:?} in {}", repo.display());
-        if is_shallow(repo) {
-            message.push_str(
-                ": this clone is shallow (it holds only the newest commits: `git clone --depth`, \
-or actions/checkout without `fetch-depth: 0`); fetch the history with `git fetch --unshallow` \
-or check out with `fetch-depth: 0`",
-            );
-        }
-        message
+    .map_err(|_| GitError::NoCommit {
+        rev: rev.to_string(),
+        repo: repo.to_path_buf(),
+        shallow: is_shallow(repo),
     })
 }
 
@@ -78,7 +160,7 @@ pub fn is_shallow(repo: &Path) -> bool {
 
 /// The paths (from the repository's top) that HEAD does not hold as they are: modified,
 /// staged, deleted and untracked files (ignored ones are not changes), sorted.
-pub fn uncommitted_changes(repo: &Path) -> Result<Vec<String>, String> {
+pub fn uncommitted_changes(repo: &Path) -> Result<Vec<String>, GitError> {
     let changed = git(repo, &["diff", "--name-only", "HEAD", "--"])?;
     let untracked = git(
         repo,
@@ -100,7 +182,7 @@ pub fn uncommitted_changes(repo: &Path) -> Result<Vec<String>, String> {
 /// without touching the working tree, the index, any branch or the stash: it is written
 /// through a private index file, and no ref names it (git keeps such a commit for its
 /// `gc.pruneExpire`, two weeks by default, long enough for a resume).
-pub fn snapshot_worktree(repo: &Path, private_index: &Path) -> Result<String, String> {
+pub fn snapshot_worktree(repo: &Path, private_index: &Path) -> Result<String, GitError> {
     let index = [("GIT_INDEX_FILE", private_index.as_os_str())];
     let head = commit_of(repo, "HEAD")?;
     let message = format!(
@@ -128,11 +210,9 @@ pub fn snapshot_worktree(repo: &Path, private_index: &Path) -> Result<String, St
         )
     })();
     let _ = std::fs::remove_file(private_index);
-    made.map_err(|e| {
-        format!(
-            "cannot snapshot the working tree of {}: {e}",
-            repo.display()
-        )
+    made.map_err(|e| GitError::Snapshot {
+        repo: repo.to_path_buf(),
+        cause: Box::new(e),
     })
 }
 
@@ -146,7 +226,7 @@ pub fn has_file(repo: &Path, commit: &str, path: &Path) -> bool {
 }
 
 /// The commit's first line and its author date (ISO 8601).
-pub fn describe_commit(repo: &Path, commit: &str) -> Result<(String, String), String> {
+pub fn describe_commit(repo: &Path, commit: &str) -> Result<(String, String), GitError> {
     let out = git(repo, &["show", "-s", "--format=%s%x00%aI", commit])?;
     let (subject, date) = out.split_once('\0').unwrap_or((out.as_str(), ""));
     Ok((subject.to_string(), date.to_string()))
@@ -155,11 +235,11 @@ pub fn describe_commit(repo: &Path, commit: &str) -> Result<(String, String), St
 /// The history a bisection searches: `good`, then every commit on the first-parent line
 /// from it to `bad`, oldest first (a merge is one commit of the line, as `git bisect
 /// --first-parent` sees it). An error when `good` is not on `bad`'s first-parent line.
-pub fn first_parent_history(repo: &Path, good: &str, bad: &str) -> Result<Vec<String>, String> {
+pub fn first_parent_history(repo: &Path, good: &str, bad: &str) -> Result<Vec<String>, GitError> {
     let good = commit_of(repo, good)?;
     let bad = commit_of(repo, bad)?;
     if good == bad {
-        return Err("good and bad are the same commit".into());
+        return Err(GitError::SameCommit);
     }
     let line = git(
         repo,
@@ -176,18 +256,14 @@ pub fn first_parent_history(repo: &Path, good: &str, bad: &str) -> Result<Vec<St
         git(repo, &["rev-parse", &format!("{first}^1")]).is_ok_and(|parent| parent == good)
     });
     if !on_the_line {
-        return Err(format!(
-            "{} is not an ancestor of {} on its first-parent line",
-            &good[..12],
-            &bad[..12]
-        ));
+        return Err(GitError::NotOnFirstParentLine { good, bad });
     }
     Ok(history)
 }
 
 /// Checks `commit` out at `path` as a linked worktree with a detached HEAD (no branch is
 /// made or moved). A worktree already there at that commit is kept.
-pub fn worktree_add(repo: &Path, path: &Path, commit: &str) -> Result<(), String> {
+pub fn worktree_add(repo: &Path, path: &Path, commit: &str) -> Result<(), GitError> {
     if path.join(".git").exists() {
         if git(path, &["rev-parse", "HEAD"]).is_ok_and(|head| head == commit) {
             return Ok(());
@@ -200,12 +276,16 @@ pub fn worktree_add(repo: &Path, path: &Path, commit: &str) -> Result<(), String
         &["worktree", "add", "--detach", "--quiet", &target, commit],
     )
     .map(|_| ())
-    .map_err(|e| format!("cannot check out {commit} at {target}: {e}"))
+    .map_err(|e| GitError::Checkout {
+        commit: commit.to_string(),
+        target: target.to_string(),
+        cause: Box::new(e),
+    })
 }
 
 /// Removes the linked worktree at `path` (with whatever the run left in it) and its entry
 /// in the repository's list of worktrees.
-pub fn worktree_remove(repo: &Path, path: &Path) -> Result<(), String> {
+pub fn worktree_remove(repo: &Path, path: &Path) -> Result<(), GitError> {
     let target = path.to_string_lossy();
     let removed = git(repo, &["worktree", "remove", "--force", &target]);
     // A worktree whose directory is gone already leaves only its entry: prune it.
@@ -213,7 +293,10 @@ pub fn worktree_remove(repo: &Path, path: &Path) -> Result<(), String> {
     match removed {
         Ok(_) => Ok(()),
         Err(_) if !path.exists() => Ok(()),
-        Err(e) => Err(format!("cannot remove the checkout {target}: {e}")),
+        Err(e) => Err(GitError::Remove {
+            target: target.to_string(),
+            cause: Box::new(e),
+        }),
     }
 }
 
@@ -256,6 +339,7 @@ mod tests {
         assert_eq!(commit_of(&repo, "HEAD~1").unwrap(), first);
         assert!(commit_of(&repo, "nope")
             .unwrap_err()
+            .to_string()
             .contains("no commit \"nope\""));
         assert!(commit_of(&repo, "--all").is_err());
         assert!(has_file(&repo, &first, Path::new("app/config.ru")));
@@ -342,10 +426,13 @@ mod tests {
         );
         assert!(is_shallow(&shallow));
         assert!(!is_shallow(&repo));
-        let missing = commit_of(&shallow, "HEAD~1").unwrap_err();
+        let missing = commit_of(&shallow, "HEAD~1").unwrap_err().to_string();
         assert!(missing.contains("this clone is shallow"), "{missing}");
         assert!(missing.contains("fetch-depth: 0"), "{missing}");
-        assert!(!commit_of(&repo, "nope").unwrap_err().contains("shallow"));
+        assert!(!commit_of(&repo, "nope")
+            .unwrap_err()
+            .to_string()
+            .contains("shallow"));
     }
 
     /// A history with a merge: the first-parent line from good to bad, the merge one commit
@@ -377,6 +464,7 @@ mod tests {
         );
         assert!(first_parent_history(&repo, &side, "main")
             .unwrap_err()
+            .to_string()
             .contains("not an ancestor"));
         assert!(first_parent_history(&repo, "main", &good).is_err());
         assert!(first_parent_history(&repo, &good, &good).is_err());

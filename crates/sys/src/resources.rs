@@ -542,6 +542,31 @@ impl ResourceSummary {
     }
 }
 
+/// Why a [`Sampler`] has no summary.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// Not one sample of the tree of `root` succeeded; the last sample's error, if one was
+    /// taken.
+    #[error(
+        "no resource sample of the process tree of pid {root} succeeded: {}",
+        last_error_text(.last_error)
+    )]
+    NoSample {
+        root: i32,
+        last_error: Option<io::Error>,
+    },
+    /// The sampling thread panicked.
+    #[error("the resource sampler thread panicked")]
+    Panicked,
+}
+
+fn last_error_text(last_error: &Option<io::Error>) -> String {
+    match last_error {
+        Some(e) => e.to_string(),
+        None => "no sample taken".to_string(),
+    }
+}
+
 /// Accumulates good samples into a summary.
 #[derive(Default)]
 struct Acc {
@@ -560,7 +585,7 @@ struct Acc {
     first_companions_us: Option<u64>,
     last_companions_us: Option<u64>,
     summary: ResourceSummary,
-    last_error: Option<String>,
+    last_error: Option<io::Error>,
 }
 
 impl Acc {
@@ -605,7 +630,7 @@ impl Acc {
                 }
                 self.last = Some((now, s));
             }
-            Err(e) => self.last_error = Some(e.to_string()),
+            Err(e) => self.last_error = Some(e),
         }
     }
 
@@ -613,7 +638,7 @@ impl Acc {
     fn finish_with_noise(
         self,
         root: i32,
-    ) -> (Result<ResourceSummary, String>, Option<NoiseRecord>) {
+    ) -> (Result<ResourceSummary, SamplerError>, Option<NoiseRecord>) {
         let machines = (self.first_machine, self.last_machine);
         let companions_us = self
             .first_companions_us
@@ -634,12 +659,12 @@ impl Acc {
         (summary, noise)
     }
 
-    fn finish(self, root: i32) -> Result<ResourceSummary, String> {
+    fn finish(self, root: i32) -> Result<ResourceSummary, SamplerError> {
         let (Some((t0, start)), Some((t1, end))) = (self.first, self.last) else {
-            return Err(format!(
-                "no resource sample of the process tree of pid {root} succeeded: {}",
-                self.last_error.as_deref().unwrap_or("no sample taken")
-            ));
+            return Err(SamplerError::NoSample {
+                root,
+                last_error: self.last_error,
+            });
         };
         let mut sum = self.summary;
         sum.cpu_user_us = end.cpu_user_us.saturating_sub(start.cpu_user_us);
@@ -661,7 +686,7 @@ impl Acc {
 pub struct Sampler {
     /// Dropping it wakes the thread up and tells it to stop.
     stop: mpsc::Sender<()>,
-    thread: JoinHandle<(Result<ResourceSummary, String>, Option<NoiseRecord>)>,
+    thread: JoinHandle<(Result<ResourceSummary, SamplerError>, Option<NoiseRecord>)>,
 }
 
 impl Sampler {
@@ -749,22 +774,19 @@ impl Sampler {
 
     /// Stops sampling, takes a final sample and returns the summary. If the tree is gone by
     /// then, the last good sample is kept as `end`. Fails only if not a single sample succeeded.
-    pub fn finish(self) -> Result<ResourceSummary, String> {
+    pub fn finish(self) -> Result<ResourceSummary, SamplerError> {
         self.finish_with_noise().0
     }
 
     /// Like [`Sampler::finish`], and the machine's noise over the same window (steal, other
     /// processes' CPU, load average; see `crate::noise`): None when /proc/stat could not be
     /// read or no sample succeeded.
-    pub fn finish_with_noise(self) -> (Result<ResourceSummary, String>, Option<NoiseRecord>) {
+    pub fn finish_with_noise(self) -> (Result<ResourceSummary, SamplerError>, Option<NoiseRecord>) {
         // Either wakes the thread through the message or, if it already returned, is ignored.
         let _ = self.stop.send(());
-        self.thread.join().unwrap_or_else(|_| {
-            (
-                Err("the resource sampler thread panicked".to_string()),
-                None,
-            )
-        })
+        self.thread
+            .join()
+            .unwrap_or((Err(SamplerError::Panicked), None))
     }
 }
 
@@ -1329,7 +1351,7 @@ mod tests {
         let bogus = (1 << 22) + 12345;
         let sampler = Sampler::start(bogus, bogus, Instant::now(), Duration::from_millis(10));
         std::thread::sleep(Duration::from_millis(50));
-        let err = sampler.finish().unwrap_err();
+        let err = sampler.finish().unwrap_err().to_string();
         assert!(err.contains("no resource sample"), "{err}");
     }
 

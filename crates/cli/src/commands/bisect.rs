@@ -369,7 +369,7 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         super::fleet::check_cluster(&experiment.fleet.clone().unwrap_or_default(), false)
             .map_err(|e| format!("rubyrace bisect: {e:#}"))?;
     }
-    let top = sys::git::toplevel(&repo)?;
+    let top = sys::git::toplevel(&repo).map_err(|e| e.to_string())?;
     let history = sys::git::first_parent_history(&top, &good, &bad)
         .map_err(|e| format!("--good {good} --bad {bad}: {e}"))?;
     if history.len() < 2 {

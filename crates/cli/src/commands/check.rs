@@ -139,6 +139,12 @@ impl From<String> for Refused {
     }
 }
 
+impl From<sys::git::GitError> for Refused {
+    fn from(e: sys::git::GitError) -> Self {
+        Refused::from(e.to_string())
+    }
+}
+
 pub fn check(args: CheckArgs) -> Result<ExitCode> {
     // Anything that goes wrong is 2 (bad input) or 3, never 1: 1 says "slower than
     // allowed", and a CI job must not fail a pull request for a tool error as if for a
@@ -344,7 +350,7 @@ fn gate_experiment(args: &CheckArgs) -> Result<Experiment, Refused> {
                 settings.app_commit = Some(commit);
             }
             (None, Some(repo)) => {
-                let top = sys::git::toplevel(repo)?;
+                let top = sys::git::toplevel(repo).map_err(|e| e.to_string())?;
                 let commit = sys::git::commit_of(&top, rev)
                     .map_err(|e| format!("--{label} {shown}: {e}"))?;
                 let ruby =

@@ -293,7 +293,7 @@ impl<'a> Parser<'a> {
         let split = if let Some(word) = item.as_str() {
             match word {
                 "none" => return None,
-                "split" => CpuSplit::split(&available),
+                "split" => CpuSplit::split(&available).map_err(|e| e.to_string()),
                 other => {
                     self.error(&item.span(), "cpus", format!("expected \"split\", \"none\" or a table {{ server = \"1\", load = \"0\" }}, found {other:?}"), None);
                     return None;
@@ -338,7 +338,7 @@ impl<'a> Parser<'a> {
         } else {
             Err(format!("expected \"split\", \"none\" or a table {{ server = \"1\", load = \"0\" }}, found {}", describe(item)))
         };
-        match split.and_then(|s| s.check(&available).map(|()| s)) {
+        match split.and_then(|s| s.check(&available).map(|()| s).map_err(|e| e.to_string())) {
             Ok(s) => Some(s),
             Err(e) => {
                 self.error(&item.span(), "cpus", e, None);

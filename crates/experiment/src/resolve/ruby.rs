@@ -161,7 +161,12 @@ pub(super) fn resolve_ruby_commit(
     let top = match sys::git::toplevel(&repo_path) {
         Ok(top) => top,
         Err(e) => {
-            p.error(&l.span_of("ruby_repo"), &l.key_of("ruby_repo"), e, None);
+            p.error(
+                &l.span_of("ruby_repo"),
+                &l.key_of("ruby_repo"),
+                e.to_string(),
+                None,
+            );
             return Some(None);
         }
     };
@@ -170,7 +175,7 @@ pub(super) fn resolve_ruby_commit(
         Err(e) => {
             return at_ref(
                 p,
-                e,
+                e.to_string(),
                 Some(format!(
                     "its commits: git -C {} log --oneline",
                     top.display()

@@ -229,7 +229,7 @@ pub(crate) fn verdict(
     report: &load::LoadReport,
     exited: Option<std::process::ExitStatus>,
     record: &ServerRecord,
-    resources_error: Option<&String>,
+    resources_error: Option<&sys::resources::SamplerError>,
 ) -> TrialStatus {
     let max_error_rate = result.settings.max_error_rate;
     let (status, reason) = if let Some(exit) = exited {
