@@ -13,6 +13,7 @@
 //! exposes it as `rubyrace load`.
 
 pub mod engine;
+pub mod hlog;
 pub mod limits;
 pub mod mode;
 pub mod plan;

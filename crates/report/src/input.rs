@@ -6,8 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use results::{TrialResult, TrialStatus};
 use serde_json::Value;
@@ -546,37 +544,10 @@ fn trial_data(
     }
 }
 
-/// The latency histogram of a trial (nanoseconds), merged over the log's intervals.
+/// The latency histogram of a trial (nanoseconds), merged over the log's intervals (read
+/// by `load::hlog`, where its writer is); an error names the file and its cause.
 pub fn read_histogram(path: &Path) -> Result<Histogram<u64>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut merged: Option<Histogram<u64>> = None;
-    let mut deserializer = Deserializer::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        let entry = entry.map_err(|e| match e {
-            hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } => {
-                anyhow::anyhow!(
-                    "{}: not an HdrHistogram interval log (unreadable from byte {offset})",
-                    path.display()
-                )
-            }
-        })?;
-        if let LogEntry::Interval(interval) = entry {
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(interval.encoded_histogram())
-                .with_context(|| format!("{}: bad base64", path.display()))?;
-            let h: Histogram<u64> = deserializer
-                .deserialize(&mut &raw[..])
-                .map_err(|e| anyhow::anyhow!("{}: a damaged histogram ({e})", path.display()))?;
-            match &mut merged {
-                Some(m) => m
-                    .add(&h)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-                None => merged = Some(h),
-            }
-        }
-    }
-    merged.with_context(|| format!("{} holds no histogram", path.display()))
+    Ok(load::hlog::read_hdr_log(path)?)
 }
 
 /// Memory per worker at the end of a trial: the mean, over the processes the probe saw
