@@ -331,120 +331,14 @@ fn trial_data(
     axes_of: &BTreeMap<usize, BTreeMap<String, String>>,
 ) -> TrialData {
     let axes = axes_of.get(&r.config_id).cloned().unwrap_or_default();
-    let mut keys = BTreeMap::new();
-    keys.insert("label".to_string(), r.label.clone());
-    keys.insert("source".to_string(), source_dir.display().to_string());
-    for (axis, value) in &axes {
-        keys.insert(axis.clone(), value.clone());
-    }
-    // Every setting, by its name in the results (`settings.threads`, `settings.load.mode`).
-    if let Ok(settings) = serde_json::to_value(&r.settings) {
-        flatten("settings", &settings, &mut keys);
-    }
-    keys.insert("ruby".to_string(), r.settings.ruby.clone());
-    for (k, v) in &r.environment.env {
-        keys.insert(format!("env.{k}"), v.clone());
-    }
-    for (k, v) in &r.settings.env {
-        keys.entry(format!("env.{k}")).or_insert_with(|| v.clone());
-    }
-    let e = &r.environment;
-    keys.insert("machine".into(), e.machine.hostname.clone());
-    keys.insert("host".into(), r.host().to_string());
-    keys.insert("cpus".into(), e.machine.cpus_online.to_string());
-    if let Some(p) = &e.placement {
-        keys.insert("fleet".into(), p.engine.clone());
-    }
-    if let Some(l) = &r.load_host {
-        keys.insert("load_host".into(), l.node.clone());
-    }
-    keys.insert("kernel".into(), e.machine.kernel.clone());
-    keys.insert("cpu_model".into(), e.machine.cpu_model.clone());
-    keys.insert(
-        "ruby_description".into(),
-        e.ruby_description.clone().unwrap_or_default(),
-    );
-    keys.insert("rubyrace_version".into(), e.rubyrace_version.clone());
-    if let Some(git) = &e.app_git {
-        keys.insert("app_git".into(), git.sha.clone());
-    }
-    // Services of this trial alone (`lifetime = "trial"`); the run's are added by the caller.
-    if let Some(instances) = r.services.as_ref().and_then(|s| s.instances.as_ref()) {
-        keys.extend(service_keys(instances));
-    }
-    let mut runtime = BTreeMap::new();
-    if let Some(probe) = &r.probe {
-        for (name, version) in &probe.gems {
-            keys.insert(format!("gem.{name}"), version.clone());
-        }
-        // The measured figures by name (`gc_per_1000_requests`, ...), those that are numbers.
-        if let Some(Value::Object(m)) = probe
-            .measured
-            .as_ref()
-            .map(|m| serde_json::to_value(m).unwrap_or_default())
-        {
-            for (k, v) in m {
-                if let Some(v) = v.as_f64() {
-                    runtime.insert(k, v);
-                }
-            }
-        }
-        for (k, v) in [
-            ("app_loaded_after_s", probe.app_loaded_after_s),
-            ("first_request_after_s", probe.first_request_after_s),
-        ] {
-            if let Some(v) = v {
-                runtime.insert(k.to_string(), v);
-            }
-        }
-    }
-    let checks = r
-        .verification
-        .as_ref()
-        .map(|v| {
-            v.checks
-                .iter()
-                .map(|c| {
-                    (
-                        c.setting.clone(),
-                        c.expected.clone(),
-                        c.observed.clone(),
-                        c.ok,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut keys = trial_keys(&r, source_dir, &axes);
+    let runtime = runtime_figures(&r, &mut keys);
+    let checks = verified_checks(&r);
     let hlog = trial_dir.join(results::store::trial_files::LATENCY_HLOG);
     let requests_per_s = r.derived.requests_per_s;
-    // Only a valid HTTP trial must have one; a failed trial may have stopped before.
-    let hlog_problem = if r.status != TrialStatus::Valid || requests_per_s.is_none() {
-        None
-    } else if !trial_dir.is_dir() {
-        Some(format!("{} is missing", trial_dir.display()))
-    } else if !hlog.is_file() {
-        Some(format!("{} is missing", hlog.display()))
-    } else {
-        read_histogram(&hlog).err().map(|e| format!("{e:#}"))
-    };
-    let steps = r
-        .load
-        .as_ref()
-        .and_then(|l| l.scenario.as_ref())
-        .map(|sc| {
-            sc.steps
-                .iter()
-                .map(|st| StepPoint {
-                    scenario: st.scenario.clone(),
-                    step: st.step.clone(),
-                    requests: st.requests,
-                    failures: st.unexpected_status + st.extract_failures + st.errors,
-                    p50_us: st.latency_us.p50,
-                    p99_us: st.latency_us.p99,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let hlog_problem = latency_log_problem(&r, trial_dir, &hlog);
+    let steps = scenario_steps(&r);
+    let held_slices = held_slices(&r);
     let latency = r.load.as_ref().map(|l| &l.latency_us);
     let (worker_pss_end, worker_uss_end) = worker_memory(&r);
     let resources = r.resources.as_ref();
@@ -520,28 +414,173 @@ fn trial_data(
             .cpu_us_per_request
             .zip(idle_share_of(idle_cpu_all))
             .map(|(cpu, share)| cpu * (1.0 + share)),
-        held_slices: r
-            .interleaved
-            .as_ref()
-            .filter(|i| i.held_open)
-            .map(|i| {
-                i.slices
-                    .iter()
-                    .filter_map(|s| {
-                        Some(HeldSlice {
-                            start_s: s.start_s,
-                            lead_in_s: s.lead_in_s?,
-                            drain_s: s.drain_s?,
-                            recorded_s: s.elapsed_s,
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        held_slices,
         profiles: r.profiles,
         dir: trial_dir.to_path_buf(),
         steps,
     }
+}
+
+/// The values a trial can be grouped or compared by: its label, source, matrix axes,
+/// every setting (`settings.threads`), environment variables (`env.NAME`), the machine and
+/// host, the Ruby, the app's commit, and the trial's own services.
+fn trial_keys(
+    r: &TrialResult,
+    source_dir: &Path,
+    axes: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut keys = BTreeMap::new();
+    keys.insert("label".to_string(), r.label.clone());
+    keys.insert("source".to_string(), source_dir.display().to_string());
+    for (axis, value) in axes {
+        keys.insert(axis.clone(), value.clone());
+    }
+    // Every setting, by its name in the results (`settings.threads`, `settings.load.mode`).
+    if let Ok(settings) = serde_json::to_value(&r.settings) {
+        flatten("settings", &settings, &mut keys);
+    }
+    keys.insert("ruby".to_string(), r.settings.ruby.clone());
+    for (k, v) in &r.environment.env {
+        keys.insert(format!("env.{k}"), v.clone());
+    }
+    for (k, v) in &r.settings.env {
+        keys.entry(format!("env.{k}")).or_insert_with(|| v.clone());
+    }
+    let e = &r.environment;
+    keys.insert("machine".into(), e.machine.hostname.clone());
+    keys.insert("host".into(), r.host().to_string());
+    keys.insert("cpus".into(), e.machine.cpus_online.to_string());
+    if let Some(p) = &e.placement {
+        keys.insert("fleet".into(), p.engine.clone());
+    }
+    if let Some(l) = &r.load_host {
+        keys.insert("load_host".into(), l.node.clone());
+    }
+    keys.insert("kernel".into(), e.machine.kernel.clone());
+    keys.insert("cpu_model".into(), e.machine.cpu_model.clone());
+    keys.insert(
+        "ruby_description".into(),
+        e.ruby_description.clone().unwrap_or_default(),
+    );
+    keys.insert("rubyrace_version".into(), e.rubyrace_version.clone());
+    if let Some(git) = &e.app_git {
+        keys.insert("app_git".into(), git.sha.clone());
+    }
+    // Services of this trial alone (`lifetime = "trial"`); the run's are added by the caller.
+    if let Some(instances) = r.services.as_ref().and_then(|s| s.instances.as_ref()) {
+        keys.extend(service_keys(instances));
+    }
+    keys
+}
+
+/// What the probe measured inside the server (GC, allocations, YJIT, boot times), by
+/// name; the gems it saw loaded go into `keys` (`gem.NAME`).
+fn runtime_figures(r: &TrialResult, keys: &mut BTreeMap<String, String>) -> BTreeMap<String, f64> {
+    let mut runtime = BTreeMap::new();
+    if let Some(probe) = &r.probe {
+        for (name, version) in &probe.gems {
+            keys.insert(format!("gem.{name}"), version.clone());
+        }
+        // The measured figures by name (`gc_per_1000_requests`, ...), those that are numbers.
+        if let Some(Value::Object(m)) = probe
+            .measured
+            .as_ref()
+            .map(|m| serde_json::to_value(m).unwrap_or_default())
+        {
+            for (k, v) in m {
+                if let Some(v) = v.as_f64() {
+                    runtime.insert(k, v);
+                }
+            }
+        }
+        for (k, v) in [
+            ("app_loaded_after_s", probe.app_loaded_after_s),
+            ("first_request_after_s", probe.first_request_after_s),
+        ] {
+            if let Some(v) = v {
+                runtime.insert(k.to_string(), v);
+            }
+        }
+    }
+    runtime
+}
+
+/// The settings checked on the running server: setting, expected, observed, and whether
+/// they agreed.
+fn verified_checks(r: &TrialResult) -> Vec<(String, String, String, bool)> {
+    r.verification
+        .as_ref()
+        .map(|v| {
+            v.checks
+                .iter()
+                .map(|c| {
+                    (
+                        c.setting.clone(),
+                        c.expected.clone(),
+                        c.observed.clone(),
+                        c.ok,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why a valid HTTP trial's latency log `hlog` cannot be read, if it cannot (a failed
+/// trial may have stopped before it wrote one).
+fn latency_log_problem(r: &TrialResult, trial_dir: &Path, hlog: &Path) -> Option<String> {
+    if r.status != TrialStatus::Valid || r.derived.requests_per_s.is_none() {
+        None
+    } else if !trial_dir.is_dir() {
+        Some(format!("{} is missing", trial_dir.display()))
+    } else if !hlog.is_file() {
+        Some(format!("{} is missing", hlog.display()))
+    } else {
+        read_histogram(hlog).err().map(|e| format!("{e:#}"))
+    }
+}
+
+/// A scenario's steps as the trial measured them.
+fn scenario_steps(r: &TrialResult) -> Vec<StepPoint> {
+    r.load
+        .as_ref()
+        .and_then(|l| l.scenario.as_ref())
+        .map(|sc| {
+            sc.steps
+                .iter()
+                .map(|st| StepPoint {
+                    scenario: st.scenario.clone(),
+                    step: st.step.clone(),
+                    requests: st.requests,
+                    failures: st.unexpected_status + st.extract_failures + st.errors,
+                    p50_us: st.latency_us.p50,
+                    p99_us: st.latency_us.p99,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An interleaved trial's held-open slices: when each started, its lead-in, its drain and
+/// what was recorded.
+fn held_slices(r: &TrialResult) -> Vec<HeldSlice> {
+    r.interleaved
+        .as_ref()
+        .filter(|i| i.held_open)
+        .map(|i| {
+            i.slices
+                .iter()
+                .filter_map(|s| {
+                    Some(HeldSlice {
+                        start_s: s.start_s,
+                        lead_in_s: s.lead_in_s?,
+                        drain_s: s.drain_s?,
+                        recorded_s: s.elapsed_s,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The latency histogram of a trial (nanoseconds), merged over the log's intervals (read
