@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use results::bisect::{BisectOutcome, BisectRecord, Finding, MetricEnds, Settle};
+use results::bisect::{BisectOutcome, BisectRecord, Change, Finding, MetricEnds, Settle};
 
 use crate::format::{confidence_text, md_escape};
 
@@ -238,36 +238,19 @@ fn range_why(record: &BisectRecord, first: usize, last: usize, cannot_tell: bool
 /// The answer, in sentences (Markdown paragraphs, blank lines between them; a change of
 /// several is a "- " item).
 pub fn answer(record: &BisectRecord) -> String {
+    let mut out = String::new();
+    outcome_text(record, &mut out);
+    aside_text(record, &mut out);
+    out
+}
+
+/// The outcome's sentences: the search so far, no regression, the first bad commit or
+/// its range, or each of several changes.
+fn outcome_text(record: &BisectRecord, out: &mut String) {
     let metric = record.metric.name();
     let min_change = confidence_text(record.min_change);
-    let mut out = String::new();
     match &record.outcome {
-        None => {
-            out.push_str("The search has not ended yet.\n");
-            if let Some(s) = &record.searching {
-                let _ = writeln!(
-                    out,
-                    "\nAfter {} blocks in {} rounds, searching commits {}–{}: the most probable first bad commit is {}, {} ({}); commits {}–{} hold {} of the probability.",
-                    record.blocks(),
-                    record.rounds.len(),
-                    s.lo,
-                    s.hi,
-                    s.most_probable,
-                    commit_line(record, s.most_probable),
-                    probability_text(s.probability),
-                    s.first,
-                    s.last,
-                    probability_text(s.range_probability)
-                );
-            }
-            if !record.next.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "\nThe next block measures commits {}.",
-                    list(&record.next)
-                );
-            }
-        }
+        None => searching_text(record, out),
         Some(BisectOutcome::NothingToFind { exhausted: false }) => {
             let figures = record
                 .ends
@@ -325,37 +308,74 @@ pub fn answer(record: &BisectRecord) -> String {
                 range_why(record, *first, *last, *cannot_tell)
             );
         }
-        Some(BisectOutcome::Changes { changes }) => {
+        Some(BisectOutcome::Changes { changes }) => changes_text(record, changes, out),
+    }
+}
+
+/// A search not ended yet: where it stands, and what the next block measures.
+fn searching_text(record: &BisectRecord, out: &mut String) {
+    out.push_str("The search has not ended yet.\n");
+    if let Some(s) = &record.searching {
+        let _ = writeln!(
+            out,
+            "\nAfter {} blocks in {} rounds, searching commits {}–{}: the most probable first bad commit is {}, {} ({}); commits {}–{} hold {} of the probability.",
+            record.blocks(),
+            record.rounds.len(),
+            s.lo,
+            s.hi,
+            s.most_probable,
+            commit_line(record, s.most_probable),
+            probability_text(s.probability),
+            s.first,
+            s.last,
+            probability_text(s.range_probability)
+        );
+    }
+    if !record.next.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe next block measures commits {}.",
+            list(&record.next)
+        );
+    }
+}
+
+/// Several changes, each located on its own: a "- " item per change, a commit or a range.
+fn changes_text(record: &BisectRecord, changes: &[Change], out: &mut String) {
+    let _ = writeln!(
+        out,
+        "**{} changes**, each located on its own:",
+        changes.len()
+    );
+    for change in changes {
+        if change.first == change.last {
+            let effect = commit_effect(record, change.first)
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "**{} changes**, each located on its own:",
-                changes.len()
+                "\n- commit {}, {}{effect}.",
+                change.first,
+                commit_line(record, change.first)
             );
-            for change in changes {
-                if change.first == change.last {
-                    let effect = commit_effect(record, change.first)
-                        .map(|e| format!(": {e}"))
-                        .unwrap_or_default();
-                    let _ = writeln!(
-                        out,
-                        "\n- commit {}, {}{effect}.",
-                        change.first,
-                        commit_line(record, change.first)
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "\n- one of commits {}–{} ({} to {}): {}",
-                        change.first,
-                        change.last,
-                        commit_line(record, change.first),
-                        commit_line(record, change.last),
-                        range_why(record, change.first, change.last, change.cannot_tell)
-                    );
-                }
-            }
+        } else {
+            let _ = writeln!(
+                out,
+                "\n- one of commits {}–{} ({} to {}): {}",
+                change.first,
+                change.last,
+                commit_line(record, change.first),
+                commit_line(record, change.last),
+                range_why(record, change.first, change.last, change.cannot_tell)
+            );
         }
     }
+}
+
+/// What follows the outcome: the changes not accounted for, more than one change, the
+/// ends' cost (unless there was no regression), the commits skipped.
+fn aside_text(record: &BisectRecord, out: &mut String) {
+    let metric = record.metric.name();
     for finding in &record.findings {
         if let Finding::Unaccounted { lo, hi, up_to } = finding {
             let _ = writeln!(
@@ -391,7 +411,6 @@ small ones, or as ranges that cannot be told apart.\n",
             first_line(reason)
         );
     }
-    out
 }
 
 fn capitalised(s: &str) -> String {

@@ -456,8 +456,126 @@ fn lines_above_tests(text: &str) -> usize {
 /// Every production source file (not a test module: `tests.rs`, `tests/`) of the
 /// workspace's crates with more than `limit` lines above its tests, as `crate/src/...`.
 fn files_over(limit: usize) -> BTreeMap<String, usize> {
+    production_sources()
+        .into_iter()
+        .map(|(file, text)| (file, lines_above_tests(&text)))
+        .filter(|(_, lines)| *lines > limit)
+        .collect()
+}
+
+/// The most lines a production function may have without saying why it is one function.
+const LONG_FUNCTION: usize = 150;
+
+/// A function of a source text: its name, first line (1-based), length in lines and the
+/// doc comment above it (its `///` lines, attributes between skipped).
+#[derive(Debug, PartialEq)]
+struct Function {
+    name: String,
+    line: usize,
+    lines: usize,
+    doc: String,
+}
+
+/// The functions with a body in `text` above its tests: from the line of `fn` to the line
+/// that closes it at the same indentation (as rustfmt writes them). Declarations without a
+/// body (`fn f();` in a trait) are skipped.
+fn functions(text: &str) -> Vec<Function> {
+    let lines: Vec<&str> = text.split("#[cfg(test)]").next().unwrap().lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let mut words = code.split_whitespace().peekable();
+        while words.peek().is_some_and(|w| {
+            w.starts_with("pub") || ["const", "async", "unsafe", "extern", "\"C\""].contains(w)
+        }) {
+            words.next();
+        }
+        if words.next() != Some("fn") {
+            continue;
+        }
+        let Some(name) = words
+            .next()
+            .map(|w| w.split(['(', '<']).next().unwrap().to_string())
+        else {
+            continue;
+        };
+        // The signature ends at the first line ending in `{` (a body) or `;` (none).
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let Some(end) = (open..lines.len()).find(|&j| lines[j] == close) else {
+            continue;
+        };
+        let mut doc = Vec::new();
+        for above in lines[..i].iter().rev().map(|l| l.trim()) {
+            if let Some(d) = above.strip_prefix("///") {
+                doc.push(d.trim());
+            } else if !above.starts_with("#[") {
+                break;
+            }
+        }
+        doc.reverse();
+        found.push(Function {
+            name,
+            line: i + 1,
+            lines: end - i + 1,
+            doc: doc.join(" "),
+        });
+    }
+    found
+}
+
+#[test]
+fn the_function_reader_measures_bodies_and_reads_their_docs() {
+    let text = "/// Short.\npub(crate) fn short(x: u8) -> u8 {\n    x\n}\n\ntrait T {\n    fn declared(&self);\n    fn defined(&self) {\n        let _ = 1;\n    }\n}\n\n/// Long, and it is one function because\n/// its steps share every value.\n#[allow(clippy::too_many_lines)]\nasync fn long<T>(\n    a: T,\n) {\n    body();\n}\n#[cfg(test)]\nfn in_tests() {\n}\n";
+    let found = functions(text);
+    let names: Vec<(&str, usize, usize)> = found
+        .iter()
+        .map(|f| (f.name.as_str(), f.line, f.lines))
+        .collect();
+    assert_eq!(names, [("short", 2, 3), ("defined", 8, 3), ("long", 16, 5)]);
+    assert_eq!(found[0].doc, "Short.");
+    assert_eq!(found[1].doc, "");
+    assert_eq!(
+        found[2].doc,
+        "Long, and it is one function because its steps share every value."
+    );
+}
+
+/// No production function is over [`LONG_FUNCTION`] lines unless its doc comment says why
+/// it is one function (the words "one function" and a reason): issue 49's rule, so the
+/// next long function is a choice someone wrote down.
+#[test]
+fn every_function_over_150_lines_says_why_it_is_one() {
+    let unexplained: Vec<String> = production_sources()
+        .iter()
+        .flat_map(|(file, text)| {
+            functions(text)
+                .into_iter()
+                .filter(|f| f.lines > LONG_FUNCTION && !f.doc.contains("one function"))
+                .map(move |f| format!("{file}:{} {} ({} lines)", f.line, f.name, f.lines))
+        })
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "functions over {LONG_FUNCTION} lines whose doc comment does not say why they are one function (split them into named steps, or say why):\n{}",
+        unexplained.join("\n")
+    );
+}
+
+/// Every production source file (not a test module: `tests.rs`, `tests/`) of the
+/// workspace's crates, as `crate/src/...`, with its text.
+fn production_sources() -> Vec<(String, String)> {
     let crates = workspace_root().join("crates");
-    let mut found = BTreeMap::new();
+    let mut found = Vec::new();
     let mut walk = vec![crates.clone()];
     while let Some(dir) = walk.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -476,13 +594,11 @@ fn files_over(limit: usize) -> BTreeMap<String, usize> {
             } else if path.extension().is_some_and(|e| e == "rs")
                 && path.file_name().is_some_and(|n| n != "tests.rs")
             {
-                let lines = lines_above_tests(&std::fs::read_to_string(&path).unwrap());
-                if lines > limit {
-                    found.insert(parts.join("/"), lines);
-                }
+                found.push((parts.join("/"), std::fs::read_to_string(&path).unwrap()));
             }
         }
     }
+    found.sort();
     found
 }
 

@@ -42,88 +42,21 @@ pub(super) struct BlockPairs {
     pub(super) placed: Vec<Option<(String, String)>>,
 }
 
+/// Per (source, block): the side's values by configuration.
+type ByBlock = BTreeMap<(usize, u32), BTreeMap<usize, Vec<f64>>>;
+/// Per source: each configuration's matrix axes (axis → value).
+type ConfigAxes = BTreeMap<usize, BTreeMap<usize, BTreeMap<String, String>>>;
+
+/// The two cohorts' values paired by block (see [`BlockPairs`]).
 pub(super) fn pairs(
     a: &[&TrialData],
     b: &[&TrialData],
     f: impl Fn(&TrialData) -> Option<f64>,
 ) -> BlockPairs {
-    /// Per (source, block): the side's values by configuration.
-    type ByBlock = BTreeMap<(usize, u32), BTreeMap<usize, Vec<f64>>>;
-    let by_block = |side: &[&'_ TrialData]| {
-        let mut blocks: ByBlock = BTreeMap::new();
-        let mut configs: BTreeMap<usize, BTreeMap<usize, BTreeMap<String, String>>> =
-            BTreeMap::new();
-        for t in side {
-            if let Some(v) = f(t) {
-                blocks
-                    .entry((t.source, t.block))
-                    .or_default()
-                    .entry(t.config_id)
-                    .or_default()
-                    .push(v);
-                configs
-                    .entry(t.source)
-                    .or_default()
-                    .entry(t.config_id)
-                    .or_insert_with(|| t.axes.clone());
-            }
-        }
-        (blocks, configs)
-    };
-    let (blocks_a, configs_a) = by_block(a);
-    let (blocks_b, configs_b) = by_block(b);
-    // Where each block ran, and the builds of the Rubies its trials ran (part of the kind:
-    // the same CPU with another build of a Ruby is another kind).
-    let mut placed: BTreeMap<(usize, u32), (String, String, BTreeSet<String>)> = BTreeMap::new();
-    for t in a.iter().chain(b) {
-        if let Some((host, kind)) = super::hosts::placement(t) {
-            let entry = placed
-                .entry((t.source, t.block))
-                .or_insert_with(|| (host, kind, BTreeSet::new()));
-            entry.2.extend(t.keys.get("ruby_description").cloned());
-        }
-    }
-    // Per source: each configuration's group key on each side.
-    let mut group_of: BTreeMap<(usize, bool, usize), String> = BTreeMap::new();
-    let mut partnered: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
-    let mut unpartnered: BTreeSet<(bool, String)> = BTreeSet::new();
-    for (source, ca) in &configs_a {
-        let Some(cb) = configs_b.get(source) else {
-            continue;
-        };
-        let values = |side: &BTreeMap<usize, BTreeMap<String, String>>, axis: &str| {
-            side.values()
-                .filter_map(|axes| axes.get(axis).cloned())
-                .collect::<BTreeSet<String>>()
-        };
-        let axes: BTreeSet<&String> = ca
-            .values()
-            .chain(cb.values())
-            .flat_map(|x| x.keys())
-            .collect();
-        // The axes on which the sides share a value: the "other axes" a pair agrees on.
-        let shared: Vec<&String> = axes
-            .into_iter()
-            .filter(|axis| !values(ca, axis).is_disjoint(&values(cb, axis)))
-            .collect();
-        let key = |axes: &BTreeMap<String, String>| {
-            shared
-                .iter()
-                .map(|k| format!("{k}={}", axes.get(*k).map(String::as_str).unwrap_or("-")))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let keys_a: BTreeSet<String> = ca.values().map(&key).collect();
-        let keys_b: BTreeSet<String> = cb.values().map(&key).collect();
-        for (side, configs) in [(true, ca), (false, cb)] {
-            for (id, axes) in configs {
-                group_of.insert((*source, side, *id), key(axes));
-            }
-        }
-        partnered.insert(*source, keys_a.intersection(&keys_b).cloned().collect());
-        unpartnered.extend(keys_a.difference(&keys_b).map(|k| (true, k.clone())));
-        unpartnered.extend(keys_b.difference(&keys_a).map(|k| (false, k.clone())));
-    }
+    let (blocks_a, configs_a) = by_block(a, &f);
+    let (blocks_b, configs_b) = by_block(b, &f);
+    let placed = placements(a, b);
+    let groups = Groups::of(&configs_a, &configs_b);
     let mut out = BlockPairs {
         a: Vec::new(),
         b: Vec::new(),
@@ -135,42 +68,28 @@ pub(super) fn pairs(
             .map(BTreeMap::len)
             .max()
             .unwrap_or(0),
-        groups: partnered.values().map(BTreeSet::len).max().unwrap_or(0),
-        unpartnered: unpartnered.into_iter().collect(),
+        groups: groups
+            .partnered
+            .values()
+            .map(BTreeSet::len)
+            .max()
+            .unwrap_or(0),
+        unpartnered: groups.unpartnered.iter().cloned().collect(),
         placed: Vec::new(),
-    };
-    // One side's value for one group in one block, if every configuration of the group on
-    // that side is there.
-    let group_value = |source: usize,
-                       side: bool,
-                       group: &str,
-                       values: &BTreeMap<usize, Vec<f64>>,
-                       configs: &BTreeMap<usize, BTreeMap<String, String>>| {
-        let members: Vec<usize> = configs
-            .keys()
-            .copied()
-            .filter(|id| group_of.get(&(source, side, *id)).map(String::as_str) == Some(group))
-            .collect();
-        let all: Option<Vec<f64>> = members
-            .iter()
-            .map(|id| values.get(id).cloned())
-            .collect::<Option<Vec<Vec<f64>>>>()
-            .map(|v| v.concat());
-        all.map(|all| geometric_mean(&all))
     };
     for (key, values_a) in &blocks_a {
         let (source, _) = *key;
         let Some(values_b) = blocks_b.get(key) else {
             continue;
         };
-        let Some(groups) = partnered.get(&source).filter(|g| !g.is_empty()) else {
+        let Some(partnered) = groups.partnered.get(&source).filter(|g| !g.is_empty()) else {
             continue;
         };
-        let complete: Option<Vec<(f64, f64)>> = groups
+        let complete: Option<Vec<(f64, f64)>> = partnered
             .iter()
             .map(|group| {
-                let va = group_value(source, true, group, values_a, &configs_a[&source])?;
-                let vb = group_value(source, false, group, values_b, &configs_b[&source])?;
+                let va = groups.value(source, true, group, values_a, &configs_a[&source])?;
+                let vb = groups.value(source, false, group, values_b, &configs_b[&source])?;
                 Some((va, vb))
             })
             .collect();
@@ -192,6 +111,135 @@ pub(super) fn pairs(
         }
     }
     out
+}
+
+/// One side's values of `f` per block and configuration, and per source each of its
+/// configurations' matrix axes.
+fn by_block(side: &[&TrialData], f: &impl Fn(&TrialData) -> Option<f64>) -> (ByBlock, ConfigAxes) {
+    let mut blocks: ByBlock = BTreeMap::new();
+    let mut configs: ConfigAxes = BTreeMap::new();
+    for t in side {
+        if let Some(v) = f(t) {
+            blocks
+                .entry((t.source, t.block))
+                .or_default()
+                .entry(t.config_id)
+                .or_default()
+                .push(v);
+            configs
+                .entry(t.source)
+                .or_default()
+                .entry(t.config_id)
+                .or_insert_with(|| t.axes.clone());
+        }
+    }
+    (blocks, configs)
+}
+
+/// Per (source, block) of either side: the host it ran on, the kind of host, and the
+/// builds of the Rubies its trials ran.
+fn placements(
+    a: &[&TrialData],
+    b: &[&TrialData],
+) -> BTreeMap<(usize, u32), (String, String, BTreeSet<String>)> {
+    // Where each block ran, and the builds of the Rubies its trials ran (part of the kind:
+    // the same CPU with another build of a Ruby is another kind).
+    let mut placed: BTreeMap<(usize, u32), (String, String, BTreeSet<String>)> = BTreeMap::new();
+    for t in a.iter().chain(b) {
+        if let Some((host, kind)) = super::hosts::placement(t) {
+            let entry = placed
+                .entry((t.source, t.block))
+                .or_insert_with(|| (host, kind, BTreeSet::new()));
+            entry.2.extend(t.keys.get("ruby_description").cloned());
+        }
+    }
+    placed
+}
+
+/// The groups the two sides' configurations are paired in, per source.
+struct Groups {
+    /// Per (source, side a?, configuration): its group key.
+    group_of: BTreeMap<(usize, bool, usize), String>,
+    /// Per source: the groups on both sides.
+    partnered: BTreeMap<usize, BTreeSet<String>>,
+    /// The groups on one side only: (true for side a, the group key).
+    unpartnered: BTreeSet<(bool, String)>,
+}
+
+impl Groups {
+    /// Each configuration's group key on each side, per source: its values on the axes
+    /// on which the sides share a value.
+    fn of(configs_a: &ConfigAxes, configs_b: &ConfigAxes) -> Groups {
+        // Per source: each configuration's group key on each side.
+        let mut group_of: BTreeMap<(usize, bool, usize), String> = BTreeMap::new();
+        let mut partnered: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        let mut unpartnered: BTreeSet<(bool, String)> = BTreeSet::new();
+        for (source, ca) in configs_a {
+            let Some(cb) = configs_b.get(source) else {
+                continue;
+            };
+            let values = |side: &BTreeMap<usize, BTreeMap<String, String>>, axis: &str| {
+                side.values()
+                    .filter_map(|axes| axes.get(axis).cloned())
+                    .collect::<BTreeSet<String>>()
+            };
+            let axes: BTreeSet<&String> = ca
+                .values()
+                .chain(cb.values())
+                .flat_map(|x| x.keys())
+                .collect();
+            // The axes on which the sides share a value: the "other axes" a pair agrees on.
+            let shared: Vec<&String> = axes
+                .into_iter()
+                .filter(|axis| !values(ca, axis).is_disjoint(&values(cb, axis)))
+                .collect();
+            let key = |axes: &BTreeMap<String, String>| {
+                shared
+                    .iter()
+                    .map(|k| format!("{k}={}", axes.get(*k).map(String::as_str).unwrap_or("-")))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let keys_a: BTreeSet<String> = ca.values().map(&key).collect();
+            let keys_b: BTreeSet<String> = cb.values().map(&key).collect();
+            for (side, configs) in [(true, ca), (false, cb)] {
+                for (id, axes) in configs {
+                    group_of.insert((*source, side, *id), key(axes));
+                }
+            }
+            partnered.insert(*source, keys_a.intersection(&keys_b).cloned().collect());
+            unpartnered.extend(keys_a.difference(&keys_b).map(|k| (true, k.clone())));
+            unpartnered.extend(keys_b.difference(&keys_a).map(|k| (false, k.clone())));
+        }
+        Groups {
+            group_of,
+            partnered,
+            unpartnered,
+        }
+    }
+
+    /// One side's value for one group in one block, if every configuration of the group on
+    /// that side is there.
+    fn value(
+        &self,
+        source: usize,
+        side: bool,
+        group: &str,
+        values: &BTreeMap<usize, Vec<f64>>,
+        configs: &BTreeMap<usize, BTreeMap<String, String>>,
+    ) -> Option<f64> {
+        let members: Vec<usize> = configs
+            .keys()
+            .copied()
+            .filter(|id| self.group_of.get(&(source, side, *id)).map(String::as_str) == Some(group))
+            .collect();
+        let all: Option<Vec<f64>> = members
+            .iter()
+            .map(|id| values.get(id).cloned())
+            .collect::<Option<Vec<Vec<f64>>>>()
+            .map(|v| v.concat());
+        all.map(|all| geometric_mean(&all))
+    }
 }
 
 impl BlockPairs {

@@ -34,8 +34,7 @@ pub(super) fn hosts(
     cohort_of: &dyn Fn(&TrialData) -> String,
     warnings: &mut Vec<Warning>,
 ) -> Option<HostTable> {
-    let host = |t: &TrialData| t.keys.get("host").cloned().unwrap_or_default();
-    let trial_hosts: BTreeSet<String> = all.iter().map(|t| host(t)).collect();
+    let trial_hosts: BTreeSet<String> = all.iter().map(|t| host_of(t)).collect();
     let mut hosts = trial_hosts.clone();
     hosts.extend(failures.iter().map(|f| f.nodes.clone()));
     let fleet = all.iter().any(|t| t.keys.contains_key("fleet"));
@@ -43,84 +42,138 @@ pub(super) fn hosts(
         return None;
     }
     differ_warnings(all, &trial_hosts, warnings);
+    let blocks = block_values(all, main, cohort_of);
+    let others: Vec<&String> = order.iter().filter(|c| c.as_str() != baseline).collect();
+    let mut rows = Vec::new();
+    // cohort -> host -> per-block log ratios
+    let mut log_ratios: BTreeMap<&String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    for h in &hosts {
+        let (row, ratios) = host_row(h, all, failures, &blocks, baseline, &others);
+        for (c, lr) in others.iter().zip(ratios) {
+            log_ratios.entry(c).or_default().insert(h.clone(), lr);
+        }
+        rows.push(row);
+    }
+    interaction_warnings(all, &hosts, &log_ratios, baseline, metric, warnings);
+    Some(HostTable {
+        metric: metric.into(),
+        baseline: baseline.into(),
+        cohorts: others.into_iter().cloned().collect(),
+        rows,
+    })
+}
+
+/// The host a trial ran on ("" without a `host` key).
+fn host_of(t: &TrialData) -> String {
+    t.keys.get("host").cloned().unwrap_or_default()
+}
+
+/// Each block's values of the compared figure per cohort, with the block's host:
+/// (source, block) -> (host, cohort -> values); valid trials with a positive value only.
+fn block_values(
+    all: &[&TrialData],
+    main: fn(&TrialData) -> Option<f64>,
+    cohort_of: &dyn Fn(&TrialData) -> String,
+) -> BTreeMap<(usize, u32), (String, BlockValues)> {
     // Each block's value per cohort: (source, block) -> cohort -> values.
     let mut blocks: BTreeMap<(usize, u32), (String, BlockValues)> = BTreeMap::new();
     for t in all.iter().filter(|t| t.status == TrialStatus::Valid) {
         if let Some(v) = main(t).filter(|v| *v > 0.0 && v.is_finite()) {
             let entry = blocks
                 .entry((t.source, t.block))
-                .or_insert_with(|| (host(t), BTreeMap::new()));
+                .or_insert_with(|| (host_of(t), BTreeMap::new()));
             entry.1.entry(cohort_of(t)).or_default().push(v);
         }
     }
+    blocks
+}
+
+/// Host `h`'s row of the table, and per cohort of `others` the per-block log ratios
+/// against the baseline of the blocks it ran.
+fn host_row(
+    h: &String,
+    all: &[&TrialData],
+    failures: &[&FleetFailure],
+    blocks: &BTreeMap<(usize, u32), (String, BlockValues)>,
+    baseline: &str,
+    others: &[&String],
+) -> (HostRow, Vec<Vec<f64>>) {
     let mean_log = |vs: &Vec<f64>| vs.iter().map(|v| v.ln()).sum::<f64>() / vs.len() as f64;
-    let others: Vec<&String> = order.iter().filter(|c| c.as_str() != baseline).collect();
-    let mut rows = Vec::new();
-    // cohort -> host -> per-block log ratios
-    let mut log_ratios: BTreeMap<&String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
-    for h in &hosts {
-        let mine: Vec<&BlockValues> = blocks
-            .values()
-            .filter(|(bh, _)| bh == h)
-            .map(|(_, v)| v)
-            .collect();
-        let trials: Vec<&&TrialData> = all.iter().filter(|t| &host(t) == h).collect();
-        let base: Vec<f64> = mine
+    let mine: Vec<&BlockValues> = blocks
+        .values()
+        .filter(|(bh, _)| bh == h)
+        .map(|(_, v)| v)
+        .collect();
+    let trials: Vec<&&TrialData> = all.iter().filter(|t| &host_of(t) == h).collect();
+    let base: Vec<f64> = mine
+        .iter()
+        .filter_map(|b| b.get(baseline))
+        .flatten()
+        .copied()
+        .collect();
+    let mut ratios = Vec::new();
+    let mut log_ratios = Vec::new();
+    for c in others {
+        let lr: Vec<f64> = mine
             .iter()
-            .filter_map(|b| b.get(baseline))
-            .flatten()
-            .copied()
+            .filter_map(|b| Some(mean_log(b.get(c.as_str())?) - mean_log(b.get(baseline)?)))
             .collect();
-        let mut ratios = Vec::new();
-        for c in &others {
-            let lr: Vec<f64> = mine
-                .iter()
-                .filter_map(|b| Some(mean_log(b.get(c.as_str())?) - mean_log(b.get(baseline)?)))
-                .collect();
-            ratios.push(stats::median(&lr).map(f64::exp));
-            log_ratios.entry(c).or_default().insert(h.clone(), lr);
-        }
-        let failed_attempts: Vec<String> = failures
-            .iter()
-            .filter(|f| &f.nodes == h)
-            .map(|f| format!("block {}: {}", f.block + 1, f.state))
-            .collect();
-        let first = trials.first();
-        rows.push(HostRow {
-            host: h.clone(),
-            machine: first
-                .map(|t| {
-                    let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
-                    format!(
-                        "{} · {}",
-                        k("cpu_model"),
-                        k("kernel").split_whitespace().next().unwrap_or("")
-                    )
-                })
-                .unwrap_or_default(),
-            blocks: trials
-                .iter()
-                .map(|t| (t.source, t.block))
-                .collect::<BTreeSet<_>>()
-                .len(),
-            trials: trials.len(),
-            baseline_median: stats::median(&base),
-            ratios,
-            load_hosts: trials
-                .iter()
-                .filter_map(|t| t.keys.get("load_host").cloned())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect(),
-            load_rtt_us: stats::median(
-                &trials
-                    .iter()
-                    .filter_map(|t| t.load_rtt_us)
-                    .collect::<Vec<_>>(),
-            ),
-            failed_attempts,
-        });
+        ratios.push(stats::median(&lr).map(f64::exp));
+        log_ratios.push(lr);
     }
+    let failed_attempts: Vec<String> = failures
+        .iter()
+        .filter(|f| &f.nodes == h)
+        .map(|f| format!("block {}: {}", f.block + 1, f.state))
+        .collect();
+    let first = trials.first();
+    let row = HostRow {
+        host: h.clone(),
+        machine: first
+            .map(|t| {
+                let k = |key: &str| t.keys.get(key).cloned().unwrap_or_default();
+                format!(
+                    "{} · {}",
+                    k("cpu_model"),
+                    k("kernel").split_whitespace().next().unwrap_or("")
+                )
+            })
+            .unwrap_or_default(),
+        blocks: trials
+            .iter()
+            .map(|t| (t.source, t.block))
+            .collect::<BTreeSet<_>>()
+            .len(),
+        trials: trials.len(),
+        baseline_median: stats::median(&base),
+        ratios,
+        load_hosts: trials
+            .iter()
+            .filter_map(|t| t.keys.get("load_host").cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        load_rtt_us: stats::median(
+            &trials
+                .iter()
+                .filter_map(|t| t.load_rtt_us)
+                .collect::<Vec<_>>(),
+        ),
+        failed_attempts,
+    };
+    (row, log_ratios)
+}
+
+/// `host-interaction`: per cohort, a ratio that differs between kinds of host (or hosts)
+/// beyond their noise, from `log_ratios` (cohort -> host -> per-block log ratios).
+fn interaction_warnings(
+    all: &[&TrialData],
+    hosts: &BTreeSet<String>,
+    log_ratios: &BTreeMap<&String, BTreeMap<String, Vec<f64>>>,
+    baseline: &str,
+    metric: &str,
+    warnings: &mut Vec<Warning>,
+) {
     // The interaction is tested between kinds of host (CPU model and count, kernel) when
     // the fleet has several, each kind's blocks pooled over its hosts: hosts of one kind
     // agree by construction, and a kind of slow nodes that each ran two blocks still
@@ -130,14 +183,14 @@ pub(super) fn hosts(
         .map(|h| {
             let kind = all
                 .iter()
-                .find(|t| &host(t) == h)
+                .find(|t| &host_of(t) == h)
                 .map(|t| host_kind(t))
                 .unwrap_or_default();
             (h.clone(), kind)
         })
         .collect();
     let by_kind = kind_of_host.values().collect::<BTreeSet<_>>().len() > 1;
-    for (c, per_host) in &log_ratios {
+    for (c, per_host) in log_ratios {
         let mut pooled: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for (h, v) in per_host {
             let group = if by_kind {
@@ -187,12 +240,6 @@ pub(super) fn hosts(
             ),
         });
     }
-    Some(HostTable {
-        metric: metric.into(),
-        baseline: baseline.into(),
-        cohorts: others.into_iter().cloned().collect(),
-        rows,
-    })
 }
 
 /// The interaction test between groups of per-block log ratios (kinds of host, or hosts):

@@ -83,6 +83,82 @@ pub struct Options {
 
 /// Builds the report.
 pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
+    let g = group_trials(sources, options)?;
+    let http = g.all.iter().any(|t| t.requests_per_s.is_some());
+    let workload = workload_of(&g.all);
+    // The figure compared first: throughput, or a script's wall time.
+    let main: fn(&TrialData) -> Option<f64> = if http {
+        |t| t.requests_per_s
+    } else {
+        |t| t.wall_s
+    };
+
+    let mut warnings = Vec::new();
+    let cohorts = summarize_cohorts(sources, &g, http, main, &mut warnings);
+
+    // Comparisons with the baseline.
+    // Interleaved runs leave out of each trial what its server did while the load was on the
+    // others; co-scheduled ones load every server at once, so only the slices' edges are
+    // outside them (15–20 ms), which is no one's idle work.
+    let interleaved = sources
+        .iter()
+        .any(|s| matches!(s.design, experiment::design::Design::Interleaved { .. }));
+    let compared = compare_cohorts(sources, &g, workload, interleaved, &mut warnings);
+
+    let overhead = overhead_of(options, &g.order, &g.members, compared.confidence)?;
+
+    run_warnings(sources, &g, &cohorts, interleaved, &mut warnings);
+    let host_table = host_table(sources, &g, main, compared.main_metric, &mut warnings);
+    unimported_warnings(sources, &mut warnings);
+    mixed_machines_warning(&g, &mut warnings);
+
+    doctor_warnings(sources, &mut warnings);
+
+    let trials = timeline(&g.all, &g.order, &g.by);
+
+    let matrix = dot_matrix(&g.order, &g.members, workload);
+    let environment = cohort_environments(&g.order, &g.members);
+
+    design_warnings(sources, &mut warnings);
+    Ok(Report {
+        schema: REPORT_SCHEMA.into(),
+        command: options.command.clone(),
+        confidence: compared.confidence,
+        sources: report_sources(sources),
+        workload,
+        group_by: g.by,
+        baseline: g.baseline,
+        cohorts,
+        comparisons: compared.comparisons,
+        overhead,
+        warnings,
+        trials,
+        matrix,
+        environment,
+        profiles: compared.profiles,
+        frame_changes: compared.frame_changes,
+        sparse_frames: compared.sparse_frames,
+        steps: compared.steps,
+        hosts: host_table,
+    })
+}
+
+/// The trials grouped into cohorts: every trial, the machines they ran on, the grouping
+/// keys, the cohorts in order with their trials, and the baseline.
+struct Grouping<'a> {
+    all: Vec<&'a TrialData>,
+    machines: BTreeSet<&'a str>,
+    /// Whether every trial comes from a fleet.
+    fleet: bool,
+    by: Vec<String>,
+    order: Vec<String>,
+    members: Members<'a>,
+    baseline: String,
+}
+
+/// Groups the sources' trials into cohorts and picks the baseline (`--baseline`, else the
+/// first cohort); an error when nothing is stored or an option names no cohort or key.
+fn group_trials<'a>(sources: &'a [SourceData], options: &Options) -> Result<Grouping<'a>> {
     let all: Vec<&TrialData> = sources.iter().flat_map(|s| s.trials.iter()).collect();
     if all.is_empty() {
         return Err(nothing_stored(sources));
@@ -105,22 +181,41 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         ),
         None => order[0].clone(),
     };
+    Ok(Grouping {
+        all,
+        machines,
+        fleet,
+        by,
+        order,
+        members,
+        baseline,
+    })
+}
+
+/// What the trials measured: HTTP, a script, or both.
+fn workload_of(all: &[&TrialData]) -> Workloads {
     let script = all.iter().any(|t| t.wall_s.is_some());
     let http = all.iter().any(|t| t.requests_per_s.is_some());
-    let workload = match (http, script) {
+    match (http, script) {
         (true, true) => Workloads::Mixed,
         (false, true) => Workloads::Script,
         _ => Workloads::Http,
-    };
+    }
+}
 
-    let mut warnings = Vec::new();
+/// Each cohort's summaries with its own warnings (outliers and noise judged within
+/// blocks, the noise record's conditions), after the warnings about blocks' ratios and
+/// noisy blocks shared by the cohorts.
+fn summarize_cohorts(
+    sources: &[SourceData],
+    g: &Grouping,
+    http: bool,
+    main: fn(&TrialData) -> Option<f64>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<crate::model::Cohort> {
+    let (order, members, by) = (&g.order, &g.members, &g.by);
     let mut cohorts = Vec::new();
-    let all_valid = valid(&all);
-    let main: fn(&TrialData) -> Option<f64> = if http {
-        |t| t.requests_per_s
-    } else {
-        |t| t.wall_s
-    };
+    let all_valid = valid(&g.all);
     let (residuals, outlier_residuals, in_pairs) = block_residuals(&all_valid, main);
     let context = RunContext {
         residuals,
@@ -131,9 +226,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     block_ratio_outliers(
         &all_valid,
         main,
-        |t| cohort_name(t, &by),
+        |t| cohort_name(t, by),
         if http { "throughput" } else { "wall time" },
-        &mut warnings,
+        warnings,
     );
     // Interleaved and co-scheduled blocks share one noise record: their noisy trials are
     // named once, by block.
@@ -147,9 +242,9 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             .collect();
         warnings.extend(crate::noise::noisy_blocks_warning(&shown));
     }
-    for name in &order {
+    for name in order {
         let trials = &members[name];
-        let mut c = cohort(name, trials, &valid(trials), &by, &context, &mut warnings);
+        let mut c = cohort(name, trials, &valid(trials), by, &context, warnings);
         c.noise = crate::noise::cohort_noise(trials);
         if let Some(n) = &c.noise {
             warnings.extend(crate::noise::condition_warnings(name, n));
@@ -159,16 +254,34 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         }
         cohorts.push(c);
     }
+    cohorts
+}
 
-    // Comparisons with the baseline.
-    // Interleaved runs leave out of each trial what its server did while the load was on the
-    // others; co-scheduled ones load every server at once, so only the slices' edges are
-    // outside them (15–20 ms), which is no one's idle work.
-    let interleaved = sources
-        .iter()
-        .any(|s| matches!(s.design, experiment::design::Design::Interleaved { .. }));
+/// What the cohorts' comparisons with the baseline give the report.
+struct Compared {
+    /// The level of every interval.
+    confidence: f64,
+    /// The metric compared first: "throughput", or a script's "wall".
+    main_metric: &'static str,
+    comparisons: Vec<Comparison>,
+    profiles: Vec<crate::model::CohortProfile>,
+    frame_changes: Vec<crate::model::FrameChange>,
+    sparse_frames: Vec<crate::model::SparseFrames>,
+    steps: Vec<crate::model::CohortStep>,
+}
+
+/// Every cohort against the baseline: on each metric some trial has, by profile, and by
+/// scenario step, with the warnings drawn from the comparisons.
+fn compare_cohorts(
+    sources: &[SourceData],
+    g: &Grouping,
+    workload: Workloads,
+    interleaved: bool,
+    warnings: &mut Vec<Warning>,
+) -> Compared {
+    let (all, order, members, baseline) = (&g.all, &g.order, &g.members, &g.baseline);
     let metrics: Vec<Metric> = if workload == Workloads::Script {
-        script_metrics(&all)
+        script_metrics(all)
     } else {
         let shared_machine = sources
             .iter()
@@ -196,23 +309,35 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     } else {
         "throughput"
     };
-    let comparisons = compare_with_baseline(
-        &order,
-        &members,
-        &baseline,
-        &metrics,
+    let comparisons =
+        compare_with_baseline(order, members, baseline, &metrics, confidence, main_metric);
+    let (profiles, frame_changes, sparse_frames) =
+        profile::profiles(order, members, baseline, confidence);
+    let steps = steps::scenario_steps(order, members);
+    warnings.extend(profile::warnings(&profiles));
+    pooled_warnings(&comparisons, warnings);
+    shape_warnings(&comparisons, main_metric, warnings);
+    Compared {
         confidence,
         main_metric,
-    );
-    let (profiles, frame_changes, sparse_frames) =
-        profile::profiles(&order, &members, &baseline, confidence);
-    let scenario_steps = steps::scenario_steps(&order, &members);
-    warnings.extend(profile::warnings(&profiles));
-    pooled_warnings(&comparisons, &mut warnings);
-    shape_warnings(&comparisons, main_metric, &mut warnings);
+        comparisons,
+        profiles,
+        frame_changes,
+        sparse_frames,
+        steps,
+    }
+}
 
-    let overhead = overhead_of(options, &order, &members, confidence)?;
-
+/// The warnings about how the runs went: smoke runs, incomplete runs, interleaved runs'
+/// idle CPU and slice tails, unreadable latency files, pooled configurations and, when
+/// cohorts are results directories, the sides that differ.
+fn run_warnings(
+    sources: &[SourceData],
+    g: &Grouping,
+    cohorts: &[crate::model::Cohort],
+    interleaved: bool,
+    warnings: &mut Vec<Warning>,
+) {
     for s in sources.iter().filter(|s| s.smoke) {
         warnings.push(Warning {
             kind: "smoke".into(),
@@ -220,31 +345,47 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             message: format!("{} is a --smoke run: two short blocks, for checking an experiment, not for conclusions", s.dir.display()),
         });
     }
-    incomplete_warnings(sources, &baseline, &mut warnings);
+    incomplete_warnings(sources, &g.baseline, warnings);
     if interleaved {
-        idle_cpu_warnings(&cohorts, &mut warnings);
-        slice_tail_warnings(sources, &mut warnings);
+        idle_cpu_warnings(cohorts, warnings);
+        slice_tail_warnings(sources, warnings);
     }
-    latency_file_warnings(&order, &members, &mut warnings);
-    mixed_configurations_warnings(&order, &members, &mut warnings);
-    if by == ["source"] {
-        differing_sides_warnings(&order, &members, &mut warnings);
+    latency_file_warnings(&g.order, &g.members, warnings);
+    mixed_configurations_warnings(&g.order, &g.members, warnings);
+    if g.by == ["source"] {
+        differing_sides_warnings(&g.order, &g.members, warnings);
     }
+}
+
+/// The per-host table (when the trials come from several hosts or a fleet) with its
+/// warnings, then a warning per source whose fleet had failed attempts.
+fn host_table(
+    sources: &[SourceData],
+    g: &Grouping,
+    main: fn(&TrialData) -> Option<f64>,
+    main_metric: &str,
+    warnings: &mut Vec<Warning>,
+) -> Option<crate::model::HostTable> {
     let failures: Vec<&crate::input::FleetFailure> =
         sources.iter().flat_map(|s| &s.fleet_failures).collect();
     let host_table = hosts::hosts(
-        &all,
+        &g.all,
         &failures,
-        &order,
-        &baseline,
+        &g.order,
+        &g.baseline,
         main,
         main_metric,
-        &|t| cohort_name(t, &by),
-        &mut warnings,
+        &|t| cohort_name(t, &g.by),
+        warnings,
     );
     for s in sources.iter().filter(|s| !s.fleet_failures.is_empty()) {
         warnings.push(hosts::failures_warning(s));
     }
+    host_table
+}
+
+/// `fleet-blocks-not-imported`: a source whose fleet finished blocks not imported yet.
+fn unimported_warnings(sources: &[SourceData], warnings: &mut Vec<Warning>) {
     for s in sources.iter().filter(|s| !s.unimported_blocks.is_empty()) {
         warnings.push(Warning {
             kind: "fleet-blocks-not-imported".into(),
@@ -259,43 +400,18 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
             ),
         });
     }
-    if machines.len() > 1 && !fleet && !by.iter().any(|k| k == "machine") {
+}
+
+/// `mixed-machines`: cohorts pooling trials of several machines outside a fleet.
+fn mixed_machines_warning(g: &Grouping, warnings: &mut Vec<Warning>) {
+    let machines = &g.machines;
+    if machines.len() > 1 && !g.fleet && !g.by.iter().any(|k| k == "machine") {
         warnings.push(Warning {
             kind: "mixed-machines".into(),
             cohort: None,
             message: format!("the trials come from {} machines ({}) and cohorts pool them; add --by ...,machine to keep them apart", machines.len(), machines.iter().copied().collect::<Vec<_>>().join(", ")),
         });
     }
-
-    doctor_warnings(sources, &mut warnings);
-
-    let trials = timeline(&all, &order, &by);
-
-    let matrix = dot_matrix(&order, &members, workload);
-    let environment = cohort_environments(&order, &members);
-
-    design_warnings(sources, &mut warnings);
-    Ok(Report {
-        schema: REPORT_SCHEMA.into(),
-        command: options.command.clone(),
-        confidence,
-        sources: report_sources(sources),
-        workload,
-        group_by: by,
-        baseline,
-        cohorts,
-        comparisons,
-        overhead,
-        warnings,
-        trials,
-        matrix,
-        environment,
-        profiles,
-        frame_changes,
-        sparse_frames,
-        steps: scenario_steps,
-        hosts: host_table,
-    })
 }
 
 /// Every cohort against the baseline on every metric, at a simultaneous level for the

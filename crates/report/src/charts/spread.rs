@@ -57,14 +57,67 @@ pub(crate) struct SpreadSpec {
     pub(crate) value: fn(&TrialPoint) -> Option<f64>,
 }
 
+/// One figure per cohort, as `spec` says: a row per cohort with a summary or a trial value,
+/// drawn as [`throughput`] describes.
 pub(crate) fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
-    // Rows: cohorts with a summary or at least one trial value, in report order.
-    struct Row<'a> {
-        name: &'a str,
-        colour: &'static str,
-        summary: Option<Summary>,
-        trials: Vec<(&'a TrialPoint, f64)>,
+    let rows = spread_rows(report, &spec);
+    if rows.is_empty() {
+        return None;
     }
+    let mut b = String::new();
+    let top = key(&mut b, &rows) + 6.0;
+    let l = Layout::of(&rows, top);
+    x_axis(
+        &mut b,
+        l.x,
+        &l.ticks,
+        l.plot_top,
+        l.plot_bottom,
+        spec.axis,
+        linear(0.0, l.axis_max),
+    );
+
+    let mut desc = format!("{} per cohort; the axis starts at zero.", spec.what);
+    for (k, row) in rows.iter().enumerate() {
+        row_mark(&mut b, &mut desc, report, &spec, &l, k, row);
+    }
+
+    let text = format!(
+        "{} of each trial (dots, spread vertically so they do not overlap). The band spans the \
+         10th to 90th percentile of the valid trials and the black bar marks their median. \
+         Hollow rings are invalid or failed trials, shown but left out of every statistic. \
+         The axis starts at zero.",
+        spec.what
+    );
+    let end = caption(
+        &mut b,
+        &text,
+        &source_line(report),
+        l.plot_bottom + 62.0,
+        WIDTH,
+    );
+    Some(document(
+        spec.name,
+        spec.title,
+        &desc,
+        &subtitle(report),
+        WIDTH,
+        end + 4.0,
+        &b,
+    ))
+}
+
+/// One cohort's row.
+struct Row<'a> {
+    name: &'a str,
+    colour: &'static str,
+    summary: Option<Summary>,
+    /// Each trial with a value, and the value.
+    trials: Vec<(&'a TrialPoint, f64)>,
+}
+
+/// The rows: cohorts with a summary or at least one trial value, in report order.
+fn spread_rows<'a>(report: &'a Report, spec: &SpreadSpec) -> Vec<Row<'a>> {
     let mut rows: Vec<Row> = Vec::new();
     for (i, cohort) in report.cohorts.iter().enumerate() {
         let summary = (spec.summary)(report, i);
@@ -87,39 +140,14 @@ pub(crate) fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
             });
         }
     }
-    if rows.is_empty() {
-        return None;
-    }
-    let max = rows
-        .iter()
-        .flat_map(|r| {
-            r.trials
-                .iter()
-                .map(|(_, v)| *v)
-                .chain(r.summary.iter().flat_map(|s| [s.p90, s.max]))
-        })
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
-    let decimals_for = |v: f64| {
-        if spec.unit == "s" {
-            if v >= 100.0 {
-                1
-            } else {
-                3
-            }
-        } else {
-            0
-        }
-    };
+    rows
+}
 
-    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
-    let left = label_column(&names);
-    let right = WIDTH - 28.0;
+/// The legend above the plot (the ring only when some trial is invalid); the y under it.
+fn key(b: &mut String, rows: &[Row]) -> f64 {
     let any_invalid = rows
         .iter()
         .any(|r| r.trials.iter().any(|(t, _)| !is_valid(t)));
-
-    let mut b = String::new();
     let mut legend_items = vec![
         (
             Swatch::Band("#59636e"),
@@ -134,133 +162,166 @@ pub(crate) fn spread(report: &Report, spec: SpreadSpec) -> Option<String> {
             "invalid or failed trial (not in the statistics)".to_string(),
         ));
     }
-    let top = legend(&mut b, &legend_items, 16.0, 66.0, WIDTH - 16.0) + 6.0;
+    legend(b, &legend_items, 16.0, 66.0, WIDTH - 16.0)
+}
 
-    let row_h = 40.0;
-    let plot_top = top;
-    let plot_bottom = plot_top + rows.len() as f64 * row_h;
-    let (ticks, axis_max) = zero_based_ticks(max, 7, "");
-    let x = Scale::new(0.0, axis_max, left, right);
-    x_axis(
-        &mut b,
-        x,
-        &ticks,
-        plot_top,
-        plot_bottom,
-        spec.axis,
-        linear(0.0, axis_max),
-    );
+/// The plot's edges, rows and value scale, computed once.
+struct Layout {
+    /// The left edge of the plot (the row labels' column is before it).
+    left: f64,
+    right: f64,
+    plot_top: f64,
+    plot_bottom: f64,
+    row_h: f64,
+    /// The value axis's ticks, from zero to `axis_max`.
+    ticks: Vec<(f64, String)>,
+    axis_max: f64,
+    x: Scale,
+    /// The characters a row label may have.
+    chars: usize,
+}
 
-    let chars = label_chars(left);
-    let mut desc = format!("{} per cohort; the axis starts at zero.", spec.what);
-    for (k, row) in rows.iter().enumerate() {
-        let cy = plot_top + k as f64 * row_h + row_h / 2.0;
-        let baseline = row.name == report.baseline;
-        let mut tooltip = row.name.to_string();
-        let mut second;
-        if let Some(s) = &row.summary {
-            let d = decimals_for(s.p50);
-            second = format!("median {} {}", fmt_num(s.p50, d), spec.unit);
-            let _ = write!(
-                tooltip,
-                ": median {} {u}, p10–p90 {}–{} {u}, n = {}",
-                fmt_num(s.p50, d),
-                fmt_num(s.p10, d),
-                fmt_num(s.p90, d),
-                s.n,
-                u = spec.unit
-            );
-            let _ = write!(
-                desc,
-                " {}: median {} {u} (p10 {}, p90 {}, {} valid trials).",
-                row.name,
-                fmt_num(s.p50, d),
-                fmt_num(s.p10, d),
-                fmt_num(s.p90, d),
-                s.n,
-                u = spec.unit
-            );
+impl Layout {
+    /// The layout of `rows` under the legend, whose bottom is `top`.
+    fn of(rows: &[Row], top: f64) -> Layout {
+        let max = rows
+            .iter()
+            .flat_map(|r| {
+                r.trials
+                    .iter()
+                    .map(|(_, v)| *v)
+                    .chain(r.summary.iter().flat_map(|s| [s.p90, s.max]))
+            })
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+        let left = label_column(&names);
+        let right = WIDTH - 28.0;
+        let row_h = 40.0;
+        let plot_top = top;
+        let plot_bottom = plot_top + rows.len() as f64 * row_h;
+        let (ticks, axis_max) = zero_based_ticks(max, 7, "");
+        Layout {
+            left,
+            right,
+            plot_top,
+            plot_bottom,
+            row_h,
+            ticks,
+            axis_max,
+            x: Scale::new(0.0, axis_max, left, right),
+            chars: label_chars(left),
+        }
+    }
+}
+
+/// The decimals a value in `unit` is printed with: seconds get 3 (1 from 100 s), the rest 0.
+fn decimals_for(unit: &str, v: f64) -> usize {
+    if unit == "s" {
+        if v >= 100.0 {
+            1
         } else {
-            second = "no valid trials".to_string();
-            let _ = write!(desc, " {}: no valid trials.", row.name);
+            3
         }
-        if baseline {
-            second.push_str(" · baseline");
-        }
-        // Zebra background and the row's labels.
-        if k % 2 == 1 {
+    } else {
+        0
+    }
+}
+
+/// Row `k`: its zebra stripe, labels, band, trials and median, with its figures added to
+/// `desc`.
+fn row_mark(
+    b: &mut String,
+    desc: &mut String,
+    report: &Report,
+    spec: &SpreadSpec,
+    l: &Layout,
+    k: usize,
+    row: &Row,
+) {
+    let (x, row_h, right) = (l.x, l.row_h, l.right);
+    let cy = l.plot_top + k as f64 * row_h + row_h / 2.0;
+    let baseline = row.name == report.baseline;
+    let mut tooltip = row.name.to_string();
+    let mut second;
+    if let Some(s) = &row.summary {
+        let d = decimals_for(spec.unit, s.p50);
+        second = format!("median {} {}", fmt_num(s.p50, d), spec.unit);
+        let _ = write!(
+            tooltip,
+            ": median {} {u}, p10–p90 {}–{} {u}, n = {}",
+            fmt_num(s.p50, d),
+            fmt_num(s.p10, d),
+            fmt_num(s.p90, d),
+            s.n,
+            u = spec.unit
+        );
+        let _ = write!(
+            desc,
+            " {}: median {} {u} (p10 {}, p90 {}, {} valid trials).",
+            row.name,
+            fmt_num(s.p50, d),
+            fmt_num(s.p10, d),
+            fmt_num(s.p90, d),
+            s.n,
+            u = spec.unit
+        );
+    } else {
+        second = "no valid trials".to_string();
+        let _ = write!(desc, " {}: no valid trials.", row.name);
+    }
+    if baseline {
+        second.push_str(" · baseline");
+    }
+    // Zebra background and the row's labels.
+    if k % 2 == 1 {
+        let _ = write!(
+            b,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f6f8fa\" fill-opacity=\"0.7\"/>",
+            c(16.0),
+            c(cy - row_h / 2.0),
+            c(right - 16.0),
+            c(row_h)
+        );
+    }
+    open_series(b, row.name, &tooltip);
+    row_labels(b, l.left - 12.0, cy, row.name, l.chars, baseline, &second);
+    if let Some(s) = &row.summary {
+        let _ = write!(
+            b,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" rx=\"3\" fill=\"{}\" fill-opacity=\"0.25\"/>",
+            c(x.at(s.p10)),
+            c(cy - 9.0),
+            c((x.at(s.p90) - x.at(s.p10)).max(1.0)),
+            row.colour
+        );
+    }
+    for (t, v) in &row.trials {
+        let dy = jitter(t.source, t.trial_id) * 10.0;
+        if is_valid(t) {
             let _ = write!(
                 b,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f6f8fa\" fill-opacity=\"0.7\"/>",
-                c(16.0),
-                c(cy - row_h / 2.0),
-                c(right - 16.0),
-                c(row_h)
-            );
-        }
-        open_series(&mut b, row.name, &tooltip);
-        row_labels(&mut b, left - 12.0, cy, row.name, chars, baseline, &second);
-        if let Some(s) = &row.summary {
-            let _ = write!(
-                b,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" rx=\"3\" fill=\"{}\" fill-opacity=\"0.25\"/>",
-                c(x.at(s.p10)),
-                c(cy - 9.0),
-                c((x.at(s.p90) - x.at(s.p10)).max(1.0)),
+                "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"0.6\"/>",
+                c(x.at(*v)),
+                c(cy + dy),
                 row.colour
             );
-        }
-        for (t, v) in &row.trials {
-            let dy = jitter(t.source, t.trial_id) * 10.0;
-            if is_valid(t) {
-                let _ = write!(
-                    b,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"0.6\"/>",
-                    c(x.at(*v)),
-                    c(cy + dy),
-                    row.colour
-                );
-            } else {
-                let _ = write!(
-                    b,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"#ffffff\" stroke=\"{INVALID}\" stroke-width=\"1.6\"/>",
-                    c(x.at(*v)),
-                    c(cy + dy)
-                );
-            }
-        }
-        if let Some(s) = &row.summary {
+        } else {
             let _ = write!(
                 b,
-                "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"26\" fill=\"{INK}\"/>",
-                c(x.at(s.p50) - 1.5),
-                c(cy - 13.0)
+                "<circle cx=\"{}\" cy=\"{}\" r=\"3.6\" fill=\"#ffffff\" stroke=\"{INVALID}\" stroke-width=\"1.6\"/>",
+                c(x.at(*v)),
+                c(cy + dy)
             );
         }
-        b.push_str("</g>");
     }
-
-    let text = format!(
-        "{} of each trial (dots, spread vertically so they do not overlap). The band spans the \
-         10th to 90th percentile of the valid trials and the black bar marks their median. \
-         Hollow rings are invalid or failed trials, shown but left out of every statistic. \
-         The axis starts at zero.",
-        spec.what
-    );
-    let end = caption(
-        &mut b,
-        &text,
-        &source_line(report),
-        plot_bottom + 62.0,
-        WIDTH,
-    );
-    Some(document(
-        spec.name,
-        spec.title,
-        &desc,
-        &subtitle(report),
-        WIDTH,
-        end + 4.0,
-        &b,
-    ))
+    if let Some(s) = &row.summary {
+        let _ = write!(
+            b,
+            "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"26\" fill=\"{INK}\"/>",
+            c(x.at(s.p50) - 1.5),
+            c(cy - 13.0)
+        );
+    }
+    b.push_str("</g>");
 }
