@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::slurm::{exec_script, Slurm, Submission};
+use crate::slurm::{exec_script, Slurm, Submission, TaskState};
 use crate::task::write_atomically;
 
 /// What the controller asks every node (`fleet/probe/request.json`).
@@ -117,152 +117,234 @@ pub fn probe_nodes(
     extra: &[String],
     note: &mut dyn FnMut(&str),
 ) -> Result<Result<Vec<ProbeReport>, Vec<String>>> {
-    let probe = probe_dir(dir);
-    std::fs::create_dir_all(&probe)
-        .with_context(|| format!("cannot create {}", probe.display()))?;
-    for entry in std::fs::read_dir(&probe)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "json" || e == "out") {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-    write_atomically(
-        &probe.join("request.json"),
-        &serde_json::to_vec_pretty(request)?,
-    )?;
-    let script = probe.join("probe.sh");
-    std::fs::write(
-        &script,
-        exec_script(
-            "rubyrace run --slurm: the probe of one node (docs/fleet.md)",
-            &[
-                binary.display().to_string(),
-                "fleet-probe".into(),
-                dir.display().to_string(),
-            ],
-        ),
-    )?;
-    let mut problems = Vec::new();
-    let mut jobs: Vec<(String, String)> = Vec::new();
-    let nodes = slurm.nodes()?;
-    for (node, state) in nodes.clone() {
-        if unusable(&state) {
-            note(&format!(
-                "node {node} is {state}: not probed, and Slurm gives it no block"
-            ));
-            continue;
-        }
-        let output = probe.join(format!("{node}.out"));
-        let job = slurm.submit(&Submission {
-            script: &script,
-            job_name: "rubyrace-probe",
-            array: &[],
-            throttle: 1,
-            output: &output,
-            time_limit: Duration::from_secs(300),
-            nodes: 1,
-            nodelist: Some(&node),
-            extra,
-        })?;
-        jobs.push((node, job));
-    }
-    if jobs.is_empty() {
-        let partition = slurm
-            .partition
-            .as_ref()
-            .map_or("the cluster's default partition".to_string(), |p| {
-                format!("partition {p:?}")
-            });
-        let states: Vec<String> = nodes.iter().map(|(n, s)| format!("{n} {s}")).collect();
-        anyhow::bail!(
-            "no node of {partition} can take a job ({}); nothing was submitted",
-            if states.is_empty() {
-                "sinfo lists none".to_string()
-            } else {
-                format!("sinfo: {}", states.join(", "))
-            }
-        );
-    }
-    note(&format!(
-        "probing {} node(s): {}",
-        jobs.len(),
-        jobs.iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    let ids: Vec<String> = jobs.iter().map(|(_, j)| j.clone()).collect();
-    let started = Instant::now();
-    let mut told = false;
-    let last = loop {
-        let states = slurm.states(&ids)?;
-        if states.iter().all(|s| s.ended()) || started.elapsed() > timeout {
-            break states;
-        }
-        if !told && started.elapsed() > Duration::from_secs(10) {
-            told = true;
-            let waiting: Vec<String> = jobs
-                .iter()
-                .filter_map(|(node, job)| {
-                    let s = states.iter().find(|s| &s.job == job)?;
-                    (s.state == "PENDING").then(|| format!("{node} ({})", s.reason))
-                })
-                .collect();
-            if !waiting.is_empty() {
-                note(&format!(
-                    "the probe waits for node(s) {} (exclusive: behind the jobs running there), at most probe_timeout = {}",
-                    waiting.join(", "),
-                    humantime::format_duration(timeout)
-                ));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(300));
+    let round = Round {
+        dir,
+        binary,
+        request,
+        timeout,
+        probe: probe_dir(dir),
     };
-    let unfinished: Vec<String> = last
-        .iter()
-        .filter(|s| !s.ended())
-        .map(|s| s.job.clone())
-        .collect();
-    let _ = slurm.cancel(&unfinished);
+    let script = round.write_files()?;
+    let jobs = round.submit(slurm, &script, extra, note)?;
+    let last = round.wait(slurm, &jobs, note)?;
     let own_sha = binary_sha256()?;
+    let mut problems = Vec::new();
     let mut reports = Vec::new();
     for (node, job) in &jobs {
         let state = last.iter().find(|s| &s.job == job);
-        let path = probe.join(format!("{node}.json"));
-        let report: Option<ProbeReport> = std::fs::read_to_string(&path)
+        let report: Option<ProbeReport> = std::fs::read_to_string(round.report_path(node))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
         let Some(report) = report else {
-            let how = match state {
-                Some(s) if !s.ended() => format!(
-                    "did not end within probe_timeout = {} ({})",
-                    humantime::format_duration(timeout),
-                    s.describe()
-                ),
-                Some(s) => format!("ended {}", s.describe()),
-                None => "left Slurm's queue".into(),
-            };
-            let output = sys::process::tail_file(&probe.join(format!("{node}.out")), 600);
-            let output = if output.trim().is_empty() {
-                String::new()
-            } else {
-                format!("; its output: {}", output.trim())
-            };
-            problems.push(format!(
-                "node {node}: its probe job {job} {how} without writing {}: the node cannot see the results directory {} (shared storage), or cannot run {}{output}",
-                path.display(),
-                dir.display(),
-                binary.display()
-            ));
+            problems.push(round.no_report(node, job, state));
             continue;
         };
-        if report.token != request.token {
-            problems.push(format!("node {node}: the results directory it sees at {} is not the controller's (another token)", dir.display()));
+        problems.extend(round.problems_of(node, &report, &own_sha));
+        reports.push(report);
+    }
+    Ok(if problems.is_empty() {
+        Ok(reports)
+    } else {
+        Err(problems)
+    })
+}
+
+/// One probe of the nodes: what its steps share.
+struct Round<'a> {
+    /// The results directory.
+    dir: &'a Path,
+    /// The rubyrace binary the nodes run.
+    binary: &'a Path,
+    request: &'a ProbeRequest,
+    /// `probe_timeout`: how long the probe jobs may take, queueing included.
+    timeout: Duration,
+    /// `fleet/probe` in the results directory.
+    probe: PathBuf,
+}
+
+impl Round<'_> {
+    /// Empties the probe's directory of earlier answers, writes the request and the job's
+    /// script; returns the script's path.
+    fn write_files(&self) -> Result<PathBuf> {
+        let probe = &self.probe;
+        std::fs::create_dir_all(probe)
+            .with_context(|| format!("cannot create {}", probe.display()))?;
+        for entry in std::fs::read_dir(probe)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "json" || e == "out") {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        write_atomically(
+            &probe.join("request.json"),
+            &serde_json::to_vec_pretty(self.request)?,
+        )?;
+        let script = probe.join("probe.sh");
+        std::fs::write(
+            &script,
+            exec_script(
+                "rubyrace run --slurm: the probe of one node (docs/fleet.md)",
+                &[
+                    self.binary.display().to_string(),
+                    "fleet-probe".into(),
+                    self.dir.display().to_string(),
+                ],
+            ),
+        )?;
+        Ok(script)
+    }
+
+    /// Submits a probe job to every node that can take one; its nodes and job ids. Fails
+    /// when no node can.
+    fn submit(
+        &self,
+        slurm: &Slurm,
+        script: &Path,
+        extra: &[String],
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Vec<(String, String)>> {
+        let mut jobs: Vec<(String, String)> = Vec::new();
+        let nodes = slurm.nodes()?;
+        for (node, state) in nodes.clone() {
+            if unusable(&state) {
+                note(&format!(
+                    "node {node} is {state}: not probed, and Slurm gives it no block"
+                ));
+                continue;
+            }
+            let output = self.output_path(&node);
+            let job = slurm.submit(&Submission {
+                script,
+                job_name: "rubyrace-probe",
+                array: &[],
+                throttle: 1,
+                output: &output,
+                time_limit: Duration::from_secs(300),
+                nodes: 1,
+                nodelist: Some(&node),
+                extra,
+            })?;
+            jobs.push((node, job));
+        }
+        if jobs.is_empty() {
+            let partition = slurm
+                .partition
+                .as_ref()
+                .map_or("the cluster's default partition".to_string(), |p| {
+                    format!("partition {p:?}")
+                });
+            let states: Vec<String> = nodes.iter().map(|(n, s)| format!("{n} {s}")).collect();
+            anyhow::bail!(
+                "no node of {partition} can take a job ({}); nothing was submitted",
+                if states.is_empty() {
+                    "sinfo lists none".to_string()
+                } else {
+                    format!("sinfo: {}", states.join(", "))
+                }
+            );
+        }
+        note(&format!(
+            "probing {} node(s): {}",
+            jobs.len(),
+            jobs.iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        Ok(jobs)
+    }
+
+    /// Waits until every probe job has ended, or the timeout (saying after 10 s which nodes
+    /// it waits for), then cancels the unfinished ones; the jobs' last states.
+    fn wait(
+        &self,
+        slurm: &Slurm,
+        jobs: &[(String, String)],
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Vec<TaskState>> {
+        let ids: Vec<String> = jobs.iter().map(|(_, j)| j.clone()).collect();
+        let started = Instant::now();
+        let mut told = false;
+        let last = loop {
+            let states = slurm.states(&ids)?;
+            if states.iter().all(|s| s.ended()) || started.elapsed() > self.timeout {
+                break states;
+            }
+            if !told && started.elapsed() > Duration::from_secs(10) {
+                told = true;
+                let waiting: Vec<String> = jobs
+                    .iter()
+                    .filter_map(|(node, job)| {
+                        let s = states.iter().find(|s| &s.job == job)?;
+                        (s.state == "PENDING").then(|| format!("{node} ({})", s.reason))
+                    })
+                    .collect();
+                if !waiting.is_empty() {
+                    note(&format!(
+                        "the probe waits for node(s) {} (exclusive: behind the jobs running there), at most probe_timeout = {}",
+                        waiting.join(", "),
+                        humantime::format_duration(self.timeout)
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        let unfinished: Vec<String> = last
+            .iter()
+            .filter(|s| !s.ended())
+            .map(|s| s.job.clone())
+            .collect();
+        let _ = slurm.cancel(&unfinished);
+        Ok(last)
+    }
+
+    /// Where `node` writes its report.
+    fn report_path(&self, node: &str) -> PathBuf {
+        self.probe.join(format!("{node}.json"))
+    }
+
+    /// Where Slurm writes the output of `node`'s probe job.
+    fn output_path(&self, node: &str) -> PathBuf {
+        self.probe.join(format!("{node}.out"))
+    }
+
+    /// The problem of a node whose probe job wrote no report: how the job ended, and the
+    /// end of its output.
+    fn no_report(&self, node: &str, job: &str, state: Option<&TaskState>) -> String {
+        let how = match state {
+            Some(s) if !s.ended() => format!(
+                "did not end within probe_timeout = {} ({})",
+                humantime::format_duration(self.timeout),
+                s.describe()
+            ),
+            Some(s) => format!("ended {}", s.describe()),
+            None => "left Slurm's queue".into(),
+        };
+        let output = sys::process::tail_file(&self.output_path(node), 600);
+        let output = if output.trim().is_empty() {
+            String::new()
+        } else {
+            format!("; its output: {}", output.trim())
+        };
+        format!(
+            "node {node}: its probe job {job} {how} without writing {}: the node cannot see the results directory {} (shared storage), or cannot run {}{output}",
+            self.report_path(node).display(),
+            self.dir.display(),
+            self.binary.display()
+        )
+    }
+
+    /// What `node`'s report shows missing or different: the results directory, the
+    /// rubyrace build (`own_sha` is the controller's), the Rubies, the directories.
+    fn problems_of(&self, node: &str, report: &ProbeReport, own_sha: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        if report.token != self.request.token {
+            problems.push(format!("node {node}: the results directory it sees at {} is not the controller's (another token)", self.dir.display()));
         }
         if report.binary_sha256 != own_sha {
             problems.push(format!(
                 "node {node}: {} is another build of rubyrace (version {}, SHA-256 {}; the controller runs {})",
-                binary.display(),
+                self.binary.display(),
                 report.rubyrace_version,
                 &report.binary_sha256[..12.min(report.binary_sha256.len())],
                 &own_sha[..12]
@@ -270,7 +352,8 @@ pub fn probe_nodes(
         }
         for (argv, outcome) in &report.rubies {
             if let Err(e) = outcome {
-                let users = request
+                let users = self
+                    .request
                     .rubies
                     .iter()
                     .find(|(a, _)| a == argv)
@@ -285,11 +368,6 @@ pub fn probe_nodes(
         for d in &report.missing_dirs {
             problems.push(format!("node {node}: {} is missing there", d.display()));
         }
-        reports.push(report);
+        problems
     }
-    Ok(if problems.is_empty() {
-        Ok(reports)
-    } else {
-        Err(problems)
-    })
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use experiment::ConfigSettings;
 use results::probe::{Check, MeasuredRuntime, ProbeProcess, ProbeSummary, Verification};
 use results::TrialResult;
-use rubies::knobs::{Compact, Jit, ALLOCATOR_PREFIXES};
+use rubies::knobs::{AllocatorSetting, Compact, Jit, ALLOCATOR_PREFIXES};
 
 pub const PROBE_SCHEMA: &str = "rubyrace.probe/1";
 /// The trial's subdirectory where each process writes `<pid>.json`.
@@ -441,6 +441,28 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
     if settings.jit.is_none() && settings.allocator.is_none() && settings.compact.is_none() {
         return None;
     }
+    let procs = checked_processes(summary);
+    let mut checks = Vec::new();
+    if let Some(jit) = settings.jit {
+        checks.push(check_jit(jit, &procs));
+    }
+    if let Some(a) = &settings.allocator {
+        checks.push(check_allocator(a, &procs));
+    }
+    if let Some(c) = settings.compact {
+        checks.push(check_compact(c, &procs));
+    }
+    Some(Verification {
+        ok: checks.iter().all(|c| c.ok),
+        checks,
+    })
+}
+
+/// What a check observes when no process answered.
+const NONE_ANSWERED: &str = "no Ruby process of the server answered the probe (ruby/probe.rb was not loaded, or the processes died)";
+
+/// The processes [`verify`] checks: those that served, or all of them when none did.
+fn checked_processes(summary: Option<&ProbeSummary>) -> Vec<&ProbeProcess> {
     let all: Vec<&ProbeProcess> = summary
         .map(|s| s.processes.iter().collect())
         .unwrap_or_default();
@@ -453,162 +475,166 @@ pub fn verify(settings: &ConfigSettings, summary: Option<&ProbeSummary>) -> Opti
                 .any(|s| s == MEASURE_START || s == MEASURE_END)
         })
         .collect();
-    let procs = if serving.is_empty() { all } else { serving };
+    if serving.is_empty() {
+        all
+    } else {
+        serving
+    }
+}
+
+/// The check of `jit`: only the JIT asked for is on, in every process.
+fn check_jit(jit: Jit, procs: &[&ProbeProcess]) -> Check {
     let n = procs.len();
-    let mut checks = Vec::new();
-    let none_answered = "no Ruby process of the server answered the probe (ruby/probe.rb was not loaded, or the processes died)";
-    let count_of = |ok: usize, what: &str| format!("{what} in {ok} of {n} processes");
-
-    if let Some(jit) = settings.jit {
-        let (ok, observed) = if n == 0 {
-            (false, none_answered.to_string())
-        } else {
-            let matching = procs
-                .iter()
-                .filter(|p| {
-                    p.jit
-                        .iter()
-                        .all(|(name, on)| *on == (jit != Jit::None && name == jit.as_str()))
-                        && (jit == Jit::None || p.jit.get(jit.as_str()) == Some(&true))
-                })
-                .count();
-            // Each process's state, e.g. "yjit on" or "every JIT off", counted.
-            let mut states: BTreeMap<String, usize> = BTreeMap::new();
-            for p in &procs {
-                let on: Vec<&str> = p
-                    .jit
+    let (ok, observed) = if n == 0 {
+        (false, NONE_ANSWERED.to_string())
+    } else {
+        let matching = procs
+            .iter()
+            .filter(|p| {
+                p.jit
                     .iter()
-                    .filter(|(_, on)| **on)
-                    .map(|(name, _)| name.as_str())
+                    .all(|(name, on)| *on == (jit != Jit::None && name == jit.as_str()))
+                    && (jit == Jit::None || p.jit.get(jit.as_str()) == Some(&true))
+            })
+            .count();
+        // Each process's state, e.g. "yjit on" or "every JIT off", counted.
+        let mut states: BTreeMap<String, usize> = BTreeMap::new();
+        for p in procs {
+            let on: Vec<&str> = p
+                .jit
+                .iter()
+                .filter(|(_, on)| **on)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            let state = if on.is_empty() {
+                "every JIT off".to_string()
+            } else {
+                format!("{} on", on.join(", "))
+            };
+            *states.entry(state).or_default() += 1;
+        }
+        let observed: Vec<String> = states
+            .iter()
+            .map(|(state, count)| format!("{state} in {count} of {n} processes"))
+            .collect();
+        (matching == n, observed.join(", "))
+    };
+    Check {
+        setting: "jit".into(),
+        expected: jit.as_str().into(),
+        observed,
+        ok,
+    }
+}
+
+/// The check of `allocator`: its library mapped in every process, or, for "system", none.
+fn check_allocator(a: &AllocatorSetting, procs: &[&ProbeProcess]) -> Check {
+    let n = procs.len();
+    let has = |p: &ProbeProcess| -> bool {
+        match &a.preload {
+            Some(lib) if a.name != "jemalloc" && a.name != "tcmalloc" => {
+                p.allocator_libraries.iter().any(|l| Path::new(l) == lib)
+            }
+            _ => {
+                let prefix = ALLOCATOR_PREFIXES
+                    .iter()
+                    .find(|(name, _)| *name == a.name)
+                    .map(|(_, prefix)| *prefix);
+                p.allocator_libraries.iter().any(|l| {
+                    let base = l.rsplit('/').next().unwrap_or(l);
+                    prefix.is_some_and(|pre| base.starts_with(pre))
+                })
+            }
+        }
+    };
+    let (ok, observed) = if n == 0 {
+        (false, NONE_ANSWERED.to_string())
+    } else if a.name == "system" {
+        let clean = procs
+            .iter()
+            .filter(|p| p.allocator_libraries.is_empty())
+            .count();
+        let mapped: Vec<&str> = procs
+            .iter()
+            .flat_map(|p| p.allocator_libraries.iter().map(String::as_str))
+            .collect();
+        (
+            clean == n,
+            if clean == n {
+                format!("no allocator library mapped in any of {n} processes")
+            } else {
+                format!("{} mapped in {} of {n} processes", mapped[0], n - clean)
+            },
+        )
+    } else {
+        let with = procs.iter().filter(|p| has(p)).count();
+        let lib = procs
+            .iter()
+            .flat_map(|p| p.allocator_libraries.first())
+            .next()
+            .cloned()
+            .unwrap_or_else(|| format!("lib{}", a.name));
+        (
+            with == n,
+            format!("{lib} mapped in {with} of {n} processes"),
+        )
+    };
+    Check {
+        setting: "allocator".into(),
+        expected: a.name.clone(),
+        observed,
+        ok,
+    }
+}
+
+/// The check of `compact`: automatic compaction on, a compaction after boot, or neither,
+/// in every process.
+fn check_compact(c: Compact, procs: &[&ProbeProcess]) -> Check {
+    let n = procs.len();
+    let count_of = |ok: usize, what: &str| format!("{what} in {ok} of {n} processes");
+    let (ok, observed) = if n == 0 {
+        (false, NONE_ANSWERED.to_string())
+    } else {
+        match c {
+            Compact::Auto => {
+                let on = procs
+                    .iter()
+                    .filter(|p| p.gc_auto_compact == Some(true))
+                    .count();
+                (on == n, count_of(on, "GC.auto_compact true"))
+            }
+            Compact::AfterBoot => {
+                let booted: Vec<&&ProbeProcess> = procs
+                    .iter()
+                    .filter(|p| p.app_loaded_after_s.is_some())
                     .collect();
-                let state = if on.is_empty() {
-                    "every JIT off".to_string()
-                } else {
-                    format!("{} on", on.join(", "))
-                };
-                *states.entry(state).or_default() += 1;
+                let done = booted
+                    .iter()
+                    .filter(|p| p.compacted_after_boot && p.compact_count != Some(0))
+                    .count();
+                (
+                    !booted.is_empty() && done == booted.len(),
+                    format!(
+                        "GC.compact after boot in {done} of the {} processes that loaded the app",
+                        booted.len()
+                    ),
+                )
             }
-            let observed: Vec<String> = states
-                .iter()
-                .map(|(state, count)| format!("{state} in {count} of {n} processes"))
-                .collect();
-            (matching == n, observed.join(", "))
-        };
-        checks.push(Check {
-            setting: "jit".into(),
-            expected: jit.as_str().into(),
-            observed,
-            ok,
-        });
-    }
-
-    if let Some(a) = &settings.allocator {
-        let has = |p: &ProbeProcess| -> bool {
-            match &a.preload {
-                Some(lib) if a.name != "jemalloc" && a.name != "tcmalloc" => {
-                    p.allocator_libraries.iter().any(|l| Path::new(l) == lib)
-                }
-                _ => {
-                    let prefix = ALLOCATOR_PREFIXES
-                        .iter()
-                        .find(|(name, _)| *name == a.name)
-                        .map(|(_, prefix)| *prefix);
-                    p.allocator_libraries.iter().any(|l| {
-                        let base = l.rsplit('/').next().unwrap_or(l);
-                        prefix.is_some_and(|pre| base.starts_with(pre))
-                    })
-                }
+            Compact::None => {
+                let clean = procs
+                    .iter()
+                    .filter(|p| !p.compacted_after_boot && p.gc_auto_compact != Some(true))
+                    .count();
+                (clean == n, count_of(clean, "no compaction set up"))
             }
-        };
-        let (ok, observed) = if n == 0 {
-            (false, none_answered.to_string())
-        } else if a.name == "system" {
-            let clean = procs
-                .iter()
-                .filter(|p| p.allocator_libraries.is_empty())
-                .count();
-            let mapped: Vec<&str> = procs
-                .iter()
-                .flat_map(|p| p.allocator_libraries.iter().map(String::as_str))
-                .collect();
-            (
-                clean == n,
-                if clean == n {
-                    format!("no allocator library mapped in any of {n} processes")
-                } else {
-                    format!("{} mapped in {} of {n} processes", mapped[0], n - clean)
-                },
-            )
-        } else {
-            let with = procs.iter().filter(|p| has(p)).count();
-            let lib = procs
-                .iter()
-                .flat_map(|p| p.allocator_libraries.first())
-                .next()
-                .cloned()
-                .unwrap_or_else(|| format!("lib{}", a.name));
-            (
-                with == n,
-                format!("{lib} mapped in {with} of {n} processes"),
-            )
-        };
-        checks.push(Check {
-            setting: "allocator".into(),
-            expected: a.name.clone(),
-            observed,
-            ok,
-        });
+        }
+    };
+    Check {
+        setting: "compact".into(),
+        expected: c.as_str().into(),
+        observed,
+        ok,
     }
-
-    if let Some(c) = settings.compact {
-        let (ok, observed) = if n == 0 {
-            (false, none_answered.to_string())
-        } else {
-            match c {
-                Compact::Auto => {
-                    let on = procs
-                        .iter()
-                        .filter(|p| p.gc_auto_compact == Some(true))
-                        .count();
-                    (on == n, count_of(on, "GC.auto_compact true"))
-                }
-                Compact::AfterBoot => {
-                    let booted: Vec<&&ProbeProcess> = procs
-                        .iter()
-                        .filter(|p| p.app_loaded_after_s.is_some())
-                        .collect();
-                    let done = booted
-                        .iter()
-                        .filter(|p| p.compacted_after_boot && p.compact_count != Some(0))
-                        .count();
-                    (
-                        !booted.is_empty() && done == booted.len(),
-                        format!(
-                            "GC.compact after boot in {done} of the {} processes that loaded the app",
-                            booted.len()
-                        ),
-                    )
-                }
-                Compact::None => {
-                    let clean = procs
-                        .iter()
-                        .filter(|p| !p.compacted_after_boot && p.gc_auto_compact != Some(true))
-                        .count();
-                    (clean == n, count_of(clean, "no compaction set up"))
-                }
-            }
-        };
-        checks.push(Check {
-            setting: "compact".into(),
-            expected: c.as_str().into(),
-            observed,
-            ok,
-        });
-    }
-    Some(Verification {
-        ok: checks.iter().all(|c| c.ok),
-        checks,
-    })
 }
 
 #[cfg(test)]

@@ -132,6 +132,162 @@ fn bin_dir(config: &PostgresService) -> Result<PathBuf> {
     }
 }
 
+/// The directories of a PostgreSQL being started, and the user it runs as.
+struct Dirs {
+    /// Where the data and the socket live: `home`, or a private directory outside it.
+    data_home: PathBuf,
+    data: PathBuf,
+    socket_dir: PathBuf,
+    /// The user `initdb` and `postgres` run as, when rubyrace is root.
+    user: Option<account::ServiceUser>,
+}
+
+impl Dirs {
+    /// Empties `home` and makes the private directories of the data and the socket.
+    fn create(home: &Path) -> Result<Dirs> {
+        remove_home(home);
+        std::fs::create_dir_all(home)
+            .with_context(|| format!("cannot create {}", home.display()))?;
+        let user = account::service_user("PostgreSQL", &["postgres", "nobody"])?;
+        // The data (and the socket) live in `data_home`: `home`, or outside it.
+        let data_home = account::private_dir(home, user.as_ref(), "rubyrace-postgres-")?;
+        let data = data_home.join("data");
+        let socket_dir = data_home.join("socket");
+        std::fs::create_dir_all(&socket_dir)
+            .with_context(|| format!("cannot create {}", socket_dir.display()))?;
+        account::make_private(&data_home, user.as_ref())?;
+        account::make_private(&socket_dir, user.as_ref())?;
+        Ok(Dirs {
+            data_home,
+            data,
+            socket_dir,
+            user,
+        })
+    }
+}
+
+/// Runs initdb (its output in `home`'s log) and returns the role's new password.
+fn init_cluster(
+    bin: &Path,
+    dirs: &Dirs,
+    home: &Path,
+    tag: &str,
+    ids: Option<(u32, u32)>,
+) -> Result<String> {
+    // initdb: a password for the one role (read from a private file, so no argv shows
+    // it), scram-sha-256 for every connection, no fsync of the new files (a throwaway
+    // cluster).
+    let password = account::new_password()?;
+    let pwfile = dirs.data_home.join("pwfile");
+    account::write_private_file(&pwfile, &format!("{password}\n"), dirs.user.as_ref())?;
+    let initdb_log = home.join(format!("{}.log", super::log_name("initdb", tag)));
+    let mut initdb = Command::new(bin.join("initdb"));
+    initdb
+        .args(["-D"])
+        .arg(&dirs.data)
+        .arg(format!("--pwfile={}", pwfile.display()))
+        .args([
+            "-U",
+            ROLE,
+            AUTHENTICATION_ARG,
+            "--encoding=UTF8",
+            "--no-locale",
+            "--no-sync",
+        ])
+        .stdin(std::process::Stdio::null());
+    if let Some((uid, gid)) = ids {
+        use std::os::unix::process::CommandExt;
+        initdb.uid(uid).gid(gid);
+    }
+    let out = initdb.output();
+    let _ = std::fs::remove_file(&pwfile);
+    let out = out.with_context(|| format!("cannot run {}", bin.join("initdb").display()))?;
+    let _ = std::fs::write(&initdb_log, [&out.stdout[..], &out.stderr[..]].concat());
+    if !out.status.success() {
+        bail!(
+            "PostgreSQL's initdb failed ({}): {}",
+            sys::process::describe_status(out.status),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(password)
+}
+
+/// psql's host (127.0.0.1 or the socket directory) and the port PostgreSQL listens on.
+fn listen_on(config: &PostgresService, socket_dir: &Path) -> Result<(String, u16)> {
+    Ok(match config.listen {
+        Listen::Tcp => ("127.0.0.1".to_string(), crate::readiness::free_port()?),
+        Listen::Unix => {
+            let socket = socket_dir.join(".s.PGSQL.5432");
+            let len = socket.as_os_str().len();
+            if len > SUN_PATH_MAX {
+                bail!(
+                    "services.postgres: listen = \"unix\", but the socket path {} is {len} bytes, over the {SUN_PATH_MAX} of a Unix socket: use listen = \"tcp\", or a shorter results directory",
+                    socket.display()
+                );
+            }
+            (socket_dir.to_string_lossy().into_owned(), 5432)
+        }
+    })
+}
+
+/// `postgres`'s argv: the data directory, the port, where it listens, and the experiment's
+/// settings.
+fn server_argv(config: &PostgresService, bin: &Path, dirs: &Dirs, port: u16) -> Vec<String> {
+    let mut argv = vec![
+        bin.join("postgres").to_string_lossy().into_owned(),
+        "-D".into(),
+        dirs.data.to_string_lossy().into_owned(),
+        "-p".into(),
+        port.to_string(),
+    ];
+    let fixed: Vec<(String, String)> = vec![
+        (
+            "listen_addresses".into(),
+            match config.listen {
+                Listen::Tcp => "127.0.0.1".into(),
+                Listen::Unix => String::new(),
+            },
+        ),
+        (
+            "unix_socket_directories".into(),
+            match config.listen {
+                Listen::Tcp => String::new(),
+                Listen::Unix => dirs.socket_dir.to_string_lossy().into_owned(),
+            },
+        ),
+        ("logging_collector".into(), "off".into()),
+    ];
+    let settings = fixed
+        .iter()
+        .map(|(k, v)| (k, v))
+        .chain(config.settings.iter());
+    for (name, value) in settings {
+        argv.push("-c".into());
+        argv.push(format!("{name}={value}"));
+    }
+    argv
+}
+
+/// The recorded address (`127.0.0.1:PORT` or the socket directory) and the base of
+/// `DATABASE_URL`, without the password.
+fn addresses(config: &PostgresService, host: &str, port: u16) -> (String, String) {
+    let address = match config.listen {
+        Listen::Tcp => format!("127.0.0.1:{port}"),
+        Listen::Unix => host.to_string(),
+    };
+    let url_base = match config.listen {
+        Listen::Tcp => format!("postgres://{ROLE}@127.0.0.1:{port}"),
+        // The socket directory as the URL's host, percent-encoded, as libpq documents
+        // (`postgresql://%2Fvar%2Flib%2Fpostgresql/dbname`): ActiveRecord 6.1 refuses
+        // `postgres://user@/db?host=DIR` (URI::InvalidURIError) and drops the `host` of
+        // `postgres:///db?host=DIR`, while libpq (PG.connect, Sequel) and ActiveRecord
+        // all read this one.
+        Listen::Unix => format!("postgres://{ROLE}@{}", percent_encode(host)),
+    };
+    (address, url_base)
+}
+
 impl Postgres {
     /// How it ended, when it is no longer running (killed, crashed) though it should be.
     pub fn died(&mut self) -> Option<std::process::ExitStatus> {
@@ -155,6 +311,8 @@ impl Postgres {
         started
     }
 
+    /// The start without its cleanup on failure (see [`Postgres::start`]): the directories,
+    /// the cluster, the server, and once it answers, what it runs with recorded.
     fn start_in(
         config: &PostgresService,
         home: &Path,
@@ -162,126 +320,22 @@ impl Postgres {
         tag: &str,
     ) -> Result<Postgres> {
         let bin = bin_dir(config)?;
-        remove_home(home);
-        std::fs::create_dir_all(home)
-            .with_context(|| format!("cannot create {}", home.display()))?;
-        let user = account::service_user("PostgreSQL", &["postgres", "nobody"])?;
-        // The data (and the socket) live in `data_home`: `home`, or outside it.
-        let data_home = account::private_dir(home, user.as_ref(), "rubyrace-postgres-")?;
-        let data = data_home.join("data");
-        let socket_dir = data_home.join("socket");
-        std::fs::create_dir_all(&socket_dir)
-            .with_context(|| format!("cannot create {}", socket_dir.display()))?;
-        account::make_private(&data_home, user.as_ref())?;
-        account::make_private(&socket_dir, user.as_ref())?;
-        let ids = user.as_ref().map(account::ServiceUser::ids);
-
-        // initdb: a password for the one role (read from a private file, so no argv shows
-        // it), scram-sha-256 for every connection, no fsync of the new files (a throwaway
-        // cluster).
-        let password = account::new_password()?;
-        let pwfile = data_home.join("pwfile");
-        account::write_private_file(&pwfile, &format!("{password}\n"), user.as_ref())?;
-        let initdb_log = home.join(format!("{}.log", super::log_name("initdb", tag)));
-        let mut initdb = Command::new(bin.join("initdb"));
-        initdb
-            .args(["-D"])
-            .arg(&data)
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .args([
-                "-U",
-                ROLE,
-                AUTHENTICATION_ARG,
-                "--encoding=UTF8",
-                "--no-locale",
-                "--no-sync",
-            ])
-            .stdin(std::process::Stdio::null());
-        if let Some((uid, gid)) = ids {
-            use std::os::unix::process::CommandExt;
-            initdb.uid(uid).gid(gid);
-        }
-        let out = initdb.output();
-        let _ = std::fs::remove_file(&pwfile);
-        let out = out.with_context(|| format!("cannot run {}", bin.join("initdb").display()))?;
-        let _ = std::fs::write(&initdb_log, [&out.stdout[..], &out.stderr[..]].concat());
-        if !out.status.success() {
-            bail!(
-                "PostgreSQL's initdb failed ({}): {}",
-                sys::process::describe_status(out.status),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-
-        let (host, port) = match config.listen {
-            Listen::Tcp => ("127.0.0.1".to_string(), crate::readiness::free_port()?),
-            Listen::Unix => {
-                let socket = socket_dir.join(".s.PGSQL.5432");
-                let len = socket.as_os_str().len();
-                if len > SUN_PATH_MAX {
-                    bail!(
-                        "services.postgres: listen = \"unix\", but the socket path {} is {len} bytes, over the {SUN_PATH_MAX} of a Unix socket: use listen = \"tcp\", or a shorter results directory",
-                        socket.display()
-                    );
-                }
-                (socket_dir.to_string_lossy().into_owned(), 5432)
-            }
-        };
-        let mut argv = vec![
-            bin.join("postgres").to_string_lossy().into_owned(),
-            "-D".into(),
-            data.to_string_lossy().into_owned(),
-            "-p".into(),
-            port.to_string(),
-        ];
-        let fixed: Vec<(String, String)> = vec![
-            (
-                "listen_addresses".into(),
-                match config.listen {
-                    Listen::Tcp => "127.0.0.1".into(),
-                    Listen::Unix => String::new(),
-                },
-            ),
-            (
-                "unix_socket_directories".into(),
-                match config.listen {
-                    Listen::Tcp => String::new(),
-                    Listen::Unix => socket_dir.to_string_lossy().into_owned(),
-                },
-            ),
-            ("logging_collector".into(), "off".into()),
-        ];
-        let settings = fixed
-            .iter()
-            .map(|(k, v)| (k, v))
-            .chain(config.settings.iter());
-        for (name, value) in settings {
-            argv.push("-c".into());
-            argv.push(format!("{name}={value}"));
-        }
+        let dirs = Dirs::create(home)?;
+        let ids = dirs.user.as_ref().map(account::ServiceUser::ids);
+        let password = init_cluster(&bin, &dirs, home, tag, ids)?;
+        let (host, port) = listen_on(config, &dirs.socket_dir)?;
+        let argv = server_argv(config, &bin, &dirs, port);
         let launch = Launch {
             argv: argv.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
-            cwd: data_home.clone(),
+            cwd: dirs.data_home.clone(),
             cpus: None,
         };
         let started = Instant::now();
         let name = super::log_name("postgres", tag);
         let process = Supervised::spawn_as(&launch, home, &name, registry, ids)
             .context("PostgreSQL did not start")?;
-        let address = match config.listen {
-            Listen::Tcp => format!("127.0.0.1:{port}"),
-            Listen::Unix => host.clone(),
-        };
-        let url_base = match config.listen {
-            Listen::Tcp => format!("postgres://{ROLE}@127.0.0.1:{port}"),
-            // The socket directory as the URL's host, percent-encoded, as libpq documents
-            // (`postgresql://%2Fvar%2Flib%2Fpostgresql/dbname`): ActiveRecord 6.1 refuses
-            // `postgres://user@/db?host=DIR` (URI::InvalidURIError) and drops the `host` of
-            // `postgres:///db?host=DIR`, while libpq (PG.connect, Sequel) and ActiveRecord
-            // all read this one.
-            Listen::Unix => format!("postgres://{ROLE}@{}", percent_encode(&host)),
-        };
+        let (address, url_base) = addresses(config, &host, port);
         let mut pg = Postgres {
             process: Some(process),
             bin,
@@ -291,8 +345,8 @@ impl Postgres {
             password,
             record: PostgresRecord {
                 argv,
-                user: account::user_name(user.as_ref()),
-                data_dir: data,
+                user: account::user_name(dirs.user.as_ref()),
+                data_dir: dirs.data,
                 address,
                 url_base,
                 authentication: "scram-sha-256".into(),
@@ -303,6 +357,13 @@ impl Postgres {
         pg.wait_ready(started)?;
         pg.record.ready_after_s = started.elapsed().as_secs_f64();
         pg.record.version = pg.query("postgres", "SELECT version()")?.trim().to_string();
+        pg.record.settings = pg.settings_in_force(config)?;
+        Ok(pg)
+    }
+
+    /// The settings recorded ([`RECORDED`] and those the experiment sets), as PostgreSQL
+    /// reports them.
+    fn settings_in_force(&self, config: &PostgresService) -> Result<BTreeMap<String, String>> {
         let mut names: Vec<String> = RECORDED.iter().map(|s| s.to_string()).collect();
         names.extend(config.settings.keys().cloned());
         let list = names
@@ -310,16 +371,15 @@ impl Postgres {
             .map(|n| format!("'{}'", n.replace('\'', "''")))
             .collect::<Vec<_>>()
             .join(",");
-        let rows = pg.query(
+        let rows = self.query(
             "postgres",
             &format!("SELECT name, current_setting(name) FROM pg_settings WHERE name IN ({list}) ORDER BY name"),
         )?;
-        pg.record.settings = rows
+        Ok(rows
             .lines()
             .filter_map(|l| l.split_once('|'))
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Ok(pg)
+            .collect())
     }
 
     /// Polls with `SELECT 1` until PostgreSQL answers; fails with its log's tail when it

@@ -3,16 +3,17 @@
 //! An interleaved block (`crate::interleave`) uses the same steps for each of its servers.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::directory::{is_storage_error, STDERR_TAIL};
 use super::{Stop, TrialSpec};
+use crate::certificate::ServerCertificate;
 use crate::probe;
 use crate::readiness::{free_port_on, wait_ready, Readiness};
-use experiment::servers::{server_command, ServerLaunch};
+use experiment::servers::{server_command, ServerCommand, ServerLaunch};
 use results::{ServerRecord, TrialResult, TrialStatus};
 use sys::environment;
 use sys::process::{describe_orphans, kill_orphans, Launch, Orphan, Supervised};
@@ -62,123 +63,22 @@ pub(crate) fn start_server(
     let s = &spec.settings;
     // The loopback, or the address a separate load host reaches (`crate::remote_load`).
     let host = crate::remote_load::server_address();
-
-    // 1. A port.
-    let port = if s.port == 0 {
-        match free_port_on(host) {
-            Ok(p) => p,
-            Err(e) => {
-                result.reason = Some(format!("cannot find a free port: {e}"));
-                return Ok(None);
-            }
-        }
-    } else {
-        // A fixed port that is taken would send the load to someone else's server.
-        if let Err(e) = TcpListener::bind((host, s.port)) {
-            result.reason = Some(format!(
-                "port {} is already in use on {host} ({e}); another server is listening there",
-                s.port
-            ));
+    let Prepared {
+        addr,
+        certificate,
+        tls_client,
+        launch,
+        mut record,
+        probe_dir,
+    } = match prepare(spec, host, result) {
+        Ok(prepared) => prepared,
+        Err(reason) => {
+            result.reason = Some(reason);
             return Ok(None);
         }
-        s.port
-    };
-    let addr = SocketAddr::from((host, port));
-
-    // 2. The certificate of a `tls = true` server: made once per run, in DIR/tls.
-    let certificate = match s.tls {
-        true => {
-            let results = spec.registry.parent().unwrap_or(&spec.out_dir);
-            match crate::certificate::server_certificate(&results.join("tls")) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    result.reason = Some(format!("tls = true: {e:#}"));
-                    return Ok(None);
-                }
-            }
-        }
-        false => None,
-    };
-    let tls_client = match &certificate {
-        Some(c) => {
-            match load::tls::TlsClient::new("127.0.0.1", &load::tls::TlsTrust::CaFile(c.ca.clone()))
-            {
-                Ok(client) => Some(client),
-                Err(e) => {
-                    result.reason = Some(format!("tls = true: {e}"));
-                    return Ok(None);
-                }
-            }
-        }
-        None => None,
     };
 
     // 3. Start the server.
-    let command = match server_command(&ServerLaunch {
-        kind: s.server,
-        ruby: &s.ruby_argv,
-        app_dir: &s.app_dir,
-        host,
-        port,
-        processes: s.processes,
-        threads: s.threads,
-        scratch_dir: &spec.out_dir,
-        custom_argv: &s.server_argv,
-        environment: "production",
-        bundle_exec: s.gemfile.is_some(),
-        tls: certificate
-            .as_ref()
-            .map(|c| (c.cert.as_path(), c.key.as_path())),
-        preload: s.preload,
-    }) {
-        Ok(c) => c,
-        Err(e) => {
-            result.reason = Some(format!("cannot build the server command: {e:#}"));
-            return Ok(None);
-        }
-    };
-    let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
-    env.extend(spec.service_env.clone());
-    env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    // With a Gemfile, the Ruby's flags also go through RUBYOPT, for a Ruby that `bundle
-    // exec` starts anew; the probe then goes in front of them.
-    if let Some(flags) = &command.rubyopt {
-        let existing = env
-            .get("RUBYOPT")
-            .cloned()
-            .or_else(|| std::env::var("RUBYOPT").ok());
-        env.insert(
-            "RUBYOPT".to_string(),
-            experiment::servers::prepend_rubyopt(flags, existing.as_deref()),
-        );
-    }
-    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
-    if let Err(e) = probe::add_to_env(&mut env, &probe_dir, s.compact) {
-        result.reason = Some(e);
-        return Ok(None);
-    }
-    // Record the environment the server really gets: rubyrace's, the server command's
-    // (RACK_ENV...), then the configuration's.
-    let mut effective: BTreeMap<String, String> = std::env::vars().collect();
-    effective.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    result.environment.env = environment::captured_env(&effective, &spec.record_env);
-    let launch = Launch {
-        argv: command.argv.clone(),
-        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        cwd: command.cwd.clone(),
-        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
-    };
-    let mut record = ServerRecord {
-        argv: launch.argv.clone(),
-        // Recorded without the passwords of URLs (the services' DATABASE_URL, REDIS_URL).
-        env: env
-            .into_iter()
-            .map(|(k, v)| (k, environment::redact_url_passwords(&v)))
-            .collect(),
-        cwd: launch.cwd.clone(),
-        port,
-        ..ServerRecord::default()
-    };
     let mut server = match Supervised::spawn(
         &launch,
         &spec.out_dir,
@@ -217,6 +117,154 @@ pub(crate) fn start_server(
         maps: BTreeMap::new(),
         tls_ca: certificate.map(|c| c.ca),
     };
+    settle_readiness(ready, sut, spec, result)
+}
+
+/// What a server is started with, once its port, certificate, command and environment are
+/// settled.
+struct Prepared {
+    addr: SocketAddr,
+    certificate: Option<ServerCertificate>,
+    /// The client readiness asks a `tls = true` server with.
+    tls_client: Option<load::tls::TlsClient>,
+    launch: Launch,
+    record: ServerRecord,
+    probe_dir: PathBuf,
+}
+
+/// Everything before the server's spawn: its port, certificate, command and environment,
+/// the environment recorded in `result`. `Err` is the reason the trial gives.
+fn prepare(spec: &TrialSpec, host: IpAddr, result: &mut TrialResult) -> Result<Prepared, String> {
+    let s = &spec.settings;
+
+    // 1. A port.
+    let port = choose_port(host, s.port)?;
+    let addr = SocketAddr::from((host, port));
+
+    // 2. The certificate of a `tls = true` server: made once per run, in DIR/tls.
+    let (certificate, tls_client) = tls_for(spec)?;
+
+    // The command and environment the server starts with.
+    let command = server_command(&ServerLaunch {
+        kind: s.server,
+        ruby: &s.ruby_argv,
+        app_dir: &s.app_dir,
+        host,
+        port,
+        processes: s.processes,
+        threads: s.threads,
+        scratch_dir: &spec.out_dir,
+        custom_argv: &s.server_argv,
+        environment: "production",
+        bundle_exec: s.gemfile.is_some(),
+        tls: certificate
+            .as_ref()
+            .map(|c| (c.cert.as_path(), c.key.as_path())),
+        preload: s.preload,
+    })
+    .map_err(|e| format!("cannot build the server command: {e:#}"))?;
+    let probe_dir = spec.out_dir.join(probe::PROBE_DIR);
+    let env = server_env(spec, &command, &probe_dir)?;
+    // Record the environment the server really gets: rubyrace's, the server command's
+    // (RACK_ENV...), then the configuration's.
+    let mut effective: BTreeMap<String, String> = std::env::vars().collect();
+    effective.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    result.environment.env = environment::captured_env(&effective, &spec.record_env);
+    let launch = Launch {
+        argv: command.argv.clone(),
+        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: command.cwd.clone(),
+        cpus: spec.cpus.as_ref().map(|c| c.server.clone()),
+    };
+    let record = ServerRecord {
+        argv: launch.argv.clone(),
+        // Recorded without the passwords of URLs (the services' DATABASE_URL, REDIS_URL).
+        env: env
+            .into_iter()
+            .map(|(k, v)| (k, environment::redact_url_passwords(&v)))
+            .collect(),
+        cwd: launch.cwd.clone(),
+        port,
+        ..ServerRecord::default()
+    };
+    Ok(Prepared {
+        addr,
+        certificate,
+        tls_client,
+        launch,
+        record,
+        probe_dir,
+    })
+}
+
+/// Step 1: a free port on `host` when `port` is 0, else `port`, if nothing listens there.
+fn choose_port(host: IpAddr, port: u16) -> Result<u16, String> {
+    if port == 0 {
+        return free_port_on(host).map_err(|e| format!("cannot find a free port: {e}"));
+    }
+    // A fixed port that is taken would send the load to someone else's server.
+    if let Err(e) = TcpListener::bind((host, port)) {
+        return Err(format!(
+            "port {port} is already in use on {host} ({e}); another server is listening there"
+        ));
+    }
+    Ok(port)
+}
+
+/// Step 2: the certificate of a `tls = true` server and the client that trusts it; neither
+/// without TLS.
+fn tls_for(
+    spec: &TrialSpec,
+) -> Result<(Option<ServerCertificate>, Option<load::tls::TlsClient>), String> {
+    if !spec.settings.tls {
+        return Ok((None, None));
+    }
+    let results = spec.registry.parent().unwrap_or(&spec.out_dir);
+    let certificate = crate::certificate::server_certificate(&results.join("tls"))
+        .map_err(|e| format!("tls = true: {e:#}"))?;
+    let client = load::tls::TlsClient::new(
+        "127.0.0.1",
+        &load::tls::TlsTrust::CaFile(certificate.ca.clone()),
+    )
+    .map_err(|e| format!("tls = true: {e}"))?;
+    Ok((Some(certificate), Some(client)))
+}
+
+/// The server's environment: its command's, the services', then the configuration's, with
+/// the probe (whose directory is created) in RUBYOPT.
+fn server_env(
+    spec: &TrialSpec,
+    command: &ServerCommand,
+    probe_dir: &Path,
+) -> Result<BTreeMap<String, String>, String> {
+    let s = &spec.settings;
+    let mut env: BTreeMap<String, String> = command.env.iter().cloned().collect();
+    env.extend(spec.service_env.clone());
+    env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // With a Gemfile, the Ruby's flags also go through RUBYOPT, for a Ruby that `bundle
+    // exec` starts anew; the probe then goes in front of them.
+    if let Some(flags) = &command.rubyopt {
+        let existing = env
+            .get("RUBYOPT")
+            .cloned()
+            .or_else(|| std::env::var("RUBYOPT").ok());
+        env.insert(
+            "RUBYOPT".to_string(),
+            experiment::servers::prepend_rubyopt(flags, existing.as_deref()),
+        );
+    }
+    probe::add_to_env(&mut env, probe_dir, s.compact)?;
+    Ok(env)
+}
+
+/// The end of step 4: a ready server with its time to readiness; one that failed or was
+/// interrupted is stopped and recorded (failed: with the app's error in the reason).
+fn settle_readiness(
+    ready: Readiness,
+    sut: ServerUnderTest,
+    spec: &TrialSpec,
+    result: &mut TrialResult,
+) -> Result<Option<ServerUnderTest>, Stop> {
     match ready {
         Readiness::Ready { after } => {
             let mut sut = sut;
