@@ -1,7 +1,8 @@
 //! `rubyrace run`: an experiment file (or a results directory to resume) to a stored run,
 //! with the dry run, the plan as JSON and the end-of-run summary. The work is in `lab`.
 
-use std::path::PathBuf;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -78,135 +79,13 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let (mut store, kind) = if let Some(dir) = &args.resume {
-        if dir.join(results::bisect::BISECT_FILE).exists() {
-            eprintln!(
-                "rubyrace: {} holds a bisection: go on with `rubyrace bisect --resume {}` (a run's resume would measure outside the search)",
-                dir.display(),
-                dir.display()
-            );
-            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-        }
-        let store = Store::open(dir)?;
-        if store.gate()?.is_some() {
-            drop(store);
-            return super::check::resume_from_run(dir);
-        }
-        if store.meta(results::bisect::ROUND_META)?.is_some() {
-            // A round's directory: DIR/rounds/NN
-            let search = dir.ancestors().nth(2).unwrap_or(dir);
-            eprintln!(
-                "rubyrace: {} is a round of the bisection in {}: go on with `rubyrace bisect --resume {}` (a run's resume would measure it outside the search)",
-                dir.display(),
-                search.display(),
-                search.display()
-            );
-            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-        }
-        // The services are stored with the run: one this machine cannot start would fail
-        // every resume the same way.
-        let problems = lab::services::check(&store.services()?);
-        if !problems.is_empty() {
-            for p in &problems {
-                eprintln!("rubyrace: {}: {p}", store.dir().display());
-            }
-            let next = if store.completed()?.is_empty() {
-                format!("it holds no trial: fix the experiment file and run it again with -o {} (an empty results directory is reused)", store.dir().display())
-            } else {
-                "install what is missing, then resume".to_string()
-            };
-            eprintln!("rubyrace: the stored experiment cannot run on this machine; {next}");
-            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-        }
-        (store, results::store::SessionKind::Resume)
-    } else {
-        let file = args
-            .experiment
-            .as_ref()
-            .expect("clap requires the experiment");
-        // A dry run builds nothing: a `ruby_ref` not built yet is an error of the file then.
-        let read = if args.dry_run {
-            Experiment::load(file)
-        } else {
-            Experiment::load_building(file, &super::ruby::experiment_ruby)
-        };
-        let experiment = match read {
-            Ok(e) => e,
-            Err(errors) => {
-                eprintln!("{errors}");
-                return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-            }
-        };
-        // Before the plan (on stderr, so `--dry-run --json` stays JSON).
-        if let Some(note) = experiment.defaults_note() {
-            eprintln!("rubyrace: {note}");
-        }
-        let mut experiment = experiment;
-        if args.slurm {
-            experiment.fleet = Some(experiment.fleet.take().unwrap_or_default());
-        } else if experiment.fleet.take().is_some() && !args.dry_run {
-            eprintln!(
-                "rubyrace: [fleet] is for `rubyrace run --slurm`; this run is on this machine"
-            );
-        }
-        let mut experiment = if args.smoke {
-            let smoke = experiment.smoke();
-            eprintln!("rubyrace: {}", smoke.smoke_note());
-            smoke
-        } else {
-            experiment
-        };
-        if let Some(order) = args.order {
-            experiment.order = order;
-        }
-        let plan = schedule(
-            experiment.configs.len(),
-            experiment.batches,
-            experiment.order,
-            experiment.seed,
-        );
-        let dir = args
-            .output
-            .clone()
-            .unwrap_or_else(|| crate::results_dir::default_output(&experiment.name, args.smoke));
-        // What the services need, checked before the plan is shown or anything starts.
-        let problems = lab::services::check(&experiment.services);
-        if !problems.is_empty() {
-            for p in &problems {
-                eprintln!("{}: {p}", file.display());
-            }
-            return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-        }
-        // The cluster, before a results directory is made: a partition that does not exist
-        // or a Slurm that cannot be reached would fail every resume the same way.
-        let fleet_plan = match &experiment.fleet {
-            Some(fleet) => match super::fleet::check_cluster(fleet, args.dry_run) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    eprintln!("rubyrace: {}: {e:#}; nothing was submitted and no results directory was made", file.display());
-                    return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-                }
-            },
-            None => None,
-        };
-        if args.dry_run && args.json {
-            print_plan_json(&experiment, &plan, &dir, args.smoke)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        if args.dry_run {
-            print_dry_run(&experiment, &plan)?;
-            if let Some(plan) = fleet_plan {
-                write_stdout(&super::fleet::describe_plan(&experiment, &plan))?;
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        if args.output.is_none() {
-            crate::results_dir::make_results_root(&dir).map_err(anyhow::Error::msg)?;
-        }
-        (
-            Store::create(&dir, &experiment, &plan, args.smoke)?,
-            results::store::SessionKind::Start,
-        )
+    let opened = match &args.resume {
+        Some(dir) => store_to_resume(dir)?,
+        None => new_store(&args)?,
+    };
+    let (mut store, kind) = match opened {
+        ControlFlow::Continue(opened) => opened,
+        ControlFlow::Break(code) => return Ok(code),
     };
     if store.fleet()?.is_some() {
         return super::fleet::control(&mut store, kind, args.detach);
@@ -234,25 +113,192 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let end = match end {
         Ok(end) => end,
         Err(e) => {
-            // A resume helps when trials are stored and the cause is passing; before the
-            // first trial, a fixed file run again into the same directory does as well.
-            let stored = store.completed().map(|c| c.len()).unwrap_or(0);
-            if stored == 0 {
-                eprintln!(
-                    "rubyrace: the run stopped: {e:#}\nNo trial is stored. Fix the cause and run the experiment again (`rubyrace run FILE -o {}` reuses this empty directory), or resume with:\n  rubyrace run --resume {}",
-                    dir.display(),
-                    dir.display()
-                );
-            } else {
-                eprintln!(
-                    "rubyrace: the run stopped: {e:#}\nEvery trial finished before this point is stored ({stored}). Resume with:\n  rubyrace run --resume {}",
-                    dir.display()
-                );
-            }
+            print_run_stopped(&store, &dir, &e);
             return Ok(ExitCode::from(1));
         }
     };
-    crate::run_end::print_summary(&store)?;
+    print_run_end(&store, &end, &dir)
+}
+
+/// The store of the run in `dir` to resume, or the exit code when it is not to be resumed
+/// here: a bisection, or one of its rounds, is resumed by `rubyrace bisect`; a gate's run
+/// by `rubyrace check`; a run whose services this machine cannot start not at all.
+fn store_to_resume(
+    dir: &Path,
+) -> Result<ControlFlow<ExitCode, (Store, results::store::SessionKind)>> {
+    if dir.join(results::bisect::BISECT_FILE).exists() {
+        eprintln!(
+            "rubyrace: {} holds a bisection: go on with `rubyrace bisect --resume {}` (a run's resume would measure outside the search)",
+            dir.display(),
+            dir.display()
+        );
+        return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT)));
+    }
+    let store = Store::open(dir)?;
+    if store.gate()?.is_some() {
+        drop(store);
+        return super::check::resume_from_run(dir).map(ControlFlow::Break);
+    }
+    if store.meta(results::bisect::ROUND_META)?.is_some() {
+        // A round's directory: DIR/rounds/NN
+        let search = dir.ancestors().nth(2).unwrap_or(dir);
+        eprintln!(
+            "rubyrace: {} is a round of the bisection in {}: go on with `rubyrace bisect --resume {}` (a run's resume would measure it outside the search)",
+            dir.display(),
+            search.display(),
+            search.display()
+        );
+        return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT)));
+    }
+    // The services are stored with the run: one this machine cannot start would fail
+    // every resume the same way.
+    let problems = lab::services::check(&store.services()?);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("rubyrace: {}: {p}", store.dir().display());
+        }
+        let next = if store.completed()?.is_empty() {
+            format!("it holds no trial: fix the experiment file and run it again with -o {} (an empty results directory is reused)", store.dir().display())
+        } else {
+            "install what is missing, then resume".to_string()
+        };
+        eprintln!("rubyrace: the stored experiment cannot run on this machine; {next}");
+        return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT)));
+    }
+    Ok(ControlFlow::Continue((
+        store,
+        results::store::SessionKind::Resume,
+    )))
+}
+
+/// The store of a new run of the experiment file, made once its services and cluster are
+/// checked; or the exit code when nothing is to run: a dry run (printed), or an error.
+fn new_store(
+    args: &RunArgs,
+) -> Result<ControlFlow<ExitCode, (Store, results::store::SessionKind)>> {
+    let file = args
+        .experiment
+        .as_ref()
+        .expect("clap requires the experiment");
+    let experiment = match experiment_to_run(args, file) {
+        Some(experiment) => experiment,
+        None => return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT))),
+    };
+    let plan = schedule(
+        experiment.configs.len(),
+        experiment.batches,
+        experiment.order,
+        experiment.seed,
+    );
+    let dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| crate::results_dir::default_output(&experiment.name, args.smoke));
+    // What the services need, checked before the plan is shown or anything starts.
+    let problems = lab::services::check(&experiment.services);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("{}: {p}", file.display());
+        }
+        return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT)));
+    }
+    // The cluster, before a results directory is made: a partition that does not exist
+    // or a Slurm that cannot be reached would fail every resume the same way.
+    let fleet_plan = match &experiment.fleet {
+        Some(fleet) => {
+            match super::fleet::check_cluster(fleet, args.dry_run) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    eprintln!("rubyrace: {}: {e:#}; nothing was submitted and no results directory was made", file.display());
+                    return Ok(ControlFlow::Break(ExitCode::from(EXIT_BAD_EXPERIMENT)));
+                }
+            }
+        }
+        None => None,
+    };
+    if args.dry_run && args.json {
+        print_plan_json(&experiment, &plan, &dir, args.smoke)?;
+        return Ok(ControlFlow::Break(ExitCode::SUCCESS));
+    }
+    if args.dry_run {
+        print_dry_run(&experiment, &plan)?;
+        if let Some(plan) = fleet_plan {
+            write_stdout(&super::fleet::describe_plan(&experiment, &plan))?;
+        }
+        return Ok(ControlFlow::Break(ExitCode::SUCCESS));
+    }
+    if args.output.is_none() {
+        crate::results_dir::make_results_root(&dir).map_err(anyhow::Error::msg)?;
+    }
+    Ok(ControlFlow::Continue((
+        Store::create(&dir, &experiment, &plan, args.smoke)?,
+        results::store::SessionKind::Start,
+    )))
+}
+
+/// The experiment `file` as this run measures it: read (and, unless a dry run, its Ruby
+/// built), on a fleet with `--slurm`, smoke-sized with `--smoke`, in the `--order` given;
+/// None when it has errors (printed).
+fn experiment_to_run(args: &RunArgs, file: &Path) -> Option<Experiment> {
+    // A dry run builds nothing: a `ruby_ref` not built yet is an error of the file then.
+    let read = if args.dry_run {
+        Experiment::load(file)
+    } else {
+        Experiment::load_building(file, &super::ruby::experiment_ruby)
+    };
+    let experiment = match read {
+        Ok(e) => e,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return None;
+        }
+    };
+    // Before the plan (on stderr, so `--dry-run --json` stays JSON).
+    if let Some(note) = experiment.defaults_note() {
+        eprintln!("rubyrace: {note}");
+    }
+    let mut experiment = experiment;
+    if args.slurm {
+        experiment.fleet = Some(experiment.fleet.take().unwrap_or_default());
+    } else if experiment.fleet.take().is_some() && !args.dry_run {
+        eprintln!("rubyrace: [fleet] is for `rubyrace run --slurm`; this run is on this machine");
+    }
+    let mut experiment = if args.smoke {
+        let smoke = experiment.smoke();
+        eprintln!("rubyrace: {}", smoke.smoke_note());
+        smoke
+    } else {
+        experiment
+    };
+    if let Some(order) = args.order {
+        experiment.order = order;
+    }
+    Some(experiment)
+}
+
+/// A run stopped by an error (`e`): what is stored in `dir`, and how to go on.
+fn print_run_stopped(store: &Store, dir: &Path, e: &anyhow::Error) {
+    // A resume helps when trials are stored and the cause is passing; before the
+    // first trial, a fixed file run again into the same directory does as well.
+    let stored = store.completed().map(|c| c.len()).unwrap_or(0);
+    if stored == 0 {
+        eprintln!(
+            "rubyrace: the run stopped: {e:#}\nNo trial is stored. Fix the cause and run the experiment again (`rubyrace run FILE -o {}` reuses this empty directory), or resume with:\n  rubyrace run --resume {}",
+            dir.display(),
+            dir.display()
+        );
+    } else {
+        eprintln!(
+            "rubyrace: the run stopped: {e:#}\nEvery trial finished before this point is stored ({stored}). Resume with:\n  rubyrace run --resume {}",
+            dir.display()
+        );
+    }
+}
+
+/// The end of a run: its summary, the adaptive rule's and the gate's ends, then how it
+/// ended (`end`) and, unless it is complete, how to go on; the exit code that says it.
+fn print_run_end(store: &Store, end: &RunEnd, dir: &Path) -> Result<ExitCode> {
+    crate::run_end::print_summary(store)?;
     if let Some(end) = store.precision_end()? {
         println!("\n{}.", end.describe());
     }
@@ -285,7 +331,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(EXIT_TRIALS_FAILED))
         }
-        RunEnd::Complete => crate::run_end::finish_complete(&store),
+        RunEnd::Complete => crate::run_end::finish_complete(store),
     }
 }
 
@@ -315,49 +361,10 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
     let interleaved = experiment.design.measured_per_configuration();
     for c in &experiment.configs {
         let s = &c.settings;
-        let measured = interleaved.unwrap_or(s.load.duration);
-        let what = match s.workload {
-            Workload::Http => format!(
-                "{} on {} ({}×{}), {}, {}, warmup {}, {} {}",
-                s.app,
-                s.server,
-                s.processes,
-                s.threads,
-                count(s.load.connections, "connection"),
-                s.load.mode.as_str(),
-                humantime::format_duration(s.load.warmup),
-                if interleaved.is_some() {
-                    "measured"
-                } else {
-                    "duration"
-                },
-                humantime::format_duration(measured)
-            ),
-            Workload::Script => format!(
-                "script {} × {} runs",
-                s.script
-                    .as_ref()
-                    .map(|x| x.path.display().to_string())
-                    .unwrap_or_default(),
-                s.script.as_ref().map_or(0, |x| x.runs)
-            ),
-        };
+        let what = measured_line(s, interleaved);
         println!("  [{}] {}", c.id, c.label);
         println!("      ruby: {}", s.ruby_argv.join(" "));
-        let mut verified = Vec::new();
-        if let Some(j) = s.jit {
-            verified.push(format!("jit {}", j.as_str()));
-        }
-        if let Some(a) = &s.allocator {
-            verified.push(match (&a.preload, a.linked) {
-                (Some(lib), _) => format!("allocator {} ({})", a.name, lib.display()),
-                (None, true) => format!("allocator {} (linked into the Ruby)", a.name),
-                (None, false) => format!("allocator {}", a.name),
-            });
-        }
-        if let Some(c) = s.compact {
-            verified.push(format!("compact {}", c.as_str()));
-        }
+        let verified = verified_knobs(s);
         if !verified.is_empty() {
             println!("      verified in the server: {}", verified.join(", "));
         }
@@ -404,50 +411,119 @@ fn print_dry_run(experiment: &Experiment, plan: &[ScheduledTrial]) -> Result<()>
             ""
         }
     );
-    match experiment.design {
-        experiment::design::Design::Blocks => {}
-        experiment::design::Design::Interleaved { slice, rounds } => println!(
-            "Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: {} of {} each, in a new random order every round.",
-            count(rounds as usize, "round"),
-            humantime::format_duration(slice)
-        ),
-        experiment::design::Design::CoScheduled { slice, rounds } => println!(
-            "Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: {} of {}. Compare CPU per request: throughput and latency are each server's share.",
-            count(rounds as usize, "window"),
-            humantime::format_duration(slice)
-        ),
+    if let Some(line) = design_line(&experiment.design) {
+        println!("{line}");
     }
     if let Some(line) = conditions_line(&experiment.conditions) {
         println!("{line}");
     }
     if let Some(t) = &experiment.precision {
-        let per_block = estimate / experiment.batches.max(1);
-        let budget = match t.max_duration {
-            Some(d) => format!(", or {} of trials", humantime::format_duration(d)),
-            None => String::new(),
-        };
-        println!(
-            "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} ({} intervals{}), at most {} blocks (about {}){budget}.",
-            t.first_stop(experiment.configs.len()),
-            experiment.configs.first().map_or("the baseline", |c| c.label.as_str()),
-            100.0 * t.target,
-            t.metric.name(),
-            report::format::confidence_text(experiment::precision::interval_confidence(
-                experiment.configs.len()
-            )),
-            if experiment.configs.len() > 2 {
-                format!(
-                    ", simultaneous over the {} comparisons",
-                    experiment.configs.len() - 1
-                )
-            } else {
-                String::new()
-            },
-            t.max_batches,
-            humantime::format_duration(Duration::from_secs((per_block * t.max_batches).as_secs()))
-        );
+        println!("{}", adaptive_line(experiment, t, estimate));
     }
     write_stdout(&out)
+}
+
+/// What a configuration measures, for the dry run: an HTTP server's app, server, counts,
+/// load and time measured (`interleaved`: per configuration in a sliced design), or a
+/// script's path and runs.
+fn measured_line(s: &experiment::ConfigSettings, interleaved: Option<Duration>) -> String {
+    let measured = interleaved.unwrap_or(s.load.duration);
+    match s.workload {
+        Workload::Http => format!(
+            "{} on {} ({}×{}), {}, {}, warmup {}, {} {}",
+            s.app,
+            s.server,
+            s.processes,
+            s.threads,
+            count(s.load.connections, "connection"),
+            s.load.mode.as_str(),
+            humantime::format_duration(s.load.warmup),
+            if interleaved.is_some() {
+                "measured"
+            } else {
+                "duration"
+            },
+            humantime::format_duration(measured)
+        ),
+        Workload::Script => format!(
+            "script {} × {} runs",
+            s.script
+                .as_ref()
+                .map(|x| x.path.display().to_string())
+                .unwrap_or_default(),
+            s.script.as_ref().map_or(0, |x| x.runs)
+        ),
+    }
+}
+
+/// The knobs a trial verifies in the server, one phrase each: JIT, allocator, compaction.
+fn verified_knobs(s: &experiment::ConfigSettings) -> Vec<String> {
+    let mut verified = Vec::new();
+    if let Some(j) = s.jit {
+        verified.push(format!("jit {}", j.as_str()));
+    }
+    if let Some(a) = &s.allocator {
+        verified.push(match (&a.preload, a.linked) {
+            (Some(lib), _) => format!("allocator {} ({})", a.name, lib.display()),
+            (None, true) => format!("allocator {} (linked into the Ruby)", a.name),
+            (None, false) => format!("allocator {}", a.name),
+        });
+    }
+    if let Some(c) = s.compact {
+        verified.push(format!("compact {}", c.as_str()));
+    }
+    verified
+}
+
+/// A sliced design, said in a sentence for the dry run; None for blocks.
+fn design_line(design: &experiment::design::Design) -> Option<String> {
+    match *design {
+        experiment::design::Design::Blocks => None,
+        experiment::design::Design::Interleaved { slice, rounds } => Some(format!(
+            "Design: interleaved. In each block every configuration's server is started and warmed up, then the load alternates between them: {} of {} each, in a new random order every round.",
+            count(rounds as usize, "round"),
+            humantime::format_duration(slice)
+        )),
+        experiment::design::Design::CoScheduled { slice, rounds } => Some(format!(
+            "Design: co-scheduled. In each block every configuration's server is started and warmed up, then all of them are loaded at once, sharing the server CPUs: {} of {}. Compare CPU per request: throughput and latency are each server's share.",
+            count(rounds as usize, "window"),
+            humantime::format_duration(slice)
+        )),
+    }
+}
+
+/// The adaptive rule (`t`), said in a sentence for the dry run: when it stops, at most
+/// how many blocks, and how long those take (from the run's `estimate`).
+fn adaptive_line(
+    experiment: &Experiment,
+    t: &experiment::precision::PrecisionTarget,
+    estimate: Duration,
+) -> String {
+    let per_block = estimate / experiment.batches.max(1);
+    let budget = match t.max_duration {
+        Some(d) => format!(", or {} of trials", humantime::format_duration(d)),
+        None => String::new(),
+    };
+    format!(
+        "Adaptive: after {} blocks, a block at a time until every comparison with {} is within ±{}% on {} ({} intervals{}), at most {} blocks (about {}){budget}.",
+        t.first_stop(experiment.configs.len()),
+        experiment.configs.first().map_or("the baseline", |c| c.label.as_str()),
+        100.0 * t.target,
+        t.metric.name(),
+        report::format::confidence_text(experiment::precision::interval_confidence(
+            experiment.configs.len()
+        )),
+        if experiment.configs.len() > 2 {
+            format!(
+                ", simultaneous over the {} comparisons",
+                experiment.configs.len() - 1
+            )
+        } else {
+            String::new()
+        },
+        t.max_batches,
+        humantime::format_duration(Duration::from_secs((per_block * t.max_batches).as_secs()))
+    )
 }
 
 /// What else a configuration runs with, one line each, for the dry run: its setup

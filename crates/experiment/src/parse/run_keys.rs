@@ -59,89 +59,50 @@ impl<'a> Parser<'a> {
             },
         };
         let together = name == DesignName::CoScheduled;
-        let (a_design, name) = if together {
-            ("a co-scheduled", "co-scheduled")
+        let mut problems =
+            sliced_design_problems(together, configs, written, rounds.is_some(), repeat_noisy);
+        let (slice, rounds) = self.slicing(
+            together,
+            slice,
+            rounds,
+            configs,
+            separate_load,
+            &mut problems,
+        );
+        for (message, help) in problems {
+            self.error(&span, "design", message, help);
+        }
+        let design = if together {
+            crate::design::Design::CoScheduled { slice, rounds }
         } else {
-            ("an interleaved", "interleaved")
+            crate::design::Design::Interleaved { slice, rounds }
         };
-        let problem = |message: String, help: &str| (message, Some(help.to_string()));
-        let mut problems = Vec::new();
-        if configs.len() < 2 {
-            problems.push(problem(
-                format!(
-                    "{a_design} design measures configurations against each other in the same seconds, and this file has {}",
-                    configs.len()
-                ),
-                "add a [matrix] axis or [[configs]], or remove design",
-            ));
-        }
-        if let Some(c) = configs
-            .iter()
-            .find(|c| c.settings.workload == Workload::Script)
-        {
-            problems.push(problem(
-                format!(
-                    "configuration {:?} is a script workload: only HTTP servers can be {name}",
-                    c.label
-                ),
-                "use design = \"blocks\" for scripts",
-            ));
-        }
-        let fixed: Vec<u16> = configs
-            .iter()
-            .map(|c| c.settings.port)
-            .filter(|&p| p != 0)
-            .collect();
-        if !fixed.is_empty() {
-            problems.push(problem(
-                format!("port = {} is fixed, and the servers of {a_design} block run at the same time, each on a port of its own", fixed[0]),
-                "remove port: rubyrace picks a free port for every server",
-            ));
-        }
-        if written.contains("requests") {
-            problems.push(problem(
-                format!("requests does not apply to {a_design} design: each configuration is measured for rounds × slice"),
-                "remove it, and set duration (or slice and rounds)",
-            ));
-        }
-        if written.contains("duration") && rounds.is_some() {
-            problems.push(problem(
-                format!("duration and rounds are both set: {a_design} design measures each configuration for rounds × slice, so give either"),
-                "remove rounds (rounds then come from the duration), or remove duration",
-            ));
-        }
-        let durations = distinct_durations(configs);
-        if durations.len() > 1 && rounds.is_none() {
-            problems.push(problem(
-                format!("the configurations' durations differ ({}), and {a_design} design measures every configuration of a block for the same rounds × slice", durations.iter().map(|d| humantime::format_duration(*d).to_string()).collect::<Vec<_>>().join(", ")),
-                "give every configuration the same duration, or set rounds",
-            ));
-        }
-        if let Some(c) = configs.iter().find(|c| !c.settings.profile.is_empty()) {
-            problems.push(problem(
-                format!(
-                    "configuration {:?} sets profile: profiles are taken in a phase of a trial of its own, which {a_design} block does not have yet",
-                    c.label
-                ),
-                "use design = \"blocks\" for a profiled run",
-            ));
-        }
-        if let Some(c) = configs.iter().find(|c| !c.settings.setup.is_empty()) {
-            problems.push(problem(
-                format!(
-                    "configuration {:?} sets setup: setup commands run before a trial of their own, which {a_design} block does not have yet",
-                    c.label
-                ),
-                "use design = \"blocks\" when the app needs setup",
-            ));
-        }
-        if repeat_noisy > 0 {
-            problems.push(problem(
-                format!("repeat_noisy applies to the blocks design: {a_design} block's trials share their seconds and their noise"),
-                "remove repeat_noisy; the noisy-trials warning still names the trials of a block measured in noise",
-            ));
-        }
-        let duration = durations.first().copied().unwrap_or_default();
+        let note = by_default.then(|| {
+            format!(
+                "design = \"interleaved\" ({rounds} round{} of {} slices)",
+                if rounds == 1 { "" } else { "s" },
+                humantime::format_duration(slice)
+            )
+        });
+        (design, note)
+    }
+
+    /// A sliced design's slice and rounds, from the written `slice` and `rounds` or the
+    /// configurations' duration; a slice too short is an error of `slice` where it is
+    /// written, else a problem of the design added to `problems`.
+    fn slicing(
+        &mut self,
+        together: bool,
+        slice: Option<(Duration, Span)>,
+        rounds: Option<(u32, Span)>,
+        configs: &[Config],
+        separate_load: bool,
+        problems: &mut Vec<(String, Option<String>)>,
+    ) -> (Duration, u32) {
+        let duration = distinct_durations(configs)
+            .first()
+            .copied()
+            .unwrap_or_default();
         let slice_span = slice.as_ref().map(|s| s.1.clone());
         let (slice, rounds) = crate::design::slicing_for(
             duration,
@@ -164,31 +125,16 @@ impl<'a> Parser<'a> {
                 ),
                 Some("slice = \"100ms\" or longer, or load = \"same\" (held-open slices)".into()),
             ),
-            (Some(short), None) => problems.push(problem(
+            (Some(short), None) => problems.push((
                 format!(
                     "duration = \"{}\" is {}",
                     humantime::format_duration(duration),
                     shorter_than_a_slice(short)
                 ),
-                "measure for longer, or use design = \"blocks\"",
+                Some("measure for longer, or use design = \"blocks\"".to_string()),
             )),
         }
-        for (message, help) in problems {
-            self.error(&span, "design", message, help);
-        }
-        let design = if together {
-            crate::design::Design::CoScheduled { slice, rounds }
-        } else {
-            crate::design::Design::Interleaved { slice, rounds }
-        };
-        let note = by_default.then(|| {
-            format!(
-                "design = \"interleaved\" ({rounds} round{} of {} slices)",
-                if rounds == 1 { "" } else { "s" },
-                humantime::format_duration(slice)
-            )
-        });
-        (design, note)
+        (slice, rounds)
     }
 
     /// `slice` and `rounds` written where the design is blocks: an error each, saying why
@@ -420,6 +366,101 @@ pub(crate) fn why_blocks_by_default(
     );
     crate::design::slice_problem(slice, separate_load)
         .map(|short| format!("duration is {}", shorter_than_a_slice(short)))
+}
+
+/// What keeps the configurations from being measured in an interleaved (or, `together`,
+/// a co-scheduled) design, as the design's errors: message and help, in the order they
+/// are reported. `rounds_written` says whether the file writes `rounds`.
+fn sliced_design_problems(
+    together: bool,
+    configs: &[Config],
+    written: &std::collections::BTreeSet<&str>,
+    rounds_written: bool,
+    repeat_noisy: u32,
+) -> Vec<(String, Option<String>)> {
+    let (a_design, name) = if together {
+        ("a co-scheduled", "co-scheduled")
+    } else {
+        ("an interleaved", "interleaved")
+    };
+    let problem = |message: String, help: &str| (message, Some(help.to_string()));
+    let mut problems = Vec::new();
+    if configs.len() < 2 {
+        problems.push(problem(
+            format!(
+                "{a_design} design measures configurations against each other in the same seconds, and this file has {}",
+                configs.len()
+            ),
+            "add a [matrix] axis or [[configs]], or remove design",
+        ));
+    }
+    if let Some(c) = configs
+        .iter()
+        .find(|c| c.settings.workload == Workload::Script)
+    {
+        problems.push(problem(
+            format!(
+                "configuration {:?} is a script workload: only HTTP servers can be {name}",
+                c.label
+            ),
+            "use design = \"blocks\" for scripts",
+        ));
+    }
+    let fixed: Vec<u16> = configs
+        .iter()
+        .map(|c| c.settings.port)
+        .filter(|&p| p != 0)
+        .collect();
+    if !fixed.is_empty() {
+        problems.push(problem(
+            format!("port = {} is fixed, and the servers of {a_design} block run at the same time, each on a port of its own", fixed[0]),
+            "remove port: rubyrace picks a free port for every server",
+        ));
+    }
+    if written.contains("requests") {
+        problems.push(problem(
+            format!("requests does not apply to {a_design} design: each configuration is measured for rounds × slice"),
+            "remove it, and set duration (or slice and rounds)",
+        ));
+    }
+    if written.contains("duration") && rounds_written {
+        problems.push(problem(
+            format!("duration and rounds are both set: {a_design} design measures each configuration for rounds × slice, so give either"),
+            "remove rounds (rounds then come from the duration), or remove duration",
+        ));
+    }
+    let durations = distinct_durations(configs);
+    if durations.len() > 1 && !rounds_written {
+        problems.push(problem(
+            format!("the configurations' durations differ ({}), and {a_design} design measures every configuration of a block for the same rounds × slice", durations.iter().map(|d| humantime::format_duration(*d).to_string()).collect::<Vec<_>>().join(", ")),
+            "give every configuration the same duration, or set rounds",
+        ));
+    }
+    if let Some(c) = configs.iter().find(|c| !c.settings.profile.is_empty()) {
+        problems.push(problem(
+            format!(
+                "configuration {:?} sets profile: profiles are taken in a phase of a trial of its own, which {a_design} block does not have yet",
+                c.label
+            ),
+            "use design = \"blocks\" for a profiled run",
+        ));
+    }
+    if let Some(c) = configs.iter().find(|c| !c.settings.setup.is_empty()) {
+        problems.push(problem(
+            format!(
+                "configuration {:?} sets setup: setup commands run before a trial of their own, which {a_design} block does not have yet",
+                c.label
+            ),
+            "use design = \"blocks\" when the app needs setup",
+        ));
+    }
+    if repeat_noisy > 0 {
+        problems.push(problem(
+            format!("repeat_noisy applies to the blocks design: {a_design} block's trials share their seconds and their noise"),
+            "remove repeat_noisy; the noisy-trials warning still names the trials of a block measured in noise",
+        ));
+    }
+    problems
 }
 
 /// "shorter than the shortest slice, 20ms", and the like for a separate load host: a

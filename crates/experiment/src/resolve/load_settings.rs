@@ -20,68 +20,9 @@ pub(super) fn resolve_load(
     ruby_engine: Option<&str>,
 ) -> LoadSettings {
     // The load.
-    let urls = match l.get("urls").and_then(|v| v.value.as_str()) {
-        Some(f) => {
-            let path = p.resolve_path(f);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => match load::parse_url_mix(&text, &path.display().to_string()) {
-                    Ok(lines) => Some(lines),
-                    Err(e) => {
-                        p.error(&l.span_of("urls"), &l.key_of("urls"), e.to_string(), None);
-                        None
-                    }
-                },
-                Err(e) => {
-                    p.error(
-                        &l.span_of("urls"),
-                        &l.key_of("urls"),
-                        format!("cannot read {}: {e}", path.display()),
-                        None,
-                    );
-                    None
-                }
-            }
-        }
-        None => None,
-    };
+    let urls = url_mix(p, l);
     // A scenario file: read and checked now, its text stored with the settings.
-    let scenario = match l.get("scenario").and_then(|v| v.value.as_str()) {
-        Some(f) => {
-            let path = p.resolve_path(f);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => {
-                    let source = load::settings::ScenarioSource {
-                        name: path.display().to_string(),
-                        text,
-                    };
-                    match load::scenario::parse_scenarios(&source.name, &source.text) {
-                        Ok(_) => Some(source),
-                        Err(errors) => {
-                            for e in errors {
-                                p.error(
-                                    &l.span_of("scenario"),
-                                    &l.key_of("scenario"),
-                                    e.to_string(),
-                                    None,
-                                );
-                            }
-                            None
-                        }
-                    }
-                }
-                Err(e) => {
-                    p.error(
-                        &l.span_of("scenario"),
-                        &l.key_of("scenario"),
-                        format!("cannot read {}: {e}", path.display()),
-                        None,
-                    );
-                    None
-                }
-            }
-        }
-        None => None,
-    };
+    let scenario = scenario_source(p, l);
     // The experiment file's defaults are the load generator's (LoadSettings::default()),
     // except where a server's configuration decides: connections (one per server thread),
     // the path ("/"), and the warmup (5 s; 30 s for a JVM, which needs far longer than CRuby
@@ -129,58 +70,142 @@ pub(super) fn resolve_load(
         tls_trust: None,
     };
     if workload == Workload::Http {
-        for (key, message) in load_problems(&load) {
-            if key == "headers" {
-                // Each header that is not `Name: value`, where it is written.
-                let spans = l
-                    .get("headers")
-                    .map(|v| v.items.clone())
-                    .unwrap_or_default();
-                for (i, h) in load.headers.iter().enumerate() {
-                    if let Err(e) = load::parse_header(h) {
-                        let span = spans.get(i).cloned().flatten();
-                        let (span, key) = match span {
-                            Some(s) => (Some(s), format!("{}[{i}]", l.key_of("headers"))),
-                            None => (l.span_of("headers"), l.key_of("headers")),
-                        };
-                        p.error(&span, &key, e.to_string(), None);
-                    }
-                }
-                continue;
-            }
-            let help = match key.as_str() {
-                "method" => {
-                    let upper = load.method.to_ascii_uppercase();
-                    (upper != load.method
-                        && load::parse_url_mix(&format!("{upper} /"), "method").is_ok())
-                    .then(|| format!("did you mean {upper:?}?"))
-                }
-                "path" => load.path.as_ref().map(|path| match path.split_once("://") {
-                    // The server's address is the trial's; only the path is given.
-                    Some((_, rest)) => format!(
-                        "give the path alone, e.g. {:?}",
-                        rest.find('/').map_or("/", |i| &rest[i..])
-                    ),
-                    None => format!("did you mean {:?}?", format!("/{path}")),
-                }),
-                "timeout" => {
-                    Some("a request needs time to answer, e.g. timeout = \"10s\"".to_string())
-                }
-                _ => None,
-            };
-            p.error(&l.span_of(&key), &l.key_of(&key), message, help);
-        }
-        let readiness = l.string("readiness_path", "/");
-        if !readiness.starts_with('/') {
-            p.error(
-                &l.span_of("readiness_path"),
-                &l.key_of("readiness_path"),
-                format!("expected a path starting with '/', found {readiness:?}"),
-                None,
-            );
-        }
+        check_http_load(p, l, &load);
     }
     load
+}
+
+/// The URL mix of the `urls` file, read and parsed; None, with an error of `urls`, when
+/// it cannot be read or parsed, and None when no `urls` is written.
+fn url_mix(p: &mut Parser, l: &Lookup) -> Option<Vec<load::UrlLine>> {
+    match l.get("urls").and_then(|v| v.value.as_str()) {
+        Some(f) => {
+            let path = p.resolve_path(f);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => match load::parse_url_mix(&text, &path.display().to_string()) {
+                    Ok(lines) => Some(lines),
+                    Err(e) => {
+                        p.error(&l.span_of("urls"), &l.key_of("urls"), e.to_string(), None);
+                        None
+                    }
+                },
+                Err(e) => {
+                    p.error(
+                        &l.span_of("urls"),
+                        &l.key_of("urls"),
+                        format!("cannot read {}: {e}", path.display()),
+                        None,
+                    );
+                    None
+                }
+            }
+        }
+        None => None,
+    }
+}
+
+/// The `scenario` file, read and its scenarios checked; None, with an error of `scenario`
+/// for each problem, when it cannot be read or is wrong, and None when none is written.
+fn scenario_source(p: &mut Parser, l: &Lookup) -> Option<load::settings::ScenarioSource> {
+    match l.get("scenario").and_then(|v| v.value.as_str()) {
+        Some(f) => {
+            let path = p.resolve_path(f);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    let source = load::settings::ScenarioSource {
+                        name: path.display().to_string(),
+                        text,
+                    };
+                    match load::scenario::parse_scenarios(&source.name, &source.text) {
+                        Ok(_) => Some(source),
+                        Err(errors) => {
+                            for e in errors {
+                                p.error(
+                                    &l.span_of("scenario"),
+                                    &l.key_of("scenario"),
+                                    e.to_string(),
+                                    None,
+                                );
+                            }
+                            None
+                        }
+                    }
+                }
+                Err(e) => {
+                    p.error(
+                        &l.span_of("scenario"),
+                        &l.key_of("scenario"),
+                        format!("cannot read {}: {e}", path.display()),
+                        None,
+                    );
+                    None
+                }
+            }
+        }
+        None => None,
+    }
+}
+
+/// An HTTP workload's load checked as `rubyrace load` checks it, and its readiness path:
+/// an error for each problem, where its setting is written.
+fn check_http_load(p: &mut Parser, l: &Lookup, load: &LoadSettings) {
+    for (key, message) in load_problems(load) {
+        if key == "headers" {
+            header_errors(p, l, load);
+            continue;
+        }
+        let help = load_problem_help(&key, load);
+        p.error(&l.span_of(&key), &l.key_of(&key), message, help);
+    }
+    let readiness = l.string("readiness_path", "/");
+    if !readiness.starts_with('/') {
+        p.error(
+            &l.span_of("readiness_path"),
+            &l.key_of("readiness_path"),
+            format!("expected a path starting with '/', found {readiness:?}"),
+            None,
+        );
+    }
+}
+
+/// Each header that is not `Name: value`, where it is written.
+fn header_errors(p: &mut Parser, l: &Lookup, load: &LoadSettings) {
+    let spans = l
+        .get("headers")
+        .map(|v| v.items.clone())
+        .unwrap_or_default();
+    for (i, h) in load.headers.iter().enumerate() {
+        if let Err(e) = load::parse_header(h) {
+            let span = spans.get(i).cloned().flatten();
+            let (span, key) = match span {
+                Some(s) => (Some(s), format!("{}[{i}]", l.key_of("headers"))),
+                None => (l.span_of("headers"), l.key_of("headers")),
+            };
+            p.error(&span, &key, e.to_string(), None);
+        }
+    }
+}
+
+/// The help for a problem of the load's setting `key`: the likely meant value of
+/// `method` or `path`, an example `timeout`; None for the others.
+fn load_problem_help(key: &str, load: &LoadSettings) -> Option<String> {
+    match key {
+        "method" => {
+            let upper = load.method.to_ascii_uppercase();
+            (upper != load.method && load::parse_url_mix(&format!("{upper} /"), "method").is_ok())
+                .then(|| format!("did you mean {upper:?}?"))
+        }
+        "path" => load.path.as_ref().map(|path| match path.split_once("://") {
+            // The server's address is the trial's; only the path is given.
+            Some((_, rest)) => format!(
+                "give the path alone, e.g. {:?}",
+                rest.find('/').map_or("/", |i| &rest[i..])
+            ),
+            None => format!("did you mean {:?}?", format!("/{path}")),
+        }),
+        "timeout" => Some("a request needs time to answer, e.g. timeout = \"10s\"".to_string()),
+        _ => None,
+    }
 }
 
 /// Every problem `LoadSettings::check` finds, as (setting, message). `check` stops at the

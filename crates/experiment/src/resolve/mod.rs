@@ -10,7 +10,9 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::model::{ConfigSettings, Profiler, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ};
+use crate::model::{
+    ConfigSettings, Profiler, RubyCommit, RubyDef, Workload, DEFAULT_PROFILE_RATE_HZ,
+};
 use crate::parse::{Layer, Parser, Placed};
 use crate::servers::ServerKind;
 use crate::settings::setting_of;
@@ -218,24 +220,13 @@ pub(crate) fn resolve(
     // Settings whose value was rejected (reported already): checks that depend on them
     // would only report what follows from that error, so they are skipped.
     let rejected = p.rejected.clone();
-    // A commit's Ruby (`ruby_ref`), or one of `[rubies]`.
-    let built = resolve_ruby_commit(p, &l);
-    let (ruby, def, ruby_commit) = match &built {
-        Some(Some((name, def, commit))) => (Some(name.clone()), Some(def), Some(commit.clone())),
-        Some(None) => (None, None, None),
-        None => {
-            let (ruby, def) = choose_ruby(p, &l, rubies);
-            (ruby, def, None)
-        }
-    };
-    let ruby = ruby.unwrap_or_default();
-    let empty_def = RubyDef {
+    let (ruby, def, ruby_commit) = which_ruby(p, &l, rubies);
+    let ruby_known = def.is_some();
+    let def = def.unwrap_or(RubyDef {
         argv: Vec::new(),
         env: BTreeMap::new(),
         gemfile: None,
-    };
-    let ruby_known = def.is_some();
-    let def = def.unwrap_or(&empty_def);
+    });
     let ruby_opts = l.list("ruby_opts");
     let mut env = def.env.clone();
     if let Some(m) = l.get("env").and_then(|v| v.value.as_map()) {
@@ -248,7 +239,7 @@ pub(crate) fn resolve(
         allocator,
         ruby_argv,
         caps,
-    } = resolve_knobs(p, &l, &ruby, def, ruby_known, &ruby_opts, &mut env);
+    } = resolve_knobs(p, &l, &ruby, &def, ruby_known, &ruby_opts, &mut env);
     let ruby_engine = caps.as_ref().map(|c| c.engine.clone());
 
     let workload = match l.string("workload", "http").as_str() {
@@ -268,7 +259,7 @@ pub(crate) fn resolve(
         &ruby,
         ruby_known,
         caps.is_some(),
-        def,
+        &def,
         &mut env,
         workload,
         &app_dir,
@@ -301,45 +292,11 @@ pub(crate) fn resolve(
             threads,
         );
     }
-    let profile: Vec<Profiler> = l
-        .list("profile")
-        .iter()
-        .filter_map(|name| Profiler::parse(name))
-        .collect();
-    let profile_measured = l
-        .get("profile_measured")
-        .and_then(|v| v.value.as_bool())
-        .unwrap_or(false);
-    if profile_measured && profile.is_empty() && !rejected.contains("profile") {
-        p.error(
-            &l.span_of("profile_measured"),
-            &l.key_of("profile_measured"),
-            "profile_measured = true, but no profiler is chosen",
-            Some("add profile = \"rbspy\" (or \"perf\", or both)".into()),
-        );
-    }
-    let (profile_rate, profile_runs) = resolve_profile_sampling(
-        p,
-        &l,
-        &profile,
-        rejected.contains("profile"),
-        perf_max_sample_rate(),
-    );
-    // `{ruby}` in setup is the Ruby itself, without the configuration's JIT or options.
-    let tls = l
-        .get("tls")
-        .and_then(|v| v.value.as_bool())
-        .unwrap_or(false);
-    if tls && server != ServerKind::Puma && !rejected.contains("server") {
-        p.error(
-            &l.span_of("tls"),
-            &l.key_of("tls"),
-            format!("tls = true starts Puma with an ssl:// bind and a certificate made for the run; server = \"{}\" is not supported", server.as_str()),
-            Some("use server = \"puma\", or remove tls".into()),
-        );
-    }
+    let (profile, profile_measured, profile_rate, profile_runs) = resolve_profile(p, &l, &rejected);
+    let tls = resolve_tls(p, &l, server, &rejected);
     let preload =
         workload == Workload::Http && resolve_preload(p, &l, server, processes, &rejected);
+    // `{ruby}` in setup is the Ruby itself, without the configuration's JIT or options.
     let setup = resolve_setup(p, &l, &def.argv, &app_dir);
     if p.errors.len() > errors_before || !ruby_known {
         return None;
@@ -379,6 +336,81 @@ pub(crate) fn resolve(
         tls,
         preload,
     })
+}
+
+/// The configuration's Ruby: its name, its definition (None when it cannot be known, an
+/// error reported already) and, for a Ruby built from a commit, the commit.
+fn which_ruby(
+    p: &mut Parser,
+    l: &Lookup,
+    rubies: &BTreeMap<String, (RubyDef, Option<Range<usize>>)>,
+) -> (String, Option<RubyDef>, Option<RubyCommit>) {
+    // A commit's Ruby (`ruby_ref`), or one of `[rubies]`.
+    let (ruby, def, ruby_commit) = match resolve_ruby_commit(p, l) {
+        Some(Some((name, def, commit))) => (Some(name), Some(def), Some(commit)),
+        Some(None) => (None, None, None),
+        None => {
+            let (ruby, def) = choose_ruby(p, l, rubies);
+            (ruby, def.cloned(), None)
+        }
+    };
+    (ruby.unwrap_or_default(), def, ruby_commit)
+}
+
+/// The profilers chosen, `profile_measured`, and the profile's rate and runs; an error
+/// for `profile_measured` without a profiler.
+fn resolve_profile(
+    p: &mut Parser,
+    l: &Lookup,
+    rejected: &BTreeSet<String>,
+) -> (Vec<Profiler>, bool, u32, u32) {
+    let profile: Vec<Profiler> = l
+        .list("profile")
+        .iter()
+        .filter_map(|name| Profiler::parse(name))
+        .collect();
+    let profile_measured = l
+        .get("profile_measured")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(false);
+    if profile_measured && profile.is_empty() && !rejected.contains("profile") {
+        p.error(
+            &l.span_of("profile_measured"),
+            &l.key_of("profile_measured"),
+            "profile_measured = true, but no profiler is chosen",
+            Some("add profile = \"rbspy\" (or \"perf\", or both)".into()),
+        );
+    }
+    let (profile_rate, profile_runs) = resolve_profile_sampling(
+        p,
+        l,
+        &profile,
+        rejected.contains("profile"),
+        perf_max_sample_rate(),
+    );
+    (profile, profile_measured, profile_rate, profile_runs)
+}
+
+/// `tls = true`, which only Puma is started with; an error for another server.
+fn resolve_tls(
+    p: &mut Parser,
+    l: &Lookup,
+    server: ServerKind,
+    rejected: &BTreeSet<String>,
+) -> bool {
+    let tls = l
+        .get("tls")
+        .and_then(|v| v.value.as_bool())
+        .unwrap_or(false);
+    if tls && server != ServerKind::Puma && !rejected.contains("server") {
+        p.error(
+            &l.span_of("tls"),
+            &l.key_of("tls"),
+            format!("tls = true starts Puma with an ssl:// bind and a certificate made for the run; server = \"{}\" is not supported", server.as_str()),
+            Some("use server = \"puma\", or remove tls".into()),
+        );
+    }
+    tls
 }
 
 /// `preload = true`: a master that loads the app and forks workers, which only Puma's

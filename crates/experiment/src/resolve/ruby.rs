@@ -269,13 +269,49 @@ pub(super) fn resolve_knobs(
         env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let mut plain_argv = def.argv.clone();
     plain_argv.extend(ruby_opts.iter().cloned());
+    let caps = ruby_known
+        .then(|| ruby_capabilities(p, l, ruby, &plain_argv, &env_pairs))
+        .flatten();
+    let jit_flag = jit.and_then(|j| resolve_jit_flag(p, l, j, def, ruby_opts, &caps, &env_pairs));
+    let perf_map = yjit_perf_map(p, l, jit_flag.as_deref(), def, ruby_opts, &env_pairs);
+    let mut ruby_argv = def.argv.clone();
+    ruby_argv.extend(jit_flag);
+    if perf_map {
+        ruby_argv.push(YJIT_PERF.to_string());
+    }
+    ruby_argv.extend(ruby_opts.iter().cloned());
+
+    let allocator = match (&allocator_value, &caps) {
+        (Some(value), Some(c)) => resolve_allocator_knob(p, l, value, c, env),
+        _ => None,
+    };
+    if let (Some(cm), Some(c)) = (compact, &caps) {
+        check_compact(p, l, cm, c);
+    }
+    Knobs {
+        jit,
+        compact,
+        allocator,
+        ruby_argv,
+        caps,
+    }
+}
+
+/// What the known Ruby `ruby` (run as `argv` in `env_pairs`) can do; None, with an error
+/// of the first knob written (`jit`, `allocator`, `compact`), when it does not answer.
+fn ruby_capabilities(
+    p: &mut Parser,
+    l: &Lookup,
+    ruby: &str,
+    argv: &[String],
+    env_pairs: &[(String, String)],
+) -> Option<RubyCapabilities> {
     let knob = ["jit", "allocator", "compact"]
         .into_iter()
         .find(|k| l.get(k).is_some());
-    let caps = match ruby_known.then(|| p.capabilities(&plain_argv, &env_pairs)) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
+    match p.capabilities(argv, env_pairs) {
+        Ok(c) => Some(c),
+        Err(e) => {
             if let Some(k) = knob {
                 p.error(
                     &l.span_of(k),
@@ -286,32 +322,61 @@ pub(super) fn resolve_knobs(
             }
             None
         }
-    };
+    }
+}
+
+/// The flag that turns on the JIT `j`, checked against the Ruby (when it answered,
+/// `caps`); an error for a `ruby_opts` option that chooses a JIT too.
+fn resolve_jit_flag(
+    p: &mut Parser,
+    l: &Lookup,
+    j: Jit,
+    def: &RubyDef,
+    ruby_opts: &[String],
+    caps: &Option<RubyCapabilities>,
+    env_pairs: &[(String, String)],
+) -> Option<String> {
     let mut jit_flag = None;
-    if let Some(j) = jit {
-        for o in ruby_opts {
-            if knobs::jit_option_conflict(o, j) {
-                p.error(
-                    &l.span_of("ruby_opts"),
-                    &l.key_of("ruby_opts"),
-                    format!("`{o}` chooses a JIT, but `jit` = \"{}\" is set too", j.as_str()),
-                    Some("choose the JIT with `jit` only; rubyrace adds the right flag and verifies it".into()),
-                );
-            }
-        }
-        if let Some(c) = &caps {
-            let checked = knobs::check_jit(j, c, |flag| {
-                let mut argv = def.argv.clone();
-                argv.push(flag.to_string());
-                argv.extend(ruby_opts.iter().cloned());
-                p.capabilities(&argv, &env_pairs)
-            });
-            match checked {
-                Ok(flag) => jit_flag = flag,
-                Err((message, help)) => p.error(&l.span_of("jit"), &l.key_of("jit"), message, help),
-            }
+    for o in ruby_opts {
+        if knobs::jit_option_conflict(o, j) {
+            p.error(
+                &l.span_of("ruby_opts"),
+                &l.key_of("ruby_opts"),
+                format!(
+                    "`{o}` chooses a JIT, but `jit` = \"{}\" is set too",
+                    j.as_str()
+                ),
+                Some(
+                    "choose the JIT with `jit` only; rubyrace adds the right flag and verifies it"
+                        .into(),
+                ),
+            );
         }
     }
+    if let Some(c) = caps {
+        let checked = knobs::check_jit(j, c, |flag| {
+            let mut argv = def.argv.clone();
+            argv.push(flag.to_string());
+            argv.extend(ruby_opts.iter().cloned());
+            p.capabilities(&argv, env_pairs)
+        });
+        match checked {
+            Ok(flag) => jit_flag = flag,
+            Err((message, help)) => p.error(&l.span_of("jit"), &l.key_of("jit"), message, help),
+        }
+    }
+    jit_flag
+}
+
+/// Whether the Ruby's argv takes YJIT's perf map flag, its JIT flag being `jit_flag`.
+fn yjit_perf_map(
+    p: &mut Parser,
+    l: &Lookup,
+    jit_flag: Option<&str>,
+    def: &RubyDef,
+    ruby_opts: &[String],
+    env_pairs: &[(String, String)],
+) -> bool {
     // With perf attached, YJIT's perf map (Ruby 3.3+, `--yjit-perf`): perf then names the
     // JIT's machine code by Ruby method instead of `[unknown]`. Only when this Ruby takes
     // the flag, and unless `perf_map = false`; it keeps frame pointers in JIT code, in the
@@ -320,89 +385,89 @@ pub(super) fn resolve_knobs(
         .get("perf_map")
         .and_then(|v| v.value.as_bool())
         .unwrap_or(true);
-    let perf_map =
-        if jit_flag.as_deref() == Some("--yjit") && profiles_with_perf(l) && wants_perf_map {
-            let mut argv = def.argv.clone();
-            argv.extend(["--yjit".to_string(), YJIT_PERF.to_string()]);
-            argv.extend(ruby_opts.iter().cloned());
-            p.capabilities(&argv, &env_pairs)
-                .is_ok_and(|c| c.jits_enabled.iter().any(|j| j == "yjit"))
-        } else {
-            false
-        };
-    let mut ruby_argv = def.argv.clone();
-    ruby_argv.extend(jit_flag);
-    if perf_map {
-        ruby_argv.push(YJIT_PERF.to_string());
+    if jit_flag == Some("--yjit") && profiles_with_perf(l) && wants_perf_map {
+        let mut argv = def.argv.clone();
+        argv.extend(["--yjit".to_string(), YJIT_PERF.to_string()]);
+        argv.extend(ruby_opts.iter().cloned());
+        p.capabilities(&argv, env_pairs)
+            .is_ok_and(|c| c.jits_enabled.iter().any(|j| j == "yjit"))
+    } else {
+        false
     }
-    ruby_argv.extend(ruby_opts.iter().cloned());
+}
 
-    let mut allocator = None;
-    if let (Some(value), Some(c)) = (&allocator_value, &caps) {
-        let named = ["system", "jemalloc", "tcmalloc"];
-        if !value.contains('/') && !named.contains(&value.as_str()) {
-            let help = did_you_mean(value, &named)
-                .map(|k| format!("did you mean \"{k}\"?"))
-                .or_else(|| Some("or give the path of the allocator's shared library".into()));
-            p.error(
-                &l.span_of("allocator"),
-                &l.key_of("allocator"),
-                format!("expected \"system\", \"jemalloc\", \"tcmalloc\" or a library path, found {value:?}"),
-                help,
-            );
-        } else if env.contains_key("LD_PRELOAD") {
-            p.error(
-                &l.span_of("allocator"),
-                &l.key_of("allocator"),
-                "LD_PRELOAD is set in `env` too; rubyrace sets it for the allocator",
-                Some("choose the allocator with `allocator` only".into()),
-            );
+/// The allocator named or given by path (`value`), checked against the Ruby (`c`), with
+/// its library added to `env` as `LD_PRELOAD`; None, with an error, when it cannot be.
+fn resolve_allocator_knob(
+    p: &mut Parser,
+    l: &Lookup,
+    value: &str,
+    c: &RubyCapabilities,
+    env: &mut BTreeMap<String, String>,
+) -> Option<AllocatorSetting> {
+    let named = ["system", "jemalloc", "tcmalloc"];
+    if !value.contains('/') && !named.contains(&value) {
+        let help = did_you_mean(value, &named)
+            .map(|k| format!("did you mean \"{k}\"?"))
+            .or_else(|| Some("or give the path of the allocator's shared library".into()));
+        p.error(
+            &l.span_of("allocator"),
+            &l.key_of("allocator"),
+            format!("expected \"system\", \"jemalloc\", \"tcmalloc\" or a library path, found {value:?}"),
+            help,
+        );
+        None
+    } else if env.contains_key("LD_PRELOAD") {
+        p.error(
+            &l.span_of("allocator"),
+            &l.key_of("allocator"),
+            "LD_PRELOAD is set in `env` too; rubyrace sets it for the allocator",
+            Some("choose the allocator with `allocator` only".into()),
+        );
+        None
+    } else {
+        let value = if value.contains('/') {
+            p.resolve_path(value).display().to_string()
         } else {
-            let value = if value.contains('/') {
-                p.resolve_path(value).display().to_string()
-            } else {
-                value.clone()
-            };
-            match knobs::resolve_allocator(&value, c) {
-                Ok(a) => {
-                    if let Some(lib) = &a.preload {
-                        env.insert("LD_PRELOAD".into(), lib.display().to_string());
-                    }
-                    allocator = Some(a);
+            value.to_string()
+        };
+        match knobs::resolve_allocator(&value, c) {
+            Ok(a) => {
+                if let Some(lib) = &a.preload {
+                    env.insert("LD_PRELOAD".into(), lib.display().to_string());
                 }
-                Err((message, help)) => p.error(
+                Some(a)
+            }
+            Err((message, help)) => {
+                p.error(
                     &l.span_of("allocator"),
                     &l.key_of("allocator"),
                     message,
                     help,
-                ),
+                );
+                None
             }
         }
     }
-    if let (Some(cm), Some(c)) = (compact, &caps) {
-        let missing = match cm {
-            Compact::None => None,
-            Compact::AfterBoot => (!c.gc_compact).then_some("GC.compact"),
-            Compact::Auto => (!c.gc_auto_compact).then_some("GC.auto_compact="),
-        };
-        if let Some(m) = missing {
-            p.error(
-                &l.span_of("compact"),
-                &l.key_of("compact"),
-                format!(
-                    "{} has no {m}, so compact = \"{}\" cannot run",
-                    c.description,
-                    cm.as_str()
-                ),
-                None,
-            );
-        }
-    }
-    Knobs {
-        jit,
-        compact,
-        allocator,
-        ruby_argv,
-        caps,
+}
+
+/// `compact` (`cm`) checked against the Ruby (`c`): an error when it lacks what `cm` calls.
+fn check_compact(p: &mut Parser, l: &Lookup, cm: Compact, c: &RubyCapabilities) {
+    let missing = match cm {
+        Compact::None => None,
+        Compact::AfterBoot => (!c.gc_compact).then_some("GC.compact"),
+        Compact::Auto => (!c.gc_auto_compact).then_some("GC.auto_compact="),
+    };
+    if let Some(m) = missing {
+        p.error(
+            &l.span_of("compact"),
+            &l.key_of("compact"),
+            format!(
+                "{} has no {m}, so compact = \"{}\" cannot run",
+                c.description,
+                cm.as_str()
+            ),
+            None,
+        );
     }
 }

@@ -412,25 +412,10 @@ fn gate_lines(
 /// commits, the blocks spent of the budget, the part searched with its most probable first
 /// bad commit, what was found so far, the commits skipped.
 fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'static>> {
-    use results::bisect::{BisectOutcome, BisectRecord, Finding, RoundMeta, ROUND_META};
+    use results::bisect::BisectRecord;
     let Ok(record) = BisectRecord::read(bisection) else {
         return Vec::new();
     };
-    let short = |c: usize| {
-        if c < record.commits.len() {
-            format!("commit {c} ({})", record.short(c))
-        } else {
-            format!("commit {c}")
-        }
-    };
-    let list = |commits: &[usize]| {
-        commits
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let percent = |p: f64| format!("{}%", trim_float((100.0 * p * 10.0).round() / 10.0));
     let how = if record.metric_given {
         "given"
     } else if record.metric_chosen {
@@ -446,6 +431,48 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
         record.metric.name(),
         bisection.display()
     ))];
+    let (round, current) = bisection_round(&record, dir, store);
+    out.extend(round_lines(&record, round.as_ref(), current));
+    if let Some(s) = &record.searching {
+        let range = if s.first == s.last {
+            format!("commit {}", s.first)
+        } else {
+            format!("commits {}–{}", s.first, s.last)
+        };
+        out.push(plain(format!(
+            "  most probable first bad commit: {} with {}; {} of the probability in {range}, the smallest range holding 95% (the part {}..{} searched)",
+            commit_named(&record, s.most_probable),
+            percent(s.probability),
+            percent(s.range_probability),
+            s.lo,
+            s.hi
+        )));
+    }
+    if !record.next.is_empty() && round.as_ref().is_none_or(|r| r.1 != record.next) {
+        out.push(plain(format!(
+            "  the next block measures commits {} (a new round)",
+            commit_list(&record.next)
+        )));
+    }
+    for finding in &record.findings {
+        out.push(plain(finding_line(&record, finding)));
+    }
+    out.extend(bisection_end_lines(&record));
+    out
+}
+
+/// A bisection's round: its number, its commits and its blocks (None before its first
+/// block is recorded).
+type Round = (usize, Vec<usize>, Option<u32>);
+
+/// The round `dir` is of the bisection `record`, or None when it is not known; and
+/// whether it is the search's current round.
+fn bisection_round(
+    record: &results::bisect::BisectRecord,
+    dir: &Path,
+    store: &Store,
+) -> (Option<Round>, bool) {
+    use results::bisect::{RoundMeta, ROUND_META};
     // The round: by its directory in the record, or (its first block not recorded yet)
     // by the round's own meta in its store.
     let name = dir.file_name();
@@ -464,7 +491,18 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
             .map(|m| (m.round, m.commits, None)),
     };
     let current = index.is_none_or(|i| i + 1 == record.rounds.len());
-    if let Some((number, commits, _)) = &round {
+    (round, current)
+}
+
+/// The round's line (its number and commits, and the candidates when it is `current`),
+/// when the `round` is known; and the line of the blocks spent.
+fn round_lines(
+    record: &results::bisect::BisectRecord,
+    round: Option<&Round>,
+    current: bool,
+) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if let Some((number, commits, _)) = round {
         // Candidates: the commits strictly inside the part searched, when this round
         // measures that part's ends (the others are ends of parts).
         let candidates = record
@@ -474,13 +512,13 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
             .map(|s| commits.iter().filter(|&&c| c > s.lo && c < s.hi).count());
         out.push(plain(format!(
             "  round {number} of the search: commits {} side by side{}",
-            list(commits),
+            commit_list(commits),
             candidates
                 .map(|k| format!(" ({} beside the ends)", units::count(k, "candidate")))
                 .unwrap_or_default()
         )));
     }
-    let this_round = match round.as_ref().map(|r| r.2) {
+    let this_round = match round.map(|r| r.2) {
         Some(Some(b)) => format!(" (this round: {b})"),
         Some(None) => " (this round: none recorded yet)".to_string(),
         None => String::new(),
@@ -495,89 +533,81 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
         record.blocks(),
         record.max_blocks
     )));
-    if let Some(s) = &record.searching {
-        let range = if s.first == s.last {
-            format!("commit {}", s.first)
-        } else {
-            format!("commits {}–{}", s.first, s.last)
-        };
-        out.push(plain(format!(
-            "  most probable first bad commit: {} with {}; {} of the probability in {range}, the smallest range holding 95% (the part {}..{} searched)",
-            short(s.most_probable),
-            percent(s.probability),
-            percent(s.range_probability),
-            s.lo,
-            s.hi
-        )));
-    }
-    if !record.next.is_empty() && round.as_ref().is_none_or(|r| r.1 != record.next) {
-        out.push(plain(format!(
-            "  the next block measures commits {} (a new round)",
-            list(&record.next)
-        )));
-    }
-    for finding in &record.findings {
-        out.push(plain(match finding {
-            Finding::Commit {
-                commit,
-                probability,
-                step,
-            } => format!(
-                "  found: {}, {:.3}× [{:.3}–{:.3}] against the commit before it ({} probable, {})",
-                short(*commit),
-                step.ratio,
-                step.low,
-                step.high,
-                percent(*probability),
-                units::count(step.blocks, "block")
-            ),
-            Finding::Skipped {
-                first,
-                last,
-                probability,
-                step,
-            } => format!(
-                "  found: one of commits {first}–{last} (the others do not build or boot), {:.3}× [{:.3}–{:.3}] against commit {} ({} probable)",
-                step.ratio,
-                step.low,
-                step.high,
-                first - 1,
-                percent(*probability)
-            ),
-            Finding::Range {
-                first,
-                last,
-                probability,
-                to_settle,
-            } => {
-                let settle = to_settle.as_ref().map_or(String::new(), |t| {
-                    let at = |blocks: Option<u32>, minutes: Option<f64>, level: &str| match blocks {
-                        Some(b) => format!(
-                            "{}{} would place it with {level}",
-                            units::count(b as usize, "more block"),
-                            minutes
-                                .map(|m| format!(" (~{})", ago(60.0 * m)))
-                                .unwrap_or_default()
-                        ),
-                        None => format!("more than four budgets would place it with {level}"),
-                    };
-                    format!(
-                        "; {}, {}",
-                        at(t.blocks_80, t.minutes_80, "80%"),
-                        at(t.blocks_95, t.minutes_95, "95%")
-                    )
-                });
+    out
+}
+
+/// A finding of the search, as its line.
+fn finding_line(
+    record: &results::bisect::BisectRecord,
+    finding: &results::bisect::Finding,
+) -> String {
+    use results::bisect::Finding;
+    match finding {
+        Finding::Commit {
+            commit,
+            probability,
+            step,
+        } => format!(
+            "  found: {}, {:.3}× [{:.3}–{:.3}] against the commit before it ({} probable, {})",
+            commit_named(record, *commit),
+            step.ratio,
+            step.low,
+            step.high,
+            percent(*probability),
+            units::count(step.blocks, "block")
+        ),
+        Finding::Skipped {
+            first,
+            last,
+            probability,
+            step,
+        } => format!(
+            "  found: one of commits {first}–{last} (the others do not build or boot), {:.3}× [{:.3}–{:.3}] against commit {} ({} probable)",
+            step.ratio,
+            step.low,
+            step.high,
+            first - 1,
+            percent(*probability)
+        ),
+        Finding::Range {
+            first,
+            last,
+            probability,
+            to_settle,
+        } => {
+            let settle = to_settle.as_ref().map_or(String::new(), |t| {
+                let at = |blocks: Option<u32>, minutes: Option<f64>, level: &str| match blocks {
+                    Some(b) => format!(
+                        "{}{} would place it with {level}",
+                        units::count(b as usize, "more block"),
+                        minutes
+                            .map(|m| format!(" (~{})", ago(60.0 * m)))
+                            .unwrap_or_default()
+                    ),
+                    None => format!("more than four budgets would place it with {level}"),
+                };
                 format!(
-                    "  found: a change whose first bad commit is one of commits {first}–{last} ({} of the probability){settle}",
-                    percent(*probability)
+                    "; {}, {}",
+                    at(t.blocks_80, t.minutes_80, "80%"),
+                    at(t.blocks_95, t.minutes_95, "95%")
                 )
-            }
-            Finding::Unaccounted { lo, hi, up_to } => format!(
-                "  not accounted for: the part {lo}..{hi} may hold a change of its own, up to {up_to:.3}× (it could not be shown smaller than {}%)",
-                trim_float(100.0 * record.min_change)
-            ),
-        }));
+            });
+            format!(
+                "  found: a change whose first bad commit is one of commits {first}–{last} ({} of the probability){settle}",
+                percent(*probability)
+            )
+        }
+        Finding::Unaccounted { lo, hi, up_to } => format!(
+            "  not accounted for: the part {lo}..{hi} may hold a change of its own, up to {up_to:.3}× (it could not be shown smaller than {}%)",
+            trim_float(100.0 * record.min_change)
+        ),
     }
+}
+
+/// How the search ended, when it has, and the commits it skipped, a line each.
+fn bisection_end_lines(record: &results::bisect::BisectRecord) -> Vec<Line<'static>> {
+    use results::bisect::BisectOutcome;
+    let mut out = Vec::new();
     match &record.outcome {
         Some(BisectOutcome::NothingToFind { exhausted: false }) => out.push(plain(format!(
             "  ended: nothing to find (the ends' interval lies below {}%)",
@@ -600,6 +630,29 @@ fn bisection_lines(bisection: &Path, dir: &Path, store: &Store) -> Vec<Line<'sta
         )));
     }
     out
+}
+
+/// "commit 3 (abc1234)", or "commit 3" for an index outside the record's history.
+fn commit_named(record: &results::bisect::BisectRecord, c: usize) -> String {
+    if c < record.commits.len() {
+        format!("commit {c} ({})", record.short(c))
+    } else {
+        format!("commit {c}")
+    }
+}
+
+/// Commits' indices as "1, 4, 7".
+fn commit_list(commits: &[usize]) -> String {
+    commits
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A probability as a percentage with at most one decimal: 0.5 → "50%", 0.1234 → "12.3%".
+fn percent(p: f64) -> String {
+    format!("{}%", trim_float((100.0 * p * 10.0).round() / 10.0))
 }
 
 /// 3 for 3.0, 2.5 for 2.5.
