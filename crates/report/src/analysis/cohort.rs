@@ -226,6 +226,15 @@ pub(super) fn block_ratio_outliers(
     }
 }
 
+/// Adds a warning of `kind` about cohort `name`.
+fn warn(warnings: &mut Vec<Warning>, name: &str, kind: &str, message: String) {
+    warnings.push(Warning {
+        kind: kind.into(),
+        cohort: Some(name.to_string()),
+        message,
+    });
+}
+
 /// The sample standard deviation of values on the log scale (≈ the CV for small spreads);
 /// `None` below 3 values.
 fn log_sd(x: &[f64]) -> Option<f64> {
@@ -249,13 +258,6 @@ pub(super) fn cohort(
 ) -> Cohort {
     let count = |s: TrialStatus| trials.iter().filter(|t| t.status == s).count();
     let (invalid, failed) = (count(TrialStatus::Invalid), count(TrialStatus::Failed));
-    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
-        warnings.push(Warning {
-            kind: kind.into(),
-            cohort: Some(name.to_string()),
-            message,
-        });
-    };
     if invalid + failed > 0 {
         let reasons: BTreeSet<&str> = trials
             .iter()
@@ -263,7 +265,7 @@ pub(super) fn cohort(
             .filter_map(|t| t.reason.as_deref())
             .collect();
         let first = reasons.iter().next().copied().unwrap_or("");
-        warn(warnings, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
+        warn(warnings, name, "invalid-trials", format!("{invalid} invalid and {failed} failed trial(s) excluded from the statistics (e.g. \"{first}\")"));
     }
 
     let outliers = main_value_warnings(name, valid, context, warnings);
@@ -320,13 +322,6 @@ fn main_value_warnings(
     context: &RunContext,
     warnings: &mut Vec<Warning>,
 ) -> Vec<String> {
-    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
-        warnings.push(Warning {
-            kind: kind.into(),
-            cohort: Some(name.to_string()),
-            message,
-        });
-    };
     // The main value of a trial, for outliers, CV and drift.
     let main: fn(&TrialData) -> Option<f64> = if valid.iter().any(|t| t.requests_per_s.is_some()) {
         |t| t.requests_per_s
@@ -404,6 +399,7 @@ fn main_value_warnings(
     if !outliers.is_empty() {
         warn(
             warnings,
+            name,
             "outliers",
             format!(
                 "{} {main_name} outlier(s){} beyond robust fences for {} (trials {}); flagged, not dropped",
@@ -422,7 +418,7 @@ fn main_value_warnings(
             } else {
                 format!("between trials (SD {:.1}% on the log scale)", 100.0 * sd)
             };
-            warn(warnings, "high-cv", format!("{main_name} varies a lot {what}: more blocks, longer trials or a quieter machine"));
+            warn(warnings, name, "high-cv", format!("{main_name} varies a lot {what}: more blocks, longer trials or a quieter machine"));
         }
     }
     // Blocked data: drift is judged on the per-block ratios of each comparison (a trend
@@ -442,7 +438,7 @@ fn main_value_warnings(
                 .as_ref()
                 .map(|s| 100.0 * slope / s.p50)
                 .unwrap_or(0.0);
-            warn(warnings, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
+            warn(warnings, name, "drift", format!("{main_name} drifts over the run ({per:+.2}% of the median per trial, Mann–Kendall p={:.3}): something changed while it ran", t.p_value));
         }
     }
     outliers
@@ -456,13 +452,6 @@ fn environment_warnings(
     by: &[String],
     warnings: &mut Vec<Warning>,
 ) {
-    let warn = |warnings: &mut Vec<Warning>, kind: &str, message: String| {
-        warnings.push(Warning {
-            kind: kind.into(),
-            cohort: Some(name.to_string()),
-            message,
-        });
-    };
     for key in [
         "ruby_description",
         "kernel",
@@ -481,6 +470,7 @@ fn environment_warnings(
         if distinct.len() > 1 {
             warn(
                 warnings,
+                name,
                 "environment-differs",
                 format!(
                     "trials of this cohort differ in {key}: {}",
@@ -515,6 +505,7 @@ fn environment_warnings(
                 .collect();
             warn(
                 warnings,
+                name,
                 "environment-differs",
                 format!(
                     "trials of this cohort differ in {key}: {}",
