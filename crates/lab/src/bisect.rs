@@ -254,6 +254,7 @@ impl<'a> Searcher<'a> {
                 record.searching = None;
                 record.next = Vec::new();
                 record.outcome = Some(BisectOutcome::NothingToFind { exhausted });
+                record.ends_withdrawn = search.withdrawn;
                 return Ok(None);
             }
             Next::Done => {
@@ -290,7 +291,8 @@ impl<'a> Searcher<'a> {
     fn choose_metric(&self, record: &mut BisectRecord, rule: &LocateRule) -> Result<()> {
         let last = record.commits.len() - 1;
         let mut per_metric = Vec::new();
-        for metric in speed_metrics(self.config) {
+        let metrics = speed_metrics(self.config);
+        for &metric in &metrics {
             let blocks = self.blocks(record, metric)?;
             let mut search = Search::new(*rule, last);
             for figures in &blocks {
@@ -301,7 +303,7 @@ impl<'a> Searcher<'a> {
                 per_metric.push((metric, x));
             }
         }
-        let ends = locate::metrics_at_ends(&per_metric, rule.call_confidence());
+        let ends = locate::metrics_at_ends(&per_metric, rule.call_confidence_among(metrics.len()));
         record.metric_ends = ends.iter().map(metric_ends).collect();
         if let Some(chosen) = locate::least_noisy(&ends) {
             record.metric = chosen.metric;

@@ -387,6 +387,13 @@ fn aside_text(record: &BisectRecord, out: &mut String) {
             );
         }
     }
+    if record.ends_withdrawn {
+        let blocks = record.ends.as_ref().map_or(0, |e| e.blocks);
+        let _ = writeln!(
+            out,
+            "\nThe ends had shown a regression on {metric} at an early look, which started the search; over all {blocks} blocks they no longer do, so that call is withdrawn and no commit is named (a false alarm at the search's level, or the machine drifted while the ends were measured)."
+        );
+    }
     if record.more_than_one_change {
         out.push_str(
             "\n**More than one change**: a part of the history beside a named commit showed a \
@@ -840,6 +847,7 @@ pub(crate) mod tests {
             next: vec![],
             outcome: Some(BisectOutcome::Commit { commit: 4 }),
             more_than_one_change: false,
+            ends_withdrawn: false,
             slurm: false,
         }
     }
@@ -1031,6 +1039,11 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(!text.contains("Bad against good"), "{text}");
+        assert!(!text.contains("withdrawn"), "{text}");
+        r.ends_withdrawn = true;
+        let text = answer(&r);
+        assert!(text.contains("\n\nThe ends had shown a regression on throughput at an early look, which started the search; over all 6 blocks they no longer do, so that call is withdrawn and no commit is named"), "{text}");
+        r.ends_withdrawn = false;
         r.outcome = Some(BisectOutcome::NothingToFind { exhausted: true });
         let text = answer(&r);
         assert!(

@@ -268,6 +268,11 @@ pub struct BisectRecord {
     pub outcome: Option<BisectOutcome>,
     /// More than one change was found.
     pub more_than_one_change: bool,
+    /// The ends had shown a regression at an early look, which started the search, but
+    /// over every block of the budget they no longer do: no commit is named (absent in
+    /// records of an older rubyrace: false).
+    #[serde(default)]
+    pub ends_withdrawn: bool,
     /// `--slurm`: each look measures one block per node over the fleet of the file's
     /// `[fleet]` (absent in records of an older rubyrace: false).
     #[serde(default)]

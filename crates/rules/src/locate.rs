@@ -430,6 +430,15 @@ impl LocateRule {
     pub fn call_confidence(&self) -> f64 {
         self.looks().1
     }
+
+    /// The confidence of a call that the ends differ on one of `metrics` metrics, before
+    /// one is chosen: Bonferroni over the metrics as well as the looks, so that the chance
+    /// that any of them shows a regression that is not there stays within LOCATE_ALPHA
+    /// (four metrics at the looks' level alone made a flat history's search start in CI,
+    /// 2026-11-28).
+    pub fn call_confidence_among(&self, metrics: usize) -> f64 {
+        1.0 - (1.0 - self.call_confidence()) / metrics.max(1) as f64
+    }
 }
 
 /// A step's interval: ln cost against the commit before, (mean, low, high, blocks).
@@ -516,6 +525,8 @@ pub struct Search {
     pub skipped: BTreeSet<usize>,
     pub findings: Vec<Finding>,
     regression: Option<bool>,
+    /// The ends' first call of a regression did not hold over every block.
+    pub withdrawn: bool,
     open: Vec<Part>,
 }
 
@@ -528,6 +539,7 @@ impl Search {
             skipped: BTreeSet::new(),
             findings: Vec::new(),
             regression: None,
+            withdrawn: false,
             open: vec![Part::Search { lo: 0, hi: last }],
         }
     }
@@ -612,6 +624,11 @@ impl Search {
                 return Next::NothingToFind { exhausted: true };
             }
         }
+        if self.withdrawn || (spent && self.regression == Some(true) && !self.names_a_change()) {
+            if let Some(next) = self.ends_withdrawn(call_confidence) {
+                return next;
+            }
+        }
         if self.regression == Some(false) {
             return Next::NothingToFind { exhausted: spent };
         }
@@ -642,6 +659,30 @@ impl Search {
             commits.extend(inside);
         }
         Next::Measure(commits.into_iter().collect())
+    }
+
+    /// Whether a commit (or a run of commits that cannot be measured) has been named.
+    fn names_a_change(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| matches!(f, Finding::Commit { .. } | Finding::Skipped { .. }))
+    }
+
+    /// The ends' call, checked again over every block when the budget ends with no commit
+    /// named: if they no longer show a regression, the first call was one of its α (or the
+    /// machine drifted) and a range would be a guess, so there is nothing to find: below
+    /// the smallest change if their interval now says so, else "could not be shown".
+    fn ends_withdrawn(&mut self, call_confidence: f64) -> Option<Next> {
+        let ends = contrast(&self.measures, 0, self.last);
+        let (_, low, high, _) = interval(&ends, call_confidence)?;
+        if low > 0.0 {
+            return None;
+        }
+        self.regression = Some(false);
+        self.withdrawn = true;
+        Some(Next::NothingToFind {
+            exhausted: high >= self.rule.min_change,
+        })
     }
 
     /// Settles one open part if the blocks allow (a commit named, a part aside cleared or
@@ -1064,6 +1105,52 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(s.blocks() < 30, "{} blocks", s.blocks());
+    }
+
+    /// The ends' call is checked again when the budget ends with no commit named: a flat
+    /// history whose ends alone were measured in five blocks with the bad end 12% slow (as
+    /// CI's latency_p99 was in a flat history's first four blocks, 2026-11-28) starts a
+    /// search, and ends with nothing to find, never a range; a real change the budget
+    /// cannot place keeps its range.
+    #[test]
+    fn an_ends_call_that_does_not_hold_is_withdrawn_at_the_budgets_end() {
+        let mut rng = SeededRng::new(17);
+        let rule = LocateRule {
+            min_change: 0.15f64.ln_1p(),
+            ..LocateRule::new(30, 6)
+        };
+        let mut s = Search::new(rule, 19);
+        // Five blocks of the ends alone, the bad end 12% slow in each (the machine drifted,
+        // or the metric's tail jumped); then the blocks the search asks for, all flat.
+        for _ in 0..5 {
+            let figures: Vec<(usize, f64)> = block_figures(&mut rng, &[0, 19], 99, 0.0, 0.01)
+                .into_iter()
+                .map(|(c, x)| (c, if c == 19 { x + 0.12f64.ln_1p() } else { x }))
+                .collect();
+            s.record(&figures);
+        }
+        assert!(matches!(s.decide(), Next::Measure(_)));
+        assert_eq!(s.regression, Some(true), "the ends' call started a search");
+        while let Next::Measure(commits) = s.decide() {
+            s.record(&block_figures(&mut rng, &commits, 99, 0.0, 0.01));
+        }
+        // Below the smallest change, or not shown either way: as the ends now say.
+        let (_, low, high, _) =
+            interval(&contrast(&s.measures, 0, 19), s.rule.call_confidence()).unwrap();
+        assert!(low <= 0.0, "{low}");
+        let exhausted = high >= s.rule.min_change;
+        assert_eq!(s.decide(), Next::NothingToFind { exhausted });
+        assert!(s.withdrawn && s.findings.is_empty(), "{:?}", s.findings);
+        assert_eq!(s.blocks(), 30);
+
+        // A 10% change at commit 30 of 40, searched with a budget of 4 blocks: the ends
+        // hold, so the budget's end leaves a range (or a commit), never nothing.
+        let mut s = Search::new(LocateRule::new(4, 1), 40);
+        while let Next::Measure(commits) = s.decide() {
+            let figures = block_figures(&mut rng, &commits, 30, 0.10, 0.01);
+            s.record(&figures);
+        }
+        assert!(!s.withdrawn && !s.findings.is_empty(), "{:?}", s.findings);
     }
 
     pub(super) fn block_figures(

@@ -456,6 +456,7 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         next: Vec::new(),
         outcome: None,
         more_than_one_change: false,
+        ends_withdrawn: false,
         slurm: args.slurm,
     };
     record.write(&dir).map_err(|e| format!("{e:#}"))?;

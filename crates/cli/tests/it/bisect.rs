@@ -257,7 +257,9 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
     // Eight servers a block on two cores: a block's throughput ratio spread 8% beside
     // the other tests (2026-11-28), so 8% took most of the budget; 15% is reached in a
     // few blocks. Under a heavier load the budget (30 blocks here) may end first: then
-    // "no regression could be shown", never a commit.
+    // "no regression could be shown", never a commit. When a false alarm on the ends
+    // starts a search (in CI, latency_p99's first 4 blocks, 2026-11-28), the budget's end
+    // withdraws it: still nothing to find, said so.
     let run = spawn(&bisect_args(
         &lab,
         &out,
@@ -268,6 +270,12 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
     let r = record(&out);
     assert_eq!(r["outcome"]["kind"], "nothing_to_find", "{run:?}");
     assert!(r["findings"].as_array().unwrap().is_empty(), "{r}");
+    let withdrawn = r["ends_withdrawn"] == true;
+    assert_eq!(
+        withdrawn,
+        run.stdout.contains("so that call is withdrawn"),
+        "{run:?}"
+    );
     if r["outcome"]["exhausted"] == false {
         assert!(run.stdout.contains("**No regression to find**"), "{run:?}");
         let high = r["ends"]["high"].as_f64().unwrap();
@@ -276,7 +284,7 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
             "the ends' interval lies below 15%: {}",
             r["ends"]
         );
-        assert!(blocks(&r) < 30, "{}", blocks(&r));
+        assert!(withdrawn || blocks(&r) < 30, "{}", blocks(&r));
     } else {
         assert!(
             run.stdout.contains("**No regression could be shown**"),
