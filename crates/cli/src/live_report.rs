@@ -85,10 +85,10 @@ impl Progress for LiveReport {
 
     fn trial_finished(&mut self, result: &TrialResult) {
         let Some(dir) = &self.dir else { return };
-        if self.reported.contains(&result.block) {
+        if self.reported.contains(&result.id.block) {
             return;
         }
-        let written = LiveReport::block_complete(dir, result.block).and_then(|complete| {
+        let written = LiveReport::block_complete(dir, result.id.block).and_then(|complete| {
             if complete {
                 LiveReport::write(dir, true)?;
             }
@@ -96,7 +96,7 @@ impl Progress for LiveReport {
         });
         match written {
             Ok(true) => {
-                self.reported.insert(result.block);
+                self.reported.insert(result.id.block);
             }
             Ok(false) => {}
             Err(e) => {
@@ -104,7 +104,7 @@ impl Progress for LiveReport {
                 if self.said.as_ref() != Some(&e) {
                     eprintln!(
                         "rubyrace: the live report after block {} was not written: {e}",
-                        result.block + 1
+                        result.id.block + 1
                     );
                     self.said = Some(e);
                 }

@@ -266,8 +266,8 @@ impl Progress for ConsoleProgress {
             self.done,
             self.at_least_mark(),
             self.planned_trials(),
-            r.block + 1,
-            r.label
+            r.id.block + 1,
+            r.id.label
         ));
         if r.status == TrialStatus::Failed {
             if let Some(server) = &r.server {
@@ -278,7 +278,7 @@ impl Progress for ConsoleProgress {
                 for l in tail.into_iter().rev() {
                     self.line(format!("      | {l}"));
                 }
-                let log = results::store::trial_dir(&self.dir, r.trial_id)
+                let log = results::store::trial_dir(&self.dir, r.id.trial_id)
                     .join(results::store::trial_files::SERVER_STDERR);
                 self.line(format!("      the whole log: {}", log.display()));
             }

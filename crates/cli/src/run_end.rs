@@ -37,8 +37,8 @@ pub fn finish_complete(store: &Store) -> Result<ExitCode> {
         for t in unusable.iter().take(SHOWN_REASONS) {
             eprintln!(
                 "  block {} · {} · {}: {}",
-                t.block + 1,
-                t.label,
+                t.id.block + 1,
+                t.id.label,
                 t.status.as_str(),
                 t.reason.as_deref().unwrap_or("no reason recorded")
             );

@@ -363,8 +363,8 @@ impl Progress for LogProgress<'_> {
             .unwrap_or_default();
         (self.log)(&format!(
             "trial {} [{}] {}{figure}{reason}",
-            r.trial_id,
-            r.label,
+            r.id.trial_id,
+            r.id.label,
             r.status.as_str()
         ));
     }

@@ -368,7 +368,7 @@ impl<'a> Searcher<'a> {
             .trial_results()
             .map_err(Stopped::Failed)?
             .iter()
-            .map(|t| t.block)
+            .map(|t| t.id.block)
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u32;
         round.measuring_s = store

@@ -210,7 +210,7 @@ fn read_store(store: &results::store::Store, index: usize) -> Result<SourceData>
     let run_services = run_service_keys(&store.session_services()?);
     let mut trials = Vec::new();
     for r in store.trial_results()? {
-        let trials_dir = results::store::trial_dir(store.dir(), r.trial_id);
+        let trials_dir = results::store::trial_dir(store.dir(), r.id.trial_id);
         let mut t = trial_data(r, index, store.dir(), &trials_dir, &axes_of);
         for (k, v) in &run_services {
             t.keys.entry(k.clone()).or_insert_with(|| v.clone());
@@ -330,7 +330,7 @@ fn trial_data(
     trial_dir: &Path,
     axes_of: &BTreeMap<usize, BTreeMap<String, String>>,
 ) -> TrialData {
-    let axes = axes_of.get(&r.config_id).cloned().unwrap_or_default();
+    let axes = axes_of.get(&r.id.config_id).cloned().unwrap_or_default();
     let mut keys = trial_keys(&r, source_dir, &axes);
     let runtime = runtime_figures(&r, &mut keys);
     let checks = verified_checks(&r);
@@ -362,10 +362,10 @@ fn trial_data(
     let idle_cpu_share = idle_share_of(background_cpu);
     TrialData {
         source: index,
-        trial_id: r.trial_id,
-        block: r.block,
-        config_id: r.config_id,
-        label: r.label,
+        trial_id: r.id.trial_id,
+        block: r.id.block,
+        config_id: r.id.config_id,
+        label: r.id.label,
         status: r.status,
         reason: r.reason,
         started_at: r.started_at,
@@ -430,7 +430,7 @@ fn trial_keys(
     axes: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut keys = BTreeMap::new();
-    keys.insert("label".to_string(), r.label.clone());
+    keys.insert("label".to_string(), r.id.label.clone());
     keys.insert("source".to_string(), source_dir.display().to_string());
     for (axis, value) in axes {
         keys.insert(axis.clone(), value.clone());

@@ -28,7 +28,7 @@ pub mod store;
 
 pub use record::{
     Derived, EnvironmentRecord, InterleavedRecord, LoadHostRecord, Placement, RttRecord,
-    ScriptOutcome, ScriptRun, ServerRecord, SliceRecord, TrialResult, TrialStatus,
+    ScriptOutcome, ScriptRun, ServerRecord, SliceRecord, TrialIdentity, TrialResult, TrialStatus,
     TRIAL_RESULT_SCHEMA,
 };
 

@@ -180,15 +180,26 @@ pub struct RttRecord {
     pub max_us: f64,
 }
 
+/// Which trial this is: its number in the run, its block and its place in the block, its
+/// configuration. One struct for the trial's spec (`lab::TrialSpec`) and its result, so
+/// the two cannot disagree on what identifies a trial; flattened in both, so their JSON
+/// keeps the five keys at the top level.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TrialIdentity {
+    pub trial_id: usize,
+    pub block: u32,
+    /// The trial's place in its block (0 first).
+    pub position: usize,
+    pub config_id: usize,
+    pub label: String,
+}
+
 /// The outcome of one trial.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrialResult {
     pub schema: String,
-    pub trial_id: usize,
-    pub block: u32,
-    pub position: usize,
-    pub config_id: usize,
-    pub label: String,
+    #[serde(flatten)]
+    pub id: TrialIdentity,
     pub status: TrialStatus,
     /// Why the trial is invalid or failed.
     pub reason: Option<String>,

@@ -342,10 +342,9 @@ pub fn run(args: LoadArgs) -> Result<ExitCode> {
     }
     if let Some(path) = &args.hdr {
         let mut log = Vec::new();
-        let written =
-            load::report::write_hdr_log(&mut log, &outcome.stats.latency, report.elapsed_s)
-                .map_err(anyhow::Error::from)
-                .and_then(|_| output::write_file(path, &log));
+        let written = load::hlog::write_hdr_log(&mut log, &outcome.stats.latency, report.elapsed_s)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| output::write_file(path, &log));
         if let Err(e) = written {
             failures.push(format!("writing --hdr {} failed: {e:#}", path.display()));
         }

@@ -70,7 +70,7 @@ pub fn trial(args: TrialArgs) -> Result<ExitCode> {
     }
     eprintln!(
         "rubyrace: trial {} {}{}",
-        result.trial_id,
+        result.id.trial_id,
         result.status.as_str(),
         result
             .reason

@@ -156,13 +156,7 @@ pub(super) fn run_rounds_held(
         let cpu = follow_turns(members, plan, &readers, interrupt, events);
         let outcomes: Vec<(usize, std::io::Result<load::RunOutcome>)> = running
             .into_iter()
-            .map(|(i, h)| {
-                (
-                    i,
-                    h.join()
-                        .unwrap_or_else(|_| Err(std::io::Error::other("the load thread panicked"))),
-                )
-            })
+            .map(|(i, h)| (i, super::joined_load(h.join())))
             .collect();
         (outcomes, cpu)
     });
@@ -207,7 +201,7 @@ fn follow_turns(
                 on: turn
                     .on
                     .iter()
-                    .map(|&i| members[i].spec.label.clone())
+                    .map(|&i| members[i].spec.id.label.clone())
                     .collect(),
                 last: None,
             });

@@ -141,7 +141,7 @@ pub fn run_interleaved_block(
         rounds,
         together: matches!(design, Design::CoScheduled { .. }),
         seed,
-        block: members.first().map_or(0, |m| m.spec.block),
+        block: members.first().map_or(0, |m| m.spec.id.block),
     };
     let measured = measure_block(&mut members, &slicing, interrupt, events);
     stop_all(&mut members);
@@ -151,7 +151,7 @@ pub fn run_interleaved_block(
             Stop::WriteFailed(what) => BlockOutcome::WriteFailed(what),
         };
     }
-    let block_trials: Vec<usize> = specs.iter().map(|s| s.trial_id).collect();
+    let block_trials: Vec<usize> = specs.iter().map(|s| s.id.trial_id).collect();
     let mut results = Vec::with_capacity(members.len());
     for mut m in members {
         if let Some(record) = m.result.interleaved.as_mut() {
@@ -168,6 +168,13 @@ pub fn run_interleaved_block(
         }
     }
     BlockOutcome::Done(results)
+}
+
+/// A load thread's outcome once joined: a thread that panicked is a failed load, said so.
+fn joined_load(
+    joined: std::thread::Result<std::io::Result<load::RunOutcome>>,
+) -> std::io::Result<load::RunOutcome> {
+    joined.unwrap_or_else(|_| Err(std::io::Error::other("the load thread panicked")))
 }
 
 /// Stops every server of the block still up, then kills and records what escaped any of
@@ -242,7 +249,7 @@ fn start_all(
 ) -> Result<(), Stop> {
     for m in members.iter_mut().filter(|m| m.result.reason.is_none()) {
         events(BlockEvent::Starting {
-            label: m.spec.label.clone(),
+            label: m.spec.id.label.clone(),
         });
         let Some(sut) = start_server(m.spec, interrupt, &mut m.result)? else {
             continue;
@@ -278,7 +285,7 @@ fn warm_up_all(
             continue;
         }
         events(BlockEvent::WarmingUp {
-            label: m.spec.label.clone(),
+            label: m.spec.id.label.clone(),
         });
         let mut warmup = spec.clone();
         warmup.stop = load::StopCondition::Duration(spec.warmup);

@@ -63,7 +63,7 @@ pub(super) fn run_rounds_per_slice(
                 total,
                 on: live
                     .iter()
-                    .map(|&i| members[i].spec.label.clone())
+                    .map(|&i| members[i].spec.id.label.clone())
                     .collect(),
                 last: last.take(),
             });
@@ -82,7 +82,7 @@ pub(super) fn run_rounds_per_slice(
                     record_slice(up, &mut m.result, run, round, turn, start_s);
                 }
                 if let (Some(rate), false) = (rate, together) {
-                    last = Some((m.spec.label.clone(), rate));
+                    last = Some((m.spec.id.label.clone(), rate));
                 }
             }
             done += 1;
@@ -186,10 +186,7 @@ fn run_slices(
                 .collect();
             running
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(std::io::Error::other("the load thread panicked")))
-                })
+                .map(|h| super::joined_load(h.join()))
                 .collect()
         })
     };

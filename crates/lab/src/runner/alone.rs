@@ -18,8 +18,8 @@ use crate::trial::{run_trial, TrialOutcome, TrialSpec};
 /// `services.instances`.
 pub fn run_alone(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> Result<TrialOutcome> {
     let config = Config {
-        id: spec.config_id,
-        label: spec.label.clone(),
+        id: spec.id.config_id,
+        label: spec.id.label.clone(),
         axes: Default::default(),
         settings: spec.settings.clone(),
     };
@@ -38,7 +38,7 @@ pub fn run_alone(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> Result<TrialO
     crate::services::remove_leftovers(&spec.out_dir);
     let mut services =
         RunServices::start(&spec.services, &[config], &spec.out_dir, &spec.registry, 1)?;
-    let prepared = match services.before_trial(&spec.settings, spec.trial_id, interrupt) {
+    let prepared = match services.before_trial(&spec.settings, spec.id.trial_id, interrupt) {
         Ok(p) => p,
         Err(_) if interrupt.load(Ordering::SeqCst) => return Ok(TrialOutcome::Interrupted),
         Err(e) => return Err(e),

@@ -36,8 +36,8 @@ fn profiler_failures(
                     "{} recorded nothing in trial {} ({}): {}. Said once per run: the report \
                      and `rubyrace profile` name every trial without a profile",
                     profiler.as_str(),
-                    result.trial_id,
-                    result.label,
+                    result.id.trial_id,
+                    result.id.label,
                     r.error.as_deref().unwrap_or("no samples"),
                 )
             })
@@ -53,14 +53,14 @@ pub fn never_ran_all(trials: &[TrialResult]) -> Vec<(usize, String)> {
         .iter()
         .filter(|t| t.status == TrialStatus::Failed)
         .collect();
-    failed.sort_by_key(|t| (t.config_id, t.trial_id));
+    failed.sort_by_key(|t| (t.id.config_id, t.id.trial_id));
     for f in failed {
         let ran = trials
             .iter()
-            .any(|t| t.config_id == f.config_id && t.status == TrialStatus::Valid);
-        if !ran && !found.iter().any(|(c, _)| *c == f.config_id) {
+            .any(|t| t.id.config_id == f.id.config_id && t.status == TrialStatus::Valid);
+        if !ran && !found.iter().any(|(c, _)| *c == f.id.config_id) {
             found.push((
-                f.config_id,
+                f.id.config_id,
                 f.reason
                     .clone()
                     .unwrap_or_else(|| "its trial failed".into()),
@@ -225,7 +225,7 @@ impl Run<'_> {
                 .find(|r| self.fail_fast && r.status != TrialStatus::Valid)
             {
                 return Ok(RunEnd::StoppedAfterFailure {
-                    trial_id: bad.trial_id,
+                    trial_id: bad.id.trial_id,
                 });
             }
             if let Some(end) = self.cannot_boot(block)? {
@@ -250,7 +250,7 @@ impl Run<'_> {
             .store
             .noisy_attempts()?
             .iter()
-            .filter(|a| a.trial_id == trial.trial_id)
+            .filter(|a| a.id.trial_id == trial.trial_id)
             .count() as u32;
         loop {
             let quiet = match self.conditions.quiet.clone() {
@@ -263,7 +263,7 @@ impl Run<'_> {
                 },
                 None => None,
             };
-            self.progress.trial_started(trial, &spec.label);
+            self.progress.trial_started(trial, &spec.id.label);
             let mut spec = spec.clone();
             let prepared = match &mut self.services {
                 Some(services) => {
@@ -334,7 +334,7 @@ impl Run<'_> {
     /// Stores a noisy attempt apart: its files move to `noisy-N/` in the trial's directory
     /// (where the next attempt does not replace them), its result to `noisy_attempts`.
     fn set_aside(&mut self, result: &mut TrialResult, attempt: u32) -> Result<()> {
-        let dir = self.store.trial_dir(result.trial_id);
+        let dir = self.store.trial_dir(result.id.trial_id);
         let aside = format!("noisy-{attempt}");
         std::fs::create_dir_all(dir.join(&aside))
             .with_context(|| format!("cannot create {}", dir.join(&aside).display()))?;
@@ -346,7 +346,12 @@ impl Run<'_> {
         }
         self.store
             .insert_noisy_attempt(self.session, attempt, result)
-            .with_context(|| format!("cannot store a noisy attempt of trial {}", result.trial_id))
+            .with_context(|| {
+                format!(
+                    "cannot store a noisy attempt of trial {}",
+                    result.id.trial_id
+                )
+            })
     }
 
     /// Waits for a quiet machine, telling the progress what keeps it busy (at the first

@@ -83,11 +83,13 @@ pub fn trial_spec(
         })?;
     Ok(TrialSpec {
         schema: TRIAL_SPEC_SCHEMA.into(),
-        trial_id: trial.trial_id,
-        block: trial.block,
-        position: trial.position,
-        config_id: config.id,
-        label: config.label.clone(),
+        id: results::TrialIdentity {
+            trial_id: trial.trial_id,
+            block: trial.block,
+            position: trial.position,
+            config_id: config.id,
+            label: config.label.clone(),
+        },
         settings: crate::checkouts::settings_in_checkout(results_dir, &config.settings),
         record_env: record_env.to_vec(),
         out_dir: results::store::trial_dir(results_dir, trial.trial_id),

@@ -18,14 +18,14 @@ pub trait Progress {
     /// What a block of servers up together (interleaved, co-scheduled) is doing: its
     /// trials all start and end together, so this is its progress in between.
     fn block_event(&mut self, _block: u32, _event: &BlockEvent) {}
-    /// An adaptive run looked at its precision after a block (`added` is true when it adds
-    /// another block, whose trials make the schedule `total` long).
     /// A run that decides when to stop added a block: the schedule is `total` trials long.
     fn planned(&mut self, _total: usize) {}
     /// A run that decides when to stop and has not yet (`Store::next_look`): it will have
     /// at least `blocks` blocks (its rule's next look), so a count of blocks or trials
     /// planned, and the time left, are minimums. None: the plan is what will run.
     fn at_least(&mut self, _blocks: Option<u32>) {}
+    /// An adaptive run looked at its precision after a block (`added` is true when it adds
+    /// another block, whose trials make the schedule `total` long).
     fn precision(
         &mut self,
         _status: &PrecisionStatus,

@@ -29,45 +29,46 @@ pub(super) fn http_trial(
     let Some(mut sut) = start_server(spec, interrupt, result)? else {
         return Ok(());
     };
-    crate::phase::set("load", Some(s.load.warmup), Some(s.load.duration));
-    let mut outcome = measure(spec, &mut sut, interrupt, result);
-    if outcome.is_ok()
-        && !s.profile.is_empty()
-        && !s.profile_measured
-        && result.status != TrialStatus::Failed
-    {
-        crate::phase::set("profiling", None, Some(s.load.duration));
-        outcome = profiled_phase(spec, &mut sut, interrupt, result);
+    // Where the load goes and how, once for every phase that sends it.
+    let (url, settings) = sut.load_target(&s.load);
+    let mut outcome = Ok(());
+    match settings.build_spec(&url) {
+        Err(e) => result.reason = Some(format!("invalid load settings: {e}")),
+        Ok(load_spec) => {
+            crate::phase::set("load", Some(s.load.warmup), Some(s.load.duration));
+            outcome = measure(spec, &mut sut, (&url, &load_spec), interrupt, result);
+            if outcome.is_ok()
+                && !s.profile.is_empty()
+                && !s.profile_measured
+                && result.status != TrialStatus::Failed
+            {
+                crate::phase::set("profiling", None, Some(s.load.duration));
+                // No warmup: the server is warm.
+                let again = load::LoadSpec {
+                    warmup: std::time::Duration::ZERO,
+                    ..load_spec
+                };
+                outcome = profiled_phase(spec, &mut sut, (&url, &again), interrupt, result);
+            }
+        }
     }
     crate::phase::set("stopping the server", None, None);
     stop_server(sut, spec, result);
     outcome
 }
 
-/// `profile`, by default: after the measured phase, the same load again (no warmup: the
-/// server is warm) with the profilers attached to the server's tree. Its throughput,
+/// `profile`, by default: after the measured phase, the same load again (`load_spec`,
+/// without its warmup) with the profilers attached to the server's tree. Its throughput,
 /// against the measured phase's, is the profilers' overhead; the measured figures are
 /// untouched.
 fn profiled_phase(
     spec: &TrialSpec,
     sut: &mut ServerUnderTest,
+    (url, load_spec): (&str, &load::LoadSpec),
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
-    let (url, mut settings) = sut.load_target(&s.load);
-    settings.warmup = std::time::Duration::ZERO;
-    let load_spec = match settings.build_spec(&url) {
-        Ok(l) => l,
-        Err(e) => {
-            result.profiles = profile::failed_records(
-                &s.profile,
-                s.profile_rate,
-                &format!("invalid load settings: {e}"),
-            );
-            return Ok(());
-        }
-    };
     let pid = sut.server.pid();
     let session = profile::Session::start(
         &s.profile,
@@ -78,7 +79,7 @@ fn profiled_phase(
     // its throughput against the measured phase's is the profilers' full cost.
     session.wait_attached(std::time::Duration::from_secs(10));
     let cpu_before = sys::resources::read_tree_cpu(pid, pid).ok();
-    let outcome = crate::remote_load::run(&load_spec, interrupt);
+    let outcome = crate::remote_load::run(load_spec, interrupt);
     let cpu = cpu_before
         .zip(sys::resources::read_tree_cpu(pid, pid).ok())
         .map(|(before, after)| after.since(&before));
@@ -87,7 +88,7 @@ fn profiled_phase(
         return Err(Stop::Interrupted);
     }
     if let Ok(outcome) = outcome {
-        let report = load::LoadReport::new(&load_spec, &url, &outcome);
+        let report = load::LoadReport::new(load_spec, url, &outcome);
         results::profile::ProfileRecord::note_served(
             &mut records,
             &report,
@@ -118,25 +119,19 @@ fn profile_target(spec: &TrialSpec, pid: i32, phase: &str) -> profile::Target {
     }
 }
 
-/// Warmup and measurement with resource sampling; sets status, load, resources, derived.
+/// Warmup and measurement of `load_spec` (sent to `url`) with resource sampling; sets
+/// status, load, resources, derived.
 fn measure(
     spec: &TrialSpec,
     sut: &mut ServerUnderTest,
+    (url, load_spec): (&str, &load::LoadSpec),
     interrupt: &Arc<AtomicBool>,
     result: &mut TrialResult,
 ) -> Result<(), Stop> {
     let s = &spec.settings;
-    let (url, load_settings) = sut.load_target(&s.load);
     let server = &mut sut.server;
     let record = &mut sut.record;
     let maps = &mut sut.maps;
-    let load_spec = match load_settings.build_spec(&url) {
-        Ok(l) => l,
-        Err(e) => {
-            result.reason = Some(format!("invalid load settings: {e}"));
-            return Ok(());
-        }
-    };
     let pid = server.pid();
     // A separate load host: its record, and the round-trip time just before the load.
     result.load_host = crate::remote_load::load_host_record(load_spec.addr);
@@ -177,7 +172,7 @@ fn measure(
             start_at,
         )
     });
-    let outcome = crate::remote_load::run(&load_spec, interrupt);
+    let outcome = crate::remote_load::run(load_spec, interrupt);
     let mut profiles = session.map(profile::Session::finish).unwrap_or_default();
     record.deaths = watch.finish();
     // The first process's own end is told by its exit status.
@@ -201,7 +196,7 @@ fn measure(
             return Ok(());
         }
     };
-    let report = load::LoadReport::new(&load_spec, &url, &outcome);
+    let report = load::LoadReport::new(load_spec, url, &outcome);
     let cpu_us = resources.as_ref().ok().map(ResourceSummary::cpu_total_us);
     results::profile::ProfileRecord::note_served(&mut profiles, &report, cpu_us, None);
     result.profiles = profiles;
@@ -348,7 +343,7 @@ pub(crate) fn write_latency_log(
 ) -> Result<(), Stop> {
     let hdr_path = out_dir.join(results::store::trial_files::LATENCY_HLOG);
     let written = fs::File::create(&hdr_path).and_then(|mut f| {
-        load::report::write_hdr_log(&mut f, latency, elapsed_s)?;
+        load::hlog::write_hdr_log(&mut f, latency, elapsed_s)?;
         std::io::Write::flush(&mut f)
     });
     written.map_err(|e| write_failed(&hdr_path, &e))

@@ -40,7 +40,9 @@ use serde::{Deserialize, Serialize};
 use crate::probe;
 use experiment::services::Services;
 use experiment::{ConfigSettings, Workload};
-use results::{Derived, EnvironmentRecord, TrialResult, TrialStatus, TRIAL_RESULT_SCHEMA};
+use results::{
+    Derived, EnvironmentRecord, TrialIdentity, TrialResult, TrialStatus, TRIAL_RESULT_SCHEMA,
+};
 
 pub const TRIAL_SPEC_SCHEMA: &str = "rubyrace.trial-spec/1";
 
@@ -48,11 +50,8 @@ pub const TRIAL_SPEC_SCHEMA: &str = "rubyrace.trial-spec/1";
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TrialSpec {
     pub schema: String,
-    pub trial_id: usize,
-    pub block: u32,
-    pub position: usize,
-    pub config_id: usize,
-    pub label: String,
+    #[serde(flatten)]
+    pub id: TrialIdentity,
     pub settings: ConfigSettings,
     /// Extra environment variable names to record.
     pub record_env: Vec<String>,
@@ -133,11 +132,7 @@ pub fn run_trial(spec: &TrialSpec, interrupt: &Arc<AtomicBool>) -> TrialOutcome 
 pub(crate) fn begin_trial(spec: &TrialSpec) -> Result<TrialResult, String> {
     let mut result = TrialResult {
         schema: TRIAL_RESULT_SCHEMA.into(),
-        trial_id: spec.trial_id,
-        block: spec.block,
-        position: spec.position,
-        config_id: spec.config_id,
-        label: spec.label.clone(),
+        id: spec.id.clone(),
         status: TrialStatus::Failed,
         reason: None,
         started_at: environment::now_rfc3339(),

@@ -10,9 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::UrlLine;
 
-/// The latency log's writer, by its older path (`load::report::write_hdr_log`).
-pub use crate::hlog::write_hdr_log;
-
 pub const SCHEMA: &str = "rubyrace.load/1";
 
 /// Below this share of the target rate, an open-loop run is reported as not reaching it.

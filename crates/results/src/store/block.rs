@@ -137,11 +137,11 @@ impl Store {
             tx.execute_batch(NOISY_ATTEMPTS)?;
             let mut attempts: std::collections::HashMap<usize, u32> = Default::default();
             for r in noisy {
-                let attempt = attempts.entry(r.trial_id).or_default();
+                let attempt = attempts.entry(r.id.trial_id).or_default();
                 *attempt += 1;
                 tx.execute(
                     "INSERT INTO noisy_attempts (trial_id, attempt, session_id, result) VALUES (?1, ?2, ?3, ?4)",
-                    params![r.trial_id as i64, *attempt, session_id, serde_json::to_string(r)?],
+                    params![r.id.trial_id as i64, *attempt, session_id, serde_json::to_string(r)?],
                 )?;
             }
             for r in trials {

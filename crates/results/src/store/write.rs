@@ -40,7 +40,7 @@ impl Store {
         self.conn
             .execute(
                 "INSERT INTO noisy_attempts (trial_id, attempt, session_id, result) VALUES (?1, ?2, ?3, ?4)",
-                params![r.trial_id as i64, attempt, session_id, serde_json::to_string(r)?],
+                params![r.id.trial_id as i64, attempt, session_id, serde_json::to_string(r)?],
             )
             .map_err(|e| self.explain(e))?;
         Ok(())
@@ -185,11 +185,11 @@ pub(super) fn insert_trial_row(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
         params![
-            r.trial_id as i64,
-            r.config_id as i64,
-            r.block,
-            r.position as i64,
-            r.label,
+            r.id.trial_id as i64,
+            r.id.config_id as i64,
+            r.id.block,
+            r.id.position as i64,
+            r.id.label,
             session_id,
             r.status.as_str(),
             r.reason,
