@@ -290,3 +290,48 @@ fn quick_examination_has_every_check_in_order() {
     let back: Report = serde_json::from_str(&json).unwrap();
     assert_eq!(back, report);
 }
+
+/// docs/doctor.md's JSON reference names every check, in the report's order, and counts
+/// them in words: a check added here without the doc fails this test.
+#[test]
+fn the_json_reference_lists_every_check_in_order() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/doctor.md"),
+    )
+    .unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `findings` |"))
+        .expect("docs/doctor.md has a `findings` row");
+    let listed: Vec<&str> = row
+        .split('`')
+        .skip(3) // "| ", "findings", " | array | One per check…: "
+        .step_by(2)
+        .collect();
+    assert_eq!(listed, CHECKS, "docs/doctor.md's `findings` row: {row}");
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let count = format!("always all {},", WORDS[CHECKS.len()]);
+    assert!(row.contains(&count), "the row should say `{count}`: {row}");
+}

@@ -41,6 +41,7 @@ mod bisect;
 mod build;
 mod check;
 mod commits;
+mod docs;
 mod doctor;
 mod examples;
 mod faults;

@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 
 use crate::probe;
 use crate::trial::{
-    begin_trial, derive, finish, mark_measured_start, record_stopped, start_server, stop_process,
-    verdict, write_latency_log, Orphans, Stop, StoppedServer, TrialOutcome, TrialSpec,
+    begin_trial, finish, mark_measured_start, record_stopped, start_server, stop_process,
+    write_latency_log, Orphans, PhaseFigures, Stop, StoppedServer, TrialOutcome, TrialSpec,
 };
 use experiment::design::{lead_in, Design};
 use held::{run_rounds_held, HeldPlan};
@@ -427,8 +427,6 @@ fn finish_measured_phase(
             }
             r
         });
-        m.result.derived = derive(&report, resources.as_ref().ok());
-        m.result.resources = resources.as_ref().ok().cloned();
         m.result.noise = noise.clone();
         // Idle: the phase less this server's recorded windows. The lead-ins and wind-downs
         // around each window are counted with it: their CPU is in neither the trial's CPU
@@ -451,16 +449,11 @@ fn finish_measured_phase(
                 .map(|(spans, own)| spans.saturating_sub(own)),
             idle_s: Some((phase_s - windows_s).max(0.0)),
         });
-        let exited = up.server.server.exited();
-        let status = verdict(
+        PhaseFigures { report, resources }.record(
             &mut m.result,
-            &report,
-            exited,
+            up.server.server.exited(),
             &up.server.record,
-            resources.as_ref().err(),
         );
-        m.result.status = status;
-        m.result.load = Some(report);
         if let Err(why) = &up.slice_cpu {
             m.result.invalidate(why.clone());
         }

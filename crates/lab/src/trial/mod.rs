@@ -12,19 +12,23 @@
 //!   a failed write means;
 //! - `environment`: what is recorded of the environment before the trial runs;
 //! - `http`: an HTTP trial: its server started (`server`), warmed up and measured, profiled
-//!   when asked, stopped; its derived figures and its verdict;
+//!   when asked, stopped;
+//! - `figures`: what a measured phase found (the load's report, the server's resources)
+//!   and how it enters the record: the derived figures and the verdict;
 //! - `server`: the server of an HTTP trial started, checked for readiness and stopped;
 //! - `script`: a script workload's runs and their medians.
 
 mod directory;
 mod environment;
+mod figures;
 mod http;
 mod script;
 mod server;
 
 pub use directory::is_storage_error;
 
-pub(crate) use http::{derive, mark_measured_start, verdict, write_latency_log};
+pub(crate) use figures::PhaseFigures;
+pub(crate) use http::{mark_measured_start, write_latency_log};
 pub(crate) use server::{
     record_stopped, start_server, stop_process, Orphans, ServerUnderTest, StoppedServer,
 };
