@@ -8,6 +8,7 @@
 //! one example runs at a time, beside one other test (`.config/nextest.toml`): what is
 //! checked is that every trial is valid and every setting in force, not a figure.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -451,7 +452,237 @@ fn readme_problems(
             ));
         }
     }
+    problems.extend(quiet_claims(&outside, &all_pasted));
+    // Command outputs pasted in code blocks (a `rubyrace load`, an export) back figures too.
+    let fenced: String = outside
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .flat_map(|block| [block, "\n"])
+        .collect();
+    let prose: String = outside
+        .split("```")
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            0 => part,
+            _ if part.contains("rubyrace ") => "\n\n\u{0}",
+            _ => "\n\n",
+        })
+        .collect();
+    for (figure, paragraph) in unbacked_figures(&prose, &format!("{all_pasted}{fenced}")) {
+        // A ratio quoted with its interval is reported above already.
+        if problems.iter().any(|p| p.contains(&format!("`{figure}"))) {
+            continue;
+        }
+        problems.push(format!(
+            "`{figure}` is neither in a pasted output nor sourced in its clause: `{paragraph}`"
+        ));
+    }
     problems
+}
+
+/// The units of the figures a report prints; a ratio is written `1.37×`, with no space.
+const FIGURE_UNITS: [&str; 5] = ["req/s", "requests/s", "ms", "µs", "MiB"];
+
+/// Words that give a paragraph's figures a source other than this README's pastes: a
+/// published source, a link, a command that prints them, a default or an expectation.
+const SOURCED_BY: [&str; 16] = [
+    "the source",
+    "examples/",
+    "updown",
+    "RSB",
+    "RRB",
+    "Rails Simpler Bench",
+    "Rails Ruby Bench",
+    "](",
+    "`rubyrace ",
+    "`ruby ",
+    ".toml`",
+    "default",
+    "expected",
+    "the report's advisor",
+    "the dry run",
+    "the pasted medians",
+];
+
+/// Figures of `prose` with a unit a report prints (`FIGURE_UNITS`, or `×`) that `pasted`
+/// does not print and whose paragraph names no source (`SOURCED_BY`), with the paragraph.
+/// A range `639–802 requests/s` is two figures. A figure followed by "slice" is a setting.
+/// `prose` holds a `\u{0}` where a code block with a `rubyrace` command stood: the
+/// paragraph right after it reads that command's output.
+fn unbacked_figures(prose: &str, pasted: &str) -> Vec<(String, String)> {
+    let pasted = pasted.replace('\u{a0}', " ");
+    // `number` in `pasted` as a whole number (not the end of 1600 nor the start of 6001),
+    // followed by what `then` accepts.
+    let found = |number: &str, then: &dyn Fn(&str) -> bool| {
+        pasted.match_indices(number).any(|(i, _)| {
+            let before = pasted[..i].chars().next_back();
+            let rest = &pasted[i + number.len()..];
+            let joined_before = before.is_some_and(|c| c.is_ascii_digit() || c == '.' || c == ',');
+            // More digits, or a decimal part, follow: another number.
+            let goes_on = rest
+                .trim_start_matches('.')
+                .starts_with(|c: char| c.is_ascii_digit());
+            !joined_before && !goes_on && then(rest)
+        })
+    };
+    // A ratio as printed, `1.37×`; other figures as numbers, since the report's tables
+    // give the unit in their header.
+    let printed = |number: &str, unit: &str| {
+        found(number, &|rest: &str| unit != "×" || rest.starts_with('×'))
+    };
+    let mut found = Vec::new();
+    let mut after_command = false;
+    for paragraph in prose.split("\n\n") {
+        let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        if paragraph.is_empty() {
+            continue;
+        }
+        if paragraph == "\u{0}" {
+            after_command = true;
+            continue;
+        }
+        if std::mem::take(&mut after_command) {
+            continue;
+        }
+        // A source names the figures of its own clause: a table's cell, or a sentence or its
+        // part between `;`, `:` and parentheses.
+        let clauses: Vec<&str> = if paragraph.starts_with('|') {
+            paragraph.split('|').collect()
+        } else {
+            paragraph
+                .split(". ")
+                .flat_map(|s| s.split([';', ':', '(', ')']))
+                .collect()
+        };
+        let clauses = clauses.into_iter();
+        let unsourced = clauses.filter(|clause| {
+            let lower = clause.to_lowercase();
+            !SOURCED_BY.iter().any(|s| lower.contains(&s.to_lowercase()))
+        });
+        for clause in unsourced {
+            for (number, unit) in figures_with_units(clause) {
+                if !printed(&number, &unit) {
+                    let figure = match unit.as_str() {
+                        "×" => format!("{number}×"),
+                        _ => format!("{number} {unit}"),
+                    };
+                    found.push((figure, clause.trim().to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Every number followed by a unit of `FIGURE_UNITS` (after an optional space) or by `×`
+/// (with none) in `text`; both ends of a range `A–B unit`.
+fn figures_with_units(text: &str) -> Vec<(String, String)> {
+    let is_number_char = |c: char| c.is_ascii_digit() || c == '.' || c == ',';
+    let mut found = Vec::new();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut k = 0;
+    while k < chars.len() {
+        let (start, c) = chars[k];
+        let previous = text[..start].chars().next_back();
+        let starts_number = c.is_ascii_digit()
+            && !previous.is_some_and(|p| p.is_alphanumeric() || p == '.' || p == '_' || p == '-');
+        if !starts_number {
+            k += 1;
+            continue;
+        }
+        // The number, then an optional `–B` of a range.
+        let mut end = k;
+        while end < chars.len() && is_number_char(chars[end].1) {
+            end += 1;
+        }
+        let number_end = |e: usize| chars.get(e).map_or(text.len(), |(i, _)| *i);
+        let first = text[start..number_end(end)]
+            .trim_end_matches(['.', ','])
+            .to_string();
+        let mut numbers = vec![first];
+        let mut after = end;
+        if chars.get(after).is_some_and(|(_, c)| *c == '–') {
+            let second_start = after + 1;
+            let mut second_end = second_start;
+            while second_end < chars.len() && is_number_char(chars[second_end].1) {
+                second_end += 1;
+            }
+            if second_end > second_start {
+                numbers.push(
+                    text[number_end(second_start)..number_end(second_end)]
+                        .trim_end_matches(['.', ','])
+                        .to_string(),
+                );
+                after = second_end;
+            }
+        }
+        let rest = &text[number_end(after)..];
+        let unit = if let Some(after_times) = rest.strip_prefix('×') {
+            // `1×4` is Puma's shape, processes × threads, not a ratio.
+            (!after_times.starts_with(|c: char| c.is_ascii_digit())).then_some("×")
+        } else {
+            let spaced = rest.strip_prefix(' ').unwrap_or(rest);
+            FIGURE_UNITS.iter().copied().find(|u| {
+                spaced.starts_with(u)
+                    && !spaced[u.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '/')
+            })
+        };
+        let setting = text[number_end(after)..]
+            .trim_start()
+            .split_once(' ')
+            .is_some_and(|(_, next)| next.starts_with("slice"));
+        if let Some(unit) = unit.filter(|_| !setting) {
+            found.extend(numbers.into_iter().map(|n| (n, unit.to_string())));
+        }
+        k = after.max(k + 1);
+    }
+    found
+}
+
+/// What a pasted report prints when its run was not measured on a quiet machine: the
+/// doctor's warning at the start (a load average above one per CPU, busy processes) and
+/// trials measured in noise.
+const NOT_QUIET: [&str; 2] = ["! [machine]", "! [noisy-trials]"];
+
+/// Words that say a run was measured on a quiet machine. "wait for a quiet machine" and "a
+/// question for a quiet machine" are advice, not a claim.
+fn quiet_claim_at(prose: &str) -> Vec<usize> {
+    let lower = prose.to_lowercase().replace('\n', " ");
+    let mut at: Vec<usize> = lower
+        .match_indices("nothing else running")
+        .map(|(i, _)| i)
+        .collect();
+    at.extend(
+        lower
+            .match_indices("quiet machine")
+            .filter(|(i, _)| !lower[..*i].ends_with("for a "))
+            .map(|(i, _)| i),
+    );
+    at.sort();
+    at
+}
+
+/// A claim that a run was quiet where the pasted reports say it was not (`NOT_QUIET`):
+/// say what the machine was doing instead, and what it means for the figures.
+fn quiet_claims(prose: &str, pasted: &str) -> Vec<String> {
+    let Some(warning) = NOT_QUIET.iter().find(|w| pasted.contains(*w)) else {
+        return Vec::new();
+    };
+    quiet_claim_at(prose)
+        .into_iter()
+        .map(|i| {
+            let start = prose[..i].rfind('\n').map_or(0, |s| s + 1);
+            let end = prose[i..].find('\n').map_or(prose.len(), |e| i + e);
+            format!(
+                "`{}` claims a quiet machine, but a pasted report warns `{warning}`: say what the machine was doing",
+                prose[start..end].trim()
+            )
+        })
+        .collect()
 }
 
 /// The rules above catch the slips once found in the READMEs: figures the tool could not
@@ -523,11 +754,54 @@ fn readme_rules_catch_forbidden_figures() {
     // A profile's frame test is a t-test, with no floor of its own.
     let frames = "<!-- report: three.toml, 10 blocks -->\n| perf | do_syscall_64 | 3.91× [2.92–5.24], p&lt;0.001 (Holm, 52 frames) |\n| x | 2.79× [2.00–3.90], p=0.002 (Holm, 52 frames) |\n<!-- /report -->\n";
     assert_eq!(readme_problems(frames, "", &mut plan), Vec::<String>::new());
+    // A quiet machine claimed beside a paste that warns otherwise; advice is not a claim.
+    let busy = "<!-- report: two.toml, 10 blocks -->\n  ! [machine] rubyrace doctor when the run started: load: 4.21\n<!-- /report -->\n";
+    let claimed = format!("Run with nothing else running.\n{busy}");
+    assert!(readme_problems(&claimed, "", &mut plan)[0].contains("claims a quiet machine"));
+    let claimed = format!("{busy}The run above was made on a quiet machine.\n");
+    assert!(readme_problems(&claimed, "", &mut plan)[0].contains("claims a quiet machine"));
+    let advice = format!("{busy}A question for a quiet machine; wait for a quiet machine.\n");
+    assert!(readme_problems(&advice, "", &mut plan).is_empty());
+    let quiet = busy.replace(
+        "! [machine] rubyrace doctor when the run started: load: 4.21",
+        "",
+    );
+    assert!(readme_problems(&format!("Nothing else running.\n{quiet}"), "", &mut plan).is_empty());
+    // docs/seeds.md's claims are held to the studies' pastes.
+    assert_eq!(
+        readme_problems("on a quiet machine", busy, &mut plan).len(),
+        1
+    );
+    // A figure in the prose is one a paste prints, or its paragraph gives its source.
+    let pasted = "<!-- report: two.toml, 10 blocks -->\n| x | 251 [238–265] | 466.6 MiB | 1.37× |\n<!-- /report -->\n";
+    let exact = format!("{pasted}YJIT served 251 requests/s, PSS 466.6 MiB, 1.37× faster.\n");
+    assert!(readme_problems(&exact, "", &mut plan).is_empty());
+    let rounded = format!("{pasted}PSS 467 MiB against 96.1 ms and 2.3–3.2× faster.\n");
+    let problems = readme_problems(&rounded, "", &mut plan);
+    let figures: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split('`').nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        figures,
+        ["467 MiB", "96.1 ms", "2.3×", "3.2×"],
+        "{problems:?}"
+    );
+    let sourced = format!("{pasted}The source measured 13,577 req/s; Puma 2 × 8 threads.\n");
+    assert!(readme_problems(&sourced, "", &mut plan).is_empty());
+    let command =
+        format!("{pasted}```sh\nrubyrace export d --json\n```\n\n- 69.6 µs at 0, on Puma 1×1.\n");
+    assert!(readme_problems(&command, "", &mut plan).is_empty());
+    let not_a_command = command.replace("rubyrace export", "jq");
+    assert_eq!(readme_problems(&not_a_command, "", &mut plan).len(), 1);
+    assert!(readme_problems(&sourced, "", &mut plan).is_empty());
+    let fenced = format!("{pasted}```\n85.8 req/s\n```\n\nIt gave 85.8 req/s.\n");
+    assert!(readme_problems(&fenced, "", &mut plan).is_empty());
     // "p < 0.05" is the level, not a result.
     assert!(readme_problems("called when p < 0.05", "", &mut plan).is_empty());
     // "p = 0.031" is a p-value too.
     assert_eq!(
-        readme_problems("ratio 1.09×, p = 0.031", "", &mut plan).len(),
+        readme_problems("the ratio's p = 0.031", "", &mut plan).len(),
         1
     );
     // Malformed markers are reported, not skipped.
@@ -582,4 +856,171 @@ fn readme_verdicts_are_ones_the_tool_could_print() {
         problems.push(format!("docs/seeds.md: {p}"));
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// docs/seeds.md's verdicts, by its own key.
+//
+// The key: "agrees" when the source's figure lies inside rubyrace's interval (or near it)
+// and the interval shows a direction; "differs" when the interval excludes the source's
+// figure; "not reproduced" when the interval holds both the source's figure and no effect.
+// The sources' figures are below, from ../shared/SEED-FINDINGS.md (the post each quotes),
+// each beside the figure of seeds.md's row it is compared with.
+
+/// One comparison of a seeds.md row: the figure quoted in its "rubyrace here" cell, as the
+/// report prints it, and the source's figure on the same scale.
+struct SourceFigure {
+    row: u32,
+    /// The quoted figure, its interval in brackets: "0.52×, 48.2% slower [0.50–0.54]".
+    quoted: &'static str,
+    /// The source's figure: a ratio, or for an overhead its size in the quoted unit.
+    source: f64,
+    /// What no effect is on that scale: 1 for a ratio, 0 for an overhead.
+    none: f64,
+}
+
+const SOURCE_FIGURES: &[SourceFigure] = &[
+    // RSB keepalive: 10,185 req/s with `Connection: close` against 13,577 with keepalive.
+    SourceFigure {
+        row: 1,
+        quoted: "0.52×, 48.2% slower [0.50–0.54]",
+        source: 10_185.0 / 13_577.0,
+        none: 1.0,
+    },
+    // RSB: "around 900 usec/request for modern Ruby".
+    SourceFigure {
+        row: 3,
+        quoted: "+367.6 µs per request [+349.6 – +385.7]",
+        source: 900.0,
+        none: 0.0,
+    },
+    // updown.io: "7% faster with YJIT" on Ruby 3.1.2.
+    SourceFigure {
+        row: 4,
+        quoted: "1.37×, 37.5% faster [1.33–1.43]",
+        source: 1.07,
+        none: 1.0,
+    },
+    SourceFigure {
+        row: 4,
+        quoted: "1.30×, 30.0% faster [1.18–1.43]",
+        source: 1.07,
+        none: 1.0,
+    },
+    // RRB: 110.4 against 175.6 req/s with and without MJIT; RSB: 1060 against 1280.
+    SourceFigure {
+        row: 6,
+        quoted: "0.99× [0.95–1.04]",
+        source: 110.4 / 175.6,
+        none: 1.0,
+    },
+    SourceFigure {
+        row: 6,
+        quoted: "0.99× [0.95–1.04]",
+        source: 1060.0 / 1280.0,
+        none: 1.0,
+    },
+    // RRB: "about an 11% speedup with jemalloc"; tcmalloc +4.68% throughput.
+    SourceFigure {
+        row: 7,
+        quoted: "1.02× [0.92–1.12]",
+        source: 1.11,
+        none: 1.0,
+    },
+    SourceFigure {
+        row: 7,
+        quoted: "1.04× [0.98–1.10]",
+        source: 1.0468,
+        none: 1.0,
+    },
+    // Compaction and speed: no change, "well within the margin of measurement error".
+    SourceFigure {
+        row: 11,
+        quoted: "0.98× [0.95–1.02]",
+        source: 1.0,
+        none: 1.0,
+    },
+    // "using just fibers and a single reactor doubled the speed".
+    SourceFigure {
+        row: 13,
+        quoted: "2.00×, 100.2% higher messages_per_s [1.91–2.10]",
+        source: 2.0,
+        none: 1.0,
+    },
+];
+
+/// The interval in a quoted figure: "[0.50–0.54]" or "[+349.6 – +385.7]".
+fn bracketed_interval(quoted: &str) -> Option<(f64, f64)> {
+    let inside = quoted.split_once('[')?.1.split_once(']')?.0;
+    let (lo, hi) = inside.split_once('–')?;
+    let number = |s: &str| s.trim().trim_start_matches('+').parse::<f64>().ok();
+    Some((number(lo)?, number(hi)?))
+}
+
+/// The verdict seeds.md's key gives a source's figure against rubyrace's interval.
+fn verdict_by_key(source: f64, none: f64, (lo, hi): (f64, f64)) -> &'static str {
+    let holds = |x: f64| lo <= x && x <= hi;
+    if !holds(source) {
+        "differs"
+    } else if holds(none) && source != none {
+        "not reproduced"
+    } else {
+        "agrees"
+    }
+}
+
+#[test]
+fn the_key_gives_each_verdict() {
+    assert_eq!(verdict_by_key(0.75, 1.0, (0.50, 0.54)), "differs");
+    assert_eq!(verdict_by_key(1.11, 1.0, (0.92, 1.12)), "not reproduced");
+    assert_eq!(verdict_by_key(1.0, 1.0, (0.95, 1.02)), "agrees");
+    assert_eq!(verdict_by_key(2.0, 1.0, (1.91, 2.10)), "agrees");
+    assert_eq!(verdict_by_key(900.0, 0.0, (349.6, 385.7)), "differs");
+    assert_eq!(
+        bracketed_interval("+367.6 µs per request [+349.6 – +385.7]"),
+        Some((349.6, 385.7))
+    );
+    assert_eq!(
+        bracketed_interval("0.52×, 48.2% slower [0.50–0.54]"),
+        Some((0.5, 0.54))
+    );
+}
+
+/// Each row of seeds.md's table with a source figure above quotes that figure and gives
+/// the verdict the key gives it.
+#[test]
+fn seeds_verdicts_follow_the_key() {
+    let seeds = std::fs::read_to_string(workspace_root().join("docs/seeds.md")).unwrap();
+    let rows: BTreeMap<u32, Vec<String>> = seeds
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<String> = line.split('|').map(|c| c.trim().to_string()).collect();
+            let row = cells.get(1)?.parse::<u32>().ok()?;
+            Some((row, cells))
+        })
+        .collect();
+    assert!(rows.len() >= 17, "seeds.md's table: {} rows", rows.len());
+    let mut problems = Vec::new();
+    for f in SOURCE_FIGURES {
+        let cells = &rows[&f.row];
+        // | # | finding | the source | study | rubyrace here | verdict | why |
+        let (here, verdict) = (&cells[5], &cells[6]);
+        if !here.contains(f.quoted) {
+            problems.push(format!("row {}: `{}` is not quoted", f.row, f.quoted));
+            continue;
+        }
+        let interval = bracketed_interval(f.quoted).unwrap();
+        let want = verdict_by_key(f.source, f.none, interval);
+        if !verdict.starts_with(want) {
+            problems.push(format!(
+                "row {}: the source's {:.3} against `{}` is `{want}` by the key; the row says `{verdict}`",
+                f.row, f.source, f.quoted
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/seeds.md:\n{}",
+        problems.join("\n")
+    );
 }
