@@ -47,9 +47,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The commit this binary was built from (build.rs: `RUBYRACE_BUILD_COMMIT`, else git's
+/// HEAD, else "unknown").
+const BUILD_COMMIT: &str = env!("RUBYRACE_COMMIT");
+
 /// rubyrace: a benchmarking lab for Ruby web stacks.
 #[derive(Parser, Debug)]
-#[command(name = "rubyrace", version, propagate_version = true)]
+#[command(name = "rubyrace", version = env!("RUBYRACE_VERSION_LONG"), propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,6 +67,9 @@ enum Command {
     Load(commands::load::LoadArgs),
     /// Run an experiment: every configuration in randomized blocks, into a results directory.
     Run(commands::run::RunArgs),
+    /// Run the demo (the interpreter against YJIT × glibc against jemalloc on a bundled Rails
+    /// app) into results/ here, and report it: what `make demo` runs, from any directory.
+    Demo(commands::demo::DemoArgs),
     /// Gate a change in CI: run two commits of the app in the same blocks until the head's
     /// slowdown is decided against a threshold; exit 0 (pass), 1 (slower) or 4 (cannot tell).
     Check(commands::check::CheckArgs),
@@ -108,10 +115,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    results::provenance::set_build_commit(BUILD_COMMIT);
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Load(args) => commands::load::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Demo(args) => commands::demo::demo(args),
         Command::Check(args) => commands::check::check(args),
         Command::Bisect(args) => commands::bisect::bisect(args),
         Command::Trial(args) => commands::trial::trial(args),

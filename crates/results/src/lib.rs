@@ -9,6 +9,7 @@
 //!   slices;
 //! - `probe`, `conditions`, `profile`, `services`: the parts recorded by the lab's probe,
 //!   its trial conditions, its profilers and its services;
+//! - `provenance`: the commit the running binary was built from;
 //! - `progress`: a run in progress as its process sees it (`progress.json`, for `watch`);
 //! - `bisect`: a bisection's record (`bisect.json`), above one store per decision;
 //! - `store`: the SQLite database and the trials' directories, written by a run and read
@@ -22,6 +23,7 @@ pub mod conditions;
 pub mod probe;
 pub mod profile;
 pub mod progress;
+pub mod provenance;
 pub mod record;
 pub mod services;
 pub mod store;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::{rubyrace, spawn, workspace_root, TempDir};
+use crate::support::{rubyrace, spawn, spawn_in, workspace_root, TempDir};
 use serde_json::Value;
 
 /// The names of the directories of `examples/` that hold an `experiment.toml`, sorted.
@@ -55,16 +55,21 @@ fn smoke_test(name: &str) {
         .map(|c| c["label"].as_str().unwrap().to_string())
         .collect();
 
-    let results = scratch.path("results");
-    let run = spawn(&[
-        "run",
-        file.to_str().unwrap(),
-        "--smoke",
-        "-o",
-        results.to_str().unwrap(),
-    ])
-    .wait(Duration::from_secs(300));
-    assert_eq!(run.code(), Some(0), "{name}: {run:?}");
+    let results = if name == "demo" {
+        demo_smoke(&scratch)
+    } else {
+        let results = scratch.path("results");
+        let run = spawn(&[
+            "run",
+            file.to_str().unwrap(),
+            "--smoke",
+            "-o",
+            results.to_str().unwrap(),
+        ])
+        .wait(Duration::from_secs(300));
+        assert_eq!(run.code(), Some(0), "{name}: {run:?}");
+        results
+    };
 
     let report = rubyrace(&["report", results.to_str().unwrap(), "--format", "json"]);
     assert_eq!(report.code(), Some(0), "{name}: {report:?}");
@@ -87,6 +92,38 @@ fn smoke_test(name: &str) {
             assert_eq!(v["verified"], v["checked"], "{name}: {v}");
         }
     }
+}
+
+/// The demo's smoke run through `rubyrace demo --smoke`, as an installed rubyrace runs it:
+/// from a directory outside the repository, with the experiment built into the binary;
+/// the plan, the run, the text report and the HTML report, into `results/` there (with
+/// its `.gitignore`). Returns the results directory.
+fn demo_smoke(scratch: &TempDir) -> PathBuf {
+    let here = scratch.path("elsewhere");
+    std::fs::create_dir_all(&here).unwrap();
+    let run = spawn_in(Some(&here), &["demo", "--smoke"], &[]).wait(Duration::from_secs(300));
+    assert_eq!(run.code(), Some(0), "demo: {run:?}");
+    let made: Vec<PathBuf> = std::fs::read_dir(here.join("results"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let dir = &made[0];
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("demo-smoke-"), "{name}");
+    assert!(here.join("results/.gitignore").is_file());
+    assert!(dir.join("report.html").is_file(), "{run:?}");
+    for said in [
+        "demo: the plan",
+        "4 configurations × 7 blocks",
+        "demo: the report (rubyrace report results/demo-smoke-",
+        "demo: HTML report: results/demo-smoke-",
+    ] {
+        assert!(run.stdout.contains(said), "`{said}`: {run:?}");
+    }
+    dir.clone()
 }
 
 /// One test per known example, and the list of them.

@@ -62,4 +62,5 @@ mod scripts;
 mod services;
 mod soak;
 mod tls;
+mod version;
 mod watch;

@@ -281,7 +281,7 @@ impl Store {
         tx.execute_batch(NOISY_ATTEMPTS)?;
         let file =
             std::fs::canonicalize(&experiment.file).unwrap_or_else(|_| experiment.file.clone());
-        let meta: Vec<(&str, String)> = vec![
+        let mut meta: Vec<(&str, String)> = vec![
             ("schema_version", SCHEMA_VERSION.to_string()),
             ("rubyrace_version", env!("CARGO_PKG_VERSION").to_string()),
             ("created_at", now()),
@@ -314,6 +314,9 @@ impl Store {
                 },
             ),
         ];
+        if let Some(commit) = crate::provenance::build_commit() {
+            meta.push(("rubyrace_commit", commit.to_string()));
+        }
         for (k, v) in meta {
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)",

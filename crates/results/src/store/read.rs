@@ -314,9 +314,10 @@ impl Store {
     /// `rubyrace export --json` writes): the run's meta, its configurations and schedule,
     /// every stored trial's JSON as it was stored, and the noisy attempts set aside.
     pub fn export(&self) -> Result<serde_json::Value> {
-        const META_KEYS: [&str; 16] = [
+        const META_KEYS: [&str; 17] = [
             "schema_version",
             "rubyrace_version",
+            "rubyrace_commit",
             "created_at",
             "experiment_name",
             "experiment_description",
