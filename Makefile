@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 RUBYRACE := target/release/rubyrace
 
-.PHONY: setup build demo lint test bench soak check-rubies check-builds check-bisect-ruby clean
+.PHONY: setup build demo gem lint test bench soak check-rubies check-builds check-bisect-ruby clean
 
 setup:
 	@scripts/setup
@@ -14,6 +14,10 @@ build: setup
 
 demo: build
 	scripts/demo
+
+# The platform gem pkg/rubyrace-VERSION-ARCH-linux.gem (scripts/gem; docs/install.md).
+gem: build
+	scripts/gem
 
 lint: setup
 	CARGO=$(CARGO) scripts/lint
