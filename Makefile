@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 RUBYRACE := target/release/rubyrace
 
-.PHONY: setup build demo gem lint test bench soak check-rubies check-builds check-bisect-ruby clean
+.PHONY: setup build demo gem deb check-deb lint test bench soak check-rubies check-builds check-bisect-ruby clean
 
 setup:
 	@scripts/setup
@@ -18,6 +18,15 @@ demo: build
 # The platform gem pkg/rubyrace-VERSION-ARCH-linux.gem (scripts/gem; docs/install.md).
 gem: build
 	scripts/gem
+
+# The Debian package pkg/rubyrace_VERSION_ARCH.deb (scripts/deb; docs/install.md).
+deb: build
+	scripts/deb
+
+# The package installed into a fresh Debian root by apt, the demo's smoke run there, and
+# removed without a file left (scripts/check-deb: minutes, and Debian's mirror).
+check-deb: build
+	scripts/check-deb
 
 lint: setup
 	CARGO=$(CARGO) scripts/lint

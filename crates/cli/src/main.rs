@@ -70,6 +70,12 @@ enum Command {
     /// Run the demo (the interpreter against YJIT × glibc against jemalloc on a bundled Rails
     /// app) into results/ here, and report it: what `make demo` runs, from any directory.
     Demo(commands::demo::DemoArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell) for rubyrace.
+    Completions(commands::completions::CompletionsArgs),
+    /// Write the man pages (rubyrace.1, and rubyrace-COMMAND.1 for each command) into a
+    /// directory: what the Debian package installs (scripts/deb).
+    #[command(hide = true)]
+    Man(commands::completions::ManArgs),
     /// Gate a change in CI: run two commits of the app in the same blocks until the head's
     /// slowdown is decided against a threshold; exit 0 (pass), 1 (slower) or 4 (cannot tell).
     Check(commands::check::CheckArgs),
@@ -121,6 +127,8 @@ fn main() -> ExitCode {
         Command::Load(args) => commands::load::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Demo(args) => commands::demo::demo(args),
+        Command::Completions(args) => commands::completions::completions(args),
+        Command::Man(args) => commands::completions::man(args),
         Command::Check(args) => commands::check::check(args),
         Command::Bisect(args) => commands::bisect::bisect(args),
         Command::Trial(args) => commands::trial::trial(args),

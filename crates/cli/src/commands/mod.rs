@@ -3,6 +3,7 @@
 
 pub mod bisect;
 pub mod check;
+pub mod completions;
 pub mod demo;
 pub mod doctor;
 pub mod export;

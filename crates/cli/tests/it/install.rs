@@ -212,3 +212,118 @@ fn the_gem_installs_runs_the_demo_anywhere_and_uninstalls_cleanly() {
     succeeded("gem uninstall", &uninstall);
     assert_eq!(named_rubyrace(&gem_home), Vec::<PathBuf>::new());
 }
+
+/// The Debian package `scripts/deb` builds (here from the binary under test): its control
+/// fields, the files it holds, and, unpacked into a directory, a binary that runs, finds
+/// its Ruby side beside itself, and man pages and completions that load. Installing it
+/// into a fresh Debian root and removing it again is `make check-deb` (minutes, and the
+/// Debian mirror: outside `make test`).
+#[test]
+fn the_deb_holds_the_binary_its_ruby_side_man_pages_and_completions() {
+    let root = workspace_root();
+    let scratch = TempDir::new("deb");
+    let pkg = scratch.path("pkg");
+    let built = Command::new(root.join("scripts/deb"))
+        .env("RUBYRACE_BINARY", env!("CARGO_BIN_EXE_rubyrace"))
+        .env("OUT", &pkg)
+        .output()
+        .unwrap();
+    let deb = PathBuf::from(succeeded("scripts/deb", &built).trim());
+    let field = |name: &str| {
+        let out = Command::new("dpkg-deb")
+            .arg("-f")
+            .arg(&deb)
+            .arg(name)
+            .output()
+            .unwrap();
+        succeeded("dpkg-deb -f", &out).trim().to_string()
+    };
+    assert_eq!(field("Package"), "rubyrace");
+    assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
+    let depends = field("Depends");
+    for needed in ["libc6 (>= 2.", "ruby", "puma"] {
+        assert!(depends.contains(needed), "Depends: {depends}");
+    }
+    for recommended in ["ruby-railties", "libjemalloc2", "linux-perf"] {
+        assert!(field("Recommends").contains(recommended));
+    }
+    assert!(field("Suggests").contains("slurm-wlm"));
+
+    let unpacked = scratch.path("root");
+    succeeded(
+        "dpkg-deb -x",
+        &Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&unpacked)
+            .output()
+            .unwrap(),
+    );
+    for file in [
+        "usr/bin/rubyrace",
+        "usr/share/rubyrace/ruby/probe.rb",
+        "usr/share/rubyrace/ruby/apps/rails-hello/config.ru",
+        "usr/share/man/man1/rubyrace.1.gz",
+        "usr/share/man/man1/rubyrace-run.1.gz",
+        "usr/share/man/man1/rubyrace-check.1.gz",
+        "usr/share/bash-completion/completions/rubyrace",
+        "usr/share/zsh/vendor-completions/_rubyrace",
+        "usr/share/fish/vendor_completions.d/rubyrace.fish",
+        "usr/share/doc/rubyrace/copyright",
+        "usr/share/doc/rubyrace/changelog.gz",
+    ] {
+        assert!(
+            unpacked.join(file).is_file(),
+            "{file} is not in the package"
+        );
+    }
+    // No page for a hidden command (the fleet's tasks, `man` itself).
+    assert!(!unpacked
+        .join("usr/share/man/man1/rubyrace-man.1.gz")
+        .exists());
+    let binary = unpacked.join("usr/bin/rubyrace");
+    let version = Command::new(&binary).arg("--version").output().unwrap();
+    let ours = Command::new(env!("CARGO_BIN_EXE_rubyrace"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(
+        succeeded("the package's rubyrace --version", &version),
+        succeeded("rubyrace --version", &ours)
+    );
+    // The plan of a bundled app names the package's copy of it.
+    std::fs::write(
+        scratch.path("exp.toml"),
+        "name = \"deb\"\n[settings]\napp = \"rack-hello\"\n",
+    )
+    .unwrap();
+    let plan = Command::new(&binary)
+        .args(["run", "exp.toml", "--dry-run", "--json"])
+        .current_dir(scratch.path(""))
+        .output()
+        .unwrap();
+    let plan: Value = serde_json::from_str(&succeeded("run --dry-run --json", &plan)).unwrap();
+    let app_dir = plan["trials"][0]["settings"]["app_dir"].as_str().unwrap();
+    assert_eq!(
+        Path::new(app_dir),
+        unpacked.join("usr/share/rubyrace/ruby/apps/rack-hello")
+    );
+    // The man page renders, and bash loads the completion.
+    let page = Command::new("sh")
+        .arg("-c")
+        .arg("zcat \"$1\" | head -20")
+        .arg("sh")
+        .arg(unpacked.join("usr/share/man/man1/rubyrace-run.1.gz"))
+        .output()
+        .unwrap();
+    let page = succeeded("zcat", &page);
+    assert!(page.contains(".TH rubyrace-run 1"), "{page}");
+    let completion = Command::new("bash")
+        .arg("-c")
+        .arg("source \"$1\" && complete -p rubyrace")
+        .arg("bash")
+        .arg(unpacked.join("usr/share/bash-completion/completions/rubyrace"))
+        .output()
+        .unwrap();
+    assert!(succeeded("bash completion", &completion).contains("rubyrace"));
+}
