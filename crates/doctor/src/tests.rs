@@ -309,29 +309,6 @@ fn the_json_reference_lists_every_check_in_order() {
         .step_by(2)
         .collect();
     assert_eq!(listed, CHECKS, "docs/doctor.md's `findings` row: {row}");
-    const WORDS: [&str; 21] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-    ];
-    let count = format!("always all {},", WORDS[CHECKS.len()]);
+    let count = format!("always all {},", testkit::NUMBER_WORDS[CHECKS.len()]);
     assert!(row.contains(&count), "the row should say `{count}`: {row}");
 }

@@ -1,6 +1,6 @@
 //! What the tests of several crates share (a dev-dependency only): golden files compared
 //! byte for byte, with the first line that differs and `UPDATE_GOLDEN=1` to rewrite them;
-//! and a free loopback port.
+//! a free loopback port; and the number words the docs count with.
 #![forbid(unsafe_code)]
 
 use std::net::TcpListener;
@@ -71,6 +71,32 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// English number words from zero to twenty, as the docs count things ("a Cargo
+/// workspace of thirteen crates", "always all eighteen").
+pub const NUMBER_WORDS: [&str; 21] = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+];
 
 #[cfg(test)]
 mod tests {

@@ -628,35 +628,12 @@ fn long_files_table(doc: &str) -> BTreeMap<String, usize> {
 
 /// The number word docs/architecture.md opens with ("a Cargo workspace of thirteen crates").
 fn crates_said(doc: &str) -> usize {
-    const WORDS: [&str; 21] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-    ];
     let after = doc
         .split("a Cargo workspace of ")
         .nth(1)
         .expect("docs/architecture.md says how many crates the workspace has");
     let word = after.split_whitespace().next().unwrap();
-    WORDS
+    testkit::NUMBER_WORDS
         .iter()
         .position(|w| *w == word)
         .unwrap_or_else(|| panic!("{word:?} is not a number word"))
