@@ -128,6 +128,22 @@ fn a_server_that_exits_mid_trial_fails_it_with_the_exit_status() {
     assert_eq!(row.result["server"]["ended"]["stopped_by"], "exited");
 }
 
+/// A server that dies of an exception mid-measurement: the reason names the exception, from
+/// the head of its log (a long backtrace would push it out of the log's end).
+#[test]
+fn a_server_that_raises_mid_trial_fails_it_naming_the_exception() {
+    let (_lab, _run, row) = one_fault_trial("raise-after-1s", "max_error_rate = 100.0", "failed");
+    let reason = row.reason.unwrap();
+    assert!(
+        reason.starts_with("the server exited during the measurement (exit status 1): "),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("planted failure mid-trial (RuntimeError)"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn a_server_that_answers_garbage_fails_its_trial() {
     let (_lab, _run, row) = one_fault_trial("garbage", "", "failed");

@@ -452,6 +452,7 @@ fn finish_measured_phase(
         PhaseFigures { report, resources }.record(
             &mut m.result,
             up.server.server.exited(),
+            up.server.server.stderr_path(),
             &up.server.record,
         );
         if let Err(why) = &up.slice_cpu {

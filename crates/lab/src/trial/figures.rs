@@ -3,6 +3,7 @@
 //! CPU per request), and the verdict (valid, invalid or failed, with the reason). A trial
 //! of its own (`http`) and an interleaved one (`crate::interleave`) both end here.
 
+use std::path::Path;
 use std::process::ExitStatus;
 
 use results::{Derived, ServerRecord, TrialResult, TrialStatus};
@@ -20,15 +21,19 @@ impl PhaseFigures {
     /// Writes the figures into `result`: the derived figures, the resources, the load's
     /// report, and the verdict, from them and from what became of the server (`exited`,
     /// its `record` of deaths). A verdict other than valid sets the reason.
+    /// `stderr` is the server's log, where an exit's error line is looked for.
     pub(crate) fn record(
         self,
         result: &mut TrialResult,
         exited: Option<ExitStatus>,
+        stderr: &Path,
         record: &ServerRecord,
     ) {
         let resources = self.resources.as_ref();
         result.derived = derive(&self.report, resources.ok());
         result.resources = resources.ok().cloned();
+        // What the app said went wrong, not only that it exited.
+        let exited = exited.map(|status| (status, sys::process::ruby_error_line(stderr)));
         let (status, reason) = verdict(
             &self.report,
             exited,
@@ -45,22 +50,23 @@ impl PhaseFigures {
 }
 
 /// The status of a measured HTTP trial and, unless valid, why: failed when the server
-/// exited or nothing was answered; invalid when a process died, errors exceeded
+/// exited (with its error line, when its log has one) or nothing was answered; invalid when a process died, errors exceeded
 /// `max_error_rate` (percent), the server ignored `Connection: close`, or its resources
 /// could not be sampled; else valid.
 fn verdict(
     report: &load::LoadReport,
-    exited: Option<ExitStatus>,
+    exited: Option<(ExitStatus, Option<String>)>,
     record: &ServerRecord,
     resources_error: Option<&SamplerError>,
     max_error_rate: f64,
 ) -> (TrialStatus, Option<String>) {
-    let (status, reason) = if let Some(exit) = exited {
+    let (status, reason) = if let Some((exit, error_line)) = exited {
         (
             TrialStatus::Failed,
             format!(
-                "the server exited during the measurement ({})",
-                describe_status(exit)
+                "the server exited during the measurement ({}){}",
+                describe_status(exit),
+                error_line.map(|l| format!(": {l}")).unwrap_or_default()
             ),
         )
     } else if report.requests == 0 {

@@ -157,7 +157,12 @@ impl MeasuredPhase {
         match self.served {
             Ok((figures, profiles)) => {
                 result.profiles = profiles;
-                figures.record(result, sut.server.exited(), &sut.record);
+                figures.record(
+                    result,
+                    sut.server.exited(),
+                    sut.server.stderr_path(),
+                    &sut.record,
+                );
             }
             Err(why) => result.reason = Some(why),
         }
