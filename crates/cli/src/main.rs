@@ -70,6 +70,10 @@ enum Command {
     /// Run the demo (the interpreter against YJIT × glibc against jemalloc on a bundled Rails
     /// app) into results/ here, and report it: what `make demo` runs, from any directory.
     Demo(commands::demo::DemoArgs),
+    /// Write a starting experiment for an app (read from its config.ru, Gemfile, database.yml
+    /// and puma.rb; its GET paths that answer 2xx found by booting it), or with --ci github a
+    /// pull-request gate workflow; the app is never changed.
+    Init(commands::init::InitArgs),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell) for rubyrace.
     Completions(commands::completions::CompletionsArgs),
     /// Write the man pages (rubyrace.1, and rubyrace-COMMAND.1 for each command) into a
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
         Command::Load(args) => commands::load::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Demo(args) => commands::demo::demo(args),
+        Command::Init(args) => commands::init::init(args),
         Command::Completions(args) => commands::completions::completions(args),
         Command::Man(args) => commands::completions::man(args),
         Command::Check(args) => commands::check::check(args),

@@ -30,6 +30,7 @@ mod resolve;
 pub mod servers;
 pub mod services;
 mod settings;
+pub mod starter;
 
 pub use error::{ExperimentError, ExperimentErrors};
 pub use model::{

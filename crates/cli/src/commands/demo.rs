@@ -38,7 +38,7 @@ struct Parsed<A: clap::Args> {
     args: A,
 }
 
-fn parsed<A: clap::Args>(argv: &[OsString]) -> Result<A> {
+pub fn parsed<A: clap::Args>(argv: &[OsString]) -> Result<A> {
     let argv = std::iter::once(OsString::from("rubyrace")).chain(argv.iter().cloned());
     Ok(Parsed::<A>::try_parse_from(argv)?.args)
 }

@@ -3,12 +3,14 @@
 
 pub mod bisect;
 pub mod check;
+pub mod ci_workflow;
 pub mod completions;
 pub mod demo;
 pub mod doctor;
 pub mod export;
 pub mod fleet;
 pub mod gemfile;
+pub mod init;
 pub mod load;
 pub mod profile;
 pub mod report;
