@@ -488,8 +488,8 @@ pub fn experiment_text(app: &AppSurvey, purpose: &Purpose) -> String {
             w,
             "# Written by `rubyrace init --ci github` for {} ({} app): the experiment the pull-request\n\
              # gate runs (.github/workflows/rubyrace.yml). One configuration on the app's own server\n\
-             # settings; `rubyrace check` runs it at the base and at the head, interleaved in the same\n\
-             # seconds, until the head's slowdown is decided (docs/check.md). Every key is explained on\n\
+             # settings; `rubyrace check` runs it at the base and at the head, in the same blocks,\n\
+             # until the head's slowdown is decided (docs/check.md). Every key is explained on\n\
              # its line; docs/experiment.md has them all. Try it locally:\n\
              #\n\
              #   rubyrace check {{this file}} --app-repo . --base main --head HEAD",
@@ -530,7 +530,7 @@ pub fn experiment_text(app: &AppSurvey, purpose: &Purpose) -> String {
     if gate {
         let _ = writeln!(
             w,
-            "description = {}\n\
+            "description = {}   # the report's title\n\
              seed = 1   # the order of base and head in each block",
             q(&format!(
                 "The pull request's head against its base on {} ({}), {} {}×{}",
@@ -546,7 +546,7 @@ pub fn experiment_text(app: &AppSurvey, purpose: &Purpose) -> String {
     } else {
         let _ = writeln!(
             w,
-            "description = {}\n\
+            "description = {}   # the report's title\n\
              seed = 1                  # the order of the configurations in each block: a rerun with the same seed runs the same order\n\
              blocks = 7                # at least 7 blocks, the fewest that can show a difference at p < 0.05\n\
              precision = \"3%\"          # then more blocks until the comparison's interval is within ±3%...\n\
@@ -562,8 +562,11 @@ pub fn experiment_text(app: &AppSurvey, purpose: &Purpose) -> String {
             ))
         );
     }
-    if !check {
-        let _ = writeln!(w, "{}", design_line(app));
+    let design = design_line(app);
+    // A gate's file leaves the design to `rubyrace check` (base and head interleaved),
+    // unless the app's services need blocks.
+    if !check && !(gate && design.contains("interleaved")) {
+        let _ = writeln!(w, "{design}");
     }
     let _ = writeln!(w, "\n[settings]");
     let _ = writeln!(

@@ -19,7 +19,7 @@ use crate::support::{path_str, rubyrace};
 /// `rails new` in `dir`, its Gemfile made installable from Debian's gems (with puma or
 /// without), a route that asks PostgreSQL, locked with `bundle lock --local`. Returns the
 /// app's directory.
-fn rails_new_app(dir: &Path, with_puma: bool) -> PathBuf {
+pub(crate) fn rails_new_app(dir: &Path, with_puma: bool) -> PathBuf {
     let app = dir.join("shop");
     let out = Command::new("rails")
         .args([

@@ -82,6 +82,12 @@ impl Lab {
         super::spawn_with_env(args, &[("RUBYRACE_TEST_MARKER", &self.marker)])
     }
 
+    /// `rubyrace ARGS...` in the working directory `cwd`, left running, with the marker in
+    /// its environment.
+    pub fn spawn_marked_in<S: AsRef<str>>(&self, cwd: &std::path::Path, args: &[S]) -> Running {
+        super::spawn_in(Some(cwd), args, &[("RUBYRACE_TEST_MARKER", &self.marker)])
+    }
+
     /// `rubyrace run experiment.toml -o RESULTS EXTRA...`, left running.
     pub fn spawn_run(&self, extra: &[&str]) -> Running {
         spawn(&self.run_args(extra))
