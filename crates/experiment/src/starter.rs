@@ -565,7 +565,8 @@ pub fn experiment_text(app: &AppSurvey, purpose: &Purpose) -> String {
     let design = design_line(app);
     // A gate's file leaves the design to `rubyrace check` (base and head interleaved),
     // unless the app's services need blocks.
-    if !check && !(gate && design.contains("interleaved")) {
+    let left_to_check = gate && design.contains("interleaved");
+    if !check && !left_to_check {
         let _ = writeln!(w, "{design}");
     }
     let _ = writeln!(w, "\n[settings]");
