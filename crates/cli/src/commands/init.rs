@@ -21,7 +21,7 @@ use super::run::RunArgs;
 #[command(after_help = "Examples:
   rubyrace init ~/src/shop                  # writes rubyrace.toml here, then its dry run
   rubyrace init ~/src/shop -o perf/jit.toml
-  rubyrace init . --ci github               # writes .github/workflows/rubyrace.yml
+  rubyrace init . --ci github               # perf/rubyrace-check.toml and .github/workflows/rubyrace.yml
 
 Nothing is written into the app's directory unless -o (or the current directory) points
 there. See docs/init.md.")]
@@ -30,7 +30,8 @@ pub struct InitArgs {
     #[arg(value_name = "APP_DIR", default_value = ".")]
     pub app: String,
     /// The experiment file to write [default: rubyrace.toml in the current directory; with
-    /// --ci github, .github/workflows/rubyrace.yml under APP_DIR].
+    /// --ci github, perf/rubyrace-check.toml in the app's repository, beside the workflow
+    /// .github/workflows/rubyrace.yml].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Replace the file if it exists.
