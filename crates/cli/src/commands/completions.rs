@@ -37,9 +37,11 @@ pub fn man(args: ManArgs) -> Result<ExitCode> {
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         // A page's name is its file's: `rubyrace-run`, as `man rubyrace-run` finds it.
         let name: &'static str = Box::leak(format!("rubyrace-{}", sub.get_name()).into_boxed_str());
+        // Its synopsis is the command as typed: `rubyrace run [OPTIONS] ...`.
         let page = sub
             .clone()
             .name(name)
+            .bin_name(format!("rubyrace {}", sub.get_name()))
             .version(env!("RUBYRACE_VERSION_LONG"));
         write_page(page, &args.dir.join(format!("{name}.1")))?;
     }

@@ -318,6 +318,8 @@ fn the_deb_holds_the_binary_its_ruby_side_man_pages_and_completions() {
         .unwrap();
     let page = succeeded("zcat", &page);
     assert!(page.contains(".TH rubyrace-run 1"), "{page}");
+    // Its synopsis is the command as typed.
+    assert!(page.contains("\\fBrubyrace run\\fR"), "{page}");
     let completion = Command::new("bash")
         .arg("-c")
         .arg("source \"$1\" && complete -p rubyrace")
