@@ -15,6 +15,8 @@
 //! - `outliers`: Tukey's fences, and robust fences calibrated to a false-alarm level.
 //! - `rng`: the seeded generator the bootstrap draws from, so reports are reproducible.
 //! - `dist`: normal, Student's t and chi-square distribution functions.
+//! - `changepoint`: change points in a series of estimates with their own precision
+//!   (E-divisive means for the candidates, a precision-weighted test for each).
 //!
 //! Why the distribution functions are written here instead of taken from `statrs`: only
 //! six are needed (normal CDF/quantile, t CDF/quantile for whole degrees of freedom,
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod advice;
+pub mod changepoint;
 pub mod ci;
 pub mod dist;
 pub mod outliers;
