@@ -109,6 +109,10 @@ enum Command {
     /// Write a Gemfile that loads an app's Gemfile and adds the app server rubyrace starts
     /// (for an app whose bundle has no puma), without editing the app.
     Gemfile(commands::gemfile::GemfileArgs),
+    /// Every run remembered by commit: add results directories to a history file, show its
+    /// series and their change points, or check the newest commits for a new change.
+    #[command(subcommand)]
+    History(commands::history::HistoryCommand),
     /// Build a CRuby into rubyrace's cache, to name in experiments.
     #[command(subcommand)]
     Ruby(commands::ruby::RubyCommand),
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Demo(args) => commands::demo::demo(args),
         Command::Init(args) => commands::init::init(args),
+        Command::History(command) => commands::history::history(command),
         Command::Completions(args) => commands::completions::completions(args),
         Command::Man(args) => commands::completions::man(args),
         Command::Check(args) => commands::check::check(args),

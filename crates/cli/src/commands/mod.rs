@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod export;
 pub mod fleet;
 pub mod gemfile;
+pub mod history;
 pub mod init;
 pub mod load;
 pub mod profile;

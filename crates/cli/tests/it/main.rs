@@ -48,6 +48,7 @@ mod faults;
 mod fleet;
 mod gemfile_app;
 mod golden;
+mod history;
 mod init;
 mod install;
 mod interleave;

@@ -1,0 +1,345 @@
+//! `rubyrace history`: every run remembered by commit (docs/history.md). `add` imports
+//! results directories into the history file; `show` prints each series' last points and its
+//! changes (text or JSON); `check` exits 1 when a change not reported before lands at or
+//! near the newest commit of a series, for a nightly job. The work is the `history` crate's.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use history::store::Added;
+use history::{Change, History, Series};
+use stats::changepoint::Settings;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum HistoryCommand {
+    /// Add results directories (runs and checks) to the history; one added again is the
+    /// same run, its points replaced by what the directory holds now.
+    Add(AddArgs),
+    /// Each series' last points as a sparkline, its changes with their size and interval,
+    /// and the bisection that would settle each.
+    Show(ShowArgs),
+    /// Exit 1 when a change not reported before, at least --threshold in size, lands at or
+    /// near the newest commit of a series (the nightly job's alert); 0 otherwise.
+    Check(CheckArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HistoryFile {
+    /// The history file (SQLite; created when missing).
+    #[arg(
+        long = "history",
+        value_name = "FILE",
+        default_value = "perf/history.db"
+    )]
+    pub path: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AddArgs {
+    #[command(flatten)]
+    pub file: HistoryFile,
+    /// Results directories of `rubyrace run` or `rubyrace check`.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub file: HistoryFile,
+    /// `text` or `json`.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// Points per series in the sparkline.
+    #[arg(long, default_value_t = 30)]
+    pub last: usize,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub file: HistoryFile,
+    /// The smallest change that alerts, as a percentage of the level before.
+    #[arg(long, default_value = "3%", value_parser = crate::invocation::parse_percent)]
+    pub threshold: f64,
+    /// A change alerts when its first point after is among this many newest points.
+    #[arg(long, default_value_t = 2)]
+    pub near: usize,
+    /// Alert on improvements too (by default only on changes for the worse).
+    #[arg(long)]
+    pub both: bool,
+    /// Append the Markdown summary to FILE (GitHub's $GITHUB_STEP_SUMMARY).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+}
+
+pub fn history(command: HistoryCommand) -> Result<ExitCode> {
+    let outcome = match command {
+        HistoryCommand::Add(args) => add(&args),
+        HistoryCommand::Show(args) => show(&args),
+        HistoryCommand::Check(args) => check(&args),
+    };
+    outcome.or_else(|e| {
+        eprintln!("rubyrace: error: {e:#}");
+        Ok(ExitCode::from(2))
+    })
+}
+
+fn add(args: &AddArgs) -> Result<ExitCode> {
+    let mut history = History::open(&args.file.path)?;
+    let mut failed = 0;
+    for dir in &args.dirs {
+        match history::read_results(dir).and_then(|run| Ok((history.add(&run)?, run))) {
+            Ok((added, run)) => {
+                let commit = run
+                    .commit
+                    .as_ref()
+                    .map(|c| c.hash.chars().take(12).collect::<String>())
+                    .unwrap_or_else(|| "no commit".into());
+                let what = match added {
+                    Added::New { points } => format!("added, {points} points"),
+                    Added::Updated { points } => format!("already there: updated, {points} points"),
+                };
+                println!(
+                    "{}: {} {} at {commit}: {what}",
+                    dir.display(),
+                    run.kind,
+                    run.experiment
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("rubyrace: error: {e:#}");
+            }
+        }
+    }
+    println!("{}: {} runs", args.file.path.display(), history.runs()?);
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A series and the changes found in it.
+type Analysed = (Series, Vec<Change>);
+
+/// The history's series, each with its changes.
+fn analysed(path: &Path) -> Result<(History, Vec<Analysed>)> {
+    if !path.exists() {
+        anyhow::bail!(
+            "{} does not exist: `rubyrace history add --history {} DIR...` starts it",
+            path.display(),
+            path.display()
+        );
+    }
+    let history = History::open(path)?;
+    let settings = Settings::default();
+    let all = history
+        .series()?
+        .into_iter()
+        .map(|s| {
+            let changes = history::analyse(&s, &settings);
+            (s, changes)
+        })
+        .collect();
+    Ok((history, all))
+}
+
+fn show(args: &ShowArgs) -> Result<ExitCode> {
+    let (history, all) = analysed(&args.file.path)?;
+    if args.format == "json" {
+        let series: Vec<serde_json::Value> = all
+            .iter()
+            .map(|(s, changes)| serde_json::json!({ "series": s, "changes": changes }))
+            .collect();
+        let doc = serde_json::json!({
+            "schema": "rubyrace.history/1",
+            "runs": history.runs()?,
+            "series": series,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: {} runs, {} series",
+        args.file.path.display(),
+        history.runs()?,
+        all.len()
+    );
+    for (series, changes) in &all {
+        println!();
+        print!("{}", series_text(series, changes, args.last));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A series in the terminal: its name, the sparkline of its last points, the newest point,
+/// and every change.
+fn series_text(series: &Series, changes: &[Change], last: usize) -> String {
+    let mut out = String::new();
+    let points = &series.points;
+    let Some(newest) = points.last() else {
+        return out;
+    };
+    let shown = &points[points.len().saturating_sub(last.max(1))..];
+    out.push_str(&format!(
+        "{} ({} points)\n  {}  {}\n",
+        series.key,
+        points.len(),
+        sparkline(&shown.iter().map(|p| p.value).collect::<Vec<_>>()),
+        point_text(series, newest)
+    ));
+    if changes.is_empty() {
+        out.push_str("  no change found\n");
+    }
+    for c in changes {
+        out.push_str(&format!("  {}\n", change_text(series, c)));
+        if let Some(b) = &c.bisect {
+            out.push_str(&format!("    bisect: {b}\n"));
+        }
+    }
+    out
+}
+
+fn point_text(series: &Series, p: &history::SeriesPoint) -> String {
+    let figure = match series.kind {
+        history::import::PointKind::Ratio => {
+            format!("{:.3}× [{:.3}–{:.3}]", p.value, p.lo, p.hi)
+        }
+        history::import::PointKind::Absolute => format!(
+            "{} [{}–{}]",
+            units::fmt_sig(p.value),
+            units::fmt_sig(p.lo),
+            units::fmt_sig(p.hi)
+        ),
+    };
+    format!("{figure} at {} {}", p.commit_short(), quoted(&p.subject))
+}
+
+fn change_text(series: &Series, c: &Change) -> String {
+    let direction = if c.worse { "worse" } else { "better" };
+    let between = match c.commits_between {
+        Some(0) => "adjacent commits".to_string(),
+        Some(n) => format!("{n} commits between"),
+        None => "commits between not known".to_string(),
+    };
+    format!(
+        "change ({direction}) of {} by {:.3}× [{:.3}–{:.3}] (p {:.1e}): last before {} {}, first after {} {}; {between}",
+        series.metric,
+        c.factor,
+        c.factor_low,
+        c.factor_high,
+        c.p_value,
+        c.before.commit_short(),
+        quoted(&c.before.subject),
+        c.after.commit_short(),
+        quoted(&c.after.subject),
+    )
+}
+
+fn quoted(subject: &str) -> String {
+    if subject.is_empty() {
+        String::new()
+    } else {
+        format!("{subject:?}")
+    }
+}
+
+/// Values as a line of block characters, lowest to highest.
+fn sparkline(values: &[f64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(*v), h.max(*v))
+        });
+    values
+        .iter()
+        .map(|v| {
+            if hi > lo {
+                BARS[(((v - lo) / (hi - lo)) * 7.0).round() as usize]
+            } else {
+                BARS[3]
+            }
+        })
+        .collect()
+}
+
+fn check(args: &CheckArgs) -> Result<ExitCode> {
+    let (mut history, all) = analysed(&args.file.path)?;
+    let mut alerts: Vec<(&Series, &Change)> = Vec::new();
+    for (series, changes) in &all {
+        let newest = series.points.len();
+        for c in changes {
+            let near = c.index + args.near >= newest;
+            let big = (c.factor - 1.0).abs() >= args.threshold;
+            if near && big && (c.worse || args.both) {
+                alerts.push((series, c));
+            }
+        }
+    }
+    let mut new = Vec::new();
+    for (series, c) in alerts {
+        let after = c
+            .after
+            .commit
+            .clone()
+            .unwrap_or_else(|| c.after.dir.clone());
+        if !history.reported(&series.key, &after)? {
+            new.push((series, c));
+            history.mark_reported(&series.key, &after)?;
+        }
+    }
+    let markdown = check_markdown(&new, all.len(), args.threshold);
+    print!("{markdown}");
+    if let Some(path) = &args.summary {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        file.write_all(markdown.as_bytes())?;
+    }
+    Ok(if new.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The check's summary in Markdown: a headline and a row per new change.
+fn check_markdown(new: &[(&Series, &Change)], series: usize, threshold: f64) -> String {
+    if new.is_empty() {
+        return format!(
+            "## rubyrace history check: ✅ no new change of {:.1}% or more at the newest commits\n\n{series} series checked.\n",
+            threshold * 100.0
+        );
+    }
+    let mut out = format!(
+        "## rubyrace history check: ❌ {} new change{} of {:.1}% or more\n\n| series | change | last before | first after | bisect |\n|---|---|---|---|---|\n",
+        new.len(),
+        if new.len() == 1 { "" } else { "s" },
+        threshold * 100.0
+    );
+    for (s, c) in new {
+        out.push_str(&format!(
+            "| {} | {:.3}× [{:.3}–{:.3}] | `{}` {} | `{}` {} | {} |\n",
+            s.key,
+            c.factor,
+            c.factor_low,
+            c.factor_high,
+            c.before.commit_short(),
+            c.before.subject.replace('|', "\\|"),
+            c.after.commit_short(),
+            c.after.subject.replace('|', "\\|"),
+            c.bisect
+                .as_deref()
+                .map(|b| format!("`{b}`"))
+                .unwrap_or_else(|| "adjacent commits: the first after is the change".into())
+        ));
+    }
+    out
+}

@@ -1,0 +1,259 @@
+//! A series: one experiment's configuration (against its baseline, or alone on one host
+//! kind) and one metric, in commit order. Its change points come from
+//! `stats::changepoint` on the log of each point, each point weighted by its own interval;
+//! a change is told as the factor from the level before to the level after, with its 95%
+//! interval, the last commit before and the first after, and the `rubyrace bisect` command
+//! that would settle the commits between when there are more than one.
+
+use serde::Serialize;
+use stats::changepoint::{self, Point, Settings};
+
+use crate::import::PointKind;
+
+/// One run's point of a series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    pub run_id: i64,
+    pub commit: Option<String>,
+    pub subject: String,
+    pub commit_date: Option<String>,
+    pub commit_order: Option<i64>,
+    pub created_at: String,
+    /// The run's results directory, where its report is.
+    pub dir: String,
+    pub repo: Option<String>,
+    pub experiment_file: String,
+    pub value: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub confidence: f64,
+    pub blocks: usize,
+}
+
+impl SeriesPoint {
+    /// The point on the log scale with its standard error, from its interval.
+    fn log_point(&self) -> Point {
+        let z = stats::dist::normal_quantile(0.5 + self.confidence / 2.0);
+        let value = self.value.ln();
+        let se = if self.lo > 0.0 && self.hi > self.lo {
+            (self.hi.ln() - self.lo.ln()) / (2.0 * z)
+        } else {
+            ((self.hi - self.lo) / (2.0 * z * self.value)).abs()
+        };
+        Point { value, se }
+    }
+
+    /// The commit, short, or the run's date when it has none.
+    pub fn commit_short(&self) -> String {
+        match &self.commit {
+            Some(c) => c.chars().take(12).collect(),
+            None => self.created_at.clone(),
+        }
+    }
+}
+
+/// A series and its points in commit order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Series {
+    /// `experiment · label · metric` (`· host kind` for an absolute figure).
+    pub key: String,
+    pub experiment: String,
+    pub label: String,
+    pub metric: String,
+    #[serde(serialize_with = "kind_name")]
+    pub kind: PointKind,
+    pub host_kind: Option<String>,
+    pub higher_is_better: bool,
+    pub points: Vec<SeriesPoint>,
+}
+
+fn kind_name<S: serde::Serializer>(kind: &PointKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.as_str())
+}
+
+/// A change found in a series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Change {
+    /// The first point after the change.
+    pub index: usize,
+    /// The level after ÷ the level before, and its 95% interval.
+    pub factor: f64,
+    pub factor_low: f64,
+    pub factor_high: f64,
+    pub p_value: f64,
+    /// The change makes the metric worse (slower, more memory, more latency).
+    pub worse: bool,
+    /// The last point before the change and the first after.
+    pub before: SeriesPoint,
+    pub after: SeriesPoint,
+    /// Commits strictly between the two, when both are known in first-parent order.
+    pub commits_between: Option<i64>,
+    /// The bisection that settles the commits between, when there are any (or their
+    /// number is not known).
+    pub bisect: Option<String>,
+}
+
+/// The change points of `series`.
+pub fn analyse(series: &Series, settings: &Settings) -> Vec<Change> {
+    let points: Vec<Point> = series.points.iter().map(SeriesPoint::log_point).collect();
+    changepoint::change_points(&points, settings)
+        .into_iter()
+        .map(|c| {
+            let (lo, hi) = c.step_interval(0.95);
+            let before = series.points[c.index - 1].clone();
+            let after = series.points[c.index].clone();
+            let factor = c.step.exp();
+            let worse = if series.higher_is_better {
+                factor < 1.0
+            } else {
+                factor > 1.0
+            };
+            let commits_between = match (before.commit_order, after.commit_order) {
+                (Some(b), Some(a)) => Some((a - b - 1).max(0)),
+                _ => None,
+            };
+            let bisect = bisect_command(series, &before, &after, commits_between);
+            Change {
+                index: c.index,
+                factor,
+                factor_low: lo.exp(),
+                factor_high: hi.exp(),
+                p_value: c.p_value,
+                worse,
+                before,
+                after,
+                commits_between,
+                bisect,
+            }
+        })
+        .collect()
+}
+
+/// `rubyrace bisect FILE --app-repo REPO --good BEFORE --bad AFTER [--config LABEL]`, when
+/// both commits are known, differ, and have commits between them (or an unknown number).
+fn bisect_command(
+    series: &Series,
+    before: &SeriesPoint,
+    after: &SeriesPoint,
+    between: Option<i64>,
+) -> Option<String> {
+    let (good, bad) = (before.commit.as_ref()?, after.commit.as_ref()?);
+    if good == bad || between == Some(0) {
+        return None;
+    }
+    let repo = after.repo.as_deref().unwrap_or(".");
+    // A check's series is its one configuration; a run's, the configuration compared.
+    let config = match series.kind {
+        PointKind::Ratio if series.label == "head/base" => None,
+        PointKind::Ratio => series.label.split('/').next(),
+        PointKind::Absolute => Some(series.label.as_str()),
+    };
+    let mut command = format!(
+        "rubyrace bisect {} --app-repo {} --good {} --bad {}",
+        after.experiment_file,
+        repo,
+        &good[..good.len().min(12)],
+        &bad[..bad.len().min(12)],
+    );
+    if let Some(config) = config {
+        command.push_str(&format!(" --config {config}"));
+    }
+    // The metric, by the name `--metric` takes (the report's).
+    if series.metric != "throughput" {
+        command.push_str(&format!(" --metric {}", series.metric));
+    }
+    Some(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ratio series of 30 commits (orders 0, 2, 4, ...: one commit between each two
+    /// measured), each point ±1% at 95%, stepping 5% up at point 12 and 3% down at 22.
+    fn stepped() -> Series {
+        let mut rng = stats::rng::SeededRng::new(52);
+        let sd = 0.01 / 1.96;
+        let points = (0..30)
+            .map(|i| {
+                let level = match i {
+                    0..12 => 1.0f64,
+                    12..22 => 1.05,
+                    _ => 1.05 * 0.97,
+                };
+                let value = level * (sd * rng.standard_normal()).exp();
+                SeriesPoint {
+                    run_id: i,
+                    commit: Some(format!("{:040x}", 1000 + i)),
+                    subject: format!("commit {i}"),
+                    commit_date: None,
+                    commit_order: Some(2 * i),
+                    created_at: format!("2026-11-{:02}", i + 1),
+                    dir: format!("/results/{i}"),
+                    repo: Some("/src/app".into()),
+                    experiment_file: "/perf/nightly.toml".into(),
+                    value,
+                    lo: value * (-0.01f64).exp(),
+                    hi: value * 0.01f64.exp(),
+                    confidence: 0.95,
+                    blocks: 7,
+                }
+            })
+            .collect();
+        Series {
+            key: "nightly · yjit/interp · throughput".into(),
+            experiment: "nightly".into(),
+            label: "yjit/interp".into(),
+            metric: "throughput".into(),
+            kind: PointKind::Ratio,
+            host_kind: None,
+            higher_is_better: true,
+            points,
+        }
+    }
+
+    #[test]
+    fn both_planted_steps_are_found_with_intervals_that_hold_them() {
+        let series = stepped();
+        let changes = analyse(&series, &Settings::default());
+        assert_eq!(
+            changes.iter().map(|c| c.index).collect::<Vec<_>>(),
+            vec![12, 22],
+            "{changes:?}"
+        );
+        let (up, down) = (&changes[0], &changes[1]);
+        assert!(up.factor_low <= 1.05 && 1.05 <= up.factor_high, "{up:?}");
+        assert!(
+            down.factor_low <= 0.97 && 0.97 <= down.factor_high,
+            "{down:?}"
+        );
+        assert!(!up.worse && down.worse);
+        assert_eq!(up.commits_between, Some(1));
+        let bisect = down.bisect.as_deref().unwrap();
+        assert!(
+            bisect.starts_with("rubyrace bisect /perf/nightly.toml --app-repo /src/app --good ")
+                && bisect.ends_with(" --config yjit"),
+            "{bisect}"
+        );
+        assert!(bisect.contains(&format!(
+            "--good {}",
+            &down.before.commit.as_ref().unwrap()[..12]
+        )));
+        assert!(bisect.contains(&format!(
+            "--bad {}",
+            &down.after.commit.as_ref().unwrap()[..12]
+        )));
+    }
+
+    #[test]
+    fn adjacent_commits_need_no_bisection() {
+        let mut series = stepped();
+        for (i, p) in series.points.iter_mut().enumerate() {
+            p.commit_order = Some(i as i64);
+        }
+        let changes = analyse(&series, &Settings::default());
+        assert!(changes
+            .iter()
+            .all(|c| c.commits_between == Some(0) && c.bisect.is_none()));
+    }
+}
