@@ -94,6 +94,10 @@ pub struct CheckArgs {
         "output"
     ])]
     pub resume: Option<PathBuf>,
+    /// When the gate decides, add the check to this history file (`rubyrace history add`,
+    /// docs/history.md): its head against its base, at the head's commit.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
 }
 
 /// What a check keeps for its resume: the options that shape how it ends, not what it
@@ -201,7 +205,7 @@ fn checked(args: &CheckArgs) -> Result<ExitCode, Refused> {
             (store, options, results::store::SessionKind::Start)
         }
     };
-    gate(store, kind, &options).map_err(tool)
+    gate(store, kind, &options, args.history.as_deref()).map_err(tool)
 }
 
 /// The check in `dir`, for `--resume`, with the options it was started with. Anything
@@ -263,6 +267,7 @@ pub fn resume_from_run(dir: &Path) -> Result<ExitCode> {
         summary: None,
         output: None,
         resume: Some(dir.to_path_buf()),
+        history: None,
     })
 }
 
@@ -482,6 +487,7 @@ fn gate(
     mut store: Store,
     kind: results::store::SessionKind,
     options: &CheckOptions,
+    history: Option<&Path>,
 ) -> Result<ExitCode> {
     let dir = store.dir().to_path_buf();
     let resume = format!("rubyrace check --resume {}", dir.display());
@@ -539,6 +545,9 @@ fn gate(
     let page = report_of(&dir, report::render::Format::Html)?;
     std::fs::write(&html, page).with_context(|| format!("cannot write {}", html.display()))?;
     eprintln!("rubyrace: the HTML report is {}", html.display());
+    if let Some(file) = history {
+        super::history::add_after(&dir, file);
+    }
     Ok(ExitCode::from(
         match (end.decision.verdict, options.inconclusive) {
             (GateVerdict::Pass, _) | (GateVerdict::Inconclusive, Some(Inconclusive::Pass)) => 0,

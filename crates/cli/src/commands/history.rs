@@ -123,6 +123,28 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
     })
 }
 
+/// `run --history FILE` and `check --history FILE`: adds the finished run in `dir` to the
+/// history, saying so on stderr; a failure to add is said and leaves the run's own exit
+/// status as it is (its results are stored; `history add` adds them later).
+pub fn add_after(dir: &Path, file: &Path) {
+    let added = History::open(file).and_then(|mut history| {
+        let run = history::read_results(dir)?;
+        Ok((history.add(&run)?, history.runs()?))
+    });
+    match added {
+        Ok((_, runs)) => eprintln!(
+            "rubyrace: added to the history {} ({runs} runs)",
+            file.display()
+        ),
+        Err(e) => eprintln!(
+            "rubyrace: error: not added to the history {}: {e:#}; add it later with `rubyrace history add --history {} {}`",
+            file.display(),
+            file.display(),
+            dir.display()
+        ),
+    }
+}
+
 /// A series and the changes found in it.
 type Analysed = (Series, Vec<Change>);
 

@@ -76,6 +76,11 @@ pub struct RunArgs {
     /// attaches again.
     #[arg(long)]
     pub detach: bool,
+
+    /// When the run ends, add it to this history file (`rubyrace history add`,
+    /// docs/history.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "smoke"])]
+    pub history: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
@@ -117,7 +122,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    print_run_end(&store, &end, &dir)
+    let code = print_run_end(&store, &end, &dir)?;
+    if let Some(file) = &args.history {
+        // The run's writer goes first, so the history reads a finished run.
+        drop(store);
+        super::history::add_after(&dir, file);
+    }
+    Ok(code)
 }
 
 /// The store of the run in `dir` to resume, or the exit code when it is not to be resumed

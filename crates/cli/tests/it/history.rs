@@ -49,8 +49,9 @@ fn history(args: &[&str]) -> Run {
 
 /// Eight commits; at each, a short interleaved run of the app against a fixed baseline (the
 /// same app outside the repository, never changing), added to the history. The series of
-/// the app against its baseline steps down at commit 6 (40% more work per request), and the
-/// history finds that change there, with the commits before and after; `history check`
+/// the app against its baseline steps down at commit 6 (40% more work per request). The
+/// first four runs add themselves (`run --history`), the rest are added at once (`history
+/// add`). The history finds the change at commit 6, with the commits before and after; `history check`
 /// alerts on it (exit 1, the summary appended) once, and not again; a directory added twice
 /// is one run; a directory that is not a run is refused by name; the repository is as it
 /// was.
@@ -92,17 +93,36 @@ app = "{}"
     for (i, hash) in hashes.iter().enumerate() {
         git(&repo, &["checkout", "--quiet", hash]);
         let out = lab.dir.path(&format!("results-{i}"));
-        let run = lab
-            .spawn_marked(&["run", &path_str(&file), "-o", &path_str(&out)])
-            .wait(Duration::from_secs(180));
+        // The first four add themselves as they end (`run --history`); the rest are added
+        // below, all at once.
+        let mut args = vec![
+            "run".to_string(),
+            path_str(&file),
+            "-o".into(),
+            path_str(&out),
+        ];
+        if i < 4 {
+            args.extend(["--history".to_string(), path_str(&db)]);
+        }
+        let run = lab.spawn_marked(&args).wait(Duration::from_secs(180));
         assert_eq!(run.code(), Some(0), "commit {i}: {run:?}");
+        if i < 4 {
+            assert!(
+                run.stderr.contains(&format!(
+                    "rubyrace: added to the history {} ({} runs)",
+                    db.display(),
+                    i + 1
+                )),
+                "{run:?}"
+            );
+        }
         dirs.push(out);
     }
     git(&repo, &["checkout", "--quiet", "main"]);
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 
     let mut add = vec!["add".to_string(), "--history".into(), path_str(&db)];
-    add.extend(dirs.iter().map(|d| path_str(d)));
+    add.extend(dirs[4..].iter().map(|d| path_str(d)));
     let added = rubyrace(
         &std::iter::once("history".to_string())
             .chain(add)
