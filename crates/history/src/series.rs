@@ -31,9 +31,12 @@ pub struct SeriesPoint {
 }
 
 impl SeriesPoint {
-    /// The point on the log scale with its standard error, from its interval.
+    /// The point on the log scale with its standard error, from its interval. The interval
+    /// is Student's t over the point's blocks (the report's), so its half-width is t with
+    /// blocks − 1 degrees of freedom standard errors: with three blocks, 4.30 of them, not
+    /// 1.96 (the normal's quantile would make such a point look twice as rough as it is).
     fn log_point(&self) -> Point {
-        let z = stats::dist::normal_quantile(0.5 + self.confidence / 2.0);
+        let z = stats::dist::t_quantile(0.5 + self.confidence / 2.0, self.blocks.max(2) - 1);
         let value = self.value.ln();
         let se = if self.lo > 0.0 && self.hi > self.lo {
             (self.hi.ln() - self.lo.ln()) / (2.0 * z)

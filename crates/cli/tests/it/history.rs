@@ -34,6 +34,7 @@ fn repository(lab: &Lab) -> Vec<String> {
                 crate::bisect::work_app(work_at(i), ""),
             )
             .unwrap();
+            std::fs::write(repo.join("app/CHANGES"), format!("change {i}\n")).unwrap();
             git(&repo, &["add", "."]);
             git(&repo, &["commit", "--quiet", "-m", &format!("commit {i}")]);
             git(&repo, &["rev-parse", "HEAD"]).trim().to_string()
@@ -181,6 +182,7 @@ app = "{}"
 
     let text = history(&["show", "--history", &path_str(&db)]);
     assert_eq!(text.code(), Some(0), "{text:?}");
+    eprintln!("{}", text.stdout);
     assert!(
         text.stdout
             .contains("nightly · app/base · throughput (8 points)"),
@@ -200,6 +202,7 @@ app = "{}"
     let alerted = check(&["--summary", summary.to_str().unwrap()]);
     assert_eq!(alerted.code(), Some(1), "{alerted:?}");
     let written = std::fs::read_to_string(&summary).unwrap();
+    eprintln!("{written}");
     assert!(
         written.starts_with("## rubyrace history check: ❌"),
         "{written}"
