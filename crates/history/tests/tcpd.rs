@@ -15,6 +15,14 @@ use stats::changepoint::{change_points, Point, Settings};
 fn tcpd_predictions() {
     let dir = PathBuf::from(std::env::var("TCPD_DIR").expect("TCPD_DIR: a TCPD checkout"));
     let out = PathBuf::from(std::env::var("TCPD_OUT").expect("TCPD_OUT: the JSON to write"));
+    // The detector's settings, its defaults unless TCPD_MAX_P or TCPD_MIN_SEGMENT say.
+    let mut settings = Settings::default();
+    if let Ok(p) = std::env::var("TCPD_MAX_P") {
+        settings.max_p = p.parse().expect("TCPD_MAX_P: a number");
+    }
+    if let Ok(m) = std::env::var("TCPD_MIN_SEGMENT") {
+        settings.min_segment = m.parse().expect("TCPD_MIN_SEGMENT: a whole number");
+    }
     let mut predictions: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for entry in std::fs::read_dir(dir.join("datasets")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
@@ -48,7 +56,7 @@ fn tcpd_predictions() {
                 se: 0.0,
             })
             .collect();
-        let found = change_points(&points, &Settings::default());
+        let found = change_points(&points, &settings);
         predictions.insert(name, found.iter().map(|c| c.index).collect());
     }
     assert!(!predictions.is_empty(), "no series under {}", dir.display());

@@ -11,13 +11,15 @@ use crate::commits::git;
 use crate::support::lab::Lab;
 use crate::support::{path_str, rubyrace, Run};
 
-/// The work per request of the app at commit `i`: the same until commit 6, then 40% more.
+/// The work per request of the app at commit `i`: the same until commit 6, then 80% more.
+/// (With 40% more, a point measured beside other work was once too rough for the change
+/// to pass p ≤ 0.001 with two points after it.)
 fn work_at(i: usize) -> u64 {
     let base = crate::bisect::WORK / 10;
     if i < 6 {
         base
     } else {
-        base * 14 / 10
+        base * 18 / 10
     }
 }
 
@@ -50,7 +52,7 @@ fn history(args: &[&str]) -> Run {
 
 /// Eight commits; at each, a short interleaved run of the app against a fixed baseline (the
 /// same app outside the repository, never changing), added to the history. The series of
-/// the app against its baseline steps down at commit 6 (40% more work per request). The
+/// the app against its baseline steps down at commit 6 (80% more work per request). The
 /// first four runs add themselves (`run --history`), the rest are added at once (`history
 /// add`). The history finds the change at commit 6, with the commits before and after; `history check`
 /// alerts on it (exit 1, the summary appended) once, and not again; a directory added twice
@@ -71,7 +73,7 @@ fn runs_at_each_commit_make_a_history_whose_change_is_found_and_alerted_once() {
     lab.experiment(&format!(
         r#"
 name = "nightly"
-blocks = 3
+blocks = 4
 
 [settings]
 warmup = "300ms"
@@ -173,12 +175,12 @@ app = "{}"
     assert_eq!(change["after"]["subject"], "commit 6");
     assert_eq!(change["commits_between"], 0);
     assert_eq!(change["worse"], true);
-    // 40% more work per request: throughput falls to about 1/1.4 of the baseline's.
+    // 80% more work per request: throughput falls to about 1/1.8 of the baseline's.
     let (lo, hi) = (
         change["factor_low"].as_f64().unwrap(),
         change["factor_high"].as_f64().unwrap(),
     );
-    assert!(lo < hi && hi < 0.9 && lo > 0.5, "{change}");
+    assert!(lo < hi && hi < 0.85 && lo > 0.35, "{change}");
 
     let text = history(&["show", "--history", &path_str(&db)]);
     assert_eq!(text.code(), Some(0), "{text:?}");
