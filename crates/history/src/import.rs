@@ -15,7 +15,6 @@
 //!   of its repository when it is at hand; without one, the run's date orders it.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
@@ -262,36 +261,23 @@ pub fn read_results(dir: &Path) -> Result<ImportedRun> {
 }
 
 /// The commit's subject, author date and first-parent position, asked of `repo` (any
-/// directory of its working tree) by argv; what cannot be asked is left empty, and the
+/// directory of its working tree, `sys::git`); what cannot be asked is left empty, and the
 /// run's date stands for the commit's.
 fn commit_info(hash: String, dirty: bool, repo: Option<&Path>, created_at: &str) -> CommitInfo {
-    let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(repo?)
-            .args(args)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    let shown = git(&["show", "-s", "--format=%s%x1f%aI", &hash]);
-    let (subject, author_date) = shown
+    let top = repo.and_then(|r| sys::git::toplevel(r).ok());
+    let (subject, author_date) = top
         .as_deref()
-        .and_then(|s| s.split_once('\u{1f}'))
-        .map(|(s, d)| (s.to_string(), d.to_string()))
+        .and_then(|t| sys::git::describe_commit(t, &hash).ok())
         .unwrap_or_else(|| (String::new(), created_at.to_string()));
-    let order = git(&["rev-list", "--first-parent", "--count", &hash]).and_then(|n| n.parse().ok());
-    let repo = git(&["rev-parse", "--show-toplevel"]);
+    let order = top
+        .as_deref()
+        .and_then(|t| sys::git::first_parent_position(t, &hash).ok());
     CommitInfo {
         hash,
         subject,
         author_date,
         order,
         dirty,
-        repo,
+        repo: top.map(|t| t.display().to_string()),
     }
 }

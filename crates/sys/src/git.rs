@@ -232,6 +232,13 @@ pub fn describe_commit(repo: &Path, commit: &str) -> Result<(String, String), Gi
     Ok((subject.to_string(), date.to_string()))
 }
 
+/// How many commits the first-parent line up to `commit` holds, `commit` included: its
+/// position in the history a team reads (`rubyrace history` orders series by it).
+pub fn first_parent_position(repo: &Path, commit: &str) -> Result<i64, GitError> {
+    let count = git(repo, &["rev-list", "--first-parent", "--count", commit])?;
+    Ok(count.parse().unwrap_or(0))
+}
+
 /// The history a bisection searches: `good`, then every commit on the first-parent line
 /// from it to `bad`, oldest first (a merge is one commit of the line, as `git bisect
 /// --first-parent` sees it). An error when `good` is not on `bad`'s first-parent line.

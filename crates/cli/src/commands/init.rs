@@ -180,18 +180,12 @@ fn init_inner(args: &InitArgs) -> Result<ExitCode> {
 
 /// The root of the git repository `dir` is in.
 fn repository_root(dir: &Path) -> Result<PathBuf> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .current_dir(dir)
-        .output()
-        .context("cannot run git")?;
-    if !out.status.success() {
-        bail!(
+    sys::git::toplevel(dir).map_err(|_| {
+        anyhow::anyhow!(
             "--ci: {} is not in a git repository; the workflow gates the repository's pull requests",
             dir.display()
-        );
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        )
+    })
 }
 
 /// `to` relative to the directory `from` (both absolute): "..", "../app", ".".
