@@ -10,10 +10,14 @@
 //!   (`stats::changepoint`), and what each change means: its size with an interval, the
 //!   last commit before and the first after, and the bisection that would settle the
 //!   commits between.
+//! - `chart`, `site`: the series as pages: one per experiment (`show --format html`), and
+//!   the board of `history site` (an index, the pages, each run's report).
 #![forbid(unsafe_code)]
 
+pub mod chart;
 pub mod import;
 pub mod series;
+pub mod site;
 pub mod store;
 
 pub use import::{read_results, ImportedRun, PointRecord};

@@ -169,12 +169,12 @@ fn bisect_command(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A ratio series of 30 commits (orders 0, 2, 4, ...: one commit between each two
     /// measured), each point ±1% at 95%, stepping 5% up at point 12 and 3% down at 22.
-    fn stepped() -> Series {
+    pub(crate) fn stepped() -> Series {
         let mut rng = stats::rng::SeededRng::new(52);
         let sd = 0.01 / 1.96;
         let points = (0..30)

@@ -23,6 +23,9 @@ pub enum HistoryCommand {
     /// Exit 1 when a change not reported before, at least --threshold in size, lands at or
     /// near the newest commit of a series (the nightly job's alert); 0 otherwise.
     Check(CheckArgs),
+    /// Write the board to DIR: an index of every series' newest figure and latest change, a
+    /// page per experiment, and each run's report, to publish as it is.
+    Site(SiteArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -49,12 +52,28 @@ pub struct AddArgs {
 pub struct ShowArgs {
     #[command(flatten)]
     pub file: HistoryFile,
-    /// `text` or `json`.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    /// `text`, `json`, or `html` (a page per experiment, written into --output).
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "html"])]
     pub format: String,
     /// Points per series in the sparkline.
     #[arg(long, default_value_t = 30)]
     pub last: usize,
+    /// With --format html: the directory the pages are written into.
+    #[arg(short, long, value_name = "DIR", default_value = "history-html")]
+    pub output: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SiteArgs {
+    #[command(flatten)]
+    pub file: HistoryFile,
+    /// The directory to write (created when missing; its run reports are kept and rendered
+    /// again only when their results changed).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// A change is marked new when its first point after is among this many newest points.
+    #[arg(long, default_value_t = 2)]
+    pub near: usize,
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,6 +99,7 @@ pub fn history(command: HistoryCommand) -> Result<ExitCode> {
         HistoryCommand::Add(args) => add(&args),
         HistoryCommand::Show(args) => show(&args),
         HistoryCommand::Check(args) => check(&args),
+        HistoryCommand::Site(args) => site(&args),
     };
     outcome.or_else(|e| {
         eprintln!("rubyrace: error: {e:#}");
@@ -172,6 +192,19 @@ fn analysed(path: &Path) -> Result<(History, Vec<Analysed>)> {
 
 fn show(args: &ShowArgs) -> Result<ExitCode> {
     let (history, all) = analysed(&args.file.path)?;
+    if args.format == "html" {
+        let board = history::site::Board {
+            history: &args.file.path,
+            runs: history.runs()?,
+            series: &all,
+            near: 2,
+        };
+        let written = history::site::write_pages(&board, &args.output)?;
+        for page in &written.pages {
+            println!("{}", page.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.format == "json" {
         let series: Vec<serde_json::Value> = all
             .iter()
@@ -227,18 +260,15 @@ fn series_text(series: &Series, changes: &[Change], last: usize) -> String {
 }
 
 fn point_text(series: &Series, p: &history::SeriesPoint) -> String {
-    let figure = match series.kind {
-        history::import::PointKind::Ratio => {
-            format!("{:.3}× [{:.3}–{:.3}]", p.value, p.lo, p.hi)
-        }
-        history::import::PointKind::Absolute => format!(
-            "{} [{}–{}]",
-            units::fmt_sig(p.value),
-            units::fmt_sig(p.lo),
-            units::fmt_sig(p.hi)
-        ),
-    };
-    format!("{figure} at {} {}", p.commit_short(), quoted(&p.subject))
+    let figure = |v| history::chart::figure(series, v);
+    format!(
+        "{} [{}–{}] at {} {}",
+        figure(p.value),
+        figure(p.lo),
+        figure(p.hi),
+        p.commit_short(),
+        quoted(&p.subject)
+    )
 }
 
 fn change_text(series: &Series, c: &Change) -> String {
@@ -249,12 +279,12 @@ fn change_text(series: &Series, c: &Change) -> String {
         None => "commits between not known".to_string(),
     };
     format!(
-        "change ({direction}) of {} by {:.3}× [{:.3}–{:.3}] (p {:.1e}): last before {} {}, first after {} {}; {between}",
+        "change ({direction}) of {} by {:.3}× [{:.3}–{:.3}] (p {}): last before {} {}, first after {} {}; {between}",
         series.metric,
         c.factor,
         c.factor_low,
         c.factor_high,
-        c.p_value,
+        history::chart::p_value_text(c.p_value),
         c.before.commit_short(),
         quoted(&c.before.subject),
         c.after.commit_short(),
@@ -288,6 +318,31 @@ fn sparkline(values: &[f64]) -> String {
             }
         })
         .collect()
+}
+
+fn site(args: &SiteArgs) -> Result<ExitCode> {
+    let (history, all) = analysed(&args.file.path)?;
+    let board = history::site::Board {
+        history: &args.file.path,
+        runs: history.runs()?,
+        series: &all,
+        near: args.near,
+    };
+    let written = history::site::write_site(&board, &args.dir)?;
+    println!(
+        "{}: {} pages; run reports: {} rendered, {} unchanged",
+        args.dir.join("index.html").display(),
+        written.pages.len(),
+        written.reports_rendered,
+        written.reports_kept
+    );
+    if let Some(first) = written.reports_missing.first() {
+        eprintln!(
+            "rubyrace: {} runs have no report, their results directories being gone or unreadable (the first: {first}); their points link nowhere",
+            written.reports_missing.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {

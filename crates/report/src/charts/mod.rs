@@ -52,11 +52,11 @@ pub const PALETTE: [&str; 8] = [
 ];
 
 /// Outline of invalid and failed trials (drawn hollow, so colour is not the only cue).
-pub(crate) const INVALID: &str = "#B2182B";
-pub(crate) const INK: &str = "#1f2328";
-pub(crate) const MUTED: &str = "#59636e";
-pub(crate) const GRID: &str = "#e4e7eb";
-pub(crate) const AXIS: &str = "#8c959f";
+pub const INVALID: &str = "#B2182B";
+pub const INK: &str = "#1f2328";
+pub const MUTED: &str = "#59636e";
+pub const GRID: &str = "#e4e7eb";
+pub const AXIS: &str = "#8c959f";
 
 /// Width of every chart, px (the viewBox scales with the page).
 pub const WIDTH: f64 = 880.0;

@@ -40,7 +40,7 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     ticks
 }
 
-pub(crate) fn nice_number(x: f64) -> f64 {
+pub fn nice_number(x: f64) -> f64 {
     let exp = x.log10().floor();
     let f = x / 10f64.powf(exp);
     let nf = if f < 1.5 {
@@ -56,7 +56,7 @@ pub(crate) fn nice_number(x: f64) -> f64 {
 }
 
 /// Decimals that show every tick of `ticks` exactly.
-pub(crate) fn tick_decimals(ticks: &[f64]) -> usize {
+pub fn tick_decimals(ticks: &[f64]) -> usize {
     let step = match ticks {
         [a, b, ..] => (b - a).abs(),
         _ => 1.0,
@@ -69,7 +69,7 @@ pub(crate) fn tick_decimals(ticks: &[f64]) -> usize {
 }
 
 /// A coordinate, rounded to 0.01 px to keep the SVG small.
-pub(crate) fn c(v: f64) -> String {
+pub fn c(v: f64) -> String {
     let r = (v * 100.0).round() / 100.0;
     if r == r.trunc() {
         format!("{}", r as i64)
@@ -80,12 +80,12 @@ pub(crate) fn c(v: f64) -> String {
 
 /// Approximate width of `s` in px at `size` px: system sans-serif averages about 0.56 em
 /// per character; a little more keeps labels clear of what follows.
-pub(crate) fn text_width(s: &str, size: f64) -> f64 {
+pub fn text_width(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.58
 }
 
 /// `s` shortened to `max` characters with an ellipsis.
-pub(crate) fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -96,7 +96,7 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
 }
 
 /// Greedy word wrap to lines of at most `max` characters (longer words get a line each).
-pub(crate) fn wrap(text: &str, max: usize) -> Vec<String> {
+pub fn wrap(text: &str, max: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
@@ -129,7 +129,7 @@ pub fn jitter(source: usize, trial_id: usize) -> f64 {
 
 /// How a label sits on its point (`text-anchor`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Anchor {
+pub enum Anchor {
     Start,
     Middle,
     End,
@@ -140,7 +140,7 @@ pub(crate) enum Anchor {
 /// a user's string into one) itself. Attributes are written in one order: position,
 /// `text-anchor`, `font-size`, `font-weight`, `fill`, then the halo's.
 #[derive(Clone, Copy)]
-pub(crate) struct Label<'a> {
+pub struct Label<'a> {
     x: f64,
     y: f64,
     /// Turned a quarter counter-clockwise about (x, y): a vertical axis's label.
@@ -157,7 +157,7 @@ pub(crate) struct Label<'a> {
 }
 
 /// A label at (x, y), anchored at its start, in the chart's font size and ink.
-pub(crate) fn label(x: f64, y: f64) -> Label<'static> {
+pub fn label(x: f64, y: f64) -> Label<'static> {
     Label {
         x,
         y,
@@ -172,45 +172,45 @@ pub(crate) fn label(x: f64, y: f64) -> Label<'static> {
 }
 
 impl<'a> Label<'a> {
-    pub(crate) fn anchor(self, anchor: Anchor) -> Self {
+    pub fn anchor(self, anchor: Anchor) -> Self {
         Label { anchor, ..self }
     }
-    pub(crate) fn middle(self) -> Self {
+    pub fn middle(self) -> Self {
         self.anchor(Anchor::Middle)
     }
-    pub(crate) fn end(self) -> Self {
+    pub fn end(self) -> Self {
         self.anchor(Anchor::End)
     }
     /// Font size, px.
-    pub(crate) fn size(self, px: f64) -> Self {
+    pub fn size(self, px: f64) -> Self {
         Label {
             size: Some(px),
             ..self
         }
     }
-    pub(crate) fn bold(self, bold: bool) -> Self {
+    pub fn bold(self, bold: bool) -> Self {
         Label { bold, ..self }
     }
     /// A colour of the chart's palette (a constant, never the user's).
-    pub(crate) fn fill(self, colour: &'static str) -> Self {
+    pub fn fill(self, colour: &'static str) -> Self {
         Label {
             fill: Some(colour),
             ..self
         }
     }
-    pub(crate) fn muted(self) -> Self {
+    pub fn muted(self) -> Self {
         self.fill(MUTED)
     }
-    pub(crate) fn rotated(self) -> Self {
+    pub fn rotated(self) -> Self {
         Label {
             rotated: true,
             ..self
         }
     }
-    pub(crate) fn halo(self) -> Self {
+    pub fn halo(self) -> Self {
         Label { halo: true, ..self }
     }
-    pub(crate) fn tooltip<'b>(self, text: &'b str) -> Label<'b> {
+    pub fn tooltip<'b>(self, text: &'b str) -> Label<'b> {
         Label {
             tooltip: Some(text),
             ..self
@@ -218,7 +218,7 @@ impl<'a> Label<'a> {
     }
 
     /// Writes the `<text>` element with `text`, escaped.
-    pub(crate) fn draw(&self, b: &mut String, text: &str) {
+    pub fn draw(&self, b: &mut String, text: &str) {
         if self.rotated {
             let _ = write!(
                 b,
@@ -260,7 +260,7 @@ impl<'a> Label<'a> {
 /// Opens the group of one series (a cohort's marks, or a matrix cell's), marked
 /// `data-series="NAME"` for tests and scripts, with `tooltip` as its `<title>`; the caller
 /// closes it with `</g>`.
-pub(crate) fn open_series(b: &mut String, name: &str, tooltip: &str) {
+pub fn open_series(b: &mut String, name: &str, tooltip: &str) {
     let _ = write!(
         b,
         "<g data-series=\"{}\"><title>{}</title>",
@@ -271,7 +271,7 @@ pub(crate) fn open_series(b: &mut String, name: &str, tooltip: &str) {
 
 /// The two lines left of a cohort's row: its name (clipped to `chars`, bold for the
 /// baseline) and a muted line of figures under it, both right-aligned at `x`.
-pub(crate) fn row_labels(
+pub fn row_labels(
     b: &mut String,
     x: f64,
     cy: f64,
@@ -293,26 +293,26 @@ pub(crate) fn row_labels(
 
 /// A linear map from the domain `d0..d1` to the range `r0..r1`.
 #[derive(Clone, Copy)]
-pub(crate) struct Scale {
-    pub(crate) d0: f64,
-    pub(crate) d1: f64,
-    pub(crate) r0: f64,
-    pub(crate) r1: f64,
+pub struct Scale {
+    pub d0: f64,
+    pub d1: f64,
+    pub r0: f64,
+    pub r1: f64,
 }
 
 impl Scale {
-    pub(crate) fn new(d0: f64, d1: f64, r0: f64, r1: f64) -> Scale {
+    pub fn new(d0: f64, d1: f64, r0: f64, r1: f64) -> Scale {
         let d1 = if d1 == d0 { d0 + 1.0 } else { d1 };
         Scale { d0, d1, r0, r1 }
     }
-    pub(crate) fn at(&self, v: f64) -> f64 {
+    pub fn at(&self, v: f64) -> f64 {
         self.r0 + (v - self.d0) / (self.d1 - self.d0) * (self.r1 - self.r0)
     }
 }
 
 /// The document around a chart's body: root element, `<title>`, `<desc>`, background,
 /// visible title and subtitle. `height` is the final height.
-pub(crate) fn document(
+pub fn document(
     name: &str,
     title: &str,
     desc: &str,
@@ -347,7 +347,7 @@ pub(crate) fn document(
 
 /// The caption under a chart: wrapped lines of muted text starting at `y`, then a source
 /// line. Returns the y below it.
-pub(crate) fn caption(b: &mut String, text: &str, source: &str, y: f64, width: f64) -> f64 {
+pub fn caption(b: &mut String, text: &str, source: &str, y: f64, width: f64) -> f64 {
     let max_chars = ((width - 32.0) / (11.5 * 0.55)) as usize;
     let mut y = y;
     for line in wrap(text, max_chars) {
@@ -365,7 +365,7 @@ pub(crate) fn caption(b: &mut String, text: &str, source: &str, y: f64, width: f
 }
 
 /// "rubyrace · experiment A, B · N trials · created_at": where the numbers come from.
-pub(crate) fn source_line(report: &Report) -> String {
+pub fn source_line(report: &Report) -> String {
     let mut experiments: Vec<&str> = report
         .sources
         .iter()
@@ -397,14 +397,14 @@ pub(crate) fn source_line(report: &Report) -> String {
 /// What an axis spans, written on its `<g class="axis">` as `data-scale`, `data-min` and
 /// `data-max` so tests (and anyone reading the SVG) can check where it starts.
 #[derive(Clone, Copy)]
-pub(crate) struct Extent {
-    pub(crate) min: f64,
-    pub(crate) max: f64,
+pub struct Extent {
+    pub min: f64,
+    pub max: f64,
     /// "linear", "log" or "nines".
-    pub(crate) kind: &'static str,
+    pub kind: &'static str,
 }
 
-pub(crate) fn linear(min: f64, max: f64) -> Extent {
+pub fn linear(min: f64, max: f64) -> Extent {
     Extent {
         min,
         max,
@@ -414,7 +414,7 @@ pub(crate) fn linear(min: f64, max: f64) -> Extent {
 
 /// Vertical grid lines and labels of a horizontal value axis along `y_bottom`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn x_axis(
+pub fn x_axis(
     b: &mut String,
     scale: Scale,
     ticks: &[(f64, String)],
@@ -465,7 +465,7 @@ fn axis_label(x: f64, y: f64) -> Label<'static> {
 /// Horizontal grid lines and labels of a vertical value axis along `x_left`, with the
 /// axis label rotated alongside.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn y_axis(
+pub fn y_axis(
     b: &mut String,
     scale: Scale,
     ticks: &[(f64, String)],
@@ -504,11 +504,7 @@ pub(crate) fn y_axis(
 }
 
 /// Value ticks from zero to at least `max`, labelled; returns (ticks, axis maximum).
-pub(crate) fn zero_based_ticks(
-    max: f64,
-    target: usize,
-    unit_suffix: &str,
-) -> (Vec<(f64, String)>, f64) {
+pub fn zero_based_ticks(max: f64, target: usize, unit_suffix: &str) -> (Vec<(f64, String)>, f64) {
     let ticks = nice_ticks(0.0, max, target);
     let decimals = tick_decimals(&ticks);
     let top = *ticks.last().unwrap_or(&1.0);
@@ -520,7 +516,7 @@ pub(crate) fn zero_based_ticks(
 }
 
 /// What a legend entry shows.
-pub(crate) enum Swatch<'a> {
+pub enum Swatch<'a> {
     Dot(&'a str),
     Ring,
     Line(&'a str, &'a str),
@@ -530,13 +526,7 @@ pub(crate) enum Swatch<'a> {
 }
 
 /// A legend laid out left to right, wrapping at `max_x`; returns the y below it.
-pub(crate) fn legend(
-    b: &mut String,
-    items: &[(Swatch, String)],
-    x0: f64,
-    y0: f64,
-    max_x: f64,
-) -> f64 {
+pub fn legend(b: &mut String, items: &[(Swatch, String)], x0: f64, y0: f64, max_x: f64) -> f64 {
     let mut x = x0;
     let mut y = y0;
     let _ = write!(b, "<g class=\"legend\" font-size=\"11.5\">");
@@ -593,7 +583,7 @@ pub(crate) fn legend(
 }
 
 /// Width of the label column of a chart with one row per cohort.
-pub(crate) fn label_column(names: &[&str]) -> f64 {
+pub fn label_column(names: &[&str]) -> f64 {
     let widest = names
         .iter()
         .map(|n| text_width(&clip(n, 44), 12.5))
@@ -604,15 +594,15 @@ pub(crate) fn label_column(names: &[&str]) -> f64 {
 }
 
 /// Characters of a cohort name that fit in the label column.
-pub(crate) fn label_chars(column: f64) -> usize {
+pub fn label_chars(column: f64) -> usize {
     (((column - 24.0) / (12.5 * 0.58)) as usize).max(8)
 }
 
-pub(crate) fn is_valid(t: &TrialPoint) -> bool {
+pub fn is_valid(t: &TrialPoint) -> bool {
     t.status == "valid"
 }
 
-pub(crate) fn subtitle(report: &Report) -> String {
+pub fn subtitle(report: &Report) -> String {
     let mut parts = Vec::new();
     if !report.group_by.is_empty() {
         parts.push(format!("cohorts by {}", report.group_by.join(", ")));

@@ -92,7 +92,7 @@ pub fn render(report: &Report) -> String {
 }
 
 /// The `<head>` of every page: the policy `csp`, the title, the style sheet.
-fn head(title: &str, csp: &str) -> Markup {
+pub fn head(title: &str, csp: &str) -> Markup {
     html! {
         head {
             "\n"

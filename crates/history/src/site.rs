@@ -1,0 +1,417 @@
+//! The history as pages (docs/history.md, "The pages and the board"): one offline page per
+//! experiment (`rubyrace history show --format html`), and the board of `rubyrace history
+//! site DIR`: those pages, an index of every series' latest value and change, and each
+//! run's report, so the directory can be published as it is (a team's own speed.yjit.org).
+//!
+//! Every page is self-contained like the report's: its style sheet, inline SVG, no script,
+//! no network (the same Content-Security-Policy). Strings from the history (experiment
+//! names, labels, subjects) are escaped by maud, or by the chart helpers in the SVG.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use crate::chart::{self, figure, percent, Link};
+use crate::series::{Change, Series, SeriesPoint};
+
+/// No script, no network: the report's policy.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+
+/// The board's own style, beside the report's.
+const STYLE: &str = "svg.spark{vertical-align:middle} td.alert{color:#B2182B;font-weight:600} code.cmd{white-space:pre-wrap;word-break:break-all}";
+
+/// What the pages are made of: the series with their changes, by experiment.
+pub struct Board<'a> {
+    pub history: &'a Path,
+    pub runs: usize,
+    pub series: &'a [(Series, Vec<Change>)],
+    /// A change is new when its first point after is among this many newest points (the
+    /// index marks it, as `history check --near` does).
+    pub near: usize,
+}
+
+impl Board<'_> {
+    /// The experiments, each with its series, in name order.
+    fn experiments(&self) -> BTreeMap<&str, Vec<&(Series, Vec<Change>)>> {
+        let mut by: BTreeMap<&str, Vec<&(Series, Vec<Change>)>> = BTreeMap::new();
+        for s in self.series {
+            by.entry(s.0.experiment.as_str()).or_default().push(s);
+        }
+        by
+    }
+}
+
+/// What was written.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub pages: Vec<PathBuf>,
+    /// Run reports rendered now, kept from before (their results had not changed), and
+    /// runs without a report (their results directory is gone or unreadable).
+    pub reports_rendered: usize,
+    pub reports_kept: usize,
+    pub reports_missing: Vec<String>,
+}
+
+/// An experiment's page's file name: its name with anything but letters, digits, `-` and
+/// `_` as `-`.
+pub fn page_name(experiment: &str) -> String {
+    let slug: String = experiment
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!(
+        "{}.html",
+        if slug.is_empty() { "experiment" } else { &slug }
+    )
+}
+
+/// `rubyrace history show --format html`: a page per experiment in `dir`, each point
+/// linking to its run's `report.html` where the run has one beside its results.
+pub fn write_pages(board: &Board, dir: &Path) -> Result<Written> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let link = |p: &SeriesPoint| {
+        let report = Path::new(&p.dir).join("report.html");
+        report
+            .is_file()
+            .then(|| format!("file://{}", report.display()))
+    };
+    let mut written = Written::default();
+    for (experiment, series) in board.experiments() {
+        let path = dir.join(page_name(experiment));
+        write(
+            &path,
+            &experiment_page(board, experiment, &series, &link, None),
+        )?;
+        written.pages.push(path);
+    }
+    Ok(written)
+}
+
+/// `rubyrace history site DIR`: the board. `index.html`, a page per experiment, and
+/// `runs/ID.html`, each run's report, rendered from its results directory (again only when
+/// its results changed since; a run whose directory is gone keeps the report it had, or
+/// has none).
+pub fn write_site(board: &Board, dir: &Path) -> Result<Written> {
+    let runs_dir = dir.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .with_context(|| format!("cannot create {}", runs_dir.display()))?;
+    let mut written = Written::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for (series, _) in board.series {
+        for p in &series.points {
+            if seen.insert(p.run_id) {
+                match render_report(p, &runs_dir) {
+                    Ok(Some(true)) => written.reports_rendered += 1,
+                    Ok(Some(false)) => written.reports_kept += 1,
+                    Ok(None) => written.reports_missing.push(p.dir.clone()),
+                    Err(e) => {
+                        written.reports_missing.push(format!("{}: {e:#}", p.dir));
+                    }
+                }
+            }
+        }
+    }
+    let link = |p: &SeriesPoint| {
+        runs_dir
+            .join(format!("{}.html", p.run_id))
+            .is_file()
+            .then(|| format!("runs/{}.html", p.run_id))
+    };
+    for (experiment, series) in board.experiments() {
+        let path = dir.join(page_name(experiment));
+        write(
+            &path,
+            &experiment_page(board, experiment, &series, &link, Some("index.html")),
+        )?;
+        written.pages.push(path);
+    }
+    let index = dir.join("index.html");
+    write(&index, &index_page(board))?;
+    written.pages.insert(0, index);
+    Ok(written)
+}
+
+/// Renders the report of `p`'s run into `runs/ID.html`: Some(true) rendered, Some(false)
+/// kept (newer than its results), None when its results directory cannot be read (a report
+/// rendered before is kept).
+fn render_report(p: &SeriesPoint, runs_dir: &Path) -> Result<Option<bool>> {
+    let out = runs_dir.join(format!("{}.html", p.run_id));
+    let results = Path::new(&p.dir).join("results.db");
+    let Ok(changed) = std::fs::metadata(&results).and_then(|m| m.modified()) else {
+        return Ok(None);
+    };
+    if let Ok(made) = std::fs::metadata(&out).and_then(|m| m.modified()) {
+        if made >= changed {
+            return Ok(Some(false));
+        }
+    }
+    let options = report::Options {
+        command: "rubyrace history site".into(),
+        ..report::Options::default()
+    };
+    let html = report::build_rendered(
+        &[PathBuf::from(&p.dir)],
+        &options,
+        report::render::Format::Html,
+    )?;
+    write(&out, &html)?;
+    Ok(Some(true))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    results::write_atomically(path, text.as_bytes())
+}
+
+fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            "\n"
+            (report::render::html::head(title, CSP))
+            "\n"
+            body { "\n" style { (PreEscaped(STYLE)) } "\n" main { "\n" (body) "\n" } "\n" }
+            "\n"
+        }
+        "\n"
+    }
+    .into_string()
+}
+
+/// The newest point's figure with its interval, and its commit.
+fn newest_cell(series: &Series) -> Markup {
+    match series.points.last() {
+        None => html! { td { "–" } },
+        Some(p) => html! {
+            td.num {
+                (figure(series, p.value))
+                span.sub { "[" (figure(series, p.lo)) "–" (figure(series, p.hi)) "] " code { (p.commit_short()) } }
+            }
+        },
+    }
+}
+
+/// The latest change of a series, as a cell; alerting when it is among the newest points.
+fn latest_change_cell(series: &Series, changes: &[Change], near: usize) -> Markup {
+    let Some(c) = changes.last() else {
+        return html! { td.same { "no change found" } };
+    };
+    let new = c.index + near >= series.points.len();
+    let class = match (c.worse, new) {
+        (true, true) => "alert",
+        (true, false) => "worse",
+        (false, _) => "better",
+    };
+    html! {
+        td class=(class) {
+            (percent(c.factor)) " [" (percent(c.factor_low)) ", " (percent(c.factor_high)) "]"
+            @if new { " · new" }
+            span.sub { "at " code { (c.after.commit_short()) } " " (c.after.subject) }
+        }
+    }
+}
+
+/// The page of one experiment: a table of its series, then each series' chart and changes.
+fn experiment_page(
+    board: &Board,
+    experiment: &str,
+    series: &[&(Series, Vec<Change>)],
+    link: Link,
+    index: Option<&str>,
+) -> String {
+    let title = format!("rubyrace history: {experiment}");
+    let runs: std::collections::BTreeSet<i64> = series
+        .iter()
+        .flat_map(|(s, _)| s.points.iter().map(|p| p.run_id))
+        .collect();
+    let body = html! {
+        header {
+            @if let Some(index) = index { p.kicker { a href=(index) { "← every experiment" } } }
+            h1 { (title) }
+            p.meta { b { (series.len()) } " series from " b { (runs.len()) } " runs of "
+                code { (board.history.display().to_string()) } ", in commit order" }
+        }
+        "\n"
+        section id="series" {
+            h2 { "Series" }
+            div.table-wrap { table {
+                thead { tr { th { "series" } th { "points" } th { "newest" } th { "latest change" } } }
+                tbody {
+                    @for (i, (s, changes)) in series.iter().enumerate() {
+                        tr {
+                            th { a href=(format!("#series-{i}")) { (s.label) " · " (s.metric) }
+                                @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
+                            td.num { (s.points.len()) }
+                            (newest_cell(s))
+                            (latest_change_cell(s, changes, board.near))
+                        }
+                    }
+                }
+            } }
+        }
+        @for (i, (s, changes)) in series.iter().enumerate() {
+            "\n"
+            section id=(format!("series-{i}")) {
+                h2 { (s.label) " · " (s.metric) }
+                figure { (PreEscaped(chart::series_chart(s, changes, &format!("series-{i}"), link))) }
+                @if changes.is_empty() {
+                    p { "No change found in " (s.points.len()) " points." }
+                } @else {
+                    div.table-wrap { table {
+                        thead { tr { th { "change" } th { "p" } th { "last before" } th { "first after" } th { "to settle the commits between" } } }
+                        tbody {
+                            @for c in changes {
+                                tr {
+                                    td class=(if c.worse { "worse" } else { "better" }) {
+                                        (percent(c.factor)) span.sub { "95% " (percent(c.factor_low)) " to " (percent(c.factor_high)) } }
+                                    td.num { (chart::p_value_text(c.p_value)) }
+                                    td { code { (c.before.commit_short()) } " " (c.before.subject) }
+                                    td { code { (c.after.commit_short()) } " " (c.after.subject) }
+                                    td { @match (&c.bisect, c.commits_between) {
+                                        (Some(b), _) => code.cmd { (b) },
+                                        (None, Some(0)) => "adjacent commits: the first after is the change",
+                                        (None, _) => "–",
+                                    } }
+                                }
+                            }
+                        }
+                    } }
+                }
+            }
+        }
+        footer { "Made by rubyrace history from " (board.history.display().to_string()) " · " (board.runs) " runs" }
+    };
+    page(&title, body)
+}
+
+/// The board's index: every experiment's series with the newest figure, a sparkline and
+/// the latest change.
+fn index_page(board: &Board) -> String {
+    let experiments = board.experiments();
+    let new: usize = board
+        .series
+        .iter()
+        .filter(|(s, changes)| {
+            changes
+                .last()
+                .is_some_and(|c| c.worse && c.index + board.near >= s.points.len())
+        })
+        .count();
+    let body = html! {
+        header {
+            h1 { "rubyrace history" }
+            p.meta { b { (experiments.len()) } " experiments, " b { (board.series.len()) } " series, "
+                b { (board.runs) } " runs · "
+                @if new == 0 { "no new change for the worse at the newest commits" }
+                @else { b { (new) } " series with a new change for the worse" } }
+        }
+        @for (experiment, series) in &experiments {
+            "\n"
+            section {
+                h2 { a href=(page_name(experiment)) { (experiment) } }
+                div.table-wrap { table {
+                    thead { tr { th { "series" } th { "last 30" } th { "newest" } th { "latest change" } } }
+                    tbody {
+                        @for (s, changes) in series {
+                            tr {
+                                th { (s.label) " · " (s.metric) @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
+                                td { (PreEscaped(chart::sparkline(s, 30))) }
+                                (newest_cell(s))
+                                (latest_change_cell(s, changes, board.near))
+                            }
+                        }
+                    }
+                } }
+            }
+        }
+        footer { "Made by rubyrace history site from " (board.history.display().to_string()) }
+    };
+    page("rubyrace history", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::series::{analyse, tests::stepped};
+
+    #[test]
+    fn the_pages_show_every_point_and_change_escaped_and_link_only_to_reports_there_are() {
+        let mut series = stepped();
+        series.points[29].subject = "Use <Vec> & \"friends\"".into();
+        let changes = analyse(&series, &stats::changepoint::Settings::default());
+        assert_eq!(changes.len(), 2);
+        let all = vec![(series, changes)];
+        let dir = tempfile::tempdir().unwrap();
+        // One run's results directory with a report beside it: only its point links.
+        let run = dir.path().join("run-3");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("report.html"), "<p>report</p>").unwrap();
+        let mut all = all;
+        all[0].0.points[3].dir = run.display().to_string();
+        let board = Board {
+            history: Path::new("perf/history.db"),
+            runs: 30,
+            series: &all,
+            near: 2,
+        };
+
+        let written = write_pages(&board, &dir.path().join("pages")).unwrap();
+        assert_eq!(written.pages, vec![dir.path().join("pages/nightly.html")]);
+        let page = std::fs::read_to_string(&written.pages[0]).unwrap();
+        assert_eq!(page.matches("data-point=").count(), 30, "{page}");
+        assert_eq!(page.matches("<g data-change=").count(), 2);
+        assert!(page.contains("data-change=\"12\" data-worse=\"false\""));
+        assert!(page.contains("data-change=\"22\" data-worse=\"true\""));
+        assert_eq!(page.matches("<a href=\"file://").count(), 1);
+        assert!(page.contains(&format!(
+            "<a href=\"file://{}/report.html\">",
+            run.display()
+        )));
+        assert!(
+            page.contains("Use &lt;Vec&gt; &amp; &quot;friends&quot;"),
+            "{page}"
+        );
+        assert!(!page.contains("<Vec>"));
+        // The change for the worse, and its bisection between commits two apart.
+        assert!(page.contains("<td class=\"worse\">−"), "{page}");
+        assert!(page.contains("rubyrace bisect /perf/nightly.toml"));
+
+        // The board: an index, the page, and no run report (no results.db anywhere).
+        let site = dir.path().join("site");
+        let written = write_site(&board, &site).unwrap();
+        assert_eq!(
+            written.pages,
+            vec![site.join("index.html"), site.join("nightly.html")]
+        );
+        assert_eq!(
+            (written.reports_rendered, written.reports_missing.len()),
+            (0, 30)
+        );
+        let index = std::fs::read_to_string(site.join("index.html")).unwrap();
+        assert!(
+            index.contains("<a href=\"nightly.html\">nightly</a>"),
+            "{index}"
+        );
+        assert_eq!(index.matches("class=\"spark\"").count(), 1);
+        // The newest change is 8 points back: not new with --near 2.
+        assert!(index.contains("no new change for the worse"), "{index}");
+        assert!(!std::fs::read_to_string(site.join("nightly.html"))
+            .unwrap()
+            .contains("<a href=\"runs/"));
+    }
+
+    #[test]
+    fn page_names_are_safe_file_names() {
+        assert_eq!(page_name("nightly"), "nightly.html");
+        assert_eq!(page_name("../etc/passwd"), "---etc-passwd.html");
+        assert_eq!(page_name("a b/c"), "a-b-c.html");
+        assert_eq!(page_name(""), "experiment.html");
+    }
+}
