@@ -120,6 +120,92 @@ const METRICS: &[&str] = &[
     "wall",
 ];
 
+/// Reads `dir`: a run or a check (one run, `read_results`), or a bisection (a run per
+/// commit it measured, `read_bisection`).
+pub fn read_dir(dir: &Path) -> Result<Vec<ImportedRun>> {
+    if dir.join(results::bisect::BISECT_FILE).is_file() {
+        read_bisection(dir)
+    } else {
+        read_results(dir).map(|run| vec![run])
+    }
+}
+
+/// A bisection's directory: a run per commit it measured, each one point, the commit's
+/// cost against the good end on the metric searched (above 1× is slower) with its interval
+/// from every block that measured both. Their series is the bisection's own (its label
+/// names the configuration and the good end: every cost is against that commit), so a
+/// bisection's points never mix with a nightly series against a fixed baseline. Added
+/// again, a bisection resumed since replaces its points.
+pub fn read_bisection(dir: &Path) -> Result<Vec<ImportedRun>> {
+    let record = results::bisect::BisectRecord::read(dir)?;
+    let Some(first_round) = record.rounds.first() else {
+        bail!(
+            "{} is a bisection that has measured nothing yet",
+            dir.display()
+        );
+    };
+    let round = dir.join(&first_round.dir);
+    let store = results::store::Store::open_read_only(&round)
+        .with_context(|| format!("cannot read {}", round.display()))?;
+    let meta = |key: &str| -> Result<String> { Ok(store.meta(key)?.unwrap_or_default()) };
+    let (experiment, created_at) = (meta("experiment_name")?, meta("created_at")?);
+    let rubyrace_version = meta("rubyrace_version")?;
+    let Some(good) = record.commits.first() else {
+        bail!("{} is a bisection without commits", dir.display());
+    };
+    let good_short: String = good.hash.chars().take(12).collect();
+    let top = sys::git::toplevel(&record.repo).ok();
+    let absolute = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let runs: Vec<ImportedRun> = record
+        .estimates
+        .iter()
+        .filter_map(|e| {
+            let commit = record.commits.get(e.commit)?;
+            let (lo, hi) = (e.low?, e.high?);
+            let order = top
+                .as_deref()
+                .and_then(|t| sys::git::first_parent_position(t, &commit.hash).ok());
+            Some(ImportedRun {
+                key: format!("bisect:{experiment}:{created_at}:{}", commit.hash),
+                kind: "bisect".into(),
+                experiment: experiment.clone(),
+                experiment_file: record.experiment.display().to_string(),
+                dir: absolute.display().to_string(),
+                created_at: created_at.clone(),
+                commit: Some(CommitInfo {
+                    hash: commit.hash.clone(),
+                    subject: commit.subject.clone(),
+                    author_date: commit.date.clone(),
+                    order,
+                    dirty: false,
+                    repo: top.as_ref().map(|t| t.display().to_string()),
+                }),
+                host_kind: String::new(),
+                design: "bisect".into(),
+                rubyrace_version: rubyrace_version.clone(),
+                points: vec![PointRecord {
+                    label: format!("{} against {good_short} (bisect)", record.config),
+                    metric: format!("{} cost", record.metric.name()),
+                    kind: PointKind::Ratio,
+                    value: e.ratio,
+                    lo,
+                    hi,
+                    confidence: 0.95,
+                    blocks: e.blocks,
+                    higher_is_better: false,
+                }],
+            })
+        })
+        .collect();
+    if runs.is_empty() {
+        bail!(
+            "{} is a bisection with no commit measured with an interval yet",
+            dir.display()
+        );
+    }
+    Ok(runs)
+}
+
 /// Reads the results directory `dir`.
 ///
 /// Errors that say what to do: not a results directory; a bisection (its commits are
@@ -128,7 +214,7 @@ const METRICS: &[&str] = &[
 pub fn read_results(dir: &Path) -> Result<ImportedRun> {
     if dir.join(results::bisect::BISECT_FILE).is_file() {
         bail!(
-            "{} is a bisection: its commits are not imported into a history yet; add the runs or checks that found the change",
+            "{} is a bisection: read it with `read_dir`, which gives a run per commit it measured",
             dir.display()
         );
     }

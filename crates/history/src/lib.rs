@@ -20,6 +20,6 @@ pub mod series;
 pub mod site;
 pub mod store;
 
-pub use import::{read_results, ImportedRun, PointRecord};
+pub use import::{read_dir, read_results, ImportedRun, PointRecord};
 pub use series::{analyse, Change, Series, SeriesPoint};
 pub use store::History;

@@ -140,13 +140,14 @@ pub fn write_site(board: &Board, dir: &Path) -> Result<Written> {
 }
 
 /// Renders the report of `p`'s run into `runs/ID.html`: Some(true) rendered, Some(false)
-/// kept (newer than its results), None when its results directory cannot be read (a report
-/// rendered before is kept).
+/// kept (newer than its results, or its results are gone), None when its results cannot be
+/// read and no report was rendered before.
 fn render_report(p: &SeriesPoint, runs_dir: &Path) -> Result<Option<bool>> {
     let out = runs_dir.join(format!("{}.html", p.run_id));
     let results = Path::new(&p.dir).join("results.db");
     let Ok(changed) = std::fs::metadata(&results).and_then(|m| m.modified()) else {
-        return Ok(None);
+        // Gone (a CI job's results are): the report rendered while it was there stays.
+        return Ok(out.is_file().then_some(false));
     };
     if let Ok(made) = std::fs::metadata(&out).and_then(|m| m.modified()) {
         if made >= changed {

@@ -20,6 +20,9 @@ fn tcpd_predictions() {
     if let Ok(p) = std::env::var("TCPD_MAX_P") {
         settings.max_p = p.parse().expect("TCPD_MAX_P: a number");
     }
+    if let Ok(d) = std::env::var("TCPD_DEPENDENCE") {
+        settings.dependence = d == "1";
+    }
     if let Ok(m) = std::env::var("TCPD_MIN_SEGMENT") {
         settings.min_segment = m.parse().expect("TCPD_MIN_SEGMENT: a whole number");
     }

@@ -78,6 +78,8 @@ pub struct Settings {
     pub max_p: f64,
     /// Each side of a split holds at least this many points.
     pub min_segment: usize,
+    /// Allow for dependence between neighbouring points (`test_split_with`).
+    pub dependence: bool,
 }
 
 impl Default for Settings {
@@ -85,9 +87,13 @@ impl Default for Settings {
         Settings {
             max_p: 0.001,
             min_segment: 2,
+            dependence: DEPENDENCE,
         }
     }
 }
+
+/// Whether the default settings allow for dependence between neighbouring points.
+pub const DEPENDENCE: bool = false;
 
 /// Series longer than this are searched in overlapping windows of this many points
 /// (`change_points`): E-divisive's search costs len² time and len²/2 numbers of memory per
@@ -132,7 +138,12 @@ fn search(points: &[Point], settings: &Settings) -> Vec<ChangePoint> {
         let (split, until) = (start + tau, start + kappa);
         // The two sides E-divisive compared: before the change, and after it up to κ (a
         // later change of the segment is found in a later round).
-        test_split(&points[start..split], &points[split..until]).map(|t| Proposal {
+        test_split_with(
+            &points[start..split],
+            &points[split..until],
+            settings.dependence,
+        )
+        .map(|t| Proposal {
             start,
             end,
             index: split,
@@ -203,9 +214,10 @@ fn confirm(
             .collect();
         let tested: Vec<Option<SplitTest>> = (1..bounds.len() - 1)
             .map(|i| {
-                test_split(
+                test_split_with(
                     &points[bounds[i - 1]..bounds[i]],
                     &points[bounds[i]..bounds[i + 1]],
+                    settings.dependence,
                 )
             })
             .collect();
@@ -321,6 +333,17 @@ const MIN_SE: f64 = 1e-9;
 /// The test of `left` against `right` (see the module's comment). `None` when the two hold
 /// fewer than three points between them (no degree of freedom).
 pub fn test_split(left: &[Point], right: &[Point]) -> Option<SplitTest> {
+    test_split_with(left, right, false)
+}
+
+/// [`test_split`], and with `dependence` allowing for dependence between neighbouring
+/// points: the lag-1 autocorrelation of the points' standardized residuals around their
+/// side's mean, pooled over both sides and taken one standard error (1/√n) below its
+/// bias-corrected estimate (as `serial::dependent_mean_se` does for a run's blocks), widens
+/// the step's standard error by the AR(1) factor √((1 + φ)/(1 − φ)) and divides the
+/// degrees of freedom by it squared. A series that trends or wanders (neighbours alike
+/// beyond a step) is then not cut at every bend; independent points are rarely widened.
+pub fn test_split_with(left: &[Point], right: &[Point], dependence: bool) -> Option<SplitTest> {
     let (nl, nr) = (left.len(), right.len());
     if nl == 0 || nr == 0 || nl + nr < 3 {
         return None;
@@ -362,9 +385,33 @@ pub fn test_split(left: &[Point], right: &[Point]) -> Option<SplitTest> {
             se: (1.0 / sw).sqrt(),
         }
     };
-    let (before, after) = (side(left), side(right));
+    let (mut before, mut after) = (side(left), side(right));
+    let mut df = nl + nr - 2;
+    if dependence {
+        let n = (nl + nr) as f64;
+        let residuals = |points: &[Point], mean: f64| -> Vec<f64> {
+            points
+                .iter()
+                .map(|p| (p.value - mean) / (p.se.max(MIN_SE).powi(2) + tau2).sqrt())
+                .collect()
+        };
+        let (zl, zr) = (residuals(left, before.mean), residuals(right, after.mean));
+        let lagged: f64 = zl
+            .windows(2)
+            .chain(zr.windows(2))
+            .map(|w| w[0] * w[1])
+            .sum();
+        let squares: f64 = zl.iter().chain(&zr).map(|z| z * z).sum();
+        if squares > 0.0 && n >= 4.0 {
+            let r = lagged / squares;
+            let phi = (r + (1.0 + 3.0 * r) / n - 1.0 / n.sqrt()).clamp(0.0, 0.95);
+            let f = (1.0 + phi) / (1.0 - phi);
+            before.se *= f.sqrt();
+            after.se *= f.sqrt();
+            df = ((n / f).floor() as usize).saturating_sub(2).max(1);
+        }
+    }
     let step_se = (before.se.powi(2) + after.se.powi(2)).sqrt();
-    let df = nl + nr - 2;
     let t = (after.mean - before.mean) / step_se;
     let p_value = if t.is_finite() {
         (2.0 * (1.0 - t_cdf(t.abs(), df.max(1)))).clamp(0.0, 1.0)

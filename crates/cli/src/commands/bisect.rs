@@ -80,6 +80,10 @@ pub struct BisectArgs {
     /// range): every stored block is kept.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "good", "bad", "app_repo", "ruby_repo", "config", "output"])]
     pub resume: Option<PathBuf>,
+    /// When the search ends, add each commit it measured to this history file (`rubyrace
+    /// history add`, docs/history.md): a series of its own, each commit's cost against good.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
 }
 
 /// The default budget of a search, in blocks.
@@ -205,6 +209,9 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         dir.join(BISECT_FILE).display(),
         dir.join("bisect.html").display()
     );
+    if let Some(file) = &args.history {
+        super::history::add_after(&dir, file);
+    }
     Ok(ExitCode::from(
         if record
             .outcome

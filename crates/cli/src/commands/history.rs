@@ -111,24 +111,8 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
     let mut history = History::open(&args.file.path)?;
     let mut failed = 0;
     for dir in &args.dirs {
-        match history::read_results(dir).and_then(|run| Ok((history.add(&run)?, run))) {
-            Ok((added, run)) => {
-                let commit = run
-                    .commit
-                    .as_ref()
-                    .map(|c| c.hash.chars().take(12).collect::<String>())
-                    .unwrap_or_else(|| "no commit".into());
-                let what = match added {
-                    Added::New { points } => format!("added, {points} points"),
-                    Added::Updated { points } => format!("already there: updated, {points} points"),
-                };
-                println!(
-                    "{}: {} {} at {commit}: {what}",
-                    dir.display(),
-                    run.kind,
-                    run.experiment
-                );
-            }
+        match add_dir(&mut history, dir) {
+            Ok(said) => println!("{}: {said}", dir.display()),
             Err(e) => {
                 failed += 1;
                 eprintln!("rubyrace: error: {e:#}");
@@ -143,16 +127,50 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
     })
 }
 
-/// `run --history FILE` and `check --history FILE`: adds the finished run in `dir` to the
+/// Adds what `dir` holds (a run, a check, or a bisection's commits), and says what.
+fn add_dir(history: &mut History, dir: &Path) -> Result<String> {
+    let runs = history::read_dir(dir)?;
+    let (mut new, mut updated, mut points) = (0, 0, 0);
+    for run in &runs {
+        match history.add(run)? {
+            Added::New { points: p } => (new, points) = (new + 1, points + p),
+            Added::Updated { points: p } => (updated, points) = (updated + 1, points + p),
+        }
+    }
+    let first = &runs[0];
+    if first.kind == "bisect" {
+        return Ok(format!(
+            "bisect {}: {} commits ({new} added, {updated} already there: updated)",
+            first.experiment,
+            runs.len()
+        ));
+    }
+    let commit = first
+        .commit
+        .as_ref()
+        .map(|c| c.hash.chars().take(12).collect::<String>())
+        .unwrap_or_else(|| "no commit".into());
+    let what = if new > 0 {
+        format!("added, {points} points")
+    } else {
+        format!("already there: updated, {points} points")
+    };
+    Ok(format!(
+        "{} {} at {commit}: {what}",
+        first.kind, first.experiment
+    ))
+}
+
+/// `run`, `check` and `bisect` with `--history FILE`: adds the finished run in `dir` to the
 /// history, saying so on stderr; a failure to add is said and leaves the run's own exit
 /// status as it is (its results are stored; `history add` adds them later).
 pub fn add_after(dir: &Path, file: &Path) {
     let added = History::open(file).and_then(|mut history| {
-        let run = history::read_results(dir)?;
-        Ok((history.add(&run)?, history.runs()?))
+        add_dir(&mut history, dir)?;
+        history.runs()
     });
     match added {
-        Ok((_, runs)) => eprintln!(
+        Ok(runs) => eprintln!(
             "rubyrace: added to the history {} ({runs} runs)",
             file.display()
         ),

@@ -181,6 +181,50 @@ fn blocks(r: &Value) -> u64 {
         .unwrap_or(0)
 }
 
+/// The history `bisect --history` added to: one series, the bisection's own, a point per
+/// commit measured with an interval (the good end among them), in commit order, each at
+/// its commit with its cost against good as the record has it.
+fn bisection_in_the_history(db: &Path, r: &Value, hashes: &[String]) {
+    let shown = spawn(&[
+        "history",
+        "show",
+        "--history",
+        db.to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+    .wait(Duration::from_secs(60));
+    assert_eq!(shown.code(), Some(0), "{shown:?}");
+    let doc: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let series = doc["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{doc}");
+    let s = &series[0]["series"];
+    assert_eq!(
+        s["label"].as_str().unwrap(),
+        format!(
+            "{} against {} (bisect)",
+            r["config"].as_str().unwrap(),
+            &hashes[0][..12]
+        ),
+        "{s}"
+    );
+    assert_eq!(s["higher_is_better"], false);
+    let mut measured: Vec<&Value> = r["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["low"].is_null() && !e["high"].is_null())
+        .collect();
+    measured.sort_by_key(|e| e["commit"].as_u64());
+    let points = s["points"].as_array().unwrap();
+    assert_eq!(points.len(), measured.len(), "{s}");
+    for (p, e) in points.iter().zip(measured) {
+        let commit = e["commit"].as_u64().unwrap() as usize;
+        assert_eq!(p["commit"], hashes[commit].trim(), "{p} {e}");
+        assert_eq!(p["value"], e["ratio"], "{p} {e}");
+    }
+}
+
 #[test]
 fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
     let lab = Lab::new("bisect");
@@ -215,10 +259,19 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
         .collect();
     assert!(!before.is_empty());
 
-    let resumed =
-        spawn(&["bisect", "--resume", out.to_str().unwrap()]).wait(Duration::from_secs(900));
+    // The resumed search adds its commits to a history as it ends (`--history`).
+    let db = lab.dir.path("history.db");
+    let resumed = spawn(&[
+        "bisect",
+        "--resume",
+        out.to_str().unwrap(),
+        "--history",
+        db.to_str().unwrap(),
+    ])
+    .wait(Duration::from_secs(900));
     assert_eq!(resumed.code(), Some(0), "{resumed:?}");
     let r = record(&out);
+    bisection_in_the_history(&db, &r, &hashes);
     assert_eq!(r["schema"], "rubyrace.bisect/2");
     assert_eq!(r["outcome"]["kind"], "range", "{resumed:?}");
     assert_eq!(

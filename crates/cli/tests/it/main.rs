@@ -36,6 +36,11 @@
 
 mod support;
 
+/// Headless Chromium as the report's browser tests run it: one module for both crates.
+#[allow(dead_code)]
+#[path = "../../../report/tests/it/browser/mod.rs"]
+mod browser;
+
 mod architecture;
 mod bisect;
 mod build;
