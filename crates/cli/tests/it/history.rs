@@ -229,7 +229,7 @@ app = "{}"
 /// `history site` and `show --format html` on the history just made: the board's index, the
 /// experiment's page with a chart per series (a point per run, each linking to its run's
 /// report, which the board rendered), the change marked at commit 6; drawn by headless
-/// Chromium (the screenshot is left in the lab's directory to look at); a second `site`
+/// Chromium (the screenshot kept as target/tmp/history-board.png); a second `site`
 /// renders no report again.
 fn the_board_shows_it(lab: &Lab, db: &Path, hashes: &[String]) {
     let site = lab.dir.path("site");
@@ -285,7 +285,10 @@ fn the_board_shows_it(lab: &Lab, db: &Path, hashes: &[String]) {
         "a screenshot of {png} bytes: {}",
         shot.display()
     );
-    eprintln!("the board's page drawn by Chromium: {}", shot.display());
+    // Kept where a person can look at it after the lab is gone.
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("history-board.png");
+    std::fs::copy(&shot, &kept).unwrap();
+    eprintln!("the board's page drawn by Chromium: {}", kept.display());
 
     let again = history(&["site", "--history", &path_str(db), &path_str(&site)]);
     assert!(
