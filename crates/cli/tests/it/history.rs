@@ -23,17 +23,17 @@ fn work_at(i: usize) -> u64 {
     }
 }
 
-/// A repository `repo/` of eight commits of `app/config.ru`, commit `i` doing `work_at(i)`;
-/// its hashes, oldest first.
-fn repository(lab: &Lab) -> Vec<String> {
+/// A repository `repo/` of `n` commits of `app/config.ru`, commit `i` doing `work(i)`
+/// iterations per request; its hashes, oldest first.
+fn repository(lab: &Lab, n: usize, work: impl Fn(usize) -> u64) -> Vec<String> {
     let repo = lab.dir.path("repo");
     std::fs::create_dir_all(repo.join("app")).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);
-    (0..8)
+    (0..n)
         .map(|i| {
             std::fs::write(
                 repo.join("app/config.ru"),
-                crate::bisect::work_app(work_at(i), ""),
+                crate::bisect::work_app(work(i), ""),
             )
             .unwrap();
             std::fs::write(repo.join("app/CHANGES"), format!("change {i}\n")).unwrap();
@@ -61,7 +61,7 @@ fn history(args: &[&str]) -> Run {
 #[test]
 fn runs_at_each_commit_make_a_history_whose_change_is_found_and_alerted_once() {
     let lab = Lab::new("history");
-    let hashes = repository(&lab);
+    let hashes = repository(&lab, 8, work_at);
     let repo = lab.dir.path("repo");
     let fixed = lab.dir.path("fixed");
     std::fs::create_dir_all(&fixed).unwrap();
@@ -376,20 +376,8 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
         (w * factor).round() as u64
     };
     let lab = Lab::new("history-30");
+    let hashes = repository(&lab, 32, work);
     let repo = lab.dir.path("repo");
-    std::fs::create_dir_all(repo.join("app")).unwrap();
-    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
-    let mut hashes = Vec::new();
-    for i in 0..32 {
-        std::fs::write(
-            repo.join("app/config.ru"),
-            crate::bisect::work_app(work(i), ""),
-        )
-        .unwrap();
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "--quiet", "-m", &format!("commit {i}")]);
-        hashes.push(git(&repo, &["rev-parse", "HEAD"]).trim().to_string());
-    }
     let fixed = lab.dir.path("fixed");
     std::fs::create_dir_all(&fixed).unwrap();
     std::fs::write(
@@ -473,6 +461,22 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     eprintln!("{}", alerted.stdout);
     assert_eq!(alerted.code(), Some(1), "{alerted:?}");
     assert!(alerted.stdout.contains(&hashes[30][..12]), "{alerted:?}");
+    // The board, kept for a person to look at (the lab is removed).
+    let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("history-30-site");
+    let _ = std::fs::remove_dir_all(&site);
+    let made = history(&["site", "--history", &path_str(&db), &path_str(&site)]);
+    assert_eq!(made.code(), Some(0), "{made:?}");
+    let shot = site.join("nightly.png");
+    crate::browser::run_chromium(
+        &site,
+        &site.join("nightly.html"),
+        &format!("--screenshot={}", shot.display()),
+    );
+    eprintln!(
+        "the board: {}; its page drawn: {}",
+        site.display(),
+        shot.display()
+    );
     git(&repo, &["checkout", "--quiet", "main"]);
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     lab.assert_no_leftovers(Duration::from_secs(5));
