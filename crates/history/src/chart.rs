@@ -67,30 +67,104 @@ pub fn point_tooltip(series: &Series, p: &SeriesPoint) -> String {
 }
 
 /// The chart of `series` with its `changes`; `name` is its `data-chart` (unique on a page).
+/// Drawn in layers: axes, the interval band and line, the changes, the points, the levels.
 pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link) -> String {
-    let points = &series.points;
-    let n = points.len().max(1);
-    let (left, right, top, bottom) = (74.0, WIDTH - 28.0, 64.0, 64.0 + 240.0);
-    let mut lo = points
-        .iter()
-        .map(|p| p.lo.min(p.value))
-        .fold(f64::INFINITY, f64::min);
-    let mut hi = points
-        .iter()
-        .map(|p| p.hi.max(p.value))
-        .fold(f64::NEG_INFINITY, f64::max);
-    if series.kind == PointKind::Ratio {
-        (lo, hi) = (lo.min(1.0), hi.max(1.0));
-    }
-    let pad = ((hi - lo).abs() * 0.06).max(hi.abs() * 1e-3);
-    let ticks = nice_ticks(lo - pad, hi + pad, 6);
-    let (y0, y1) = (ticks[0], *ticks.last().unwrap_or(&1.0));
-    let x = Scale::new(-0.5, n as f64 - 0.5, left, right);
-    let y = Scale::new(y0, y1, bottom, top);
+    let frame = Frame::of(series);
     let mut b = String::new();
+    axes(&mut b, series, &frame);
+    band_and_line(&mut b, series, &frame);
+    for (k, ch) in changes.iter().enumerate() {
+        change_mark(&mut b, ch, k, &frame);
+    }
+    point_marks(&mut b, series, &frame, link);
+    levels(&mut b, series, changes, &frame);
+    let points = &series.points;
+    let text = match series.kind {
+        PointKind::Ratio => "Each point is a run: the configuration against its baseline in the same run, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
+        PointKind::Absolute => "Each point is a run: the configuration's own figure on this kind of host, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
+    };
+    let end = caption(&mut b, text, "", frame.bottom + 58.0, WIDTH);
+    let subtitle = match (points.first(), points.last()) {
+        (Some(first), Some(last)) => format!(
+            "{} points, {} .. {}{}",
+            points.len(),
+            short(first),
+            short(last),
+            series
+                .host_kind
+                .as_deref()
+                .map(|h| format!(" · host {h}"))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
+    document(
+        name,
+        &format!("{} · {}", series.label, series.metric),
+        &format!(
+            "{} in commit order, with intervals and change points",
+            series.key
+        ),
+        &subtitle,
+        WIDTH,
+        end + 12.0,
+        &b,
+    )
+}
 
-    let decimals = tick_decimals(&ticks);
-    let labelled: Vec<(f64, String)> = ticks
+/// Where the chart's panel is, its scales, and the value axis's ticks.
+struct Frame {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    x: Scale,
+    y: Scale,
+    ticks: Vec<f64>,
+    /// Points (at least 1, so the scales stay finite).
+    n: usize,
+}
+
+impl Frame {
+    fn of(series: &Series) -> Frame {
+        let points = &series.points;
+        let n = points.len().max(1);
+        let (left, right, top, bottom) = (74.0, WIDTH - 28.0, 64.0, 64.0 + 240.0);
+        let mut lo = points
+            .iter()
+            .map(|p| p.lo.min(p.value))
+            .fold(f64::INFINITY, f64::min);
+        let mut hi = points
+            .iter()
+            .map(|p| p.hi.max(p.value))
+            .fold(f64::NEG_INFINITY, f64::max);
+        if series.kind == PointKind::Ratio {
+            (lo, hi) = (lo.min(1.0), hi.max(1.0));
+        }
+        let pad = ((hi - lo).abs() * 0.06).max(hi.abs() * 1e-3);
+        // Neither a ratio nor a figure of these metrics is below 0.
+        let ticks = nice_ticks((lo - pad).max(0.0), hi + pad, 6);
+        let (y0, y1) = (ticks[0], *ticks.last().unwrap_or(&1.0));
+        Frame {
+            left,
+            right,
+            top,
+            bottom,
+            x: Scale::new(-0.5, n as f64 - 0.5, left, right),
+            y: Scale::new(y0, y1, bottom, top),
+            ticks,
+            n,
+        }
+    }
+}
+
+/// The value axis (× for a ratio), the commit axis (a commit's first seven characters at
+/// its ticks), and the baseline's line at 1× for a ratio.
+fn axes(b: &mut String, series: &Series, f: &Frame) {
+    let (y0, y1) = (f.ticks[0], *f.ticks.last().unwrap_or(&1.0));
+    let decimals = tick_decimals(&f.ticks);
+    let labelled: Vec<(f64, String)> = f
+        .ticks
         .iter()
         .map(|t| match series.kind {
             PointKind::Ratio => (*t, format!("{t:.decimals$}×")),
@@ -101,18 +175,24 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
         PointKind::Ratio => format!("{} against the baseline", series.metric),
         PointKind::Absolute => series.metric.clone(),
     };
-    y_axis(&mut b, y, &labelled, left, right, &y_title, linear(y0, y1));
+    y_axis(b, f.y, &labelled, f.left, f.right, &y_title, linear(y0, y1));
+    let n = f.n;
     let x_ticks: Vec<(f64, String)> = nice_ticks(0.0, (n - 1).max(1) as f64, 8)
         .into_iter()
         .filter(|t| *t <= (n - 1) as f64 && t.fract() == 0.0)
-        .map(|t| (t, points.get(t as usize).map(short).unwrap_or_default()))
+        .map(|t| {
+            (
+                t,
+                series.points.get(t as usize).map(short).unwrap_or_default(),
+            )
+        })
         .collect();
     x_axis(
-        &mut b,
-        x,
+        b,
+        f.x,
         &x_ticks,
-        top,
-        bottom,
+        f.top,
+        f.bottom,
         "commit, oldest to newest (a point per run)",
         linear(-0.5, n as f64 - 0.5),
     );
@@ -120,13 +200,16 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
         let _ = write!(
             b,
             "<line data-line=\"baseline\" x1=\"{}\" y1=\"{h}\" x2=\"{}\" y2=\"{h}\" stroke=\"{MUTED}\"/>",
-            c(left),
-            c(right),
-            h = c(y.at(1.0))
+            c(f.left),
+            c(f.right),
+            h = c(f.y.at(1.0))
         );
     }
+}
 
-    // The intervals as one band, the points' line over it.
+/// The intervals as one band, the points' line over it.
+fn band_and_line(b: &mut String, series: &Series, f: &Frame) {
+    let (x, y, points) = (f.x, f.y, &series.points);
     let mut band = String::new();
     for (i, p) in points.iter().enumerate() {
         let _ = write!(
@@ -154,64 +237,63 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
         "<polyline points=\"{}\" fill=\"none\" stroke=\"{POINTS}\" stroke-width=\"1.5\"/>",
         line.join(" ")
     );
+}
 
-    for (k, ch) in changes.iter().enumerate() {
-        let cx = x.at(ch.index as f64 - 0.5);
-        // Labels on three rows in turn, so those of nearby changes do not overlap.
-        let ly = top + 14.0 + 14.0 * (k % 3) as f64;
-        let colour = if ch.worse { WORSE } else { BETTER };
-        let size = format!(
-            "{} [{}, {}]",
-            percent(ch.factor),
-            percent(ch.factor_low),
-            percent(ch.factor_high)
-        );
-        let _ = write!(
-            b,
-            "<g data-change=\"{}\" data-worse=\"{}\"><title>{}</title><line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/>",
-            ch.index,
-            ch.worse,
-            escape(&format!(
-                "{size} ({}), p {}: last before {} {}, first after {} {}",
-                if ch.worse { "worse" } else { "better" },
-                p_value_text(ch.p_value),
-                ch.before.commit_short(),
-                ch.before.subject,
-                ch.after.commit_short(),
-                ch.after.subject
-            )),
-            c(top),
-            c(bottom),
-            x = c(cx),
-        );
-        let anchor = label(cx + 4.0, ly)
-            .size(11.5)
-            .bold(true)
-            .fill(colour)
-            .halo();
-        if cx > right - 160.0 {
-            label(cx - 4.0, ly)
-                .end()
-                .size(11.5)
-                .bold(true)
-                .fill(colour)
-                .halo()
-                .draw(&mut b, &size);
-        } else {
-            anchor.draw(&mut b, &size);
-        }
-        b.push_str("</g>");
-    }
+/// The `k`th change: a vertical line where it came in, its size and interval as a label
+/// (on one of three rows in turn, so those of nearby changes do not overlap), and what it
+/// is on hover.
+fn change_mark(b: &mut String, ch: &Change, k: usize, f: &Frame) {
+    let cx = f.x.at(ch.index as f64 - 0.5);
+    let ly = f.top + 14.0 + 14.0 * (k % 3) as f64;
+    let colour = if ch.worse { WORSE } else { BETTER };
+    let size = format!(
+        "{} [{}, {}]",
+        percent(ch.factor),
+        percent(ch.factor_low),
+        percent(ch.factor_high)
+    );
+    let _ = write!(
+        b,
+        "<g data-change=\"{}\" data-worse=\"{}\"><title>{}</title><line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/>",
+        ch.index,
+        ch.worse,
+        escape(&format!(
+            "{size} ({}), p {}: last before {} {}, first after {} {}",
+            if ch.worse { "worse" } else { "better" },
+            p_value_text(ch.p_value),
+            ch.before.commit_short(),
+            ch.before.subject,
+            ch.after.commit_short(),
+            ch.after.subject
+        )),
+        c(f.top),
+        c(f.bottom),
+        x = c(cx),
+    );
+    // Right of the line, or left of it near the chart's right edge.
+    let text = if cx > f.right - 160.0 {
+        label(cx - 4.0, ly).end()
+    } else {
+        label(cx + 4.0, ly)
+    };
+    text.size(11.5)
+        .bold(true)
+        .fill(colour)
+        .halo()
+        .draw(b, &size);
+    b.push_str("</g>");
+}
 
-    // The points, each a link to its run's report.
-    let r = if n > 200 {
+/// The points, each a link to its run's report (when `link` gives one), with its tooltip.
+fn point_marks(b: &mut String, series: &Series, f: &Frame, link: Link) {
+    let r = if f.n > 200 {
         2.0
-    } else if n > 60 {
+    } else if f.n > 60 {
         3.0
     } else {
         4.0
     };
-    for (i, p) in points.iter().enumerate() {
+    for (i, p) in series.points.iter().enumerate() {
         let href = link(p);
         if let Some(href) = &href {
             let _ = write!(b, "<a href=\"{}\">", escape(href));
@@ -219,16 +301,20 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
         let _ = write!(
             b,
             "<circle data-point=\"{i}\" cx=\"{}\" cy=\"{}\" r=\"{r}\" fill=\"{POINTS}\" stroke=\"#ffffff\" stroke-width=\"0.8\"><title>{}</title></circle>",
-            c(x.at(i as f64)),
-            c(y.at(p.value)),
+            c(f.x.at(i as f64)),
+            c(f.y.at(p.value)),
             escape(&point_tooltip(series, p))
         );
         if href.is_some() {
             b.push_str("</a>");
         }
     }
+}
 
-    // Each stretch's level (the geometric mean of its points), and each change.
+/// Each stretch's level between changes (the geometric mean of its points), dashed, over
+/// the points.
+fn levels(b: &mut String, series: &Series, changes: &[Change], f: &Frame) {
+    let points = &series.points;
     let mut bounds: Vec<usize> = changes.iter().map(|c| c.index).collect();
     bounds.insert(0, 0);
     bounds.push(points.len());
@@ -244,42 +330,11 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
             "<line data-level=\"{}-{}\" x1=\"{}\" y1=\"{h}\" x2=\"{}\" y2=\"{h}\" stroke=\"{INK}\" stroke-dasharray=\"6 3\" stroke-width=\"1.6\"/>",
             w[0],
             w[1] - 1,
-            c(x.at(w[0] as f64 - 0.4)),
-            c(x.at(w[1] as f64 - 0.6)),
-            h = c(y.at(level))
+            c(f.x.at(w[0] as f64 - 0.4)),
+            c(f.x.at(w[1] as f64 - 0.6)),
+            h = c(f.y.at(level))
         );
     }
-    let text = match series.kind {
-        PointKind::Ratio => "Each point is a run: the configuration against its baseline in the same run, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
-        PointKind::Absolute => "Each point is a run: the configuration's own figure on this kind of host, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
-    };
-    let end = caption(&mut b, text, "", bottom + 58.0, WIDTH);
-    let subtitle = match (points.first(), points.last()) {
-        (Some(first), Some(last)) => format!(
-            "{} points, {} .. {}{}",
-            points.len(),
-            short(first),
-            short(last),
-            series
-                .host_kind
-                .as_deref()
-                .map(|h| format!(" · host {h}"))
-                .unwrap_or_default()
-        ),
-        _ => String::new(),
-    };
-    document(
-        name,
-        &format!("{} · {}", series.label, series.metric),
-        &format!(
-            "{} in commit order, with intervals and change points",
-            series.key
-        ),
-        &subtitle,
-        WIDTH,
-        end + 12.0,
-        &b,
-    )
 }
 
 /// A point's commit, seven characters, or its run's date.

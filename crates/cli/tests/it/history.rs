@@ -433,6 +433,25 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     for i in 0..30 {
         run_at(i);
     }
+    // Each point as measured: how rough a run of these blocks is on this machine.
+    let shown = history(&["show", "--history", &path_str(&db), "--format", "json"]);
+    let doc: Value = serde_json::from_str(&shown.stdout).unwrap();
+    for s in doc["series"].as_array().unwrap() {
+        let points: Vec<String> = s["series"]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{:.3} [{:.3}–{:.3}]",
+                    p["value"].as_f64().unwrap(),
+                    p["lo"].as_f64().unwrap(),
+                    p["hi"].as_f64().unwrap()
+                )
+            })
+            .collect();
+        eprintln!("{}: {}", s["series"]["key"], points.join(", "));
+    }
     for metric in ["throughput", "cpu_per_request"] {
         said(metric, &changes_of(metric));
     }
