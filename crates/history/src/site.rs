@@ -32,14 +32,35 @@ pub struct Board<'a> {
     pub near: usize,
 }
 
+/// An experiment on the board: its name, its page's file name, its series.
+struct Experiment<'a> {
+    name: &'a str,
+    file: String,
+    series: Vec<&'a (Series, Vec<Change>)>,
+}
+
 impl Board<'_> {
-    /// The experiments, each with its series, in name order.
-    fn experiments(&self) -> BTreeMap<&str, Vec<&(Series, Vec<Change>)>> {
+    /// The experiments, each with its series, in name order; each page's file name is
+    /// `page_name`'s, made unique (`a b` and `a-b` are `a-b.html` and `a-b-2.html`) and
+    /// never `index.html`.
+    fn experiments(&self) -> Vec<Experiment<'_>> {
         let mut by: BTreeMap<&str, Vec<&(Series, Vec<Change>)>> = BTreeMap::new();
         for s in self.series {
             by.entry(s.0.experiment.as_str()).or_default().push(s);
         }
-        by
+        let mut taken = std::collections::BTreeSet::from(["index.html".to_string()]);
+        by.into_iter()
+            .map(|(name, series)| {
+                let base = page_name(name);
+                let mut file = base.clone();
+                let mut k = 2;
+                while !taken.insert(file.clone()) {
+                    file = format!("{}-{k}.html", base.trim_end_matches(".html"));
+                    k += 1;
+                }
+                Experiment { name, file, series }
+            })
+            .collect()
     }
 }
 
@@ -84,11 +105,11 @@ pub fn write_pages(board: &Board, dir: &Path) -> Result<Written> {
             .then(|| format!("file://{}", report.display()))
     };
     let mut written = Written::default();
-    for (experiment, series) in board.experiments() {
-        let path = dir.join(page_name(experiment));
+    for e in board.experiments() {
+        let path = dir.join(&e.file);
         write(
             &path,
-            &experiment_page(board, experiment, &series, &link, None),
+            &experiment_page(board, e.name, &e.series, &link, None),
         )?;
         written.pages.push(path);
     }
@@ -125,11 +146,11 @@ pub fn write_site(board: &Board, dir: &Path) -> Result<Written> {
             .is_file()
             .then(|| format!("runs/{}.html", p.run_id))
     };
-    for (experiment, series) in board.experiments() {
-        let path = dir.join(page_name(experiment));
+    for e in board.experiments() {
+        let path = dir.join(&e.file);
         write(
             &path,
-            &experiment_page(board, experiment, &series, &link, Some("index.html")),
+            &experiment_page(board, e.name, &e.series, &link, Some("index.html")),
         )?;
         written.pages.push(path);
     }
@@ -313,14 +334,14 @@ fn index_page(board: &Board) -> String {
                 @if new == 0 { "no new change for the worse at the newest commits" }
                 @else { b { (new) } " series with a new change for the worse" } }
         }
-        @for (experiment, series) in &experiments {
+        @for e in &experiments {
             "\n"
             section {
-                h2 { a href=(page_name(experiment)) { (experiment) } }
+                h2 { a href=(e.file) { (e.name) } }
                 div.table-wrap { table {
                     thead { tr { th { "series" } th { "last 30" } th { "newest" } th { "latest change" } } }
                     tbody {
-                        @for (s, changes) in series {
+                        @for (s, changes) in &e.series {
                             tr {
                                 th { (s.label) " · " (s.metric) @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
                                 td { (PreEscaped(chart::sparkline(s, 30))) }
@@ -406,6 +427,26 @@ mod tests {
         assert!(!std::fs::read_to_string(site.join("nightly.html"))
             .unwrap()
             .contains("<a href=\"runs/"));
+    }
+
+    #[test]
+    fn experiments_whose_names_clash_get_pages_of_their_own() {
+        let mut a = stepped();
+        a.experiment = "a b".into();
+        let mut b = stepped();
+        b.experiment = "a-b".into();
+        let mut c = stepped();
+        c.experiment = "index".into();
+        let all: Vec<(Series, Vec<Change>)> =
+            [a, b, c].into_iter().map(|s| (s, Vec::new())).collect();
+        let board = Board {
+            history: Path::new("h.db"),
+            runs: 90,
+            series: &all,
+            near: 2,
+        };
+        let files: Vec<String> = board.experiments().into_iter().map(|e| e.file).collect();
+        assert_eq!(files, vec!["a-b.html", "a-b-2.html", "index-2.html"]);
     }
 
     #[test]
