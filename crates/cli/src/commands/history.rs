@@ -186,8 +186,9 @@ pub fn add_after(dir: &Path, file: &Path) {
 /// A series and the changes found in it.
 type Analysed = (Series, Vec<Change>);
 
-/// The history's series, each with its changes.
-fn analysed(path: &Path) -> Result<(History, Vec<Analysed>)> {
+/// The history's series, each with its changes: over the whole series, or over its `recent`
+/// newest points (`analyse_recent`).
+fn analysed(path: &Path, recent: Option<usize>) -> Result<(History, Vec<Analysed>)> {
     if !path.exists() {
         anyhow::bail!(
             "{} does not exist: `rubyrace history add --history {} DIR...` starts it",
@@ -201,7 +202,10 @@ fn analysed(path: &Path) -> Result<(History, Vec<Analysed>)> {
         .series()?
         .into_iter()
         .map(|s| {
-            let changes = history::analyse(&s, &settings);
+            let changes = match recent {
+                Some(last) => history::analyse_recent(&s, &settings, last),
+                None => history::analyse(&s, &settings),
+            };
             (s, changes)
         })
         .collect();
@@ -209,7 +213,7 @@ fn analysed(path: &Path) -> Result<(History, Vec<Analysed>)> {
 }
 
 fn show(args: &ShowArgs) -> Result<ExitCode> {
-    let (history, all) = analysed(&args.file.path)?;
+    let (history, all) = analysed(&args.file.path, None)?;
     if args.format == "html" {
         let board = history::site::Board {
             history: &args.file.path,
@@ -339,7 +343,7 @@ fn sparkline(values: &[f64]) -> String {
 }
 
 fn site(args: &SiteArgs) -> Result<ExitCode> {
-    let (history, all) = analysed(&args.file.path)?;
+    let (history, all) = analysed(&args.file.path, None)?;
     let board = history::site::Board {
         history: &args.file.path,
         runs: history.runs()?,
@@ -364,7 +368,8 @@ fn site(args: &SiteArgs) -> Result<ExitCode> {
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let (mut history, all) = analysed(&args.file.path)?;
+    // Only changes at the newest commits alert: each series' last window is enough.
+    let (mut history, all) = analysed(&args.file.path, Some(stats::changepoint::WINDOW))?;
     let mut alerts: Vec<(&Series, &Change)> = Vec::new();
     for (series, changes) in &all {
         let newest = series.points.len();
