@@ -98,11 +98,13 @@ pub fn page_name(experiment: &str) -> String {
 /// linking to its run's `report.html` where the run has one beside its results.
 pub fn write_pages(board: &Board, dir: &Path) -> Result<Written> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // A run's report.html, or a bisection's bisect.html, where there is one.
     let link = |p: &SeriesPoint| {
-        let report = Path::new(&p.dir).join("report.html");
-        report
-            .is_file()
-            .then(|| format!("file://{}", report.display()))
+        ["report.html", "bisect.html"]
+            .iter()
+            .map(|page| Path::new(&p.dir).join(page))
+            .find(|page| page.is_file())
+            .map(|page| format!("file://{}", page.display()))
     };
     let mut written = Written::default();
     for e in board.experiments() {
@@ -160,13 +162,20 @@ pub fn write_site(board: &Board, dir: &Path) -> Result<Written> {
     Ok(written)
 }
 
-/// Renders the report of `p`'s run into `runs/ID.html`: Some(true) rendered, Some(false)
-/// kept (newer than its results, or its results are gone), None when its results cannot be
-/// read and no report was rendered before.
+/// Renders the report of `p`'s run (the bisection's page for a bisection's commit) into
+/// `runs/ID.html`: Some(true) rendered, Some(false) kept (newer than its results, or its
+/// results are gone), None when its results cannot be read and none was rendered before.
 fn render_report(p: &SeriesPoint, runs_dir: &Path) -> Result<Option<bool>> {
     let out = runs_dir.join(format!("{}.html", p.run_id));
-    let results = Path::new(&p.dir).join("results.db");
-    let Ok(changed) = std::fs::metadata(&results).and_then(|m| m.modified()) else {
+    let dir = Path::new(&p.dir);
+    // A bisection's commit links to the bisection's page; a run's or a check's, to its report.
+    let bisect = dir.join(results::bisect::BISECT_FILE);
+    let source = if bisect.is_file() {
+        bisect
+    } else {
+        dir.join("results.db")
+    };
+    let Ok(changed) = std::fs::metadata(&source).and_then(|m| m.modified()) else {
         // Gone (a CI job's results are): the report rendered while it was there stays.
         return Ok(out.is_file().then_some(false));
     };
@@ -175,15 +184,15 @@ fn render_report(p: &SeriesPoint, runs_dir: &Path) -> Result<Option<bool>> {
             return Ok(Some(false));
         }
     }
-    let options = report::Options {
-        command: "rubyrace history site".into(),
-        ..report::Options::default()
+    let html = if source.ends_with(results::bisect::BISECT_FILE) {
+        report::render::html::bisect::page(&results::bisect::BisectRecord::read(dir)?)
+    } else {
+        let options = report::Options {
+            command: "rubyrace history site".into(),
+            ..report::Options::default()
+        };
+        report::build_rendered(&[dir.to_path_buf()], &options, report::render::Format::Html)?
     };
-    let html = report::build_rendered(
-        &[PathBuf::from(&p.dir)],
-        &options,
-        report::render::Format::Html,
-    )?;
     write(&out, &html)?;
     Ok(Some(true))
 }

@@ -183,7 +183,8 @@ fn blocks(r: &Value) -> u64 {
 
 /// The history `bisect --history` added to: one series, the bisection's own, a point per
 /// commit measured with an interval (the good end among them), in commit order, each at
-/// its commit with its cost against good as the record has it.
+/// its commit with its cost against good as the record has it; on the board, each point
+/// links to the bisection's page.
 fn bisection_in_the_history(db: &Path, r: &Value, hashes: &[String]) {
     let shown = spawn(&[
         "history",
@@ -223,6 +224,24 @@ fn bisection_in_the_history(db: &Path, r: &Value, hashes: &[String]) {
         assert_eq!(p["commit"], hashes[commit].trim(), "{p} {e}");
         assert_eq!(p["value"], e["ratio"], "{p} {e}");
     }
+    // On the board, each commit's point links to the bisection's page.
+    let site = db.with_file_name("site");
+    let made = spawn(&[
+        "history",
+        "site",
+        "--history",
+        db.to_str().unwrap(),
+        site.to_str().unwrap(),
+    ])
+    .wait(Duration::from_secs(60));
+    assert_eq!(made.code(), Some(0), "{made:?}");
+    let first = site.join(format!("runs/{}.html", points[0]["run_id"]));
+    let page = std::fs::read_to_string(&first).unwrap_or_default();
+    assert!(
+        page.contains("data-chart=\"bisect\""),
+        "{}: {made:?}",
+        first.display()
+    );
 }
 
 #[test]
