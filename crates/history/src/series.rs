@@ -132,28 +132,6 @@ pub fn analyse(series: &Series, settings: &Settings) -> Vec<Change> {
         .collect()
 }
 
-/// The change points among the `last` newest points of `series` (all of them when it has
-/// no more), with their indices in the whole series: what `history check` needs, since it
-/// alerts only on changes at the newest commits, at a cost that does not grow with the
-/// history (a series of 10,000 points is searched over its last 500, not in 40 windows).
-pub fn analyse_recent(series: &Series, settings: &Settings, last: usize) -> Vec<Change> {
-    let skip = series.points.len().saturating_sub(last.max(1));
-    if skip == 0 {
-        return analyse(series, settings);
-    }
-    let recent = Series {
-        points: series.points[skip..].to_vec(),
-        ..series.clone()
-    };
-    analyse(&recent, settings)
-        .into_iter()
-        .map(|c| Change {
-            index: c.index + skip,
-            ..c
-        })
-        .collect()
-}
-
 /// `rubyrace bisect FILE --app-repo REPO --good BEFORE --bad AFTER [--config LABEL]`, when
 /// both commits are known, differ, and have commits between them (or an unknown number).
 fn bisect_command(
@@ -268,18 +246,6 @@ pub(crate) mod tests {
             "--bad {}",
             &down.after.commit.as_ref().unwrap()[..12]
         )));
-    }
-
-    #[test]
-    fn the_recent_changes_are_the_whole_series_changes_at_its_end() {
-        let series = stepped();
-        let all = analyse(&series, &Settings::default());
-        // The last 15 points hold the step at 22, not the one at 12.
-        let recent = analyse_recent(&series, &Settings::default(), 15);
-        assert_eq!(recent.len(), 1, "{recent:?}");
-        assert_eq!(recent[0].index, 22);
-        assert_eq!(recent[0].after, all[1].after);
-        assert_eq!(analyse_recent(&series, &Settings::default(), 100), all);
     }
 
     #[test]

@@ -58,6 +58,17 @@ CREATE TABLE IF NOT EXISTS reported (
 );
 ";
 
+/// The columns a series' point is read from, in the order `series_where` reads them.
+const POINT_COLUMNS: &str = "p.series, p.label, p.metric, p.kind, p.higher_is_better,
+    r.experiment, r.host_kind, r.id, r.commit_hash, r.commit_subject, r.commit_date,
+    r.commit_order, r.created_at, r.dir, r.repo, r.experiment_file,
+    p.value, p.lo, p.hi, p.confidence, p.blocks";
+
+/// Every point, by series, in commit order (`History::series`).
+const POINTS_IN_ORDER: &str = "FROM points p JOIN runs r ON r.id = p.run_id
+    ORDER BY p.series, r.commit_order IS NULL, r.commit_order,
+             coalesce(r.commit_date, r.created_at), r.created_at, r.id";
+
 /// An open history file.
 pub struct History {
     conn: Connection,
@@ -194,17 +205,31 @@ impl History {
     /// commit's repository was at hand when the run was added, else the commit's date, else
     /// the run's; runs of the same commit in the order they ran.
     pub fn series(&self) -> Result<Vec<Series>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT p.series, p.label, p.metric, p.kind, p.higher_is_better, r.experiment,
-                    r.host_kind, r.id, r.commit_hash, r.commit_subject, r.commit_date,
-                    r.commit_order, r.created_at, r.dir, r.repo, r.experiment_file,
-                    p.value, p.lo, p.hi, p.confidence, p.blocks
-             FROM points p JOIN runs r ON r.id = p.run_id
-             ORDER BY p.series,
-                      r.commit_order IS NULL, r.commit_order,
-                      coalesce(r.commit_date, r.created_at), r.created_at, r.id",
-        )?;
-        let mut rows = stmt.query([])?;
+        self.series_where(&format!("SELECT {POINT_COLUMNS} {POINTS_IN_ORDER}"), None)
+    }
+
+    /// Every series with only its `last` newest points, in the same order (what `history
+    /// check` needs: a history of a million points is not read whole).
+    pub fn series_recent(&self, last: usize) -> Result<Vec<Series>> {
+        let sql = format!(
+            "SELECT * FROM (SELECT {POINT_COLUMNS}, row_number() OVER (PARTITION BY p.series
+                 ORDER BY r.commit_order IS NULL DESC, r.commit_order DESC,
+                          coalesce(r.commit_date, r.created_at) DESC, r.created_at DESC,
+                          r.id DESC) AS newest
+                 FROM points p JOIN runs r ON r.id = p.run_id)
+             WHERE newest <= ?1
+             ORDER BY series, newest DESC"
+        );
+        self.series_where(&sql, Some(last as i64))
+    }
+
+    /// The series of `sql`'s rows (`POINT_COLUMNS`, by series, in commit order).
+    fn series_where(&self, sql: &str, last: Option<i64>) -> Result<Vec<Series>> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let mut rows = match last {
+            Some(last) => stmt.query([last])?,
+            None => stmt.query([])?,
+        };
         let mut all: Vec<Series> = Vec::new();
         while let Some(row) = rows.next()? {
             let key: String = row.get(0)?;
@@ -340,6 +365,28 @@ mod tests {
         let values: Vec<f64> = series[0].points.iter().map(|p| p.value).collect();
         assert_eq!(values, vec![1.10, 1.25, 1.30]);
         assert_eq!(series[0].host_kind, None);
+    }
+
+    #[test]
+    fn the_recent_points_are_the_newest_in_commit_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = History::open(&dir.path().join("h.db")).unwrap();
+        // Added out of commit order; commits 7 and 8 without a first-parent position come
+        // after every positioned one, by date.
+        for (order, value) in [(5, 1.5), (1, 1.1), (3, 1.3), (2, 1.2), (4, 1.4)] {
+            h.add(&run(order, value, &format!("2026-11-0{order}T00:00:00Z")))
+                .unwrap();
+        }
+        for (i, value) in [(7, 1.7), (8, 1.8)] {
+            let mut r = run(i, value, &format!("2026-11-0{i}T00:00:00Z"));
+            r.commit.as_mut().unwrap().order = None;
+            h.add(&r).unwrap();
+        }
+        let values = |s: &[Series]| s[0].points.iter().map(|p| p.value).collect::<Vec<f64>>();
+        let all = h.series().unwrap();
+        assert_eq!(values(&all), vec![1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 1.8]);
+        assert_eq!(values(&h.series_recent(3).unwrap()), vec![1.5, 1.7, 1.8]);
+        assert_eq!(h.series_recent(100).unwrap(), all);
     }
 
     #[test]

@@ -186,8 +186,8 @@ pub fn add_after(dir: &Path, file: &Path) {
 /// A series and the changes found in it.
 type Analysed = (Series, Vec<Change>);
 
-/// The history's series, each with its changes: over the whole series, or over its `recent`
-/// newest points (`analyse_recent`).
+/// The history's series, each with its changes: whole, or only their `recent` newest
+/// points (`History::series_recent`).
 fn analysed(path: &Path, recent: Option<usize>) -> Result<(History, Vec<Analysed>)> {
     if !path.exists() {
         anyhow::bail!(
@@ -198,14 +198,14 @@ fn analysed(path: &Path, recent: Option<usize>) -> Result<(History, Vec<Analysed
     }
     let history = History::open(path)?;
     let settings = Settings::default();
-    let all = history
-        .series()?
+    let series = match recent {
+        Some(last) => history.series_recent(last)?,
+        None => history.series()?,
+    };
+    let all = series
         .into_iter()
         .map(|s| {
-            let changes = match recent {
-                Some(last) => history::analyse_recent(&s, &settings, last),
-                None => history::analyse(&s, &settings),
-            };
+            let changes = history::analyse(&s, &settings);
             (s, changes)
         })
         .collect();
@@ -368,7 +368,8 @@ fn site(args: &SiteArgs) -> Result<ExitCode> {
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    // Only changes at the newest commits alert: each series' last window is enough.
+    // Only changes at the newest commits alert: each series' newest window is enough (a
+    // change's index is then counted from the window's start, as its newest point is).
     let (mut history, all) = analysed(&args.file.path, Some(stats::changepoint::WINDOW))?;
     let mut alerts: Vec<(&Series, &Change)> = Vec::new();
     for (series, changes) in &all {
