@@ -7,7 +7,8 @@ use crate::support::{workspace_root, TempDir};
 
 /// A JUnit report of three tests (one failed, one flaky: failed, then passed on its retry)
 /// and two phases give the slowest tests in order, the failure and the flaky test marked,
-/// the totals and the phases with their sum.
+/// the totals and the phases with their sum, and the CPUs' busy, idle and stolen shares of
+/// each phase and of the whole (given only when every phase has its ticks).
 #[test]
 fn test_times_lists_the_slowest_tests_and_the_phases() {
     let dir = TempDir::new("test-times");
@@ -29,7 +30,10 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
 </testsuites>
 "#,
     );
-    let phases = dir.write("phases.tsv", "lint\t130\ntests\t1505\n");
+    let phases = dir.write(
+        "phases.tsv",
+        "lint\t130\t200\t50\t10\ntests\t1505\t2000\t1800\t200\n",
+    );
     let out = dir.path("TESTS.md");
     let run = Command::new(workspace_root().join("scripts/test-times"))
         .arg(&out)
@@ -43,8 +47,37 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
         md.contains("3 run by cargo-nextest, 1 failed, 1 flaky; the run took 2 min 06 s"),
         "{md}"
     );
-    assert!(md.contains("| lint | 2 min 10 s |"), "{md}");
-    assert!(md.contains("| **all** | **27 min 15 s** |"), "{md}");
+    assert!(
+        md.contains("| lint | 2 min 10 s | 77% | 19% | 4% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| tests | 25 min 05 s | 50% | 45% | 5% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| **all** | **27 min 15 s** | 52% | 43% | 5% |"),
+        "{md}"
+    );
+    // Phases written before the ticks were: the times, and no shares.
+    let old = dir.write("old-phases.tsv", "lint\t130\ntests\t1505\n");
+    let out_old = dir.path("OLD.md");
+    let run = Command::new(workspace_root().join("scripts/test-times"))
+        .arg(&out_old)
+        .env("RUBYRACE_JUNIT", &junit)
+        .env("RUBYRACE_PHASES", &old)
+        .output()
+        .expect("run scripts/test-times");
+    assert!(run.status.success(), "{run:?}");
+    let md_old = std::fs::read_to_string(&out_old).unwrap();
+    assert!(
+        md_old.contains("| lint | 2 min 10 s |  |  |  |"),
+        "{md_old}"
+    );
+    assert!(
+        md_old.contains("| **all** | **27 min 15 s** |  |  |  |"),
+        "{md_old}"
+    );
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `")).collect();
     assert_eq!(
         rows,
