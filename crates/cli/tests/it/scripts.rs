@@ -34,15 +34,19 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
         "phases.tsv",
         "lint\t130\t200\t50\t10\ntests\t1505\t2000\t1800\t200\n",
     );
-    let out = dir.path("TESTS.md");
-    let run = Command::new(workspace_root().join("scripts/test-times"))
-        .arg(&out)
-        .env("RUBYRACE_JUNIT", &junit)
-        .env("RUBYRACE_PHASES", &phases)
-        .output()
-        .expect("run scripts/test-times");
-    assert!(run.status.success(), "{run:?}");
-    let md = std::fs::read_to_string(&out).unwrap();
+    // scripts/test-times on the JUnit report and a phases file: the Markdown it writes.
+    let times = |phases: &std::path::Path, name: &str| {
+        let out = dir.path(name);
+        let run = Command::new(workspace_root().join("scripts/test-times"))
+            .arg(&out)
+            .env("RUBYRACE_JUNIT", &junit)
+            .env("RUBYRACE_PHASES", phases)
+            .output()
+            .expect("run scripts/test-times");
+        assert!(run.status.success(), "{run:?}");
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let md = times(&phases, "TESTS.md");
     assert!(
         md.contains("3 run by cargo-nextest, 1 failed, 1 flaky; the run took 2 min 06 s"),
         "{md}"
@@ -61,15 +65,7 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
     );
     // Phases written before the ticks were: the times, and no shares.
     let old = dir.write("old-phases.tsv", "lint\t130\ntests\t1505\n");
-    let out_old = dir.path("OLD.md");
-    let run = Command::new(workspace_root().join("scripts/test-times"))
-        .arg(&out_old)
-        .env("RUBYRACE_JUNIT", &junit)
-        .env("RUBYRACE_PHASES", &old)
-        .output()
-        .expect("run scripts/test-times");
-    assert!(run.status.success(), "{run:?}");
-    let md_old = std::fs::read_to_string(&out_old).unwrap();
+    let md_old = times(&old, "OLD.md");
     assert!(
         md_old.contains("| lint | 2 min 10 s |  |  |  |"),
         "{md_old}"
