@@ -18,7 +18,10 @@ use crate::support::slurm::{Cluster, Node};
 use crate::support::{rubyrace, spawn_with_env, Run};
 
 /// Two configurations whose throughput differs by far more than this machine's noise:
-/// the known-effect app's loop at 8000 and at 40000 iterations per request.
+/// the known-effect app's loop at 8000 and at 40000 iterations per request, in short trials
+/// (what is checked is where blocks ran and what was stored; the tests that kill a node, a
+/// task or the controller in the middle of a block, or watch blocks still out, lengthen them
+/// with [`long_trials`]).
 fn experiment(name: &str, blocks: u32, fleet: &str) -> String {
     format!(
         r#"
@@ -31,8 +34,8 @@ design = "blocks"
 app = "known-effect"
 threads = 1
 connections = 1
-warmup = "500ms"
-duration = "1500ms"
+warmup = "200ms"
+duration = "600ms"
 
 [matrix]
 env = [
@@ -45,6 +48,13 @@ nodes = 2
 {fleet}
 "#
     )
+}
+
+/// [`experiment`]'s file with trials of 1.5 s after 0.5 s of warm-up: a block lasts long
+/// enough for a test to see it running and kill what runs it.
+fn long_trials(file: String) -> String {
+    file.replace("warmup = \"200ms\"", "warmup = \"500ms\"")
+        .replace("duration = \"600ms\"", "duration = \"1500ms\"")
 }
 
 fn args(lab: &Lab, extra: &[&str]) -> Vec<String> {
@@ -302,7 +312,7 @@ fn six_blocks_over_two_nodes_are_stored_once_with_their_hosts() {
 fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
     let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-dead");
-    lab.experiment(&experiment("fleet-dead", 4, "retries = 0"));
+    lab.experiment(&long_trials(experiment("fleet-dead", 4, "retries = 0")));
     let env = cluster.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
@@ -362,7 +372,7 @@ fn a_dead_node_s_block_is_named_missing_and_the_resume_completes_the_run() {
 fn ctrl_c_cancels_the_array_and_the_resume_runs_only_the_missing_blocks() {
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-ctrl-c");
-    lab.experiment(&experiment("fleet-ctrl-c", 6, ""));
+    lab.experiment(&long_trials(experiment("fleet-ctrl-c", 6, "")));
     let env = cluster.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut running = spawn_with_env(&args(&lab, &["--slurm"]), &env);
@@ -869,7 +879,7 @@ fn the_test_cluster_script_starts_a_cluster_a_dry_run_plans_on_and_stops_it() {
 fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
     let mut cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-retry");
-    lab.experiment(&experiment("fleet-retry", 4, "retries = 2"));
+    lab.experiment(&long_trials(experiment("fleet-retry", 4, "retries = 2")));
     // The nodes' TMPDIR (both are this machine): the tasks' scratch directories.
     let scratch = crate::support::TempDir::new_in("fleet-scratch", Path::new("/tmp"));
     let mut env = cluster.env();
@@ -1022,7 +1032,7 @@ fn failed_attempts_are_retried_recorded_reported_and_their_scratch_removed() {
 fn watch_follows_a_detached_run_by_its_block_files() {
     let cluster = Cluster::start(vec![Node::new("n1"), Node::new("n2")]);
     let lab = Lab::new_short("fleet-watch-detached");
-    lab.experiment(&experiment("fleet-watch", 2, ""));
+    lab.experiment(&long_trials(experiment("fleet-watch", 2, "")));
     let run = run_on(
         &cluster,
         &args(&lab, &["--slurm", "--detach"]),
