@@ -16,8 +16,9 @@
 //! (`.config/nextest.toml`): these tests check the search, not how small a change it finds
 //! (the seeded simulations of experiment::locate do that, and docs/bisect.md gives real runs
 //! of a 2.6% change). The search on a flat history and the one with two changes decide on
-//! CPU per request, which a neighbour's load does not move the way it moves throughput and
-//! latency; the first keeps the search's own choice of metric, for a 50% change.
+//! CPU per request, which does not count the time a process waits for a CPU (it is not much
+//! steadier than throughput beside a CPU-bound neighbour: .config/nextest.toml); the first
+//! keeps the search's own choice of metric, for a 50% change.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

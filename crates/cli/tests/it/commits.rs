@@ -162,8 +162,8 @@ duration = "1s"
 /// "cannot tell": a clean-clone CI run (2026-11-27) measured it 4.5% slower
 /// [0.934–0.975] in three blocks, a pass.) The summary file gets each verdict appended;
 /// the working tree (with an uncommitted change) and the list of worktrees are untouched.
-/// The gates decide on CPU per request and the differences are large, so the test runs
-/// beside one other test: on throughput with a 3% threshold beside the bisections, the
+/// The differences are large (and the gates decide on CPU per request, which does not
+/// count a process's wait for a CPU), so the test runs beside one other test: on throughput with a 3% threshold beside the bisections, the
 /// unchanged head was still inconclusive after 60 blocks (clean-clone CI, 2026-11-26:
 /// ×1.006 [0.972–1.041]), and the test held the machine alone until 2026-11-29.
 #[test]
