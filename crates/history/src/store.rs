@@ -69,6 +69,18 @@ const POINTS_IN_ORDER: &str = "FROM points p JOIN runs r ON r.id = p.run_id
     ORDER BY p.series, r.commit_order IS NULL, r.commit_order,
              coalesce(r.commit_date, r.created_at), r.created_at, r.id";
 
+/// Why a history could not be prepared, in the user's words: a file that is not an SQLite
+/// database (or is damaged) is not a history; anything else (a full disk, an I/O error, a
+/// file that cannot be written) is said as SQLite says it, not blamed on the file.
+fn opening_error(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    let what = match e.sqlite_error_code() {
+        Some(NotADatabase) | Some(DatabaseCorrupt) => "is not a rubyrace history",
+        _ => "cannot be opened as a history",
+    };
+    anyhow::Error::new(e).context(format!("{} {what}", path.display()))
+}
+
 /// An open history file.
 pub struct History {
     conn: Connection,
@@ -101,7 +113,7 @@ impl History {
             conn.pragma_update(None, "foreign_keys", "ON")?;
             conn.execute_batch(SCHEMA)
         })();
-        prepared.with_context(|| format!("{} is not a rubyrace history", path.display()))?;
+        prepared.map_err(|e| opening_error(path, e))?;
         let version: Option<String> = conn
             .query_row(
                 "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -406,6 +418,27 @@ mod tests {
         let path = dir.path().join("notes.db");
         std::fs::write(&path, "not a database at all, just some text ".repeat(100)).unwrap();
         let e = History::open(&path).err().unwrap().to_string();
-        assert!(e.contains("notes.db"), "{e}");
+        assert!(e.contains("notes.db is not a rubyrace history"), "{e}");
+    }
+
+    /// An I/O error (SQLite's when a full disk stops it growing the WAL's shared memory, as
+    /// cli's history test makes it with a file size limit) is not called "not a history":
+    /// the error says what SQLite said.
+    #[test]
+    fn an_io_error_is_not_called_not_a_history() {
+        let path = Path::new("perf/h.db");
+        let e = opening_error(
+            path,
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_SHMMAP),
+                Some("disk I/O error".into()),
+            ),
+        );
+        let said = format!("{e:#}");
+        assert!(
+            said.contains("h.db cannot be opened as a history: "),
+            "{said}"
+        );
+        assert!(said.contains("disk I/O error"), "{said}");
     }
 }

@@ -984,6 +984,19 @@ const SOURCE_FIGURES: &[SourceFigure] = &[
         source: 2.0,
         none: 1.0,
     },
+    // RRB: a larger global method cache, 2-3% faster (both ends of the range).
+    SourceFigure {
+        row: 17,
+        quoted: "1.00× [0.99–1.01]",
+        source: 1.02,
+        none: 1.0,
+    },
+    SourceFigure {
+        row: 17,
+        quoted: "1.00× [0.99–1.01]",
+        source: 1.03,
+        none: 1.0,
+    },
 ];
 
 /// The interval in a quoted figure: "[0.50–0.54]" or "[+349.6 – +385.7]".

@@ -782,7 +782,7 @@ connections = 2
 
 /// Runs `rubyrace ARGS` with RLIMIT_FSIZE at `limit` bytes and SIGXFSZ ignored, so a write
 /// past the limit fails with EFBIG as a write to a full disk fails with ENOSPC; unprivileged.
-fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Run {
+pub(crate) fn run_with_file_size_limit(args: &[&str], limit: u64, deadline: Duration) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubyrace"));
     cmd.args(args)
         .stdin(Stdio::null())

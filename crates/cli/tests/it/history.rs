@@ -128,6 +128,7 @@ app = "{}"
     }
     git(&repo, &["checkout", "--quiet", "main"]);
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    adding_survives_a_full_disk_and_kills(&db, &dirs[4..]);
 
     let mut add = vec!["add".to_string(), "--history".into(), path_str(&db)];
     add.extend(dirs[4..].iter().map(|d| path_str(d)));
@@ -232,6 +233,62 @@ app = "{}"
     assert!(Path::new(&db).is_file());
     the_board_shows_it(&lab, &db, &hashes);
     lab.assert_no_leftovers(Duration::from_secs(5));
+}
+
+/// `history add` of `dirs` to a history of four runs, first on a disk that fills (every
+/// write past 4 KiB of a file fails, RLIMIT_FSIZE's EFBIG standing for a full disk's ENOSPC),
+/// then killed (SIGKILL) at several moments of its work: each time the history stays
+/// readable and whole (SQLite's integrity check), with the four runs it had and at most the
+/// ones added whole; the full disk is named. The caller's add then completes it.
+fn adding_survives_a_full_disk_and_kills(db: &Path, dirs: &[std::path::PathBuf]) {
+    let runs = || {
+        let shown = history(&["show", "--history", &path_str(db), "--format", "json"]);
+        assert_eq!(shown.code(), Some(0), "{shown:?}");
+        let doc: Value = serde_json::from_str(&shown.stdout).unwrap();
+        let whole: String = rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(whole, "ok");
+        doc["runs"].as_u64().unwrap()
+    };
+    assert_eq!(runs(), 4);
+    let mut args = vec!["history", "add", "--history"];
+    let db_arg = path_str(db);
+    args.push(&db_arg);
+    let dir_args: Vec<String> = dirs.iter().map(|d| path_str(d)).collect();
+    args.extend(dir_args.iter().map(String::as_str));
+
+    let full = crate::faults::run_with_file_size_limit(&args, 4096, Duration::from_secs(60));
+    assert!(full.code().is_some_and(|c| c != 0), "{full:?}");
+    // Which write meets the limit first (the WAL's shared memory as the history opens, or
+    // the WAL as a run is added) is SQLite's; either way the error says so, and does not
+    // call the file "not a history".
+    assert!(
+        ["disk is full", "disk I/O error", "File too large"]
+            .iter()
+            .any(|why| full.stderr.contains(why))
+            && !full.stderr.contains("is not a rubyrace history"),
+        "{full:?}"
+    );
+    assert_eq!(runs(), 4, "{full:?}");
+    eprintln!("history add on a full disk: {}", full.stderr.trim());
+
+    let mut before = 4;
+    for after in [0, 15, 40, 80, 150] {
+        let add = crate::support::spawn(&args);
+        std::thread::sleep(Duration::from_millis(after));
+        // SAFETY: kill(2) on the pid of our own child, not yet waited for.
+        unsafe { libc::kill(add.pid() as i32, libc::SIGKILL) };
+        let killed = add.wait(Duration::from_secs(60));
+        let now = runs();
+        assert!(
+            (before..=8).contains(&now),
+            "killed after {after} ms: {now} runs, {before} before: {killed:?}"
+        );
+        eprintln!("history add killed after {after} ms: {now} runs");
+        before = now;
+    }
 }
 
 /// `history site` and `show --format html` on the history just made: the board's index, the
