@@ -163,9 +163,10 @@ duration = "1s"
 /// [0.934–0.975] in three blocks, a pass.) The summary file gets each verdict appended;
 /// the working tree (with an uncommitted change) and the list of worktrees are untouched.
 /// The differences are large (and the gates decide on CPU per request, which does not
-/// count a process's wait for a CPU), so the test runs beside one other test: on throughput with a 3% threshold beside the bisections, the
-/// unchanged head was still inconclusive after 60 blocks (clean-clone CI, 2026-11-26:
-/// ×1.006 [0.972–1.041]), and the test held the machine alone until 2026-11-29.
+/// count a process's wait for a CPU), so the test runs beside one other test: on
+/// throughput with a 3% threshold beside the bisections, the unchanged head was still
+/// inconclusive after 60 blocks (clean-clone CI, 2026-11-26: ×1.006 [0.972–1.041]), and
+/// the test held the machine alone until 2026-11-29.
 #[test]
 fn check_gates_a_change_by_its_slowdown() {
     let lab = Lab::new("check");

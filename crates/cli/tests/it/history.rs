@@ -60,9 +60,9 @@ fn history(args: &[&str]) -> Run {
 /// add`). The history finds the change at commit 5, with the commits before and after;
 /// `history check --near 3` (a change is new while its first point after is among the
 /// three newest) alerts on it (exit 1, the summary appended) once, and not again, and
-/// the default `--near 2` does not; a directory added twice
-/// is one run; a directory that is not a run is refused by name; the repository is as it
-/// was.
+/// the default `--near 2` does not; `history add` on a full disk or killed loses nothing
+/// (`adding_survives_a_full_disk_and_kills`); a directory added twice is one run; a
+/// directory that is not a run is refused by name; the repository is as it was.
 #[test]
 fn runs_at_each_commit_make_a_history_whose_change_is_found_and_alerted_once() {
     let lab = Lab::new("history");
