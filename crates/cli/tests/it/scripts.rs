@@ -5,32 +5,21 @@ use std::process::Command;
 
 use crate::support::{workspace_root, TempDir};
 
-/// Two JUnit reports (scripts/test's two profiles) of three tests (one failed, one flaky:
-/// failed, then passed on its retry) and two phases give the slowest tests of both in
-/// order, the failure and the flaky test marked, the totals and the phases with their sum,
-/// and the CPUs' busy, idle and stolen shares of each phase and of the whole (given only
-/// when every phase has its ticks); a job beside the tests is listed on its own, outside
-/// the sum.
+/// A JUnit report of three tests (one failed, one flaky: failed, then passed on its retry)
+/// and two phases give the slowest tests in order, the failure and the flaky test marked,
+/// the totals and the phases with their sum, and the CPUs' busy, idle and stolen shares of
+/// each phase and of the whole (given only when every phase has its ticks).
 #[test]
 fn test_times_lists_the_slowest_tests_and_the_phases() {
     let dir = TempDir::new("test-times");
     let junit = dir.write(
         "junit.xml",
         r#"<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="nextest-run" tests="1" failures="0" errors="0" time="100.5">
-  <testsuite name="rubyrace-cli::it" tests="1" failures="0" errors="0">
+<testsuites name="nextest-run" tests="3" failures="1" errors="0" time="125.5">
+  <testsuite name="rubyrace-cli::it" tests="2" failures="1" errors="0">
     <testcase name="fleet::six_blocks" classname="rubyrace-cli::it" time="100.25">
       <flakyFailure type="test failure">no block was stored</flakyFailure>
     </testcase>
-  </testsuite>
-</testsuites>
-"#,
-    );
-    let beside = dir.write(
-        "beside.xml",
-        r#"<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="nextest-run" tests="2" failures="1" errors="0" time="25">
-  <testsuite name="rubyrace-cli::it" tests="1" failures="1" errors="0">
     <testcase name="load::a_quick_one" classname="rubyrace-cli::it" time="0.5">
       <failure type="test failure">assertion failed</failure>
     </testcase>
@@ -43,17 +32,14 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
     );
     let phases = dir.write(
         "phases.tsv",
-        "lint\t130\t200\t50\t10\ntests\t1505\t2000\t1800\t200\nchecks\t301\tbeside\n",
+        "lint\t130\t200\t50\t10\ntests\t1505\t2000\t1800\t200\n",
     );
     // scripts/test-times on the JUnit report and a phases file: the Markdown it writes.
     let times = |phases: &std::path::Path, name: &str| {
         let out = dir.path(name);
         let run = Command::new(workspace_root().join("scripts/test-times"))
             .arg(&out)
-            .env(
-                "RUBYRACE_JUNIT",
-                std::env::join_paths([&junit, &beside]).unwrap(),
-            )
+            .env("RUBYRACE_JUNIT", &junit)
             .env("RUBYRACE_PHASES", phases)
             .output()
             .expect("run scripts/test-times");
@@ -75,10 +61,6 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
     );
     assert!(
         md.contains("| **all** | **27 min 15 s** | 52% | 43% | 5% |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| job | time |\n|---|---|\n| checks | 5 min 01 s |\n"),
         "{md}"
     );
     // Phases written before the ticks were: the times, and no shares.
@@ -106,30 +88,4 @@ fn test_times_lists_the_slowest_tests_and_the_phases() {
         md.contains("## Flaky: failed, then passed on a retry\n\n- `fleet::six_blocks` (rubyrace-cli::it)\n"),
         "{md}"
     );
-}
-
-/// `.config/nextest.toml` names the tests that need the machine to themselves three times:
-/// the override that gives each every test thread, the profile `alone` scripts/test runs
-/// first, and the profile `beside` (every other test). The three name one set.
-#[test]
-fn the_tests_that_run_alone_are_one_set_in_every_profile() {
-    let config = std::fs::read_to_string(workspace_root().join(".config/nextest.toml")).unwrap();
-    let config: toml_edit::DocumentMut = config.parse().unwrap();
-    let profile = |name: &str| {
-        config["profile"][name]["default-filter"]
-            .as_str()
-            .unwrap_or_else(|| panic!("profile {name} has a default-filter"))
-            .to_string()
-    };
-    let alone = profile("alone");
-    assert_eq!(profile("beside"), format!("not ({alone})"));
-    let overrides = config["profile"]["default"]["overrides"]
-        .as_array_of_tables()
-        .unwrap();
-    let all_threads: Vec<&str> = overrides
-        .iter()
-        .filter(|o| o.get("threads-required").and_then(|t| t.as_str()) == Some("num-test-threads"))
-        .map(|o| o["filter"].as_str().unwrap().trim())
-        .collect();
-    assert_eq!(all_threads, [alone.as_str()]);
 }
