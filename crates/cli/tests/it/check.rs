@@ -355,6 +355,12 @@ fn uncommitted_changes_are_named_and_head_worktree_measures_them() {
             "3",
             "--max-blocks",
             "3",
+            // The two commits run the same app. At the default 3% a three-block A/A gate
+            // failed once in CI beside a neighbour (90% of a CPU, 7.6% steal): 0.913×
+            // [0.873–0.955]. What this step tests is the warning, not the verdict, so
+            // the gate allows a slowdown no neighbour has made.
+            "--max-slowdown",
+            "40%",
         ],
         &[],
     )
