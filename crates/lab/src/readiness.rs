@@ -12,15 +12,54 @@ use load::tls::TlsClient;
 
 use sys::process::{describe_status, Supervised};
 
-/// A free loopback port. Another process may take it before the server binds it; the
-/// readiness check then fails with the server's own error in its stderr tail.
+/// A free loopback port for a server rubyrace starts ([`free_port_on`]).
 pub fn free_port() -> std::io::Result<u16> {
     free_port_on(std::net::Ipv4Addr::LOCALHOST.into())
 }
 
-/// A free port on `host`, an address of this machine.
+/// The lowest port [`free_port_on`] picks from, above the usual services' (PostgreSQL 5432,
+/// Redis 6379, 8080, ...).
+pub const PICKED_PORTS_FROM: u16 = 16_384;
+
+/// A free port on `host`, an address of this machine, picked at random below the kernel's
+/// ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`, 32768 by default) and found
+/// free by binding it. A port the kernel hands out to a process that binds port 0 (a test's
+/// server, another tool) or to an outgoing connection is always in that range, so none can
+/// take this one between the pick and the server's bind. When it was bound to port 0 and
+/// given back (before 2026-11-30), a test server beside a run took such a port: the run's
+/// Puma failed with EADDRINUSE while its readiness check had been answered by the other
+/// server, which then got the run's load. Other rubyrace runs pick from the same range at
+/// random; the one that binds second fails its trial by the server's own error. Where the
+/// range leaves no room below it, the kernel's choice (port 0) is used.
 pub fn free_port_on(host: std::net::IpAddr) -> std::io::Result<u16> {
+    let low = ephemeral_low().unwrap_or(32_768);
+    if low > PICKED_PORTS_FROM + 1024 {
+        let span = u64::from(low - PICKED_PORTS_FROM);
+        let seed =
+            std::hash::BuildHasher::build_hasher(&std::collections::hash_map::RandomState::new());
+        let mut state = std::hash::Hasher::finish(&seed);
+        for _ in 0..64 {
+            // splitmix64: a fresh port each try from one random seed.
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let port = PICKED_PORTS_FROM + (z % span) as u16;
+            match TcpListener::bind((host, port)) {
+                Ok(_) => return Ok(port),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
     Ok(TcpListener::bind((host, 0))?.local_addr()?.port())
+}
+
+/// The first port of the kernel's ephemeral range.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// Time between attempts while the server is booting.
@@ -173,6 +212,27 @@ pub fn wait_ready(
 
 #[cfg(test)]
 mod tests {
+    /// The picked ports lie below the kernel's ephemeral range (where a process binding
+    /// port 0 or connecting out gets its port), are free, and are not one port every time.
+    #[test]
+    fn picked_ports_are_free_and_below_the_ephemeral_range() {
+        let low = super::ephemeral_low().expect("ip_local_port_range");
+        let host = std::net::Ipv4Addr::LOCALHOST.into();
+        let ports: Vec<u16> = (0..20)
+            .map(|_| super::free_port_on(host).unwrap())
+            .collect();
+        for &port in &ports {
+            assert!(
+                (super::PICKED_PORTS_FROM..low).contains(&port),
+                "{port} is not in {}..{low}",
+                super::PICKED_PORTS_FROM
+            );
+            std::net::TcpListener::bind((host, port)).expect("the picked port is free");
+        }
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert!(distinct.len() > 10, "{ports:?}");
+    }
+
     use super::*;
     use std::net::TcpListener;
 
