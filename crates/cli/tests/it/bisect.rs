@@ -117,13 +117,6 @@ pub(crate) fn long_history(lab: &Lab, n: usize, work: impl Fn(usize) -> u64) -> 
         .collect()
 }
 
-/// The smallest change the searches here account for (`--precision`): a third of the
-/// planted 50%, so a part beside a named commit is cleared in a few blocks, while the
-/// other planted change (50% again) is still called in its own. The searches used 8% and
-/// 10% until 2026-11-30; the search's power on small changes is what experiment::locate's
-/// simulations and docs/bisect.md's real runs show, not these tests.
-pub(crate) const PRECISION: &str = "15%";
-
 /// Short trials: the planted changes are 50%, and eight servers a block on two CPUs take
 /// most of a test's time as it is (1 s trials made each search 2.5–3 minutes).
 const EXPERIMENT: &str = r#"
@@ -265,10 +258,8 @@ fn bisect_names_the_commit_skips_what_does_not_boot_and_resumes_after_a_kill() {
     let repo = lab.dir.path("repo");
     let out = lab.dir.path("search");
     // The planted change is 50%: the parts beside it need only be shown free of a change
-    // of 15%, as in every search here (at the default 2% each took its whole allowance of
-    // fresh blocks; a part is cleared when its interval lies below the precision, so a
-    // looser one needs fewer blocks: `PRECISION`).
-    let args = bisect_args(&lab, &out, &["--precision", PRECISION]);
+    // of 10% (at the default 2% each took its whole allowance of fresh blocks).
+    let args = bisect_args(&lab, &out, &["--precision", "10%"]);
 
     // Killed once two blocks are stored (the ends' first call needs three).
     let mut running = spawn(&args);
@@ -398,7 +389,7 @@ fn a_history_without_a_slowdown_has_nothing_to_find() {
         &out,
         &[
             "--precision",
-            PRECISION,
+            "15%",
             "--max-blocks",
             "30",
             "--metric",
@@ -452,7 +443,7 @@ fn two_slowdowns_are_each_found() {
     let run = spawn(&bisect_args(
         &lab,
         &out,
-        &["--precision", PRECISION, "--metric", "cpu_per_request"],
+        &["--precision", "8%", "--metric", "cpu_per_request"],
     ))
     .wait(Duration::from_secs(1200));
     let r = record(&out);
@@ -592,8 +583,6 @@ fn bisect_searches_a_ruby_history_building_each_commit() {
             "master",
             "--metric",
             "wall",
-            "--precision",
-            PRECISION,
             "-o",
             out.to_str().unwrap(),
         ];
@@ -696,7 +685,7 @@ fn a_budget_that_ends_in_a_range_goes_on_with_a_larger_one() {
             "--max-blocks",
             "3",
             "--precision",
-            PRECISION,
+            "10%",
         ],
     );
     // The whole history: good is the first of the thousand commits.

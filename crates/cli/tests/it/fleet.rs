@@ -1134,13 +1134,13 @@ fn a_bisection_spreads_its_blocks_over_the_nodes() {
             &lab,
             EXPERIMENT,
             &out,
-            // 50% planted: the parts beside it need only be shown free of 15%.
+            // 50% planted: the parts beside it need only be shown free of 10%.
             &[
                 "--slurm",
                 "--metric",
                 "cpu_per_request",
                 "--precision",
-                crate::bisect::PRECISION,
+                "10%",
             ],
         ),
         Duration::from_secs(900),
