@@ -35,17 +35,9 @@ pub fn free_port_on(host: std::net::IpAddr) -> std::io::Result<u16> {
     let low = ephemeral_low().unwrap_or(32_768);
     if low > PICKED_PORTS_FROM + 1024 {
         let span = u64::from(low - PICKED_PORTS_FROM);
-        let seed =
-            std::hash::BuildHasher::build_hasher(&std::collections::hash_map::RandomState::new());
-        let mut state = std::hash::Hasher::finish(&seed);
         for _ in 0..64 {
-            // splitmix64: a fresh port each try from one random seed.
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            let port = PICKED_PORTS_FROM + (z % span) as u16;
+            let draw = getrandom::u64().map_err(|e| std::io::Error::other(e.to_string()))?;
+            let port = PICKED_PORTS_FROM + (draw % span) as u16;
             match TcpListener::bind((host, port)) {
                 Ok(_) => return Ok(port),
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
