@@ -425,6 +425,14 @@ impl LocateRule {
         (looks, confidence)
     }
 
+    /// The looks of a part aside (counted in its fresh blocks) and the confidence of each
+    /// call that it holds a change of its own: ASIDE_ALPHA spread over them.
+    fn aside_looks(&self) -> (Vec<u32>, f64) {
+        let looks = crate::gate::planned_looks(self.min_blocks, self.max_blocks);
+        let confidence = 1.0 - ASIDE_ALPHA / looks.len() as f64;
+        (looks, confidence)
+    }
+
     /// The confidence of each call that the ends differ (Bonferroni over the planned
     /// looks): the level at which a metric's ends are said to show a regression.
     pub fn call_confidence(&self) -> f64 {
@@ -493,8 +501,15 @@ pub enum Next {
 /// A part of the history between a good and a bad commit, and what is known of it.
 #[derive(Clone, Debug, PartialEq)]
 enum Part {
-    /// A range with a change in it: searched.
-    Search { lo: usize, hi: usize },
+    /// A range with a change in it: searched. `called_from`: a part aside whose fresh
+    /// blocks (from this block on) called a change of its own; when the budget ends before
+    /// a commit of it is named, the call is checked again over every fresh block, and a
+    /// call that no longer holds leaves the part unaccounted for, not a change in a range.
+    Search {
+        lo: usize,
+        hi: usize,
+        called_from: Option<u32>,
+    },
     /// A part left aside by a named commit: does it hold a change of its own? Whether it
     /// does is asked of the blocks from `from` on only: the blocks before chose the commit
     /// named, and with it how the ends of this part compare (a commit is named when it
@@ -540,7 +555,11 @@ impl Search {
             findings: Vec::new(),
             regression: None,
             withdrawn: false,
-            open: vec![Part::Search { lo: 0, hi: last }],
+            open: vec![Part::Search {
+                lo: 0,
+                hi: last,
+                called_from: None,
+            }],
         }
     }
 
@@ -597,7 +616,7 @@ impl Search {
     /// The posterior of the part being searched, if one is.
     pub fn located(&self) -> Option<Located> {
         match self.open.first()? {
-            Part::Search { lo, hi } => locate(&self.measures, *lo, *hi),
+            Part::Search { lo, hi, .. } => locate(&self.measures, *lo, *hi),
             Part::Aside { .. } => None,
         }
     }
@@ -644,7 +663,7 @@ impl Search {
                 commits.extend([*lo, *hi]);
             }
         }
-        if let Some(Part::Search { lo, hi }) =
+        if let Some(Part::Search { lo, hi, .. }) =
             self.open.iter().find(|p| matches!(p, Part::Search { .. }))
         {
             let (lo, hi) = (*lo, *hi);
@@ -690,7 +709,11 @@ impl Search {
     fn settle_one(&mut self, call_confidence: f64, spent: bool) -> bool {
         for i in 0..self.open.len() {
             match self.open[i].clone() {
-                Part::Search { lo, hi } => {
+                Part::Search {
+                    lo,
+                    hi,
+                    called_from,
+                } => {
                     let located = locate(&self.measures, lo, hi);
                     if let Some((first, commit, probability, step)) = located
                         .as_ref()
@@ -734,6 +757,13 @@ impl Search {
                         return true;
                     }
                     if spent {
+                        if let Some(from) = called_from {
+                            if let Some(high) = self.call_withdrawn(lo, hi, from, call_confidence) {
+                                self.open.remove(i);
+                                self.findings.push(Finding::Unaccounted { lo, hi, high });
+                                return true;
+                            }
+                        }
                         let (first, last, probability) = match &located {
                             Some(l) => l.smallest_range(self.rule.confidence),
                             None => (lo + 1, hi, 1.0),
@@ -759,22 +789,18 @@ impl Search {
                     // of the whole budget), at ASIDE_ALPHA over them; once the allowance is
                     // spent (or the budget), the part is left, with its interval over every
                     // block.
-                    let fresh: Vec<Measure> = self
-                        .measures
-                        .iter()
-                        .filter(|m| m.block >= from)
-                        .copied()
-                        .collect();
-                    let x = contrast(&fresh, lo, hi);
+                    let x = self.fresh_contrast(lo, hi, from);
                     let n = x.len() as u32;
-                    let aside_looks =
-                        crate::gate::planned_looks(self.rule.min_blocks, self.rule.max_blocks);
-                    let aside_confidence = 1.0 - ASIDE_ALPHA / aside_looks.len() as f64;
+                    let (aside_looks, aside_confidence) = self.rule.aside_looks();
                     let at_look = n >= self.rule.min_blocks && (aside_looks.contains(&n) || spent);
                     let called =
                         at_look && interval(&x, aside_confidence).is_some_and(|i| i.1 > 0.0);
                     if called {
-                        self.open[i] = Part::Search { lo, hi };
+                        self.open[i] = Part::Search {
+                            lo,
+                            hi,
+                            called_from: Some(from),
+                        };
                         return true;
                     }
                     let interval = contrast_interval(&self.measures, lo, hi, call_confidence);
@@ -800,6 +826,34 @@ impl Search {
             }
         }
         false
+    }
+
+    /// The per-block contrast of `hi` against `lo` in the blocks from `from` on: a part
+    /// aside's fresh blocks.
+    fn fresh_contrast(&self, lo: usize, hi: usize, from: u32) -> Vec<f64> {
+        let fresh: Vec<Measure> = self
+            .measures
+            .iter()
+            .filter(|m| m.block >= from)
+            .copied()
+            .collect();
+        contrast(&fresh, lo, hi)
+    }
+
+    /// A part aside called at one of its looks, checked again over every fresh block when
+    /// the budget ends with no commit of it named (as the ends' call is, in
+    /// [`Self::ends_withdrawn`]): a call made at a look where the running mean stood high by
+    /// chance (or the machine drifted) does not hold over them all. `Some(high)`, the upper
+    /// end of the part's interval over every block, when it no longer holds: the part is
+    /// then said to be unaccounted for up to that, not to hold a change.
+    fn call_withdrawn(&self, lo: usize, hi: usize, from: u32, call_confidence: f64) -> Option<f64> {
+        let (_, aside_confidence) = self.rule.aside_looks();
+        let holds = interval(&self.fresh_contrast(lo, hi, from), aside_confidence)
+            .is_some_and(|i| i.1 > 0.0);
+        (!holds).then(|| {
+            contrast_interval(&self.measures, lo, hi, call_confidence)
+                .map_or(f64::INFINITY, |i| i.2)
+        })
     }
 
     /// `k` measurable commits spread evenly inside (lo, hi), before any block measured
@@ -880,7 +934,11 @@ impl Search {
     ) -> Option<(Option<u32>, Option<u32>)> {
         let located = locate(&self.measures, lo, hi)?;
         let mut from = self.clone();
-        from.open = vec![Part::Search { lo, hi }];
+        from.open = vec![Part::Search {
+            lo,
+            hi,
+            called_from: None,
+        }];
         from.regression = Some(true);
         self.settle_from(&located, from, seed, runs)
     }
