@@ -1,6 +1,7 @@
 //! Readiness: a server is ready when a real GET on the readiness path returns 2xx. A
 //! refused connection means "not yet"; a 503 means "still booting"; any other status,
-//! an answer that is not HTTP, or a server that exits fails the trial at once.
+//! an answer that is not HTTP, or a server that exits fails the trial at once; so does a
+//! 2xx when a process outside the server's tree listens on its address too.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use load::response::ResponseParser;
 use load::tls::TlsClient;
 
+use sys::listeners::Listeners;
 use sys::process::{describe_status, Supervised};
 
 /// A free loopback port for a server rubyrace starts ([`free_port_on`]).
@@ -168,9 +170,14 @@ pub fn wait_ready(
         let remaining = timeout.saturating_sub(started.elapsed());
         let last = match probe(addr, path, remaining.min(ATTEMPT_TIMEOUT), tls) {
             Probe::Status(s) if (200..300).contains(&s) => {
-                return Readiness::Ready {
-                    after: started.elapsed(),
-                }
+                return match answered_by_another(addr, server.pid()) {
+                    Some(others) => Readiness::Failed(format!(
+                        "GET {path} on {addr} was answered, but not by the server alone: {others}"
+                    )),
+                    None => Readiness::Ready {
+                        after: started.elapsed(),
+                    },
+                };
             }
             Probe::Status(503) => Probe::Status(503),
             Probe::Status(s) => {
@@ -199,6 +206,21 @@ pub fn wait_ready(
             ));
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Whether processes outside the server's tree (`pid` and its process group) listen on
+/// `addr` too: `Some` with who they are. Without it, a server that took the port between
+/// rubyrace's pick and the server's bind would answer the readiness check and then be
+/// loaded as if it were the one started (seen in CI, 2026-11-29, between two tests' servers
+/// before ports were picked below the ephemeral range). When the tables cannot be read, or
+/// hold no listener on `addr` (a server in another network namespace), nothing is said.
+fn answered_by_another(addr: SocketAddr, pid: i32) -> Option<String> {
+    match sys::listeners::listeners(addr, pid, pid) {
+        Ok(Listeners::Others { owners, shared }) => {
+            Some(Listeners::describe_others(&owners, shared))
+        }
+        Ok(Listeners::Tree | Listeners::NotFound) | Err(_) => None,
     }
 }
 

@@ -763,6 +763,35 @@ fn a_server_that_daemonizes_fails_its_trial_and_the_daemon_is_killed() {
     figure("daemonizes (Process.daemon)", daemon);
 }
 
+/// A process outside the server's tree answers on the server's port (as another server
+/// that took the port between rubyrace's pick and the server's bind would): the trial fails
+/// at readiness, naming that process, and is never loaded; the process is killed as an
+/// orphan of the server (it carries the server's marker), and the next trial works.
+#[test]
+fn an_answer_from_a_process_outside_the_servers_tree_fails_readiness() {
+    let (lab, run, rows, _) = run_fault_configs(
+        "listener-escapes",
+        &[("escapes", "listener-escapes"), ("next", "good")],
+        "",
+    );
+    let escapes = &rows[0];
+    assert_eq!(escapes.status, "failed", "{:?}", escapes.reason);
+    let reason = escapes.reason.clone().unwrap();
+    assert!(
+        reason.starts_with("GET / on 127.0.0.1:")
+            && reason.contains(", but not by the server alone: pid "),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("listener-escapes) listens on it, and no process of the server does"),
+        "{reason}"
+    );
+    assert!(escapes.result["load"].is_null(), "loaded: {run:?}");
+    assert_eq!(rows[1].status, "valid", "{:?}", rows[1].reason);
+    lab.assert_no_leftovers(Duration::from_secs(2));
+    figure("another process answers on the server's port", escapes);
+}
+
 // ---------------------------------------------------------------------------------------
 // A full disk
 // ---------------------------------------------------------------------------------------
