@@ -317,6 +317,22 @@ impl Report {
     pub fn confidence_label(&self) -> String {
         crate::format::confidence_text(self.confidence)
     }
+
+    /// The level each comparison's interval is shown at: the report's, or, where the
+    /// cohorts compared on a metric share it (`Comparison::confidence`, Bonferroni), each
+    /// interval's own ("99.2%" for 3 cohorts of a 97.5% report), so that a heading or a
+    /// legend names the level of the intervals under it. When the comparisons' levels
+    /// differ (families of different sizes), the report's, "simultaneous".
+    pub fn interval_label(&self) -> String {
+        let mut levels = self.comparisons.iter().map(|c| c.confidence);
+        match levels.next() {
+            None => self.confidence_label(),
+            Some(first) if levels.all(|l| (l - first).abs() < 1e-12) => {
+                crate::format::confidence_text(first)
+            }
+            Some(_) => format!("{} simultaneous", self.confidence_label()),
+        }
+    }
 }
 
 fn one() -> usize {
@@ -611,5 +627,30 @@ impl Report {
         self.comparisons
             .iter()
             .find(|c| c.cohort == cohort && c.metric == metric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Report;
+
+    /// The report's golden JSON (one cohort against the baseline, 95%), its intervals
+    /// then made simultaneous over families: the label names the intervals' own level, or
+    /// says "simultaneous" where the families' levels differ.
+    #[test]
+    fn the_interval_label_names_the_level_of_the_intervals_shown() {
+        let mut report: Report =
+            serde_json::from_str(include_str!("../tests/golden/report-http/report.json")).unwrap();
+        assert!(!report.comparisons.is_empty());
+        assert_eq!(report.interval_label(), "95%");
+        for c in &mut report.comparisons {
+            c.confidence = 1.0 - 0.05 / 3.0;
+            c.family_size = 3;
+        }
+        assert_eq!(report.interval_label(), "98.3%");
+        report.comparisons[0].confidence = 0.975;
+        assert_eq!(report.interval_label(), "95% simultaneous");
+        report.comparisons.clear();
+        assert_eq!(report.interval_label(), "95%");
     }
 }

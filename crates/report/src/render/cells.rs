@@ -212,7 +212,7 @@ pub(crate) fn title(report: &Report) -> String {
         experiments.join(", "),
         report.baseline,
         report.group_by.join(", "),
-        report.confidence_label()
+        report.interval_label()
     )
 }
 
@@ -364,7 +364,7 @@ pub(crate) fn legend(report: &Report) -> Option<String> {
         .unwrap_or_default();
     Some(format!(
         "{first}; vs baseline: {ratio}, with its {} interval (not the ratio of the medians); {}{p99}",
-        report.confidence_label(),
+        report.interval_label(),
         verdict_rule(report)
     ))
 }

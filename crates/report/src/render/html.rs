@@ -224,7 +224,7 @@ fn how_to_read(report: &Report) -> Markup {
             } @else {
                 "the baseline, " b { (report.baseline) }
             }
-            ", with its " (report.confidence_label()) " confidence interval and the rank \
+            ", with its " (report.interval_label()) " confidence interval and the rank \
              test’s p-value: not the ratio of the medians shown. "
             b { "~" }
             " means the difference is not statistically significant, which is an answer too: \

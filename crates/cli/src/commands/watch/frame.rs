@@ -813,7 +813,7 @@ fn comparison_lines(report: &report::Report) -> Vec<Line<'static>> {
     out.push(heading(&format!(
         "Comparisons (against {}, {} intervals)",
         report.baseline,
-        report.confidence_label()
+        report.interval_label()
     )));
     let width = |f: fn(&report::model::Comparison) -> &str| {
         report

@@ -76,7 +76,7 @@ pub(super) fn summary(report: &Report) -> Markup {
     let has_cpu = any(|c| c.cpu.per_request.is_some());
     let has_errors = any(|c| c.error_rate.as_ref().is_some_and(|e| e.mean > 0.0));
     let has_max_rss = any(|c| c.script.as_ref().is_some_and(|s| s.max_rss_bytes.is_some()));
-    let confidence = report.confidence_label();
+    let confidence = report.interval_label();
     let flag = |n: usize| html! { @if n > 0 { span.bad { (n) } } @else { (n) } };
     html! {
         h2 #summary { "Summary" } "\n"
@@ -350,7 +350,7 @@ pub(super) fn comparisons(report: &Report) -> Markup {
                 thead {
                     tr {
                         th { "Cohort" } th { "Metric" } th.num { "Ratio" }
-                        th.num { (report.confidence_label()) " CI" } th.num { "p" }
+                        th.num { (report.interval_label()) " CI" } th.num { "p" }
                         th { "Verdict" } th { "Method" } th.num { "Precision" }
                     }
                 }
