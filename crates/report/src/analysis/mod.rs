@@ -121,8 +121,7 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
     let matrix = dot_matrix(&g.order, &g.members, workload);
     let environment = cohort_environments(&g.order, &g.members);
 
-    design_warnings(sources, &mut warnings);
-    Ok(Report {
+    let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         command: options.command.clone(),
         confidence: compared.confidence,
@@ -142,7 +141,10 @@ pub fn analyze(sources: &[SourceData], options: &Options) -> Result<Report> {
         sparse_frames: compared.sparse_frames,
         steps: compared.steps,
         hosts: host_table,
-    })
+    };
+    let intervals = report.interval_label();
+    design_warnings(sources, &intervals, &mut report.warnings);
+    Ok(report)
 }
 
 /// What the trials measured: HTTP, a script, or both.
@@ -551,14 +553,24 @@ fn cohort_environments(
 }
 
 /// What a source's design means for its figures: an adaptive run's level, a co-scheduled
-/// run's shared machine.
-fn design_warnings(sources: &[SourceData], warnings: &mut Vec<Warning>) {
+/// run's shared machine. `intervals` is the level the comparisons' intervals are shown at
+/// (`Report::interval_label`): the stopping rule's own with one comparison, higher when
+/// its level is shared by several (99.2% each for three at 97.5%).
+fn design_warnings(sources: &[SourceData], intervals: &str, warnings: &mut Vec<Warning>) {
+    let rule = crate::format::confidence_text(experiment::precision::SEQUENTIAL_CONFIDENCE);
+    let level = if intervals == rule {
+        format!("its intervals are at {rule}, the level of its stopping rule")
+    } else if intervals.ends_with("simultaneous") {
+        format!("its intervals are {intervals}, the level of its stopping rule")
+    } else {
+        format!("its intervals are at {intervals} each, {rule} together, the level of its stopping rule")
+    };
     for s in sources {
         if let Some(end) = &s.precision_end {
             warnings.push(Warning {
                 kind: "adaptive-run".into(),
                 cohort: None,
-                message: format!("{}: {}; its intervals are at 97.5%, the level of its stopping rule, which kept their coverage at 95% or more in simulations with symmetric noise (skewed or drifting ratios are warned about apart)", s.dir.display(), end.describe()),
+                message: format!("{}: {}; {level}, which kept their coverage at 95% or more in simulations with symmetric noise (skewed or drifting ratios are warned about apart)", s.dir.display(), end.describe()),
             });
         }
         if matches!(s.design, experiment::design::Design::CoScheduled { .. }) {

@@ -594,3 +594,54 @@ fn the_verdict_is_read_off_the_interval_shown() {
         c.verdict
     );
 }
+
+/// An adaptive run's warning names the level its intervals are shown at: the stopping
+/// rule's 97.5% with one comparison; with two, each interval's own (98.75%, shown to one
+/// decimal) beside the 97.5% they hold together, as the headings do.
+#[test]
+fn an_adaptive_runs_warning_names_each_intervals_level_and_the_rules() {
+    let adaptive = |trials: Vec<TrialData>| SourceData {
+        adaptive: true,
+        precision_end: Some(experiment::precision::PrecisionEnd {
+            reason: experiment::precision::PrecisionStop::TargetReached,
+            blocks: 8,
+            target: 0.05,
+            metric: experiment::precision::PrecisionMetric::Throughput,
+            widest_half_width: Some(0.04),
+        }),
+        ..source(trials)
+    };
+    let message = |r: &Report| {
+        r.warnings
+            .iter()
+            .find(|w| w.kind == "adaptive-run")
+            .map(|w| w.message.clone())
+            .unwrap_or_else(|| panic!("{:?}", kinds(r)))
+    };
+    let two = analyze(&[adaptive(blocked(|_| "m1"))], &Options::default()).unwrap();
+    assert_eq!(two.interval_label(), "97.5%");
+    assert!(
+        message(&two).contains("; its intervals are at 97.5%, the level of its stopping rule,"),
+        "{}",
+        message(&two)
+    );
+
+    let mut trials = blocked(|_| "m1");
+    for b in 0..8u32 {
+        let id = trials.len();
+        let ratio = 1.20 + 0.001 * f64::from((5 * b) % 8);
+        let mut t = trial(0, id, b, "faster", 10_000.0 * ratio, "m1");
+        t.config_id = 2;
+        trials.push(t);
+    }
+    let three = analyze(&[adaptive(trials)], &Options::default()).unwrap();
+    assert_eq!(three.cohorts.len(), 3);
+    assert_eq!(three.interval_label(), "98.8%");
+    assert!(
+        message(&three).contains(
+            "; its intervals are at 98.8% each, 97.5% together, the level of its stopping rule,"
+        ),
+        "{}",
+        message(&three)
+    );
+}
