@@ -13,7 +13,7 @@ use report::charts::{INK, MUTED, PALETTE, WIDTH};
 use report::format::escape;
 
 use crate::import::PointKind;
-use crate::series::{Change, Series, SeriesPoint};
+use crate::series::{Analysis, Change, Series, SeriesPoint};
 
 const POINTS: &str = PALETTE[0];
 const WORSE: &str = PALETTE[5];
@@ -68,7 +68,8 @@ pub fn point_tooltip(series: &Series, p: &SeriesPoint) -> String {
 
 /// The chart of `series` with its `changes`; `name` is its `data-chart` (unique on a page).
 /// Drawn in layers: axes, the interval band and line, the changes, the points, the levels.
-pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link) -> String {
+pub fn series_chart(series: &Series, found: &Analysis, name: &str, link: Link) -> String {
+    let changes = &found.changes;
     let frame = Frame::of(series);
     let mut b = String::new();
     axes(&mut b, series, &frame);
@@ -77,11 +78,11 @@ pub fn series_chart(series: &Series, changes: &[Change], name: &str, link: Link)
         change_mark(&mut b, ch, k, &frame);
     }
     point_marks(&mut b, series, &frame, link);
-    levels(&mut b, series, changes, &frame);
+    levels(&mut b, series, found, &frame);
     let points = &series.points;
     let text = match series.kind {
-        PointKind::Ratio => "Each point is a run: the configuration against its baseline in the same run, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
-        PointKind::Absolute => "Each point is a run: the configuration's own figure on this kind of host, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
+        PointKind::Ratio => "Each point is a run: the configuration against its baseline in the same run, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points), or the line of a drift (a slide, no one commit); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
+        PointKind::Absolute => "Each point is a run: the configuration's own figure on this kind of host, with its 95% interval as the band. Dashed lines are the level of each stretch between changes (the geometric mean of its points), or the line of a drift (a slide, no one commit); a change is marked where it came in, with its size and 95% interval. A point links to its run's report; hover for its commit.",
     };
     let end = caption(&mut b, text, "", frame.bottom + 58.0, WIDTH);
     let subtitle = match (points.first(), points.last()) {
@@ -313,14 +314,20 @@ fn point_marks(b: &mut String, series: &Series, f: &Frame, link: Link) {
 
 /// Each stretch's level between changes (the geometric mean of its points), dashed, over
 /// the points.
-fn levels(b: &mut String, series: &Series, changes: &[Change], f: &Frame) {
+fn levels(b: &mut String, series: &Series, found: &Analysis, f: &Frame) {
     let points = &series.points;
-    let mut bounds: Vec<usize> = changes.iter().map(|c| c.index).collect();
+    let mut bounds: Vec<usize> = found.changes.iter().map(|c| c.index).collect();
     bounds.insert(0, 0);
     bounds.push(points.len());
     for w in bounds.windows(2) {
         let stretch = &points[w[0]..w[1]];
-        if stretch.is_empty() {
+        // A stretch a drift spans whole is drawn as the drift's line.
+        if stretch.is_empty()
+            || found
+                .drifts
+                .iter()
+                .any(|d| d.start <= w[0] && w[1] <= d.end)
+        {
             continue;
         }
         let level =
@@ -333,6 +340,22 @@ fn levels(b: &mut String, series: &Series, changes: &[Change], f: &Frame) {
             c(f.x.at(w[0] as f64 - 0.4)),
             c(f.x.at(w[1] as f64 - 0.6)),
             h = c(f.y.at(level))
+        );
+    }
+    for d in &found.drifts {
+        let _ = write!(
+            b,
+            "<line data-drift=\"{}-{}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{INK}\" stroke-dasharray=\"6 3\" stroke-width=\"1.6\"><title>drift {:.3}× [{:.3}–{:.3}] over {} points: a slide, no one commit to bisect</title></line>",
+            d.start,
+            d.end - 1,
+            c(f.x.at(d.start as f64)),
+            c(f.y.at(d.level_first)),
+            c(f.x.at((d.end - 1) as f64)),
+            c(f.y.at(d.level_last)),
+            d.factor,
+            d.factor_low,
+            d.factor_high,
+            d.end - d.start
         );
     }
 }

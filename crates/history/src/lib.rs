@@ -21,5 +21,5 @@ pub mod site;
 pub mod store;
 
 pub use import::{read_dir, read_results, ImportedRun, PointRecord};
-pub use series::{analyse, Change, Series, SeriesPoint};
+pub use series::{analyse, Analysis, Change, Drift, Series, SeriesPoint};
 pub use store::History;

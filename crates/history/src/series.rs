@@ -96,21 +96,79 @@ pub struct Change {
     pub bisect: Option<String>,
 }
 
-/// The change points of `series`.
-pub fn analyse(series: &Series, settings: &Settings) -> Vec<Change> {
+/// A slide over a stretch of points that a line explains better than steps
+/// (`stats::changepoint::Drift`): no one commit to bisect.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Drift {
+    /// The stretch's first point and one past its last.
+    pub start: usize,
+    pub end: usize,
+    /// The level at the stretch's last point ÷ the level at its first, on the line, with
+    /// its 95% interval.
+    pub factor: f64,
+    pub factor_low: f64,
+    pub factor_high: f64,
+    pub p_value: f64,
+    /// The line's level at the first point and at the last, in the series' units (the
+    /// chart draws the line between them).
+    pub level_first: f64,
+    pub level_last: f64,
+    /// The slide makes the metric worse.
+    pub worse: bool,
+    pub first: SeriesPoint,
+    pub last: SeriesPoint,
+}
+
+/// What a series holds: its changes (steps at a commit) and its drifts (slides).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Analysis {
+    pub changes: Vec<Change>,
+    pub drifts: Vec<Drift>,
+}
+
+/// Whether a factor (after ÷ before) is for the worse on `series`.
+fn worse(series: &Series, factor: f64) -> bool {
+    if series.higher_is_better {
+        factor < 1.0
+    } else {
+        factor > 1.0
+    }
+}
+
+/// The change points and drifts of `series`.
+pub fn analyse(series: &Series, settings: &Settings) -> Analysis {
     let points: Vec<Point> = series.points.iter().map(SeriesPoint::log_point).collect();
-    changepoint::change_points(&points, settings)
+    let found = changepoint::changes_and_drifts(&points, settings);
+    let drifts = found
+        .drifts
+        .iter()
+        .map(|d| {
+            let (lo, hi) = d.total_interval(0.95);
+            let factor = d.total().exp();
+            Drift {
+                start: d.start,
+                end: d.end,
+                factor,
+                factor_low: lo.exp(),
+                factor_high: hi.exp(),
+                p_value: d.p_value,
+                level_first: d.level.exp(),
+                level_last: (d.level + d.total()).exp(),
+                worse: worse(series, factor),
+                first: series.points[d.start].clone(),
+                last: series.points[d.end - 1].clone(),
+            }
+        })
+        .collect();
+    let changes = found
+        .changes
         .into_iter()
         .map(|c| {
             let (lo, hi) = c.step_interval(0.95);
             let before = series.points[c.index - 1].clone();
             let after = series.points[c.index].clone();
             let factor = c.step.exp();
-            let worse = if series.higher_is_better {
-                factor < 1.0
-            } else {
-                factor > 1.0
-            };
+            let worse = worse(series, factor);
             let commits_between = match (before.commit_order, after.commit_order) {
                 (Some(b), Some(a)) => Some((a - b - 1).max(0)),
                 _ => None,
@@ -129,7 +187,8 @@ pub fn analyse(series: &Series, settings: &Settings) -> Vec<Change> {
                 bisect,
             }
         })
-        .collect()
+        .collect();
+    Analysis { changes, drifts }
 }
 
 /// `rubyrace bisect FILE --app-repo REPO --good BEFORE --bad AFTER [--config LABEL]`, when
@@ -218,7 +277,7 @@ pub(crate) mod tests {
     #[test]
     fn both_planted_steps_are_found_with_intervals_that_hold_them() {
         let series = stepped();
-        let changes = analyse(&series, &Settings::default());
+        let changes = analyse(&series, &Settings::default()).changes;
         assert_eq!(
             changes.iter().map(|c| c.index).collect::<Vec<_>>(),
             vec![12, 22],
@@ -248,13 +307,43 @@ pub(crate) mod tests {
         )));
     }
 
+    /// `stepped`'s commits with no step, sliding down 0.5% a commit from the first to the
+    /// last (about 13.5% over 30 points), each point ±1% at 95%.
+    pub(crate) fn sliding() -> Series {
+        let mut series = stepped();
+        let mut rng = stats::rng::SeededRng::new(7);
+        let sd = 0.01 / 1.96;
+        for (i, p) in series.points.iter_mut().enumerate() {
+            let value = (-0.005 * i as f64 + sd * rng.standard_normal()).exp();
+            p.value = value;
+            p.lo = value * (-0.01f64).exp();
+            p.hi = value * 0.01f64.exp();
+        }
+        series
+    }
+
+    #[test]
+    fn a_slide_is_one_drift_and_no_step_to_bisect() {
+        let series = sliding();
+        let found = analyse(&series, &Settings::default());
+        assert!(found.changes.is_empty(), "{:?}", found.changes);
+        assert_eq!(found.drifts.len(), 1, "{:?}", found.drifts);
+        let d = &found.drifts[0];
+        assert_eq!((d.start, d.end), (0, 30));
+        // 29 commits of −0.5%: exp(−0.145) = 0.865.
+        assert!(d.factor_low <= 0.865 && 0.865 <= d.factor_high, "{d:?}");
+        assert!(d.worse);
+        assert_eq!(d.first.subject, "commit 0");
+        assert_eq!(d.last.subject, "commit 29");
+    }
+
     #[test]
     fn adjacent_commits_need_no_bisection() {
         let mut series = stepped();
         for (i, p) in series.points.iter_mut().enumerate() {
             p.commit_order = Some(i as i64);
         }
-        let changes = analyse(&series, &Settings::default());
+        let changes = analyse(&series, &Settings::default()).changes;
         assert!(changes
             .iter()
             .all(|c| c.commits_between == Some(0) && c.bisect.is_none()));

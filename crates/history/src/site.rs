@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::chart::{self, figure, percent, Link};
-use crate::series::{Change, Series, SeriesPoint};
+use crate::series::{Analysis, Change, Series, SeriesPoint};
 
 /// No script, no network: the report's policy.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
@@ -26,7 +26,7 @@ const STYLE: &str = "svg.spark{vertical-align:middle} td.alert{color:#B2182B;fon
 pub struct Board<'a> {
     pub history: &'a Path,
     pub runs: usize,
-    pub series: &'a [(Series, Vec<Change>)],
+    pub series: &'a [(Series, Analysis)],
     /// A change is new when its first point after is among this many newest points (the
     /// index marks it, as `history check --near` does).
     pub near: usize,
@@ -36,7 +36,7 @@ pub struct Board<'a> {
 struct Experiment<'a> {
     name: &'a str,
     file: String,
-    series: Vec<&'a (Series, Vec<Change>)>,
+    series: Vec<&'a (Series, Analysis)>,
 }
 
 impl Board<'_> {
@@ -44,7 +44,7 @@ impl Board<'_> {
     /// `page_name`'s, made unique (`a b` and `a-b` are `a-b.html` and `a-b-2.html`) and
     /// never `index.html`.
     fn experiments(&self) -> Vec<Experiment<'_>> {
-        let mut by: BTreeMap<&str, Vec<&(Series, Vec<Change>)>> = BTreeMap::new();
+        let mut by: BTreeMap<&str, Vec<&(Series, Analysis)>> = BTreeMap::new();
         for s in self.series {
             by.entry(s.0.experiment.as_str()).or_default().push(s);
         }
@@ -253,7 +253,7 @@ fn latest_change_cell(series: &Series, changes: &[Change], near: usize) -> Marku
 fn experiment_page(
     board: &Board,
     experiment: &str,
-    series: &[&(Series, Vec<Change>)],
+    series: &[&(Series, Analysis)],
     link: Link,
     index: Option<&str>,
 ) -> String {
@@ -275,23 +275,41 @@ fn experiment_page(
             div.table-wrap { table {
                 thead { tr { th { "series" } th { "points" } th { "newest" } th { "latest change" } } }
                 tbody {
-                    @for (i, (s, changes)) in series.iter().enumerate() {
+                    @for (i, (s, found)) in series.iter().enumerate() {
                         tr {
                             th { a href=(format!("#series-{i}")) { (s.label) " · " (s.metric) }
                                 @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
                             td.num { (s.points.len()) }
                             (newest_cell(s))
-                            (latest_change_cell(s, changes, board.near))
+                            (latest_change_cell(s, &found.changes, board.near))
                         }
                     }
                 }
             } }
         }
-        @for (i, (s, changes)) in series.iter().enumerate() {
+        @for (i, (s, found)) in series.iter().enumerate() {
+            @let changes = &found.changes;
             "\n"
             section id=(format!("series-{i}")) {
                 h2 { (s.label) " · " (s.metric) }
-                figure { (PreEscaped(chart::series_chart(s, changes, &format!("series-{i}"), link))) }
+                figure { (PreEscaped(chart::series_chart(s, found, &format!("series-{i}"), link))) }
+                @if !found.drifts.is_empty() {
+                    div.table-wrap { table {
+                        thead { tr { th { "drift" } th { "p" } th { "from" } th { "to" } th { "points" } } }
+                        tbody {
+                            @for d in &found.drifts {
+                                tr {
+                                    td class=(if d.worse { "worse" } else { "better" }) {
+                                        (percent(d.factor)) span.sub { "95% " (percent(d.factor_low)) " to " (percent(d.factor_high)) } }
+                                    td.num { (chart::p_value_text(d.p_value)) }
+                                    td { code { (d.first.commit_short()) } " " (d.first.subject) }
+                                    td { code { (d.last.commit_short()) } " " (d.last.subject) }
+                                    td.num { (d.end - d.start) " (a slide: no one commit to bisect)" }
+                                }
+                            }
+                        }
+                    } }
+                }
                 @if changes.is_empty() {
                     p { "No change found in " (s.points.len()) " points." }
                 } @else {
@@ -329,8 +347,9 @@ fn index_page(board: &Board) -> String {
     let new: usize = board
         .series
         .iter()
-        .filter(|(s, changes)| {
-            changes
+        .filter(|(s, found)| {
+            found
+                .changes
                 .last()
                 .is_some_and(|c| c.worse && c.index + board.near >= s.points.len())
         })
@@ -350,12 +369,12 @@ fn index_page(board: &Board) -> String {
                 div.table-wrap { table {
                     thead { tr { th { "series" } th { "last 30" } th { "newest" } th { "latest change" } } }
                     tbody {
-                        @for (s, changes) in &e.series {
+                        @for (s, found) in &e.series {
                             tr {
                                 th { (s.label) " · " (s.metric) @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
                                 td { (PreEscaped(chart::sparkline(s, 30))) }
                                 (newest_cell(s))
-                                (latest_change_cell(s, changes, board.near))
+                                (latest_change_cell(s, &found.changes, board.near))
                             }
                         }
                     }
@@ -370,14 +389,50 @@ fn index_page(board: &Board) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::series::{analyse, tests::stepped};
+    use crate::series::{analyse, tests::sliding, tests::stepped};
+
+    /// A sliding series' page: the drift's line through the stretch in place of its level,
+    /// and the drift's row with its size and no bisection.
+    #[test]
+    fn a_drift_is_drawn_as_its_line_and_listed_without_a_bisection() {
+        let series = sliding();
+        let found = analyse(&series, &stats::changepoint::Settings::default());
+        assert_eq!((found.changes.len(), found.drifts.len()), (0, 1));
+        let all = vec![(series, found)];
+        let board = Board {
+            history: Path::new("perf/history.db"),
+            runs: 30,
+            series: &all,
+            near: 2,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_pages(&board, dir.path()).unwrap();
+        let page = std::fs::read_to_string(&written.pages[0]).unwrap();
+        assert_eq!(page.matches("data-drift=\"0-29\"").count(), 1, "{page}");
+        assert_eq!(page.matches("data-level=").count(), 0, "{page}");
+        assert!(
+            page.contains("(a slide: no one commit to bisect)"),
+            "{page}"
+        );
+        assert!(!page.contains("rubyrace bisect"), "{page}");
+        // The line falls: its end is lower on the value axis, so further down the SVG.
+        let line = &page[page.find("data-drift=").unwrap()..];
+        let attr = |name: &str| -> f64 {
+            let at = line.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            line[at..at + line[at..].find('"').unwrap()]
+                .parse()
+                .unwrap()
+        };
+        assert!(attr("y2") > attr("y1"), "{line}");
+    }
 
     #[test]
     fn the_pages_show_every_point_and_change_escaped_and_link_only_to_reports_there_are() {
         let mut series = stepped();
         series.points[29].subject = "Use <Vec> & \"friends\"".into();
         let changes = analyse(&series, &stats::changepoint::Settings::default());
-        assert_eq!(changes.len(), 2);
+        assert_eq!(changes.changes.len(), 2);
+        assert!(changes.drifts.is_empty());
         let all = vec![(series, changes)];
         let dir = tempfile::tempdir().unwrap();
         // One run's results directory with a report beside it: only its point links.
@@ -446,8 +501,10 @@ mod tests {
         b.experiment = "a-b".into();
         let mut c = stepped();
         c.experiment = "index".into();
-        let all: Vec<(Series, Vec<Change>)> =
-            [a, b, c].into_iter().map(|s| (s, Vec::new())).collect();
+        let all: Vec<(Series, Analysis)> = [a, b, c]
+            .into_iter()
+            .map(|s| (s, Analysis::default()))
+            .collect();
         let board = Board {
             history: Path::new("h.db"),
             runs: 90,

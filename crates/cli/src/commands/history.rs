@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use history::store::Added;
-use history::{Change, History, Series};
+use history::{Analysis, Change, Drift, History, Series};
 use stats::changepoint::Settings;
 
 #[derive(clap::Subcommand, Debug)]
@@ -183,8 +183,8 @@ pub fn add_after(dir: &Path, file: &Path) {
     }
 }
 
-/// A series and the changes found in it.
-type Analysed = (Series, Vec<Change>);
+/// A series and the changes and drifts found in it.
+type Analysed = (Series, Analysis);
 
 /// The history's series, each with its changes: whole, or only their `recent` newest
 /// points (`History::series_recent`).
@@ -230,7 +230,9 @@ fn show(args: &ShowArgs) -> Result<ExitCode> {
     if args.format == "json" {
         let series: Vec<serde_json::Value> = all
             .iter()
-            .map(|(s, changes)| serde_json::json!({ "series": s, "changes": changes }))
+            .map(|(s, found)| {
+                serde_json::json!({ "series": s, "changes": found.changes, "drifts": found.drifts })
+            })
             .collect();
         let doc = serde_json::json!({
             "schema": "rubyrace.history/1",
@@ -246,16 +248,17 @@ fn show(args: &ShowArgs) -> Result<ExitCode> {
         history.runs()?,
         all.len()
     );
-    for (series, changes) in &all {
+    for (series, found) in &all {
         println!();
-        print!("{}", series_text(series, changes, args.last));
+        print!("{}", series_text(series, found, args.last));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// A series in the terminal: its name, the sparkline of its last points, the newest point,
-/// and every change.
-fn series_text(series: &Series, changes: &[Change], last: usize) -> String {
+/// every change, and every drift.
+fn series_text(series: &Series, found: &Analysis, last: usize) -> String {
+    let changes = &found.changes;
     let mut out = String::new();
     let points = &series.points;
     let Some(newest) = points.last() else {
@@ -271,6 +274,9 @@ fn series_text(series: &Series, changes: &[Change], last: usize) -> String {
     ));
     if changes.is_empty() {
         out.push_str("  no change found\n");
+    }
+    for d in &found.drifts {
+        out.push_str(&format!("  {}\n", drift_text(series, d)));
     }
     for c in changes {
         out.push_str(&format!("  {}\n", change_text(series, c)));
@@ -311,6 +317,24 @@ fn change_text(series: &Series, c: &Change) -> String {
         quoted(&c.before.subject),
         c.after.commit_short(),
         quoted(&c.after.subject),
+    )
+}
+
+/// A drift in a line: its size from the stretch's first point to its last, and both.
+fn drift_text(series: &Series, d: &Drift) -> String {
+    let direction = if d.worse { "worse" } else { "better" };
+    format!(
+        "drift ({direction}) of {} by {:.3}× [{:.3}–{:.3}] (p {}) over {} points, from {} {} to {} {}: a slide, no one commit to bisect",
+        series.metric,
+        d.factor,
+        d.factor_low,
+        d.factor_high,
+        history::chart::p_value_text(d.p_value),
+        d.end - d.start,
+        d.first.commit_short(),
+        quoted(&d.first.subject),
+        d.last.commit_short(),
+        quoted(&d.last.subject),
     )
 }
 
@@ -372,13 +396,21 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     // change's index is then counted from the window's start, as its newest point is).
     let (mut history, all) = analysed(&args.file.path, Some(stats::changepoint::WINDOW))?;
     let mut alerts: Vec<(&Series, &Change)> = Vec::new();
-    for (series, changes) in &all {
+    let mut slides: Vec<(&Series, &Drift)> = Vec::new();
+    for (series, found) in &all {
         let newest = series.points.len();
-        for c in changes {
-            let near = c.index + args.near >= newest;
-            let big = (c.factor - 1.0).abs() >= args.threshold;
-            if near && big && (c.worse || args.both) {
+        let alerting = |factor: f64, worse: bool| {
+            (factor - 1.0).abs() >= args.threshold && (worse || args.both)
+        };
+        for c in &found.changes {
+            if c.index + args.near >= newest && alerting(c.factor, c.worse) {
                 alerts.push((series, c));
+            }
+        }
+        // A drift that reaches the newest points: still sliding.
+        for d in &found.drifts {
+            if d.end + args.near > newest && alerting(d.factor, d.worse) {
+                slides.push((series, d));
             }
         }
     }
@@ -394,7 +426,22 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             history.mark_reported(&series.key, &after)?;
         }
     }
-    let markdown = check_markdown(&new, all.len(), args.threshold);
+    // A drift is reported once by where it starts, however far it slides on.
+    let mut new_slides = Vec::new();
+    for (series, d) in slides {
+        let from = format!(
+            "drift from {}",
+            d.first
+                .commit
+                .clone()
+                .unwrap_or_else(|| d.first.dir.clone())
+        );
+        if !history.reported(&series.key, &from)? {
+            new_slides.push((series, d));
+            history.mark_reported(&series.key, &from)?;
+        }
+    }
+    let markdown = check_markdown(&new, &new_slides, all.len(), args.threshold);
     print!("{markdown}");
     if let Some(path) = &args.summary {
         let mut file = std::fs::OpenOptions::new()
@@ -404,27 +451,46 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot append to {}", path.display()))?;
         file.write_all(markdown.as_bytes())?;
     }
-    Ok(if new.is_empty() {
+    Ok(if new.is_empty() && new_slides.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
 }
 
-/// The check's summary in Markdown: a headline and a row per new change.
-fn check_markdown(new: &[(&Series, &Change)], series: usize, threshold: f64) -> String {
-    if new.is_empty() {
+/// The check's summary in Markdown: a headline, a row per new change, and a row per new
+/// drift.
+fn check_markdown(
+    new: &[(&Series, &Change)],
+    slides: &[(&Series, &Drift)],
+    series: usize,
+    threshold: f64,
+) -> String {
+    if new.is_empty() && slides.is_empty() {
         return format!(
             "## rubyrace history check: ✅ no new change of {:.1}% or more at the newest commits\n\n{series} series checked.\n",
             threshold * 100.0
         );
     }
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut parts = Vec::new();
+    if !new.is_empty() {
+        parts.push(plural(new.len(), "new change", "new changes"));
+    }
+    if !slides.is_empty() {
+        parts.push(plural(slides.len(), "drift", "drifts"));
+    }
     let mut out = format!(
-        "## rubyrace history check: ❌ {} new change{} of {:.1}% or more\n\n| series | change | last before | first after | bisect |\n|---|---|---|---|---|\n",
-        new.len(),
-        if new.len() == 1 { "" } else { "s" },
+        "## rubyrace history check: ❌ {} of {:.1}% or more\n\n",
+        parts.join(" and "),
         threshold * 100.0
     );
+    if !new.is_empty() {
+        out.push_str(
+            "| series | change | last before | first after | bisect |\n|---|---|---|---|---|\n",
+        );
+    }
     for (s, c) in new {
         out.push_str(&format!(
             "| {} | {:.3}× [{:.3}–{:.3}] | `{}` {} | `{}` {} | {} |\n",
@@ -441,6 +507,26 @@ fn check_markdown(new: &[(&Series, &Change)], series: usize, threshold: f64) -> 
                 .map(|b| format!("`{b}`"))
                 .unwrap_or_else(|| "adjacent commits: the first after is the change".into())
         ));
+    }
+    if !slides.is_empty() {
+        if !new.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("| series | drift | from | to | points |\n|---|---|---|---|---|\n");
+        for (s, d) in slides {
+            out.push_str(&format!(
+                "| {} | {:.3}× [{:.3}–{:.3}] | `{}` {} | `{}` {} | {}: a slide, no one commit to bisect |\n",
+                s.key,
+                d.factor,
+                d.factor_low,
+                d.factor_high,
+                d.first.commit_short(),
+                d.first.subject.replace('|', "\\|"),
+                d.last.commit_short(),
+                d.last.subject.replace('|', "\\|"),
+                d.end - d.start
+            ));
+        }
     }
     out
 }

@@ -566,3 +566,108 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     lab.assert_no_leftovers(Duration::from_secs(5));
 }
+
+/// A history whose series slides (0.5% slower a night for 30 nights, each point ±1% at
+/// 95%), written through the store's own `add` as `history add` writes it: `show` tells
+/// one drift for the worse over the 30 points with no bisection and no change, `--format
+/// json` gives it with its span, and `check` alerts on it once (exit 1, the drift's row)
+/// and not again (exit 0).
+#[test]
+fn a_sliding_series_is_one_drift_alerted_once_with_no_bisection() {
+    use history::import::{CommitInfo, ImportedRun, PointKind, PointRecord};
+
+    let dir = crate::support::files::TempDir::new("history-drift");
+    let db = dir.path("history.db");
+    let mut store = history::History::open(&db).unwrap();
+    let mut rng = stats::rng::SeededRng::new(30);
+    for night in 0..30usize {
+        let value = (-0.005 * night as f64 + 0.01 / 1.96 * rng.standard_normal()).exp();
+        let created_at = format!("2026-11-{:02}T02:00:00Z", night + 1);
+        store
+            .add(&ImportedRun {
+                key: format!("run:nightly:{created_at}"),
+                kind: "run".into(),
+                experiment: "nightly".into(),
+                experiment_file: "/perf/nightly.toml".into(),
+                dir: format!("/results/{night}"),
+                created_at: created_at.clone(),
+                commit: Some(CommitInfo {
+                    hash: format!("{:06x}{:034x}", 0xabc000 + night, night),
+                    subject: format!("commit {night}"),
+                    author_date: created_at,
+                    order: Some(2 * night as i64),
+                    dirty: false,
+                    repo: Some("/src/app".into()),
+                }),
+                host_kind: "cpu × 2".into(),
+                design: "interleaved".into(),
+                rubyrace_version: "0".into(),
+                points: vec![PointRecord {
+                    label: "app/base".into(),
+                    metric: "throughput".into(),
+                    kind: PointKind::Ratio,
+                    value,
+                    lo: value * (-0.01f64).exp(),
+                    hi: value * 0.01f64.exp(),
+                    confidence: 0.95,
+                    blocks: 6,
+                    higher_is_better: true,
+                }],
+            })
+            .unwrap();
+    }
+    drop(store);
+    let file = path_str(&db);
+
+    let shown = history(&["show", "--history", &file]);
+    assert_eq!(shown.code(), Some(0), "{shown:?}");
+    eprintln!("{}", shown.stdout);
+    assert!(shown.stdout.contains("no change found"), "{shown:?}");
+    assert!(
+        shown.stdout.contains("drift (worse) of throughput by 0.")
+            && shown.stdout.contains(
+                "over 30 points, from abc000000000 \"commit 0\" to abc01d000000 \"commit 29\""
+            )
+            && shown.stdout.contains("a slide, no one commit to bisect"),
+        "{shown:?}"
+    );
+    assert!(!shown.stdout.contains("bisect:"), "{shown:?}");
+
+    let json = history(&["show", "--history", &file, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    let series = &doc["series"][0];
+    assert_eq!(series["changes"].as_array().unwrap().len(), 0, "{series}");
+    let drift = &series["drifts"][0];
+    assert_eq!(
+        (drift["start"].as_u64(), drift["end"].as_u64()),
+        (Some(0), Some(30))
+    );
+    // 29 nights of −0.5%: exp(−0.145) = 0.865.
+    let (lo, hi) = (
+        drift["factor_low"].as_f64().unwrap(),
+        drift["factor_high"].as_f64().unwrap(),
+    );
+    assert!(lo <= 0.865 && 0.865 <= hi, "{drift}");
+    assert_eq!(drift["worse"], true);
+
+    let alerted = history(&["check", "--history", &file]);
+    assert_eq!(alerted.code(), Some(1), "{alerted:?}");
+    eprintln!("{}", alerted.stdout);
+    assert!(
+        alerted
+            .stdout
+            .starts_with("## rubyrace history check: ❌ 1 drift of 3.0% or more"),
+        "{alerted:?}"
+    );
+    assert!(
+        alerted
+            .stdout
+            .contains("| series | drift | from | to | points |")
+            && alerted
+                .stdout
+                .contains("| 30: a slide, no one commit to bisect |"),
+        "{alerted:?}"
+    );
+    let again = history(&["check", "--history", &file]);
+    assert_eq!(again.code(), Some(0), "{again:?}");
+}
