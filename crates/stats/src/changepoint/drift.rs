@@ -114,16 +114,7 @@ pub fn separate(
 /// than a level (by the information criterion) and its slope is significant at `max_p`.
 fn slide(points: &[Point], offset: usize, settings: &Settings) -> Option<Drift> {
     let (level, line) = (Fit::of(points, false, &[])?, Fit::of(points, true, &[])?);
-    let p_value = line.p_value(1);
-    (line.bic() < level.bic() && p_value <= settings.max_p).then(|| Drift {
-        start: offset,
-        end: offset + points.len(),
-        level: line.start_level(),
-        slope: line.coef[1],
-        slope_se: line.se(1),
-        df: line.df,
-        p_value,
-    })
+    (line.bic() < level.bic() && line.p_value(1) <= settings.max_p).then(|| line.drift(offset))
 }
 
 /// The run `group` over its span `points` (starting at `offset` in the series): the
@@ -157,20 +148,13 @@ fn look_again(
         }
     }
     let (bic, steps, fit) = best?;
-    let p_value = fit.p_value(1);
-    if bic >= steps_only.bic() || p_value > settings.max_p {
+    if bic >= steps_only.bic() || fit.p_value(1) > settings.max_p {
         return None;
     }
-    let drift = Drift {
-        start: offset,
-        end: offset + points.len(),
-        level: fit.start_level(),
-        slope: fit.coef[1],
-        slope_se: fit.se(1),
-        df: fit.df,
-        p_value,
-    };
-    Some((steps.into_iter().map(|s| s + offset).collect(), drift))
+    Some((
+        steps.into_iter().map(|s| s + offset).collect(),
+        fit.drift(offset),
+    ))
 }
 
 /// A weighted least-squares fit of an intercept, with `line` a slope over the points'
@@ -263,6 +247,19 @@ impl Fit {
     fn bic(&self) -> f64 {
         let n = self.n as f64;
         n * (self.rss.max(f64::MIN_POSITIVE) / n).ln() + self.parameters as f64 * n.ln()
+    }
+
+    /// The fit's line as a drift over its points, the first at `offset` in the series.
+    fn drift(&self, offset: usize) -> Drift {
+        Drift {
+            start: offset,
+            end: offset + self.n,
+            level: self.start_level(),
+            slope: self.coef[1],
+            slope_se: self.se(1),
+            df: self.df,
+            p_value: self.p_value(1),
+        }
     }
 
     /// The line's value at the first point: the intercept is at the centre.
