@@ -10,7 +10,8 @@
 //!   change, the least significant step is dropped one at a time, giving models with every
 //!   step, all but one, ..., none. The line may bend into a level before its first point
 //!   and after its last (a ramp, for a slide that starts or stops within the span): each
-//!   model takes the ramp that fits it best on a grid (`ramps`), each bend one parameter.
+//!   model takes the ramp that fits it best on a grid (`best_ramp`), each bend one
+//!   parameter.
 //!
 //! The model with the smallest Bayesian information criterion, n·ln(RSS/n) + k·ln n, wins;
 //! each step counts two parameters (its size and where it is, which the search chose), the
@@ -117,10 +118,7 @@ pub fn separate(
 fn slide(points: &[Point], offset: usize, settings: &Settings) -> Option<Drift> {
     let n = points.len();
     let level = Fit::of(points, None, &[])?;
-    let line = ramps(n, n - 1, 0)
-        .into_iter()
-        .filter_map(|r| Fit::of(points, Some(r), &[]))
-        .min_by(|a, b| a.bic().total_cmp(&b.bic()))?;
+    let line = best_ramp(points, &[], n - 1, 0)?;
     (line.bic() < level.bic() && line.p_value(1) <= settings.max_p).then(|| line.drift(offset))
 }
 
@@ -135,16 +133,12 @@ fn look_again(
 ) -> Option<(Vec<usize>, Drift)> {
     let found: Vec<usize> = group.iter().map(|c| c.index - offset).collect();
     let steps_only = Fit::of(points, None, &found)?;
-    let n = points.len();
-    let candidates = ramps(n, found[0], found[found.len() - 1]);
+    let (first, last) = (found[0], found[found.len() - 1]);
     let mut best: Option<(f64, Vec<usize>, Fit)> = None;
     let mut steps = found.clone();
     loop {
         // The ramp that fits best with these steps.
-        let fit = candidates
-            .iter()
-            .filter_map(|r| Fit::of(points, Some(*r), &steps))
-            .min_by(|a, b| a.bic().total_cmp(&b.bic()))?;
+        let fit = best_ramp(points, &steps, first, last)?;
         let bic = fit.bic();
         if best.as_ref().is_none_or(|(b, _, _)| bic < *b) {
             best = Some((bic, steps.clone(), fit.clone()));
@@ -170,30 +164,46 @@ fn look_again(
     ))
 }
 
-/// Where a slide may run, as first and last point: the whole span, or from a bend after its
-/// start (up to `first`, the first change found in it) to a bend before its end (from
-/// `last`, the last change), on a grid of at most [`BENDS`] places each side; at least
-/// [`MIN_RAMP`] points, or a quarter of the span, long.
-fn ramps(n: usize, first: usize, last: usize) -> Vec<Ramp> {
+/// The best fit (smallest information criterion) of `points` with `steps` and a ramp: the
+/// line over the whole span, or bent into a level before its first point (no later than
+/// `first`, the first change found in the span) and after its last (no earlier than
+/// `last`, the last change). The bends are placed on a grid of at most [`BENDS`] places
+/// each, one bend at a time (the first with the line running to the end, then the last
+/// with the first fixed); a ramp is at least [`MIN_RAMP`] points, or a quarter of the span,
+/// long.
+fn best_ramp(points: &[Point], steps: &[usize], first: usize, last: usize) -> Option<Fit> {
+    let n = points.len();
     let grid = |lo: usize, hi: usize| -> Vec<usize> {
         if hi <= lo {
             return vec![lo];
         }
-        let steps = (hi - lo).min(BENDS - 1);
-        let mut at: Vec<usize> = (0..=steps).map(|k| lo + (hi - lo) * k / steps).collect();
+        let places = (hi - lo).min(BENDS - 1);
+        let mut at: Vec<usize> = (0..=places).map(|k| lo + (hi - lo) * k / places).collect();
         at.dedup();
         at
     };
     let long = MIN_RAMP.max(n / 4);
-    let mut out = Vec::new();
-    for from in grid(0, first.min(n - 1)) {
-        for to in grid(last.saturating_sub(1).min(n - 1), n - 1) {
-            if to >= from && to - from + 1 >= long {
-                out.push(Ramp { from, to });
-            }
-        }
-    }
-    out
+    let fit = |from: usize, to: usize| {
+        (to >= from && to - from + 1 >= long)
+            .then(|| Fit::of(points, Some(Ramp { from, to }), steps))
+            .flatten()
+    };
+    let best = |fits: Vec<Fit>| fits.into_iter().min_by(|a, b| a.bic().total_cmp(&b.bic()));
+    let end = n - 1;
+    let from_fit = best(
+        grid(0, first.min(end))
+            .into_iter()
+            .filter_map(|from| fit(from, end))
+            .collect(),
+    )?;
+    let from = from_fit.ramp.from;
+    best(
+        grid(last.saturating_sub(1).min(end), end)
+            .into_iter()
+            .filter_map(|to| fit(from, to))
+            .chain(std::iter::once(from_fit))
+            .collect(),
+    )
 }
 
 /// At most this many places for each bend of a ramp (`ramps`).
@@ -239,14 +249,16 @@ impl Fit {
         }
         let along = |i: usize| ramp.map_or(0.0, |r| i.clamp(r.from, r.to) as f64);
         let centre = (0..n).map(along).sum::<f64>() / n as f64;
-        let row = |i: usize| -> Vec<f64> {
-            let mut x = vec![1.0];
+        // The design, row by row (n × p), built once.
+        let mut x = Vec::with_capacity(n * p);
+        for i in 0..n {
+            x.push(1.0);
             if ramp.is_some() {
                 x.push(along(i) - centre);
             }
             x.extend(steps.iter().map(|&s| f64::from(u8::from(i >= s))));
-            x
-        };
+        }
+        let row = |i: usize| &x[i * p..(i + 1) * p];
         let weight = |pt: &Point| 1.0 / pt.se.max(MIN_SE).powi(2);
         let mut a = vec![vec![0.0; p]; p];
         let mut b = vec![0.0; p];
