@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::chart::{self, figure, percent, Link};
-use crate::series::{Analysis, Change, Series, SeriesPoint};
+use crate::series::{Analysis, Drift, Series, SeriesPoint};
 
 /// No script, no network: the report's policy.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
@@ -229,12 +229,23 @@ fn newest_cell(series: &Series) -> Markup {
     }
 }
 
-/// The latest change of a series, as a cell; alerting when it is among the newest points.
-fn latest_change_cell(series: &Series, changes: &[Change], near: usize) -> Markup {
-    let Some(c) = changes.last() else {
+/// The latest change of a series, or its drift when that reaches the newest points (a
+/// slide still going on), as a cell; alerting when it is among the newest points.
+fn latest_change_cell(series: &Series, found: &Analysis, near: usize) -> Markup {
+    let newest = series.points.len();
+    if let Some(d) = sliding(series, found, near) {
+        let class = if d.worse { "alert" } else { "better" };
+        return html! {
+            td class=(class) {
+                "drift " (percent(d.factor)) " [" (percent(d.factor_low)) ", " (percent(d.factor_high)) "] · sliding"
+                span.sub { "over " (d.end - d.start) " points from " code { (d.first.commit_short()) } " " (d.first.subject) }
+            }
+        };
+    }
+    let Some(c) = found.changes.last() else {
         return html! { td.same { "no change found" } };
     };
-    let new = c.index + near >= series.points.len();
+    let new = c.index + near >= newest;
     let class = match (c.worse, new) {
         (true, true) => "alert",
         (true, false) => "worse",
@@ -247,6 +258,17 @@ fn latest_change_cell(series: &Series, changes: &[Change], near: usize) -> Marku
             span.sub { "at " code { (c.after.commit_short()) } " " (c.after.subject) }
         }
     }
+}
+
+/// A series' drift that reaches its `near` newest points and began after its last change
+/// (as `history check` alerts on it).
+fn sliding<'a>(series: &Series, found: &'a Analysis, near: usize) -> Option<&'a Drift> {
+    let last_change = found.changes.last().map_or(0, |c| c.index);
+    found
+        .drifts
+        .iter()
+        .rev()
+        .find(|d| d.end + near > series.points.len() && d.start >= last_change)
 }
 
 /// The page of one experiment: a table of its series, then each series' chart and changes.
@@ -281,7 +303,7 @@ fn experiment_page(
                                 @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
                             td.num { (s.points.len()) }
                             (newest_cell(s))
-                            (latest_change_cell(s, &found.changes, board.near))
+                            (latest_change_cell(s, found, board.near))
                         }
                     }
                 }
@@ -348,10 +370,11 @@ fn index_page(board: &Board) -> String {
         .series
         .iter()
         .filter(|(s, found)| {
-            found
+            let changed = found
                 .changes
                 .last()
-                .is_some_and(|c| c.worse && c.index + board.near >= s.points.len())
+                .is_some_and(|c| c.worse && c.index + board.near >= s.points.len());
+            changed || sliding(s, found, board.near).is_some_and(|d| d.worse)
         })
         .count();
     let body = html! {
@@ -360,7 +383,7 @@ fn index_page(board: &Board) -> String {
             p.meta { b { (experiments.len()) } " experiments, " b { (board.series.len()) } " series, "
                 b { (board.runs) } " runs · "
                 @if new == 0 { "no new change for the worse at the newest commits" }
-                @else { b { (new) } " series with a new change for the worse" } }
+                @else { b { (new) } " series with a new change or a drift for the worse" } }
         }
         @for e in &experiments {
             "\n"
@@ -374,7 +397,7 @@ fn index_page(board: &Board) -> String {
                                 th { (s.label) " · " (s.metric) @if let Some(h) = &s.host_kind { span.sub { "host " (h) } } }
                                 td { (PreEscaped(chart::sparkline(s, 30))) }
                                 (newest_cell(s))
-                                (latest_change_cell(s, &found.changes, board.near))
+                                (latest_change_cell(s, found, board.near))
                             }
                         }
                     }
@@ -424,6 +447,17 @@ mod tests {
                 .unwrap()
         };
         assert!(attr("y2") > attr("y1"), "{line}");
+
+        // The board's index: the series is still sliding, for the worse.
+        let site = dir.path().join("site");
+        write_site(&board, &site).unwrap();
+        let index = std::fs::read_to_string(site.join("index.html")).unwrap();
+        assert!(
+            index.contains("1</b> series with a new change or a drift for the worse"),
+            "{index}"
+        );
+        assert!(index.contains("<td class=\"alert\">drift −"), "{index}");
+        assert!(index.contains("· sliding"), "{index}");
     }
 
     #[test]
