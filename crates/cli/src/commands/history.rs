@@ -396,7 +396,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     // change's index is then counted from the window's start, as its newest point is).
     let (mut history, all) = analysed(&args.file.path, Some(stats::changepoint::WINDOW))?;
     let mut alerts: Vec<(&Series, &Change)> = Vec::new();
-    let mut slides: Vec<(&Series, &Drift)> = Vec::new();
+    // Each with where its stretch begins: the change before it, or the series' start.
+    let mut slides: Vec<(&Series, &Drift, usize)> = Vec::new();
     for (series, found) in &all {
         let newest = series.points.len();
         let alerting = |factor: f64, worse: bool| {
@@ -410,7 +411,13 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
         // A drift that reaches the newest points: still sliding.
         for d in &found.drifts {
             if d.end + args.near > newest && alerting(d.factor, d.worse) {
-                slides.push((series, d));
+                let since = found
+                    .changes
+                    .iter()
+                    .rev()
+                    .find(|c| c.index <= d.start)
+                    .map_or(0, |c| c.index);
+                slides.push((series, d, since));
             }
         }
     }
@@ -426,19 +433,24 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             history.mark_reported(&series.key, &after)?;
         }
     }
-    // A drift is reported once by where it starts, however far it slides on.
-    let mut new_slides = Vec::new();
-    for (series, d) in slides {
-        let from = format!(
+    // A drift is reported once, by where it starts, however far it slides on: where its
+    // start is found may move with the nights added (earlier or later), so a drift reported
+    // from any point since the change before it (or the series' start) is the same one.
+    let drift_key = |p: &history::SeriesPoint| {
+        format!(
             "drift from {}",
-            d.first
-                .commit
-                .clone()
-                .unwrap_or_else(|| d.first.dir.clone())
-        );
-        if !history.reported(&series.key, &from)? {
+            p.commit.clone().unwrap_or_else(|| p.dir.clone())
+        )
+    };
+    let mut new_slides = Vec::new();
+    for (series, d, since) in slides {
+        let mut seen = false;
+        for p in &series.points[since..d.end] {
+            seen |= history.reported(&series.key, &drift_key(p))?;
+        }
+        if !seen {
             new_slides.push((series, d));
-            history.mark_reported(&series.key, &from)?;
+            history.mark_reported(&series.key, &drift_key(&d.first))?;
         }
     }
     let markdown = check_markdown(&new, &new_slides, all.len(), args.threshold);

@@ -571,52 +571,63 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
 /// 95%), written through the store's own `add` as `history add` writes it: `show` tells
 /// one drift for the worse over the 30 points with no bisection and no change, `--format
 /// json` gives it with its span, and `check` alerts on it once (exit 1, the drift's row)
-/// and not again (exit 0).
+/// and not again (exit 0), nor after five more nights of the same slide.
 #[test]
 fn a_sliding_series_is_one_drift_alerted_once_with_no_bisection() {
     use history::import::{CommitInfo, ImportedRun, PointKind, PointRecord};
 
     let dir = crate::support::files::TempDir::new("history-drift");
     let db = dir.path("history.db");
-    let mut store = history::History::open(&db).unwrap();
     let mut rng = stats::rng::SeededRng::new(30);
-    for night in 0..30usize {
-        let value = (-0.005 * night as f64 + 0.01 / 1.96 * rng.standard_normal()).exp();
-        let created_at = format!("2026-11-{:02}T02:00:00Z", night + 1);
-        store
-            .add(&ImportedRun {
-                key: format!("run:nightly:{created_at}"),
-                kind: "run".into(),
-                experiment: "nightly".into(),
-                experiment_file: "/perf/nightly.toml".into(),
-                dir: format!("/results/{night}"),
-                created_at: created_at.clone(),
-                commit: Some(CommitInfo {
-                    hash: format!("{:06x}{:034x}", 0xabc000 + night, night),
-                    subject: format!("commit {night}"),
-                    author_date: created_at,
-                    order: Some(2 * night as i64),
-                    dirty: false,
-                    repo: Some("/src/app".into()),
-                }),
-                host_kind: "cpu × 2".into(),
-                design: "interleaved".into(),
-                rubyrace_version: "0".into(),
-                points: vec![PointRecord {
-                    label: "app/base".into(),
-                    metric: "throughput".into(),
-                    kind: PointKind::Ratio,
-                    value,
-                    lo: value * (-0.01f64).exp(),
-                    hi: value * 0.01f64.exp(),
-                    confidence: 0.95,
-                    blocks: 6,
-                    higher_is_better: true,
-                }],
-            })
-            .unwrap();
-    }
-    drop(store);
+    // Nights into `db`, each night's level on the log scale `level(night)`.
+    let add_nights = |db: &Path,
+                      nights: std::ops::Range<usize>,
+                      level: &dyn Fn(usize) -> f64,
+                      rng: &mut stats::rng::SeededRng| {
+        let mut store = history::History::open(db).unwrap();
+        for night in nights {
+            let value = (level(night) + 0.01 / 1.96 * rng.standard_normal()).exp();
+            let created_at = format!(
+                "2026-{:02}-{:02}T02:00:00Z",
+                11 + night / 30,
+                night % 30 + 1
+            );
+            store
+                .add(&ImportedRun {
+                    key: format!("run:nightly:{created_at}"),
+                    kind: "run".into(),
+                    experiment: "nightly".into(),
+                    experiment_file: "/perf/nightly.toml".into(),
+                    dir: format!("/results/{night}"),
+                    created_at: created_at.clone(),
+                    commit: Some(CommitInfo {
+                        hash: format!("{:06x}{:034x}", 0xabc000 + night, night),
+                        subject: format!("commit {night}"),
+                        author_date: created_at,
+                        order: Some(2 * night as i64),
+                        dirty: false,
+                        repo: Some("/src/app".into()),
+                    }),
+                    host_kind: "cpu × 2".into(),
+                    design: "interleaved".into(),
+                    rubyrace_version: "0".into(),
+                    points: vec![PointRecord {
+                        label: "app/base".into(),
+                        metric: "throughput".into(),
+                        kind: PointKind::Ratio,
+                        value,
+                        lo: value * (-0.01f64).exp(),
+                        hi: value * 0.01f64.exp(),
+                        confidence: 0.95,
+                        blocks: 6,
+                        higher_is_better: true,
+                    }],
+                })
+                .unwrap();
+        }
+    };
+    let slide = |night: usize| -0.005 * night as f64;
+    add_nights(&db, 0..30, &slide, &mut rng);
     let file = path_str(&db);
 
     let shown = history(&["show", "--history", &file]);
@@ -670,4 +681,33 @@ fn a_sliding_series_is_one_drift_alerted_once_with_no_bisection() {
     );
     let again = history(&["check", "--history", &file]);
     assert_eq!(again.code(), Some(0), "{again:?}");
+    // Five more nights of the same slide: the same drift, not alerted again.
+    add_nights(&db, 30..35, &slide, &mut rng);
+    let later = history(&["check", "--history", &file]);
+    assert_eq!(later.code(), Some(0), "{later:?}");
+
+    // A slide that starts after twelve level nights: its start is found on a grid that
+    // moves as nights are added, and each of five nights after the first alert finds the
+    // same drift, not a new one.
+    let bent = dir.path("bent.db");
+    let late = |night: usize| -0.005 * night.saturating_sub(12) as f64;
+    add_nights(&bent, 0..30, &late, &mut rng);
+    let bent_file = path_str(&bent);
+    let first = history(&["check", "--history", &bent_file]);
+    assert_eq!(first.code(), Some(1), "{first:?}");
+    for night in 30..35 {
+        add_nights(&bent, night..night + 1, &late, &mut rng);
+        let shown = history(&["show", "--history", &bent_file]);
+        eprintln!(
+            "night {night}: {}",
+            shown
+                .stdout
+                .lines()
+                .filter(|l| l.contains("drift"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let again = history(&["check", "--history", &bent_file]);
+        assert_eq!(again.code(), Some(0), "night {night}: {again:?}");
+    }
 }
