@@ -308,6 +308,19 @@ pub struct Comparison {
     pub needed_for_1pct: Option<usize>,
 }
 
+impl Comparison {
+    /// Its blocks drift together so much that fewer than
+    /// [`stats::serial::MIN_EFFECTIVE_BLOCKS`] count as independent, and even so wide an
+    /// interval does not exclude 1: the verdict is "cannot tell", and the interval is not
+    /// shown as one (its figures stay in the JSON).
+    pub fn too_dependent_to_tell(&self) -> bool {
+        !self.significant
+            && self
+                .effective_blocks
+                .is_some_and(|e| e < stats::serial::MIN_EFFECTIVE_BLOCKS)
+    }
+}
+
 fn default_confidence() -> f64 {
     0.95
 }

@@ -102,6 +102,12 @@ pub fn dependent_mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64, 
     dependent_mean_interval_beyond(x, confidence, REPORT_DEPENDENCE_MARGIN)
 }
 
+/// The fewest effective blocks an interval from [`dependent_mean_interval`] is read as one:
+/// below 3 its t quantile has one degree of freedom (Cauchy tails: 12.7 at 95%, 63.7 at
+/// 99%), and the interval spans everything a reader could ask about. Reports say "cannot
+/// tell" there instead (`report::analysis::compare::decide`).
+pub const MIN_EFFECTIVE_BLOCKS: f64 = 3.0;
+
 /// The margin of [`dependent_mean_interval`], the reports' and adaptive runs': half a
 /// standard error of r₁. At 0 the 95% interval of independent blocks covered 96.8–96.9% at
 /// 10 to 20 blocks (over the 95 ± 1.5 a report must keep); at 0.5, 95.6–96.3%, and 93.3–93.8%

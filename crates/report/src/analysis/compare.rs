@@ -504,11 +504,30 @@ pub(super) fn holm(p: &[Option<f64>]) -> (Vec<Option<f64>>, usize) {
 /// dependent series, in the JSON and the HTML, and never decides: a "~ no significant
 /// difference" next to an interval that excludes 1 (a real YJIT run read so after 6 blocks)
 /// left a reader nothing to act on.
+///
+/// Blocks that drift together so much that fewer than [`stats::serial::MIN_EFFECTIVE_BLOCKS`]
+/// of them count as independent leave the interval one degree of freedom (Cauchy tails:
+/// the demo's 7 blocks at lag-1 0.41 gave "[0.00–328.59]"). Unless even that interval
+/// excludes 1 ([`Comparison::too_dependent_to_tell`]), the verdict is "? cannot tell" with
+/// the reason, and the comparison is not `testable`: a "no significant difference" over
+/// such an interval reads as "the same".
 pub(super) fn decide(c: &mut Comparison, m: &Metric) {
     let finite = c.ci_low.is_finite() && c.ci_high.is_finite() && c.ci_low > 0.0;
-    c.testable = finite;
     let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
     c.significant = finite && excludes_one;
+    c.testable = finite && !c.too_dependent_to_tell();
+    if let (false, Some(effective)) = (c.testable, c.effective_blocks.filter(|_| finite)) {
+        let lag1 = c
+            .lag1_autocorrelation
+            .map(|r| format!(" (lag-1 autocorrelation {r:.2})"))
+            .unwrap_or_default();
+        c.verdict = format!(
+            "? cannot tell: {} that drift together{lag1} count as {effective:.1} independent ones, too few for an interval (it needs {:.0}); run more blocks",
+            units::count(c.n, "block"),
+            stats::serial::MIN_EFFECTIVE_BLOCKS,
+        );
+        return;
+    }
     let level = if c.family_size > 1 {
         format!(
             ", {} interval, simultaneous over {} cohorts",

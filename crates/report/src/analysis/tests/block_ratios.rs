@@ -163,6 +163,65 @@ fn drifting_ratios_are_warned_about_and_widened_and_shared_trends_are_not() {
     );
 }
 
+/// Blocks that drift together so much that fewer than three count as independent gave an
+/// interval of one degree of freedom, read as "~ no significant difference": the demo of
+/// 2026-11-30 printed "(1.06× [0.00–328.59])" for 7 blocks at lag-1 0.41 (2.69 effective).
+/// Such a comparison now says "? cannot tell" with its reason, is not `testable`, and its
+/// HTML shows no interval; the decision is unchanged (one whose interval excludes 1 even so
+/// is still called). 400 runs of 7 blocks (seed 4711) under a wander of φ = 0.9 and on
+/// independent blocks; the rates are printed.
+#[test]
+fn too_few_effective_blocks_cannot_tell_instead_of_an_absurd_interval() {
+    let mut rng = stats::SeededRng::new(4711);
+    let runs = 400;
+    for (phi, wander) in [(0.9, 0.03), (0.0, 0.01)] {
+        let (mut cannot, mut called) = (0, 0);
+        for _ in 0..runs {
+            let r = analyze(
+                &[source(wandering(&mut rng, 7, phi, wander, 0.0))],
+                &Options::default(),
+            )
+            .unwrap();
+            let c = throughput(&r);
+            let few = c.effective_blocks.is_some_and(|e| e < 3.0);
+            called += usize::from(c.significant);
+            if few && !c.significant {
+                cannot += 1;
+                assert!(!c.testable, "{c:?}");
+                assert!(
+                    c.verdict.starts_with(
+                        "? cannot tell: 7 blocks that drift together (lag-1 autocorrelation "
+                    ) && c.verdict.contains(
+                        "independent ones, too few for an interval (it needs 3); run more blocks"
+                    ),
+                    "{}",
+                    c.verdict
+                );
+                let html = crate::render::html::render(&r);
+                assert!(
+                    !html.contains(&format!("{:.3}–", c.ci_low)),
+                    "an interval shown"
+                );
+            } else {
+                assert!(c.testable, "{c:?}");
+                assert!(!c.verdict.contains("cannot tell"), "{}", c.verdict);
+            }
+        }
+        eprintln!(
+            "7 blocks, φ = {phi}: cannot tell {}, called {}",
+            rate(cannot, runs),
+            rate(called, runs)
+        );
+        if phi > 0.0 {
+            assert!(
+                rate(cannot, runs) >= 0.05,
+                "cannot tell {}",
+                rate(cannot, runs)
+            );
+        }
+    }
+}
+
 /// Item 3. One-sided stalls: a fifth of one configuration's trials slowed by an exponential
 /// amount of mean 4 trial SDs. The skew is named with the coverage it gives, in ordinary
 /// reports too; clean data rarely get the warning.

@@ -18,6 +18,16 @@ fn verdict_class(c: &Comparison) -> &'static str {
     }
 }
 
+/// A comparison's interval, or a dash where it cannot be read as one (too few effective
+/// blocks: its verdict says why).
+fn interval_cell(c: &Comparison) -> String {
+    if c.too_dependent_to_tell() {
+        "–".to_string()
+    } else {
+        format!("{:.3}–{}", c.ci_low, fmt_ratio(c.ci_high))
+    }
+}
+
 /// A ratio with three decimals: a 1% effect must be visible.
 fn fmt_ratio(r: f64) -> String {
     if r.is_finite() {
@@ -54,7 +64,7 @@ fn verdict_cell(report: &Report, cohort: &Cohort, metric: &str) -> Markup {
             Some(c) => td.verdict {
                 span class=(verdict_class(c)) { (c.verdict) }
                 span.sub {
-                    "CI " (format!("{:.3}", c.ci_low)) "–" (fmt_ratio(c.ci_high)) " · p "
+                    "CI " (interval_cell(c)) " · p "
                     @match c.p_value {
                         Some(p) if p < 0.001 => "< 0.001",
                         p => { "= " (p_cell(p)) },
@@ -395,7 +405,7 @@ fn comparison_cells(c: &Comparison) -> Markup {
             span.sub { @if c.higher_is_better { "higher is better" } @else { "lower is better" } }
         }
         td.num { (fmt_ratio(c.ratio)) }
-        td.num { (format!("{:.3}", c.ci_low)) "–" (fmt_ratio(c.ci_high)) }
+        td.num { (interval_cell(c)) }
         td.num { (p_cell(c.p_value)) }
         td.verdict.(verdict_class(c)) { (c.verdict) }
         td.nowrap { (method) span.sub { (test_name(&c.test)) } }
