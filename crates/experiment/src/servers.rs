@@ -199,11 +199,15 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
     let config_ru = path_string(&config_ru)?;
     let env = launch.environment.to_string();
     let mut argv: Vec<String> = Vec::new();
-    let via_ruby = |server: &str| through_ruby(launch.ruby, launch.bundle_exec, server);
+    // A built-in kind's executable (its gem's, `ServerKind::gem`), run by the Ruby.
+    let via_ruby = || {
+        let executable = kind.gem().map_or("", |g| g.executable);
+        through_ruby(launch.ruby, launch.bundle_exec, executable)
+    };
 
     match kind {
         ServerKind::Puma => {
-            argv.extend(via_ruby("puma"));
+            argv.extend(via_ruby());
             let config = write_scratch_file(launch, PUMA_CONFIG, PUMA_CONFIG_TEXT)?;
             argv.push("-C".to_string());
             argv.push(path_string(&config)?);
@@ -231,14 +235,14 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
         }
         ServerKind::Unicorn => {
             let config = write_unicorn_config(launch)?;
-            argv.extend(via_ruby("unicorn"));
+            argv.extend(via_ruby());
             argv.push("-c".to_string());
             argv.push(path_string(&config)?);
             argv.extend(strings(&["-E", &env]));
             argv.push(config_ru);
         }
         ServerKind::Thin => {
-            argv.extend(via_ruby("thin"));
+            argv.extend(via_ruby());
             argv.extend(strings(&[
                 "start", "-a", &host, "-p", &port, "-e", &env, "-R",
             ]));
@@ -249,7 +253,7 @@ pub fn server_command(launch: &ServerLaunch) -> anyhow::Result<ServerCommand> {
             }
         }
         ServerKind::Webrick => {
-            argv.extend(via_ruby("rackup"));
+            argv.extend(via_ruby());
             argv.extend(strings(&[
                 "-s", "webrick", "-E", &env, "-o", &host, "-p", &port, "-q",
             ]));

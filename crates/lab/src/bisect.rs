@@ -21,6 +21,11 @@ use results::store::{SessionKind, Store};
 
 use crate::runner::RunEnd;
 
+mod start;
+pub use start::{
+    not_a_bisection, set_budget, Begin, DEFAULT_MAX_BLOCKS, DEFAULT_MIN_CHANGE, MIN_BLOCKS,
+};
+
 /// What a search asks of the program running it.
 pub trait Measuring {
     /// Runs the pending blocks of a round's store (a session of `kind`), showing

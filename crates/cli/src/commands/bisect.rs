@@ -15,14 +15,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use experiment::precision::PrecisionMetric;
-use experiment::{AppCommit, Config, Experiment, Workload};
+use experiment::{Config, Experiment};
 use fleet::controller::FleetEnd;
 use lab::bisect::{Measuring, Searcher, Stopped};
 use lab::runner::RunEnd;
-use results::bisect::{
-    BisectOutcome, BisectRecord, CommitInfo, HistoryOf, BISECT_FILE, BISECT_SCHEMA, ROUNDS_DIR,
-    ROUND_META,
-};
+use results::bisect::{BisectOutcome, BisectRecord, HistoryOf, BISECT_FILE};
 use results::store::Store;
 
 use crate::invocation::{
@@ -86,15 +83,9 @@ pub struct BisectArgs {
     pub history: Option<PathBuf>,
 }
 
-/// The default budget of a search, in blocks.
-const DEFAULT_MAX_BLOCKS: u32 = 60;
-
-/// The smallest change a search accounts for, by default.
-const DEFAULT_MIN_CHANGE: f64 = 0.02;
-
 pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     let (dir, mut record) = match &args.resume {
-        Some(dir) => match not_a_bisection(dir) {
+        Some(dir) => match lab::bisect::not_a_bisection(dir) {
             Some(message) => {
                 eprintln!("rubyrace bisect: {message}");
                 return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
@@ -116,22 +107,13 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         },
     };
     let dir = std::path::absolute(&dir).context("the bisection's directory")?;
-    if args.resume.is_some() {
-        if let Some(max) = args.max_blocks {
-            if max < record.blocks() {
-                eprintln!(
-                    "rubyrace bisect: --max-blocks {max} is below the {} blocks stored; give a larger budget to go on",
-                    record.blocks()
-                );
+    if let (Some(_), Some(max)) = (&args.resume, args.max_blocks) {
+        match lab::bisect::set_budget(&mut record, max) {
+            Ok(Some(line)) => eprintln!("rubyrace: {line}"),
+            Ok(None) => {}
+            Err(message) => {
+                eprintln!("rubyrace bisect: {message}");
                 return Ok(ExitCode::from(EXIT_BAD_EXPERIMENT));
-            }
-            if max != record.max_blocks {
-                eprintln!(
-                    "rubyrace: the budget goes from {} to {max} blocks",
-                    record.max_blocks
-                );
-                record.max_blocks = max;
-                record.outcome = None;
             }
         }
     }
@@ -322,43 +304,8 @@ impl Measuring for OnTheFleet<'_> {
     }
 }
 
-/// What `dir` is when it is not a bisection's directory (for `--resume`): a round of one,
-/// a check, a run, or nothing rubyrace wrote.
-fn not_a_bisection(dir: &Path) -> Option<String> {
-    if dir.join(BISECT_FILE).is_file() {
-        return None;
-    }
-    let shown = dir.display();
-    if !dir.is_dir() {
-        return Some(format!(
-            "{shown} does not exist: it is not a bisection's directory"
-        ));
-    }
-    if !dir.join(results::store::DB_FILE).is_file() {
-        return Some(format!(
-            "{shown} holds no {BISECT_FILE} and no results: it is not a bisection's directory"
-        ));
-    }
-    let store = Store::open_read_only(dir).ok();
-    let what = match &store {
-        Some(s) if s.meta(ROUND_META).ok().flatten().is_some() => {
-            let search = dir.ancestors().nth(2).unwrap_or(dir);
-            return Some(format!(
-                "{shown} is one round of a bisection: go on with `rubyrace bisect --resume {}`",
-                search.display()
-            ));
-        }
-        Some(s) if s.gate().ok().flatten().is_some() => {
-            format!("a check: go on with `rubyrace check --resume {shown}`")
-        }
-        _ => format!("a run: go on with `rubyrace run --resume {shown}`"),
-    };
-    Some(format!(
-        "{shown} is not a bisection's directory; it holds {what}"
-    ))
-}
-
-/// A new bisection: its history resolved, its directory made, its record written.
+/// A new bisection: its experiment read, the cluster reached (with --slurm), its
+/// directory chosen; the history and the record are `lab::bisect::Begin`'s.
 fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
     let file = args.experiment.clone().expect("clap requires it");
     let (experiment, config) = searched(&file, args.config.as_deref(), NO_PRECISION)?;
@@ -367,107 +314,35 @@ fn start(args: &BisectArgs) -> Result<(PathBuf, BisectRecord), String> {
         (None, Some(ruby)) => (ruby.clone(), HistoryOf::Ruby),
         (None, None) => unreachable!("clap requires one"),
     };
-    let (good, bad) = (
-        args.good.clone().expect("clap requires it"),
-        args.bad.clone().expect("clap requires it"),
-    );
     if args.slurm {
         // Slurm reached and the partition there before anything is made.
         super::fleet::check_cluster(&experiment.fleet.clone().unwrap_or_default(), false)
             .map_err(|e| format!("rubyrace bisect: {e:#}"))?;
     }
-    let top = sys::git::toplevel(&repo).map_err(|e| e.to_string())?;
-    let history = sys::git::first_parent_history(&top, &good, &bad)
-        .map_err(|e| format!("--good {good} --bad {bad}: {e}"))?;
-    if history.len() < 2 {
-        return Err(format!("--good {good} --bad {bad}: nothing between them"));
-    }
-    // The app must be in the repository (checked on good, as every step will).
-    if history_of == HistoryOf::App {
-        AppCommit::resolve(
-            &top,
-            &history[0],
-            &config.settings.app_dir,
-            config.settings.workload == Workload::Http,
-        )
-        .map_err(|e| format!("--good {good}: {}", e.message))?;
-    }
-    let commits = history
-        .iter()
-        .map(|hash| {
-            let (subject, date) = sys::git::describe_commit(&top, hash).unwrap_or_default();
-            CommitInfo {
-                hash: hash.clone(),
-                subject,
-                date,
-            }
-        })
-        .collect();
-    let dir = match &args.output {
-        Some(dir) => dir.clone(),
-        None => {
-            crate::results_dir::default_output_made(&format!("{}-bisect", experiment.name), false)?
-        }
-    };
-    if dir.join(BISECT_FILE).exists() {
-        return Err(format!(
-            "{} holds a bisection already: go on with `rubyrace bisect --resume {}`, or choose another -o",
-            dir.display(),
-            dir.display()
-        ));
-    }
-    let max_blocks = args.max_blocks.unwrap_or(DEFAULT_MAX_BLOCKS);
-    if args.min_blocks < 3 || max_blocks < args.min_blocks.max(3) {
-        eprintln!(
-            "rubyrace: the search calls the ends from {} blocks on, with a budget of {} (an interval needs at least 3; the budget is at least the first call), not --min-blocks {} --max-blocks {}",
-            args.min_blocks.max(3),
-            max_blocks.max(args.min_blocks.max(3)),
-            args.min_blocks,
-            max_blocks
-        );
-    }
-    std::fs::create_dir_all(dir.join(ROUNDS_DIR))
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let http = config.settings.workload == Workload::Http;
-    let metric = args.metric.unwrap_or(if http {
-        PrecisionMetric::Throughput
-    } else {
-        PrecisionMetric::Wall
-    });
-    let (candidates, candidates_why) = lab::bisect::initial_candidates();
-    let record = BisectRecord {
-        schema: BISECT_SCHEMA.into(),
-        experiment: std::path::absolute(&file).map_err(|e| e.to_string())?,
-        config: config.label.clone(),
-        repo: top,
+    let begin = lab::bisect::Begin {
+        experiment_file: &file,
+        config: &config,
+        repo: &repo,
         history_of,
         configure_opts: args.source.configure_opts.clone(),
-        good_ref: good,
-        bad_ref: bad,
-        metric,
-        metric_given: args.metric.is_some(),
-        metric_chosen: false,
-        metric_ends: Vec::new(),
-        ends: None,
-        min_blocks: args.min_blocks.max(3),
-        max_blocks: max_blocks.max(args.min_blocks.max(3)),
-        min_change: args.precision.unwrap_or(DEFAULT_MIN_CHANGE),
-        candidates,
-        candidates_why,
-        commits,
-        rounds: Vec::new(),
-        skipped: Vec::new(),
-        estimates: Vec::new(),
-        findings: Vec::new(),
-        searching: None,
-        next: Vec::new(),
-        outcome: None,
-        more_than_one_change: false,
-        ends_withdrawn: false,
+        good: args.good.as_deref().expect("clap requires it"),
+        bad: args.bad.as_deref().expect("clap requires it"),
+        metric: args.metric,
+        min_blocks: args.min_blocks,
+        max_blocks: args.max_blocks,
+        min_change: args.precision,
         slurm: args.slurm,
     };
-    record.write(&dir).map_err(|e| format!("{e:#}"))?;
-    Ok((dir, record))
+    if let (_, _, Some(line)) = begin.blocks() {
+        eprintln!("rubyrace: {line}");
+    }
+    // The directory is made once the history is known to be there.
+    begin.write(|| match &args.output {
+        Some(dir) => Ok(dir.clone()),
+        None => {
+            crate::results_dir::default_output_made(&format!("{}-bisect", experiment.name), false)
+        }
+    })
 }
 
 /// Why a bisection's file cannot have `precision`.

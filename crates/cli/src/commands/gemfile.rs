@@ -30,10 +30,12 @@ pub struct GemfileArgs {
 }
 
 pub fn gemfile(args: GemfileArgs) -> Result<ExitCode> {
-    let Some(server) = ServerKind::parse(&args.server) else {
+    let Some(server) = ServerKind::parse(&args.server).filter(|k| k.gem().is_some()) else {
+        let names: Vec<&str> = ServerKind::built_in().map(|(k, _)| k.as_str()).collect();
         eprintln!(
-            "rubyrace: error: --server {:?}: expected one of puma, unicorn, thin, webrick",
-            args.server
+            "rubyrace: error: --server {:?}: expected one of {}",
+            args.server,
+            names.join(", ")
         );
         return Ok(ExitCode::from(2));
     };

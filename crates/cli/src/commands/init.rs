@@ -413,7 +413,8 @@ fn check_paths(s: &AppSurvey, candidates: &[String]) -> Result<Vec<PathCheck>> {
 fn server_log_end(results: &Path, trial_id: usize) -> String {
     let dir = results::store::trial_dir(results, trial_id);
     let mut last_lines = None;
-    for name in ["server.stderr", "server.stdout"] {
+    use results::store::trial_files::{SERVER_STDERR, SERVER_STDOUT};
+    for name in [SERVER_STDERR, SERVER_STDOUT] {
         let path = dir.join(name);
         let tail = sys::process::tail_file(&path, 16 * 1024);
         if let Some(line) = tail.lines().rev().find(|l| names_an_exception(l)) {

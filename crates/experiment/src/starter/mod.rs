@@ -10,6 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::servers::ServerKind;
 
+/// The servers `init` takes from an app's Gemfile, in this order of preference (WEBrick is
+/// no production server); with none of them, the experiment names Puma and says the bundle
+/// lacks it.
+const GEMFILE_SERVERS: [ServerKind; 3] = [ServerKind::Puma, ServerKind::Unicorn, ServerKind::Thin];
+
 mod text;
 pub use text::{experiment_text, url_mix_text, PathsLoad, Purpose};
 
@@ -136,7 +141,7 @@ pub fn survey(dir: &Path, bundled_name: Option<&str>) -> anyhow::Result<AppSurve
             ),
             true,
         )
-    } else if let Some(kind) = [ServerKind::Puma, ServerKind::Unicorn, ServerKind::Thin]
+    } else if let Some(kind) = GEMFILE_SERVERS
         .into_iter()
         .find(|k| k.gem().is_some_and(|g| gems.contains_key(g.name)))
     {
@@ -146,7 +151,10 @@ pub fn survey(dir: &Path, bundled_name: Option<&str>) -> anyhow::Result<AppSurve
         (
             found(
                 ServerKind::Puma,
-                format!("{gems_from} has no puma, unicorn or thin"),
+                format!(
+                    "{gems_from} has none of {}",
+                    GEMFILE_SERVERS.map(ServerKind::as_str).join(", ")
+                ),
             ),
             false,
         )

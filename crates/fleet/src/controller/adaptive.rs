@@ -16,11 +16,7 @@ impl Controller<'_> {
     ) -> Result<()> {
         let stored = self.stored_blocks()?;
         let prefix = (0..).find(|b| !stored.contains(b)).unwrap_or(0);
-        let initial = self
-            .store
-            .meta("batches")?
-            .and_then(|b| b.parse().ok())
-            .unwrap_or(0u32);
+        let initial = self.store.batches()?;
         if prefix < initial {
             return Ok(());
         }

@@ -74,7 +74,7 @@ impl Controller<'_> {
         let file = BlockFile::read(&adir.join(BLOCK_FILE))?;
         let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
         for t in &file.trials {
-            let from = adir.join("trials").join(format!("{:05}", t.id.trial_id));
+            let from = results::store::trial_dir(&adir, t.id.trial_id);
             let to = self.store.trial_dir(t.id.trial_id);
             if !from.exists() {
                 continue;

@@ -40,11 +40,7 @@ impl Run<'_> {
     pub(super) fn run_until_decided(&mut self, gate: &GateTarget) -> Result<RunEnd> {
         self.run_blocks_until(|run, blocks_done, _| {
             let worse = gate.worse_by_block(&run.store.observations(gate.metric)?);
-            let mut decision = gate.rule.decide(&worse);
-            if decision.verdict == GateVerdict::Continue && blocks_done >= gate.rule.max_blocks {
-                // Invalid trials left fewer pairs than blocks: the budget is blocks run.
-                decision.verdict = GateVerdict::Inconclusive;
-            }
+            let decision = gate.rule.decide_after(&worse, blocks_done);
             if decision.verdict != GateVerdict::Continue {
                 let end = GateEnd {
                     decision,

@@ -22,6 +22,16 @@ impl Store {
             .with_context(|| format!("the stored seed {text:?} is not a number"))
     }
 
+    /// The blocks the experiment file planned (`blocks`), as stored: an adaptive run's first
+    /// look comes after them.
+    pub fn batches(&self) -> Result<u32> {
+        let text = self
+            .meta("batches")?
+            .context("the results hold no planned blocks")?;
+        text.parse()
+            .with_context(|| format!("the stored planned blocks {text:?} are not a number"))
+    }
+
     /// How the run orders the trials of a block, as stored.
     pub fn order(&self) -> Result<experiment::Order> {
         let text = self.meta("order")?.context("the results hold no order")?;

@@ -172,6 +172,17 @@ impl GateRule {
         self.decide_with(worse, &Policy::RULE)
     }
 
+    /// [`GateRule::decide`] after `blocks_done` blocks were run, of which `worse` holds the
+    /// ones that paired (a block with an invalid trial adds none). The budget is blocks run,
+    /// not pairs: a decision still `Continue` once `max_blocks` are run is `Inconclusive`.
+    pub fn decide_after(&self, worse: &[f64], blocks_done: u32) -> GateDecision {
+        let mut decision = self.decide(worse);
+        if decision.verdict == GateVerdict::Continue && blocks_done >= self.max_blocks {
+            decision.verdict = GateVerdict::Inconclusive;
+        }
+        decision
+    }
+
     /// [`GateRule::decide`] under another policy (the simulations measure alternatives).
     pub(crate) fn decide_with(&self, worse: &[f64], policy: &Policy) -> GateDecision {
         let n = worse.len() as u32;
@@ -460,6 +471,23 @@ mod tests {
         assert_eq!(rule(0.03, 1, 4).looks(), vec![3, 4]);
         // 7 looks: each interval at 1 − 0.05/7.
         assert!((rule(0.03, 6, 60).confidence() - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
+    }
+
+    /// Invalid trials left 5 pairs of 6 blocks: at the budget the gate ends inconclusive
+    /// rather than waiting for a sixth pair that no block will bring; before it, it goes on.
+    #[test]
+    fn the_budget_is_blocks_run_not_pairs() {
+        let r = rule(0.03, 3, 6);
+        let straddling = [0.05, -0.02, 0.04, -0.01, 0.03];
+        assert_eq!(r.decide(&straddling).verdict, GateVerdict::Continue);
+        assert_eq!(
+            r.decide_after(&straddling, 5).verdict,
+            GateVerdict::Continue
+        );
+        assert_eq!(
+            r.decide_after(&straddling, 6).verdict,
+            GateVerdict::Inconclusive
+        );
     }
 
     #[test]
