@@ -415,22 +415,23 @@ fn the_nightly_workflow_commands_run_as_written(lab: &Lab, db: &Path) {
 }
 
 /// Issue 52's end-to-end history at full length, for `bench/history-e2e/run` (ignored here:
-/// thirty runs take 10 minutes of a machine to itself, and whether a 3% step is found is a
+/// thirty runs take 36 minutes of a machine to itself at 20 blocks, and whether a 3% step is found is a
 /// question of the machine's noise, which a benchmark reports and a test cannot promise).
 /// A repository of 30 commits of an app whose work per request (about 5 ms of Ruby) steps
-/// up 5% at commit 10 and down 3% at commit 20; at each, a run of HISTORY_E2E_BLOCKS (6)
+/// up 5% at commit 10 and down 3% at commit 20; at each, a run of HISTORY_E2E_BLOCKS (20)
 /// interleaved blocks of 1 s against a fixed baseline, added with `run --history`. Prints
-/// the changes found in the throughput and CPU-per-request series and asserts both steps
-/// found at their commits with intervals that hold the planted sizes, `history check`
-/// alerting on a step at the newest commits (a last commit of 5% more work, two runs),
-/// and the repository unchanged.
+/// the changes found in the throughput and CPU-per-request series and checks, in each,
+/// both steps found at their commits with intervals that hold the planted sizes, and
+/// `history check` alerting on a step at the newest commits (a last commit of 5% more
+/// work, two runs); what is missed is listed when the run ends, after the board is drawn,
+/// and fails it. The repository is left unchanged.
 #[test]
 #[ignore = "a benchmark: bench/history-e2e/run"]
 fn thirty_commits_with_steps_of_5_and_3_percent() {
     let blocks: usize = std::env::var("HISTORY_E2E_BLOCKS")
         .ok()
         .and_then(|b| b.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(20);
     let work = |i: usize| -> u64 {
         let w = crate::bisect::WORK as f64;
         let factor = match i {
@@ -521,21 +522,40 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     for metric in ["throughput", "cpu_per_request"] {
         said(metric, &changes_of(metric));
     }
-    // CPU per request against the baseline's: 5% more work is at most 5% more CPU (Puma's
-    // own share of a request does not grow), 3% less at most 3% less.
-    let cpu = changes_of("cpu_per_request");
-    let at = |index: u64| cpu.iter().find(|c| c["index"] == index);
-    let (up, down) = (
-        at(10).expect("the 5% step found at commit 10"),
-        at(20).expect("the 3% step found at commit 20"),
-    );
-    let holds = |c: &Value, planted: f64| {
-        c["factor_low"].as_f64().unwrap() <= planted
-            && planted <= c["factor_high"].as_f64().unwrap()
-    };
-    assert!(holds(up, 1.05) || holds(up, 1.04), "{up}");
-    assert!(holds(down, 0.97) || holds(down, 0.975), "{down}");
-    assert_eq!(cpu.len(), 2, "{cpu:?}");
+    // Each step in each speed metric: found at its commit, with an interval that holds the
+    // planted size. CPU per request against the baseline's: 5% more work is at most 5% more
+    // CPU (Puma's own share of a request does not grow), 3% less at most 3% less; throughput
+    // with one connection, 1/1.05 and 1/0.97 at most. What is missed is collected, and the
+    // test goes on to `check` and the board before it fails, so one long run says it all.
+    let mut missed: Vec<String> = Vec::new();
+    for (metric, planted) in [
+        ("cpu_per_request", [[1.05, 1.04], [0.97, 0.975]]),
+        (
+            "throughput",
+            [[1.0 / 1.05, 1.0 / 1.04], [1.0 / 0.97, 1.0 / 0.975]],
+        ),
+    ] {
+        let changes = changes_of(metric);
+        for (commit, sizes) in [10u64, 20].into_iter().zip(planted) {
+            let at = changes.iter().find(|c| c["index"] == commit);
+            let holds = |c: &Value| {
+                sizes.iter().any(|&p| {
+                    c["factor_low"].as_f64().unwrap() <= p
+                        && p <= c["factor_high"].as_f64().unwrap()
+                })
+            };
+            match at {
+                Some(c) if holds(c) => {}
+                Some(c) => missed.push(format!(
+                    "{metric}: the step at commit {commit} is {c}, not {sizes:?}"
+                )),
+                None => missed.push(format!("{metric}: no change at commit {commit}")),
+            }
+        }
+        if changes.len() != 2 {
+            missed.push(format!("{metric}: {} changes, not 2", changes.len()));
+        }
+    }
 
     // The newest commits step up 5% again: after two runs, `check` alerts on them.
     let quiet = history(&["check", "--history", &path_str(&db)]);
@@ -544,8 +564,9 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     run_at(31);
     let alerted = history(&["check", "--history", &path_str(&db)]);
     eprintln!("{}", alerted.stdout);
-    assert_eq!(alerted.code(), Some(1), "{alerted:?}");
-    assert!(alerted.stdout.contains(&hashes[30][..12]), "{alerted:?}");
+    if alerted.code() != Some(1) || !alerted.stdout.contains(&hashes[30][..12]) {
+        missed.push(format!("check did not alert on commit 30: {alerted:?}"));
+    }
     // The board, kept for a person to look at (the lab is removed).
     let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("history-30-site");
     let _ = std::fs::remove_dir_all(&site);
@@ -565,6 +586,7 @@ fn thirty_commits_with_steps_of_5_and_3_percent() {
     git(&repo, &["checkout", "--quiet", "main"]);
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     lab.assert_no_leftovers(Duration::from_secs(5));
+    assert!(missed.is_empty(), "missed: {missed:#?}");
 }
 
 /// A history whose series slides (0.5% slower a night for 30 nights, each point ±1% at
