@@ -75,6 +75,9 @@ impl Experiment {
 
 /// The most a smoke run's sliced block measures each configuration for.
 const SMOKE_MEASURED: Duration = Duration::from_secs(1);
+/// The longest a smoke trial waits for a quiet machine (`quiet`'s `max_wait`, a minute by
+/// default, is for the figures of a real run, which a smoke run does not give).
+const SMOKE_QUIET_WAIT: Duration = Duration::from_secs(5);
 
 impl Experiment {
     /// Reads and checks an experiment file.
@@ -268,6 +271,11 @@ impl Experiment {
             let fit = SMOKE_MEASURED.as_nanos() / slice.as_nanos().max(1);
             *rounds = (*rounds).min(fit.clamp(1, u128::from(u32::MAX)) as u32);
         }
+        // No minute-long waits for quiet, and no noisy trial run again.
+        if let Some(quiet) = &mut self.conditions.quiet {
+            quiet.max_wait = quiet.max_wait.min(SMOKE_QUIET_WAIT);
+        }
+        self.conditions.repeat_noisy = 0;
         for c in &mut self.configs {
             let load = &mut c.settings.load;
             load.warmup = load.warmup.min(Duration::from_secs(1));
@@ -295,6 +303,12 @@ impl Experiment {
         }
         if self.configs.iter().any(|c| c.settings.script.is_some()) {
             parts.push("one run per script trial".into());
+        }
+        if let Some(quiet) = &self.conditions.quiet {
+            parts.push(format!(
+                "a wait for quiet of at most {} and no noisy trial repeated",
+                humantime::format_duration(quiet.max_wait)
+            ));
         }
         format!(
             "--smoke shortens the run, whatever the file and its defaults say: {}; no adaptive blocks",
