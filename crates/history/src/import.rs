@@ -284,7 +284,11 @@ pub fn read_results(dir: &Path) -> Result<ImportedRun> {
 
     let mut points = Vec::new();
     for c in &analysis.comparisons {
-        if !METRICS.contains(&c.metric.as_str()) || !c.testable || c.ratio <= 0.0 {
+        // Every comparison with a finite interval is a point, also one whose verdict is
+        // "cannot tell" (too few effective blocks): its wide interval weighs it down in the
+        // change-point test, and a night is not dropped from the series.
+        let finite = c.ci_low > 0.0 && c.ci_low.is_finite() && c.ci_high.is_finite();
+        if !METRICS.contains(&c.metric.as_str()) || !finite || c.ratio <= 0.0 {
             continue;
         }
         points.push(PointRecord {
