@@ -516,7 +516,7 @@ pub(super) fn decide(c: &mut Comparison, m: &Metric) {
     let excludes_one = c.ci_low > 1.0 || c.ci_high < 1.0;
     c.significant = finite && excludes_one;
     c.testable = finite && !c.too_dependent_to_tell();
-    if let (false, Some(effective)) = (c.testable, c.effective_blocks.filter(|_| finite)) {
+    if let Some(effective) = c.effective_blocks.filter(|_| finite && !c.testable) {
         let lag1 = c
             .lag1_autocorrelation
             .map(|r| format!(" (lag-1 autocorrelation {r:.2})"))
