@@ -196,9 +196,10 @@ pub(crate) fn servers_finding(query: &Result<ServerQuery, String>) -> Finding {
         }
     }
     let value = format!("{} (ruby {})", parts.join(", "), q.ruby.display());
-    let install = "install them for this Ruby (`gem install puma unicorn thin webrick rackup`, \
-                   or Debian's puma, unicorn, thin and ruby-webrick packages), or use a Gemfile \
-                   that has them";
+    let install = format!(
+        "install them for this Ruby ({}), or use a Gemfile that has them",
+        ServerKind::install_hint()
+    );
     if missing.len() == ServerKind::built_in().count() {
         Finding::new(
             "servers",

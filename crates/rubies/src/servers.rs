@@ -43,6 +43,11 @@ pub struct Gem {
     pub version_constant: &'static str,
     /// The executable the server is started with.
     pub executable: &'static str,
+    /// What `gem install` needs to give a Ruby this server (WEBrick's `rackup` is a gem of
+    /// its own since rack 3).
+    pub install: &'static [&'static str],
+    /// Debian's package of it, for the system Ruby.
+    pub debian_package: &'static str,
 }
 
 impl ServerKind {
@@ -65,24 +70,49 @@ impl ServerKind {
 
     /// The gem a built-in kind is started from; None for `custom`.
     pub fn gem(self) -> Option<Gem> {
-        let gem = |name, library, version_constant, executable| {
+        let gem = |name, library, version_constant, executable, install, debian_package| {
             Some(Gem {
                 name,
                 library,
                 version_constant,
                 executable,
+                install,
+                debian_package,
             })
         };
         match self {
-            ServerKind::Puma => gem("puma", "puma", "Puma::Const::PUMA_VERSION", "puma"),
+            ServerKind::Puma => gem(
+                "puma",
+                "puma",
+                "Puma::Const::PUMA_VERSION",
+                "puma",
+                &["puma"],
+                "puma",
+            ),
             ServerKind::Unicorn => gem(
                 "unicorn",
                 "unicorn",
                 "Unicorn::Const::UNICORN_VERSION",
                 "unicorn",
+                &["unicorn"],
+                "unicorn",
             ),
-            ServerKind::Thin => gem("thin", "thin", "Thin::VERSION::STRING", "thin"),
-            ServerKind::Webrick => gem("rack", "webrick", "WEBrick::VERSION", "rackup"),
+            ServerKind::Thin => gem(
+                "thin",
+                "thin",
+                "Thin::VERSION::STRING",
+                "thin",
+                &["thin"],
+                "thin",
+            ),
+            ServerKind::Webrick => gem(
+                "rack",
+                "webrick",
+                "WEBrick::VERSION",
+                "rackup",
+                &["webrick", "rackup"],
+                "ruby-webrick",
+            ),
             ServerKind::Custom => None,
         }
     }
@@ -90,6 +120,25 @@ impl ServerKind {
     /// The built-in kinds: those with a gem.
     pub fn built_in() -> impl Iterator<Item = (ServerKind, Gem)> {
         ServerKind::all().filter_map(|k| Some((k, k.gem()?)))
+    }
+
+    /// How to give a Ruby every built-in server, in words: "`gem install puma unicorn thin
+    /// webrick rackup`, or Debian's puma, unicorn, thin and ruby-webrick packages".
+    pub fn install_hint() -> String {
+        let gems: Vec<&str> = ServerKind::built_in()
+            .flat_map(|(_, g)| g.install.iter().copied())
+            .collect();
+        let packages: Vec<&str> = ServerKind::built_in()
+            .map(|(_, g)| g.debian_package)
+            .collect();
+        let listed = match packages.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => packages.join(""),
+        };
+        format!(
+            "`gem install {}`, or Debian's {listed} packages",
+            gems.join(" ")
+        )
     }
 
     /// Whether `processes` > 1 is supported: puma (cluster mode), unicorn (workers) and
@@ -121,6 +170,23 @@ impl std::fmt::Display for ServerKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hint is made from the list: every built-in kind's gems and package are in it.
+    #[test]
+    fn the_install_hint_names_every_built_in_server() {
+        let hint = ServerKind::install_hint();
+        assert_eq!(
+            hint,
+            "`gem install puma unicorn thin webrick rackup`, or Debian's puma, unicorn, thin \
+             and ruby-webrick packages"
+        );
+        for (_, gem) in ServerKind::built_in() {
+            assert!(hint.contains(gem.debian_package), "{hint}");
+            for name in gem.install {
+                assert!(hint.contains(name), "{hint}");
+            }
+        }
+    }
 
     #[test]
     fn names_parse_back_to_their_kinds_and_only_exact_names_parse() {
