@@ -260,6 +260,12 @@ pub struct Comparison {
     /// size, `effective_blocks` of the `n` blocks; docs/methodology.md).
     #[serde(default)]
     pub widened_for_dependence: bool,
+    /// The per-block ratios drift or wander by the drift check at a fixed 5%
+    /// (`stats::serial::DOUBT_LEVEL`) on this comparison's own blocks, so the interval's
+    /// half-width is doubled (`stats::serial::reported_interval`: what adaptive runs stop
+    /// on, and what the gate does with a doubt).
+    #[serde(default)]
+    pub doubled_for_drift: bool,
     /// The ratios drift or wander (a trend or a lag-1 autocorrelation at the warnings'
     /// level): the `drift` warning names them.
     #[serde(default)]

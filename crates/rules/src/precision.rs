@@ -370,11 +370,12 @@ fn evaluate_at(
 }
 
 /// Half-width at `confidence` of the interval of the mean of `logs` (in block order) that
-/// the report shows: widened for the dependence between blocks the series shows
-/// (`stats::serial::dependent_mean_interval`), so that a run under drift stops on an
-/// interval that is honest about it, not on a t interval widened only afterwards.
+/// the report shows: widened for the dependence between blocks the series shows, and
+/// doubled when the blocks drift (`stats::serial::reported_interval`), so that a run under
+/// drift stops on an interval that is honest about it, not on a t interval widened or
+/// warned about only afterwards.
 fn log_half_width(logs: &[f64], confidence: f64) -> Option<f64> {
-    stats::serial::dependent_mean_interval(logs, confidence).map(|(mean, _, high, _)| high - mean)
+    stats::serial::reported_interval(logs, confidence).map(|r| r.high - r.mean)
 }
 
 #[cfg(test)]
@@ -644,6 +645,7 @@ mod tests {
         /// 1 and Holm-adjusted signed-rank p < 0.05, as the report decides).
         any_called: f64,
         mean_blocks: f64,
+        median_blocks: f64,
         /// The mean over comparisons and runs of the estimated log ratio at the stop, and
         /// the true one.
         mean_log_ratio: f64,
@@ -726,6 +728,7 @@ mod tests {
         let comparisons = setting.configs - 1;
         let truth = setting.truth().exp();
         let (mut covered, mut any, mut blocks_total) = (0usize, 0usize, 0u64);
+        let mut blocks_each = Vec::with_capacity(runs);
         let (mut estimates, mut short_stops) = (0.0f64, 0usize);
         let mut by_skew = [(0usize, 0usize); 2];
         let mut obs = Vec::new();
@@ -750,6 +753,7 @@ mod tests {
                 }
             }
             blocks_total += u64::from(b);
+            blocks_each.push(f64::from(b));
             let of = |k: usize| -> BTreeMap<u32, f64> {
                 obs.iter()
                     .filter(|o| o.config_id == k)
@@ -766,9 +770,11 @@ mod tests {
                     .filter_map(|(block, v)| base.get(&block).map(|&w| (v, w)))
                     .unzip();
                 // The interval the report shows (widened for the dependence the blocks show,
-                // simultaneous over the comparisons).
+                // doubled when they drift, simultaneous over the comparisons).
                 let diffs: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).ln()).collect();
-                let (mean, low, high, _) = stats::serial::dependent_mean_interval(
+                let stats::serial::ReportedInterval {
+                    mean, low, high, ..
+                } = stats::serial::reported_interval(
                     &diffs,
                     stats::simultaneous_confidence(confidence, comparisons),
                 )
@@ -793,6 +799,7 @@ mod tests {
             coverage: covered as f64 / (runs * comparisons) as f64,
             any_called: any as f64 / runs as f64,
             mean_blocks: blocks_total as f64 / runs as f64,
+            median_blocks: stats::median(&blocks_each).unwrap_or(0.0),
             mean_log_ratio: estimates / (runs * comparisons) as f64,
             truth: truth.ln(),
             short_stops,
@@ -888,14 +895,16 @@ mod tests {
     /// ratio wandering, AR(1) with half the variance) called some difference in 10.9% of
     /// runs at φ = 0.5 (17–19% at other spreads, 39–71% at φ = 0.9) when the rule stopped
     /// on the t interval. It stops on the interval the report shows now, widened for the
-    /// dependence the blocks show and simultaneous over the comparisons, and a difference
-    /// is called when that interval excludes 1. Measured here (1000 runs each, the ±1%
-    /// target, SD 1% and 2%, seeds 4700–4703, 2026-11-28): φ = 0.3, 3.5%; φ = 0.5, 6.2%
-    /// and 4.7%; φ = 0.9, 37.6% (with the rank test deciding beside a per-comparison
-    /// interval: 5.9%, 8.7%, 9.2%, 46.6%). Asserted at φ = 0.3 and 0.5 (at most 5% plus 3
-    /// Monte-Carlo SEs); at φ = 0.9 the bar is not met: a wander that slow looks like a
-    /// difference to any interval of a few dozen blocks (docs/methodology.md, "Reports and
-    /// adaptive runs under drift").
+    /// dependence the blocks show, doubled when they drift (`stats::serial::
+    /// reported_interval`) and simultaneous over the comparisons, and a difference is
+    /// called when that interval excludes 1. Measured here (1000 runs each, the ±1% target,
+    /// SD 1% and 2%, seeds 4700–4703, 2026-11-30): φ = 0.3, 2.7%; φ = 0.5, 4.5% and 3.6%;
+    /// φ = 0.9, 27.3%. Without the doubling (3821006): 3.5%, 6.2%, 4.7%, 37.6%; with the
+    /// rank test deciding beside a per-comparison interval (2026-11-28): 5.9%, 8.7%, 9.2%,
+    /// 46.6%. Asserted at φ = 0.3 and 0.5 (at most 5% plus 3 Monte-Carlo SEs); at φ = 0.9
+    /// the 5% bar is not met (a wander that slow looks like a difference to any interval of
+    /// a few dozen blocks, docs/methodology.md, "Reports and adaptive runs under drift"),
+    /// and what is asserted is the doubling's gain: below 32%, which 37.6% is not.
     #[test]
     fn adaptive_a_over_a_under_drift() {
         for (k, (phi, sd, asserted)) in [
@@ -919,10 +928,12 @@ mod tests {
                 "φ {phi}, sd {sd}: any called {:.3}, coverage {:.3}, mean blocks {:.1}",
                 m.any_called, m.coverage, m.mean_blocks
             );
-            if asserted {
-                let bound = 0.05 + 3.0 * m.se(0.05);
-                assert!(m.any_called <= bound, "φ {phi} sd {sd}: {m:?}");
-            }
+            let bound = if asserted {
+                0.05 + 3.0 * m.se(0.05)
+            } else {
+                0.32
+            };
+            assert!(m.any_called <= bound, "φ {phi} sd {sd}: {m:?}");
         }
     }
 
@@ -1086,6 +1097,48 @@ mod tests {
                     pct(m.coverage_marked),
                 );
             }
+        }
+    }
+
+    /// What the doubling for drift costs runs on clean data (issue 47: median blocks to a
+    /// decision must not grow by more than a quarter): independent normal blocks, 1000
+    /// runs a setting, seeds 900–903. Printed, for docs/methodology.md ("Reports and
+    /// adaptive runs under drift"), beside the same runs stopping on the interval not
+    /// doubled (measured at 3821006, before the doubling).
+    /// `cargo test --release -p rubyrace-rules clean_runs_under_the_drift_doubling --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore = "prints a table of docs/methodology.md"]
+    fn clean_runs_under_the_drift_doubling() {
+        println!(
+            "| comparisons | SD | effect | median blocks | mean blocks | coverage | any called |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        for (k, (configs, sd, effect)) in [
+            (2, 0.01, 1.0),
+            (5, 0.01, 1.0),
+            (2, 0.02, 1.03),
+            (5, 0.02, 1.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let setting = Setting {
+                configs,
+                sd,
+                effect,
+                noise: Noise::Normal,
+                missing: 0.0,
+            };
+            let m = simulate(900 + k as u64, 1000, setting, SEQUENTIAL_CONFIDENCE);
+            println!(
+                "| {} | {sd} | {effect} | {} | {:.1} | {:.1}% | {:.1}% |",
+                configs - 1,
+                m.median_blocks,
+                m.mean_blocks,
+                100.0 * m.coverage,
+                100.0 * m.any_called
+            );
         }
     }
 }

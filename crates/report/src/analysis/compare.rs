@@ -305,19 +305,29 @@ pub(super) fn compare(
         .then(|| stats::serial::serial_check(&logs, shape_level))
         .flatten();
     let mut widened = false;
+    let mut doubled = false;
     let mut effective_blocks = None;
     let mut by_kind = Vec::new();
     let (ci, test, test_name, n, n_base) = if paired {
         // Always the interval widened for the dependence between blocks that the series
-        // shows (never narrower than t): whether a comparison is widened must not hang on a
-        // check whose level depends on how many other comparisons the report holds.
-        let (mean, low, high, effective) =
-            stats::serial::dependent_mean_interval(&logs, confidence)?;
-        widened = effective < logs.len() as f64 - 1e-9;
-        effective_blocks = widened.then_some(effective);
+        // shows (never narrower than t), and doubled when its own blocks drift (the check
+        // at a fixed level): how wide a comparison's interval is must not hang on a check
+        // whose level depends on how many other comparisons the report holds.
+        let reported = stats::serial::reported_interval(&logs, confidence)?;
+        widened = reported.effective_n < logs.len() as f64 - 1e-9;
+        doubled = reported.doubled;
+        effective_blocks = widened.then_some(reported.effective_n);
         let (kinds, headline) = by_host_kind(&logs, &pairs.placed, confidence);
         by_kind = kinds;
-        let (mean, low, high) = headline.unwrap_or((mean, low, high));
+        // Kinds weighed equally: the same doubling when the blocks drift.
+        let widen = if doubled {
+            stats::serial::WIDEN_ON_DOUBT
+        } else {
+            1.0
+        };
+        let (mean, low, high) = headline
+            .map(|(m, lo, hi)| (m, m - widen * (m - lo), m + widen * (hi - m)))
+            .unwrap_or((reported.mean, reported.low, reported.high));
         let ci = stats::RatioCi {
             ratio: mean.exp(),
             low: low.exp(),
@@ -385,6 +395,7 @@ pub(super) fn compare(
         lag1_autocorrelation: shape.map(|s| s.lag1),
         trend_p_value: shape.map(|s| s.trend_p),
         widened_for_dependence: widened,
+        doubled_for_drift: doubled,
         drift_found: shape.is_some_and(|s| s.fires),
         effective_blocks,
         ratio: ci.ratio,
@@ -528,7 +539,7 @@ pub(super) fn decide(c: &mut Comparison, m: &Metric) {
         );
         return;
     }
-    let level = if c.family_size > 1 {
+    let mut level = if c.family_size > 1 {
         format!(
             ", {} interval, simultaneous over {} cohorts",
             crate::format::confidence_text(c.confidence),
@@ -537,6 +548,9 @@ pub(super) fn decide(c: &mut Comparison, m: &Metric) {
     } else {
         String::new()
     };
+    if c.doubled_for_drift {
+        level.push_str(", doubled: the blocks' ratios drift");
+    }
     let interval = format!("{:.2}× [{:.2}–{:.2}]{level}", c.ratio, c.ci_low, c.ci_high);
     let kinds = host_kind_words(c);
     c.verdict = if c.ci_low == 1.0 && c.ci_high == 1.0 {

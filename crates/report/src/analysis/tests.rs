@@ -567,7 +567,9 @@ fn the_verdict_is_read_off_the_interval_shown() {
             .unwrap()
             .clone()
     };
-    let c = throughput_of([1.001, 1.002, 1.003, 1.004, 1.005, 1.60]);
+    // In an order without a trend (rising ratios would be doubled for drift).
+    let c = throughput_of([1.003, 1.60, 1.001, 1.005, 1.002, 1.004]);
+    assert!(!c.doubled_for_drift, "{c:?}");
     assert!(c.ci_low < 1.0, "{c:?}");
     assert!((c.p_value.unwrap() - 0.03125).abs() < 1e-9, "{c:?}");
     assert!(!c.significant, "{c:?}");
@@ -593,6 +595,72 @@ fn the_verdict_is_read_off_the_interval_shown() {
         "{}",
         c.verdict
     );
+}
+
+/// A comparison whose own blocks drift has its interval doubled, and says so in its verdict;
+/// the same blocks beside more cohorts are doubled the same (the check's level is fixed,
+/// issue 47 item 4). Ratios that zigzag upwards (a trend: Mann–Kendall p = 0.012, with a lag-1
+/// autocorrelation near 0, so not widened for dependence) against the same ratios shuffled.
+#[test]
+fn a_comparison_whose_blocks_drift_has_its_interval_doubled_whatever_its_neighbours() {
+    let rising = [1.00, 1.03, 1.01, 1.04, 1.02, 1.05, 1.03, 1.06, 1.04, 1.07];
+    let shuffled = [1.04, 1.07, 1.00, 1.05, 1.03, 1.01, 1.06, 1.03, 1.02, 1.04];
+    let throughput = |ratios: &[f64], others: usize| {
+        let mut t = Vec::new();
+        for (b, ratio) in ratios.iter().enumerate() {
+            t.push(trial(0, t.len(), b as u32, "base", 10_000.0, "m"));
+            t.push(trial(0, t.len(), b as u32, "fast", 10_000.0 * ratio, "m"));
+            for k in 0..others {
+                let name = format!("other{k}");
+                t.push(trial(
+                    0,
+                    t.len(),
+                    b as u32,
+                    &name,
+                    10_000.0 * (1.0 + 0.003 * ((b * 7 + k) % 5) as f64),
+                    "m",
+                ));
+            }
+        }
+        let r = analyze(&[source(t)], &Options::default()).unwrap();
+        r.comparisons
+            .iter()
+            .find(|c| c.metric == "throughput" && c.cohort == "fast")
+            .unwrap()
+            .clone()
+    };
+    let calm = throughput(&shuffled, 0);
+    let drifting = throughput(&rising, 0);
+    assert!(!calm.doubled_for_drift, "{calm:?}");
+    assert!(drifting.doubled_for_drift, "{drifting:?}");
+    assert!(
+        drifting.trend_p_value.unwrap() < stats::serial::DOUBT_LEVEL / 2.0,
+        "{drifting:?}"
+    );
+    // The same mean and spread, neither widened for dependence: the drifting one's interval
+    // is the calm one's doubled.
+    let width = |c: &crate::model::Comparison| c.ci_high.ln() - c.ci_low.ln();
+    assert!((drifting.ratio - calm.ratio).abs() < 1e-9);
+    assert!(!drifting.widened_for_dependence && !calm.widened_for_dependence);
+    assert!(
+        (width(&drifting) / width(&calm) - 2.0).abs() < 1e-9,
+        "{drifting:?} {calm:?}"
+    );
+    assert!(
+        drifting
+            .verdict
+            .ends_with(", doubled: the blocks' ratios drift)")
+            || drifting
+                .verdict
+                .ends_with(", doubled: the blocks' ratios drift"),
+        "{}",
+        drifting.verdict
+    );
+    assert!(!calm.verdict.contains("doubled"), "{}", calm.verdict);
+    // Three more cohorts beside it: the same interval, at the confidence of a family of 4.
+    let among = throughput(&rising, 3);
+    assert!(among.doubled_for_drift, "{among:?}");
+    assert_eq!(among.family_size, 4);
 }
 
 /// An adaptive run's warning names the level its intervals are shown at: the stopping

@@ -354,7 +354,7 @@ pub(super) fn shape_warnings(
             warnings.push(Warning {
                 kind: "drift".into(),
                 cohort: Some(cohort.to_string()),
-                message: format!("the per-block ratios of {cohort} to {} drift or wander from block to block: {}; their intervals are widened for the dependence (an effective sample size, as every paired interval is) and may still be too narrow, most with few blocks (docs/methodology.md gives the coverage): something changed one configuration against the other while the run went on", c.baseline, dependent.join(", ")),
+                message: format!("the per-block ratios of {cohort} to {} drift or wander from block to block: {}; their intervals are widened for the dependence (an effective sample size, as every paired interval is) and doubled, and may still be too narrow, most with few blocks (docs/methodology.md gives the coverage): something changed one configuration against the other while the run went on", c.baseline, dependent.join(", ")),
             });
         }
         // Memory is not disturbed in stalls: its per-block ratios move by a few pages, and

@@ -316,6 +316,7 @@ mod tests {
             lag1_autocorrelation: None,
             trend_p_value: None,
             widened_for_dependence: false,
+            doubled_for_drift: false,
             drift_found: false,
             effective_blocks: None,
             ratio: 1.1,

@@ -129,8 +129,8 @@ pub(crate) struct Policy {
 impl Policy {
     /// The rule's.
     pub const RULE: Policy = Policy {
-        shape_alpha: 0.05,
-        widen_on_doubt: 2.0,
+        shape_alpha: stats::serial::DOUBT_LEVEL,
+        widen_on_doubt: stats::serial::WIDEN_ON_DOUBT,
         dependence_from: 0,
         dependence_margin: 1.0,
     };
