@@ -186,6 +186,33 @@ impl NoiseRecord {
                 .max(0.0);
     }
 
+    /// Several windows' records as one (a script trial's runs, each sampled on its own): each
+    /// percentage is weighted by its window's length, so the result is what one record over
+    /// the windows together would say; the load average is the first window's at its start
+    /// and the last one's at its end. None without a record.
+    pub fn over_windows(records: &[NoiseRecord]) -> Option<NoiseRecord> {
+        let (first, last) = (records.first()?, records.last()?);
+        let total: f64 = records.iter().map(|r| r.elapsed_s).sum();
+        if total <= 0.0 || !total.is_finite() {
+            return Some(last.clone());
+        }
+        let weighted = |f: fn(&NoiseRecord) -> f64| {
+            records.iter().map(|r| f(r) * r.elapsed_s).sum::<f64>() / total
+        };
+        Some(NoiseRecord {
+            elapsed_s: total,
+            steal_percent: weighted(|r| r.steal_percent),
+            processes_percent: weighted(|r| r.processes_percent),
+            server_percent: weighted(|r| r.server_percent),
+            rubyrace_percent: weighted(|r| r.rubyrace_percent),
+            services_percent: weighted(|r| r.services_percent),
+            other_percent: weighted(|r| r.other_percent),
+            interrupts_percent: weighted(|r| r.interrupts_percent),
+            load_average_start: first.load_average_start,
+            load_average_end: last.load_average_end,
+        })
+    }
+
     /// Whether the trial was measured in noise (`NOISY_OTHER_PERCENT`,
     /// `NOISY_STEAL_PERCENT`).
     pub fn is_noisy(&self) -> bool {
@@ -216,6 +243,37 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         let b = CpuTicks::read().unwrap();
         assert!(b.total() >= a.total() && a.total() > 0, "{a:?} {b:?}");
+    }
+
+    /// Two windows of 1 s and 3 s, other processes at 40% and 0%: 0.4 CPU-seconds over 4 s,
+    /// 10%; the load average from the first window's start to the last one's end.
+    #[test]
+    fn windows_combine_weighted_by_their_length() {
+        let window = |elapsed_s, other, steal, load_start, load_end| NoiseRecord {
+            elapsed_s,
+            other_percent: other,
+            steal_percent: steal,
+            processes_percent: other + 50.0,
+            server_percent: 50.0,
+            load_average_start: Some(load_start),
+            load_average_end: Some(load_end),
+            ..NoiseRecord::default()
+        };
+        let a = window(1.0, 40.0, 2.0, 0.1, 0.2);
+        let b = window(3.0, 0.0, 0.0, 0.3, 0.4);
+        let both = NoiseRecord::over_windows(&[a.clone(), b]).unwrap();
+        assert_eq!(both.elapsed_s, 4.0);
+        assert!((both.other_percent - 10.0).abs() < 1e-12, "{both:?}");
+        assert!((both.steal_percent - 0.5).abs() < 1e-12, "{both:?}");
+        assert!((both.processes_percent - 60.0).abs() < 1e-12, "{both:?}");
+        assert_eq!(
+            (both.load_average_start, both.load_average_end),
+            (Some(0.1), Some(0.4))
+        );
+        // Noisy alone, quiet over the two windows together (10% is not above 10%).
+        assert!(a.is_noisy() && !both.is_noisy());
+        assert_eq!(NoiseRecord::over_windows(&[]), None);
+        assert_eq!(NoiseRecord::over_windows(std::slice::from_ref(&a)), Some(a));
     }
 
     #[test]

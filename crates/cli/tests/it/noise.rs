@@ -527,3 +527,58 @@ duration = "2s"
     );
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
+
+/// A script trial has a noise record too, over its runs (each run sampled on its own, the
+/// script's process tree counted as its own CPU): a busy process beside it shows up as other
+/// processes' CPU, `repeat_noisy` runs the trial again, and the report's noise table has
+/// the cohort. Before, a script trial had no noise record: `repeat_noisy` never fired and
+/// the report had no noise table for scripts (threads-pipes' quiet rerun of 2026-11-30).
+#[test]
+fn a_script_trial_records_the_noise_over_its_runs_and_a_noisy_one_is_run_again() {
+    let lab = Lab::new("script-noise");
+    // About half a second of CPU a run.
+    std::fs::write(
+        lab.dir.path("").join("spin.rb"),
+        "t = Process.clock_gettime(Process::CLOCK_MONOTONIC)\nx = 0\nx += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.5\nputs \"rubyrace-metric spins=#{x}\"\n",
+    )
+    .unwrap();
+    lab.experiment(
+        r#"
+name = "script-noise"
+seed = 1
+batches = 1
+repeat_noisy = 1
+
+[settings]
+workload = "script"
+script = "spin.rb"
+runs = 2
+"#,
+    );
+    let busy = BusyLoop::start();
+    let run = lab.run(&[], Duration::from_secs(120));
+    drop(busy);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(
+        run.stderr.matches("was measured in noise").count(),
+        1,
+        "{run:?}"
+    );
+    let rows = valid_trials(&lab);
+    assert_eq!(rows.len(), 1);
+    let n = &rows[0].result["noise"];
+    // Two runs of about 0.5 s each, sampled from their start to their last sample.
+    let elapsed = num(n, "elapsed_s");
+    assert!((0.6..5.0).contains(&elapsed), "{n}");
+    // The script spins on a CPU: its own, not other processes'.
+    assert!(num(n, "server_percent") > 50.0, "{n}");
+    assert!(num(n, "other_percent") > 25.0, "{n}");
+    assert_eq!(rows[0].result["noisy_attempts"], 1);
+    let report = lab.report_json();
+    let noise = &report["cohorts"][0]["noise"];
+    assert_eq!(noise["set_aside"], 1, "{noise}");
+    assert!(num(noise, "other_cpu_percent") > 25.0, "{noise}");
+    let text = rubyrace(&["report", lab.results().to_str().unwrap()]);
+    assert!(text.stdout.contains("Machine noise"), "{text:?}");
+    lab.assert_no_leftovers(Duration::from_secs(2));
+}

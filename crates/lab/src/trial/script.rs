@@ -17,6 +17,10 @@ use crate::conditions::check_pinning;
 use crate::{probe, profile};
 use results::{ScriptOutcome, ScriptRun, TrialResult, TrialStatus};
 use sys::process::{describe_orphans, describe_status, kill_orphans, Launch, Supervised};
+use sys::resources::Sampler;
+
+/// The longest interval between the noise samples of a script run.
+const SCRIPT_NOISE_INTERVAL: Duration = Duration::from_millis(50);
 
 pub(super) fn script_trial(
     spec: &TrialSpec,
@@ -58,6 +62,7 @@ pub(super) fn script_trial(
         ..ScriptOutcome::default()
     };
     let limit = script.timeout;
+    let mut noises = Vec::new();
     for run in 0..script.runs {
         let name = format!("run{}", run + 1);
         let since = Instant::now();
@@ -78,7 +83,22 @@ pub(super) fn script_trial(
         if let (0, Some(split)) = (run, &spec.cpus) {
             result.pinning = Some(check_pinning(split, &[child.pid()]));
         }
+        // The machine's noise over the run, as an HTTP trial's measured phase has it: the
+        // script's process tree is the "server", the run's services are its own. Sampled at
+        // least every 50 ms: the run is reaped before a last sample could be taken, so the
+        // window ends at the last sample while the script lived.
+        let sampler = Sampler::start_window_beside(
+            child.pid(),
+            child.pid(),
+            since,
+            None,
+            s.sample_interval.min(SCRIPT_NOISE_INTERVAL),
+            Some(spec.registry.clone()),
+        );
         let waited = child.wait_with_usage(since, limit, interrupt);
+        if let (_, Some(noise)) = sampler.finish_with_noise() {
+            noises.push(noise);
+        }
         let Some((status, usage, wall)) = waited else {
             child.stop(Duration::from_secs(1));
             kill_orphans(&[child.pid()]);
@@ -126,6 +146,8 @@ pub(super) fn script_trial(
         }
     }
     result.script = Some(summarize_script(outcome));
+    // Over every run: what `repeat_noisy` and the report's noise table read.
+    result.noise = sys::noise::NoiseRecord::over_windows(&noises);
     result.status = TrialStatus::Valid;
     let summary = probe::summarize(&probe::read_records(&probe_dir), &BTreeMap::new(), None);
     probe::apply(result, summary);
