@@ -345,8 +345,8 @@ fn smoke_shortens_but_never_lengthens() {
         (load.warmup, load.duration),
         (Duration::from_millis(500), Duration::from_secs(2))
     );
-    // A smoke run of a file that waits for quiet and repeats noisy trials waits at most 5 s
-    // a trial and repeats none, and says so.
+    // A smoke run of a file that waits for quiet and repeats noisy trials looks once and
+    // does not wait, repeats none, and says so.
     let e = parse(
         "quiet = true
 repeat_noisy = 2
@@ -356,12 +356,12 @@ repeat_noisy = 2
     .smoke();
     assert_eq!(
         e.conditions.quiet.as_ref().map(|q| q.max_wait),
-        Some(Duration::from_secs(5))
+        Some(Duration::ZERO)
     );
     assert_eq!(e.conditions.repeat_noisy, 0);
     assert!(
         e.smoke_note().ends_with(
-            "a wait for quiet of at most 5s and no noisy trial repeated; no adaptive blocks"
+            "one look for quiet and no wait, and no noisy trial repeated; no adaptive blocks"
         ),
         "{}",
         e.smoke_note()

@@ -457,6 +457,25 @@ duration = "1s"
     lab.assert_no_leftovers(Duration::from_secs(2));
 }
 
+/// Runs the lab's one-trial experiment (`repeat_noisy = repeats`) beside a busy loop, so
+/// that every attempt is noisy: the trial is run again `repeats` times and its last attempt
+/// stored, valid, saying so. The stored trials.
+fn run_beside_a_busy_loop(lab: &Lab, repeats: usize) -> Vec<TrialRow> {
+    let busy = BusyLoop::start();
+    let run = lab.run(&[], Duration::from_secs(120));
+    drop(busy);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(
+        run.stderr.matches("was measured in noise").count(),
+        repeats,
+        "{run:?}"
+    );
+    let rows = valid_trials(lab);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].result["noisy_attempts"], repeats);
+    rows
+}
+
 #[test]
 fn a_trial_measured_in_noise_is_run_again_and_its_noisy_attempts_are_kept_apart() {
     let lab = Lab::new("repeat-noisy");
@@ -478,18 +497,7 @@ duration = "2s"
     );
     // Busy for the whole run: every attempt is noisy, so the trial runs 1 + 2 times and the
     // last attempt is stored (still noisy, and named so).
-    let busy = BusyLoop::start();
-    let run = lab.run(&[], Duration::from_secs(120));
-    drop(busy);
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    assert_eq!(
-        run.stderr.matches("was measured in noise").count(),
-        2,
-        "{run:?}"
-    );
-    let rows = valid_trials(&lab);
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].result["noisy_attempts"], 2);
+    run_beside_a_busy_loop(&lab, 2);
     let export = rubyrace(&["export", lab.results().to_str().unwrap(), "--json"]);
     assert_eq!(export.code(), Some(0), "{export:?}");
     let export: Value = serde_json::from_str(&export.stdout).unwrap();
@@ -555,17 +563,7 @@ script = "spin.rb"
 runs = 2
 "#,
     );
-    let busy = BusyLoop::start();
-    let run = lab.run(&[], Duration::from_secs(120));
-    drop(busy);
-    assert_eq!(run.code(), Some(0), "{run:?}");
-    assert_eq!(
-        run.stderr.matches("was measured in noise").count(),
-        1,
-        "{run:?}"
-    );
-    let rows = valid_trials(&lab);
-    assert_eq!(rows.len(), 1);
+    let rows = run_beside_a_busy_loop(&lab, 1);
     let n = &rows[0].result["noise"];
     // Two runs of about 0.5 s each, sampled from their start to their last sample.
     let elapsed = num(n, "elapsed_s");
@@ -573,7 +571,6 @@ runs = 2
     // The script spins on a CPU: its own, not other processes'.
     assert!(num(n, "server_percent") > 50.0, "{n}");
     assert!(num(n, "other_percent") > 25.0, "{n}");
-    assert_eq!(rows[0].result["noisy_attempts"], 1);
     let report = lab.report_json();
     let noise = &report["cohorts"][0]["noise"];
     assert_eq!(noise["set_aside"], 1, "{noise}");
