@@ -111,6 +111,9 @@ fn exchange(mut stream: impl Read + Write, addr: SocketAddr, path: &str) -> Prob
     loop {
         let n = match stream.read(&mut buf) {
             Ok(n) => n,
+            // A signal (a child's SIGCHLD) interrupted the read: nothing was read, read again.
+            // Taken for garbage, it failed a resumed run's trial in CI (2026-11-30).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && pending.is_empty() => {
                 return Probe::Refused
             }
